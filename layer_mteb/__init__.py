@@ -1,0 +1,22 @@
+"""layer_mteb: which layer of a language model makes the best text embeddings, scored with mteb's own evaluators."""
+
+from layer_mteb.cache import LayerCache
+from layer_mteb.config import EncodeConfig
+from layer_mteb.encoder import LayerEncoder
+from layer_mteb.errors import UserError
+from layer_mteb.models import ARCHITECTURES, PACKAGED_MODELS, LoadedModel, load_model, wrap_model
+from layer_mteb.sweep import sweep
+
+__all__ = [
+    "ARCHITECTURES",
+    "PACKAGED_MODELS",
+    "EncodeConfig",
+    "LayerCache",
+    "LayerEncoder",
+    "LoadedModel",
+    "UserError",
+    "load_model",
+    "sweep",
+    "wrap_model",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,131 @@
+"""The all-layer pooled cache: each unique text goes through the model once; every layer is read from the cache.
+
+``LayerCache.vectors(texts)`` returns the [L+1, n, D] pooled vectors of ``texts``, running the forward pass only for
+texts it has not seen. One cache per (model, encode config, task) serves every layer of that task, and can be saved
+to and reloaded from disk (safetensors + JSON; never pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from layer_mteb._io import atomic_write
+from layer_mteb.config import EncodeConfig
+from layer_mteb.models import LoadedModel
+from layer_mteb.pooling import pool_all_layers
+
+logger = logging.getLogger(__name__)
+
+
+class LayerCache:
+    """Pooled vectors of all L+1 layers for every text seen so far, on the compute device."""
+
+    def __init__(self, model: LoadedModel, config: EncodeConfig, path: Path | None = None, *, progress: bool = False):
+        self.model = model
+        self.config = config
+        self.path = path
+        self.progress = progress
+        self.index: dict[str, int] = {}
+        self._vectors = torch.empty(model.n_layers + 1, 0, model.hidden_size, device=config.device)
+        self.n_truncated = 0
+        if path is not None:
+            self._load(path)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def vectors(self, texts: Sequence[str], layer: int | None = None) -> torch.Tensor:
+        """[L+1, n, D] (or [n, D] for one ``layer``) float32 vectors of ``texts``, encoding only the unseen ones."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self.index))
+        if missing:
+            vectors, n_truncated = encode_all_layers(self.model, missing, self.config, progress=self.progress)
+            self._append(missing, vectors)
+            self.n_truncated += n_truncated
+        rows = torch.tensor([self.index[t] for t in texts], device=self._vectors.device, dtype=torch.long)
+        stored = self._vectors if layer is None else self._vectors[layer]
+        return stored.index_select(-2, rows)
+
+    def save(self, path: Path | None = None) -> None:
+        """Write the cache atomically: a killed process leaves the old cache or the new one, never half of one."""
+        path = path or self.path
+        if path is None:
+            raise ValueError("no path to save the cache to")
+        path.mkdir(parents=True, exist_ok=True)
+        atomic_write(path / "vectors.safetensors", lambda tmp: save_file({"vectors": self._vectors.cpu()}, tmp))
+        atomic_write(path / "texts.json", lambda tmp: Path(tmp).write_text(json.dumps(list(self.index))))
+
+    def _append(self, texts: list[str], vectors: torch.Tensor) -> None:
+        start = len(self.index)
+        self.index.update((t, start + i) for i, t in enumerate(texts))
+        self._vectors = torch.cat([self._vectors, vectors.to(self._vectors.device)], dim=1)
+
+    def _load(self, path: Path) -> None:
+        vectors_file, texts_file = path / "vectors.safetensors", path / "texts.json"
+        if not (vectors_file.exists() and texts_file.exists()):
+            return
+        try:
+            texts = json.loads(texts_file.read_text())
+            vectors = load_file(vectors_file)["vectors"]
+        except (OSError, ValueError, KeyError) as err:
+            logger.warning("ignoring unreadable cache %s (%s); recomputing", path, err)
+            return
+        expected = (self.model.n_layers + 1, len(texts), self.model.hidden_size)
+        if tuple(vectors.shape) != expected or len(set(texts)) != len(texts):
+            shape = tuple(vectors.shape)
+            logger.warning("ignoring cache %s: shape %s, expected %s; recomputing", path, shape, expected)
+            return
+        self._append(texts, vectors)
+
+
+def encode_all_layers(
+    model: LoadedModel, texts: Sequence[str], config: EncodeConfig, *, progress: bool = False
+) -> tuple[torch.Tensor, int]:
+    """One forward pass per text -> ([L+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated)."""
+    token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
+    if n_truncated:
+        logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
+    order = sorted(range(len(texts)), key=lambda i: -len(token_ids[i]))  # longest first: memory errors show early
+    out = torch.empty(model.n_layers + 1, len(texts), model.hidden_size, device=config.device)
+    use_cache = {"use_cache": False} if model.architecture.kind != "encoder" else {}
+    with torch.inference_mode():
+        for batch in tqdm(list(_batches(order, config.batch_size)), desc="encoding", disable=not progress, leave=False):
+            padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
+            padded = {k: v.to(model.device) for k, v in padded.items()}
+            output = model.model(**padded, output_hidden_states=True, **use_cache)
+            pooled = pool_all_layers(
+                output.hidden_states,
+                padded["attention_mask"],
+                final_norm=model.final_norm,
+                readout=config.readout,
+                pooling=config.pooling,
+            )
+            out[:, torch.tensor(batch, device=out.device)] = pooled.to(out.device)
+    return out, n_truncated
+
+
+def tokenize(tokenizer, texts: Sequence[str], max_length: int) -> tuple[list[list[int]], int]:
+    """Token ids per text (special tokens included, as in the paper), truncated to ``max_length``.
+
+    A text that tokenizes to nothing (an empty string for GPT-2-style tokenizers) gets one padding-free stand-in
+    token, so every text has at least one real token to pool over. Returns the ids and how many texts were cut.
+    """
+    ids = tokenizer(list(texts), truncation=True, max_length=max_length + 1)["input_ids"]
+    too_long = [i for i, row in enumerate(ids) if len(row) > max_length]
+    if too_long:
+        cut = tokenizer([texts[i] for i in too_long], truncation=True, max_length=max_length)["input_ids"]
+        for i, row in zip(too_long, cut, strict=True):
+            ids[i] = row
+    filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
+    return [row or [filler] for row in ids], len(too_long)
+
+
+def _batches(order: list[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(order), size):
+        yield order[start : start + size]

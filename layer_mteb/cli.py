@@ -1,0 +1,87 @@
+"""``layer-mteb``: parse arguments and route to the library; user mistakes print one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import warnings
+
+from layer_mteb.config import DTYPES, POOLINGS, READOUTS
+from layer_mteb.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="layer-mteb", description="Score every layer of a model on MTEB tasks.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="score every requested layer on every task (one forward pass per task)")
+    run.add_argument(
+        "--model", required=True, help="hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+    )
+    run.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
+    run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
+    run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA)")
+    run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
+    run.add_argument("--readout", choices=READOUTS, default="final_norm")
+    run.add_argument("--pooling", choices=POOLINGS, default="mean")
+    run.add_argument("--max-length", type=int, default=512)
+    run.add_argument("--batch-size", type=int, default=32)
+    run.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    run.add_argument("--dtype", choices=DTYPES, default="float32")
+    run.add_argument("--output", default=None, help="run folder (default: results/<model>)")
+    run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
+    run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
+    run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from layer_mteb.config import EncodeConfig, default_device
+    from layer_mteb.results import layer_table
+    from layer_mteb.sweep import sweep
+
+    config = EncodeConfig(
+        readout=args.readout,
+        pooling=args.pooling,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        device=args.device or default_device(),
+    )
+    output = Path(args.output or Path("results") / Path(args.model).name.replace("/", "__"))
+    frame = sweep(
+        args.model,
+        args.tasks,
+        layers=args.layers,
+        config=config,
+        data_dir=args.data_dir,
+        output=output,
+        vector_cache=not args.no_vector_cache,
+        overwrite=args.overwrite,
+        revision=args.revision,
+        trust_remote_code=args.trust_remote_code,
+    )
+    print(layer_table(frame).round(4).to_string())
+    print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    warnings.filterwarnings("ignore", message=".*is superseded by.*")
+    logging.getLogger("mteb").addFilter(lambda record: "is superseded by" not in record.getMessage())
+    try:
+        args.handler(args)
+    except UserError as err:
+        print(f"layer-mteb: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

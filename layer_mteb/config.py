@@ -1,0 +1,63 @@
+"""How texts become vectors: the settings that change a pooled vector, validated once, up front."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal, get_args
+
+import torch
+
+from layer_mteb.errors import UserError
+
+Readout = Literal["final_norm", "raw"]
+Pooling = Literal["mean", "last", "first"]
+DType = Literal["float32", "bfloat16", "float16"]
+
+READOUTS: tuple[str, ...] = get_args(Readout)
+POOLINGS: tuple[str, ...] = get_args(Pooling)
+DTYPES: tuple[str, ...] = get_args(DType)
+
+
+@dataclass(frozen=True)
+class EncodeConfig:
+    """Everything besides the model that decides a pooled vector (and so keys caches and results).
+
+    ``readout="final_norm"`` applies the model's final norm to every intermediate layer, as the paper's
+    truncated models did; ``"raw"`` reads the residual stream as ``output_hidden_states`` returns it.
+    ``batch_size`` and ``device`` change speed, never values, so they are not part of :meth:`key`.
+    """
+
+    readout: Readout = "final_norm"
+    pooling: Pooling = "mean"
+    max_length: int = 512
+    dtype: DType = "float32"
+    batch_size: int = 32
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        _check_choice("readout", self.readout, READOUTS)
+        _check_choice("pooling", self.pooling, POOLINGS)
+        _check_choice("dtype", self.dtype, DTYPES)
+        if self.max_length < 1:
+            raise UserError(f"--max-length must be a positive integer, got {self.max_length}")
+        if self.batch_size < 1:
+            raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise UserError(f"--device {self.device} was asked for but no CUDA GPU is available; use --device cpu")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def key(self) -> dict[str, str | int]:
+        """The settings that change vectors: part of every cache key and of mteb's experiment name."""
+        return {k: v for k, v in asdict(self).items() if k not in ("batch_size", "device")}
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UserError(f"--{option.replace('_', '-')} must be one of {', '.join(choices)}; got {value!r}")

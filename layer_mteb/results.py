@@ -1,0 +1,81 @@
+"""The tidy results table: one row per (task, layer, subset), keyed by integer layer, written atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb._io import atomic_write
+
+SCORE_COLUMNS = [
+    "model",
+    "revision",
+    "layer",
+    "n_layers",
+    "relative_depth",
+    "task",
+    "task_type",
+    "split",
+    "subset",
+    "main_score",
+    "readout",
+    "pooling",
+    "max_length",
+    "dtype",
+    "data",
+]
+SCORES_FILE = "scores.csv"
+
+
+def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
+    """mteb's ``TaskResult`` for one layer -> tidy rows (one per split and subset).
+
+    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb).
+    """
+    model, config, layer = encoder.model, encoder.config, encoder.layer
+    rows = []
+    for split, subsets in task_result.scores.items():
+        for scores in subsets:
+            rows.append(
+                {
+                    "model": model.name,
+                    "revision": model.revision,
+                    "layer": layer,
+                    "n_layers": model.n_layers,
+                    "relative_depth": layer / model.n_layers,
+                    "task": task.metadata.name,
+                    "task_type": task.metadata.type,
+                    "split": split,
+                    "subset": scores["hf_subset"],
+                    "main_score": float(scores["main_score"]),
+                    "readout": config.readout,
+                    "pooling": config.pooling,
+                    "max_length": config.max_length,
+                    "dtype": config.dtype,
+                    "data": data,
+                }
+            )
+    return rows
+
+
+def to_frame(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    return frame.sort_values(["model", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
+
+
+def write_scores(frame: pd.DataFrame, run_dir: Path) -> Path:
+    path = run_dir / SCORES_FILE
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+    return path
+
+
+def read_scores(run_dir: str | Path) -> pd.DataFrame:
+    return pd.read_csv(Path(run_dir) / SCORES_FILE)
+
+
+def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Layers as rows, tasks as columns, plus the mean over tasks: the table a person reads first."""
+    table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
+    table["mean"] = table.mean(axis=1)
+    return table
