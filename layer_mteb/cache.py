@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from layer_mteb._io import atomic_write
 from layer_mteb.config import EncodeConfig
 from layer_mteb.models import LoadedModel
-from layer_mteb.pooling import pool_all_layers
+from layer_mteb.pooling import pool, readout_layers
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +84,19 @@ class LayerCache:
         self._append(texts, vectors)
 
 
+#: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
+#: mask [B, T] and the positions of the batch's texts in the ``texts`` given to :func:`encode_all_layers`.
+#: Token-level metrics stream through this instead of storing token states of all layers.
+BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
+
+
 def encode_all_layers(
-    model: LoadedModel, texts: Sequence[str], config: EncodeConfig, *, progress: bool = False
+    model: LoadedModel,
+    texts: Sequence[str],
+    config: EncodeConfig,
+    *,
+    progress: bool = False,
+    on_batch: BatchObserver | None = None,
 ) -> tuple[torch.Tensor, int]:
     """One forward pass per text -> ([L+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated)."""
     token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
@@ -99,13 +110,10 @@ def encode_all_layers(
             padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
             padded = {k: v.to(model.device) for k, v in padded.items()}
             output = model.model(**padded, output_hidden_states=True, **use_cache)
-            pooled = pool_all_layers(
-                output.hidden_states,
-                padded["attention_mask"],
-                final_norm=model.final_norm,
-                readout=config.readout,
-                pooling=config.pooling,
-            )
+            states = readout_layers(output.hidden_states, model.final_norm, config.readout)
+            if on_batch is not None:
+                on_batch(states, padded["attention_mask"], batch)
+            pooled = torch.stack([pool(h, padded["attention_mask"], config.pooling) for h in states])
             out[:, torch.tensor(batch, device=out.device)] = pooled.to(out.device)
     return out, n_truncated
 
