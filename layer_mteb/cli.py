@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     warnings.filterwarnings("ignore", message=".*is superseded by.*")
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # keep stderr for progress of the sweep and one-line errors
     logging.getLogger("mteb").addFilter(lambda record: "is superseded by" not in record.getMessage())
     try:
         args.handler(args)

@@ -45,12 +45,12 @@ def sweep(
     mteb's result JSONs under ``output/mteb``; finished units are read back instead of recomputed.
     """
     config = config or EncodeConfig(device=default_device())
+    data_path = data_dir_from_env(data_dir)
+    work = _task_units(tasks, data_path)  # before the model: a mistyped task should not wait for a model load
     if not isinstance(model, LoadedModel):
         model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
     loaded = model
     layer_ids = parse_layers(layers, loaded.n_layers)
-    data_path = data_dir_from_env(data_dir)
-    work = _task_units(tasks, data_path)
     output_path = Path(output) if output is not None else None
     results_cache = ResultCache(output_path / "mteb") if output_path is not None else None
     rows: list[dict] = []

