@@ -4,6 +4,7 @@ content fingerprints for local models and data."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -52,6 +53,10 @@ def content_hash(path: Path) -> str:
                 handle.seek(-(1 << 20), os.SEEK_END)
                 digest.update(handle.read())
     return digest.hexdigest()[:16]
+
+
+def write_json(target: Path, data: object) -> None:
+    atomic_write(target, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
 
 
 def text_hash(*parts: object) -> str:

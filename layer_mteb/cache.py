@@ -106,7 +106,9 @@ def encode_all_layers(
     out = torch.empty(model.n_layers + 1, len(texts), model.hidden_size, device=config.device)
     use_cache = {"use_cache": False} if model.architecture.kind != "encoder" else {}
     with torch.inference_mode():
-        for batch in tqdm(list(_batches(order, config.batch_size)), desc="encoding", disable=not progress, leave=False):
+        for batch in tqdm(
+            list(_batches(order, config.batch_size)), desc="encoding", disable=None if progress else True, leave=False
+        ):
             padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
             padded = {k: v.to(model.device) for k, v in padded.items()}
             output = model.model(**padded, output_hidden_states=True, **use_cache)

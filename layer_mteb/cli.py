@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -12,9 +13,16 @@ from layer_mteb.config import DTYPES, POOLINGS, READOUTS
 from layer_mteb.errors import UserError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (and exit 2) like every other user error."""
+
+    def error(self, message: str):
+        self.exit(2, f"layer-mteb: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="layer-mteb", description="Score every layer of a model on MTEB tasks.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="layer-mteb", description="Score every layer of a model on MTEB tasks.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="score every requested layer on every task (one forward pass per task)")
     run.add_argument(
         "--model", required=True, help="hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
@@ -81,9 +89,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.handler(args)
     except UserError as err:
-        print(f"layer-mteb: error: {err}", file=sys.stderr)
-        return 2
+        return _fail(str(err))
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return _fail(
+                f"no space left on device writing {err.filename or 'results'}; free space or use another "
+                "--output / $LAYER_MTEB_CACHE"
+            )
+        if err.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+            return _fail(f"cannot write {err.filename}: {err.strerror}; choose another --output / $LAYER_MTEB_CACHE")
+        raise
     return 0
+
+
+def _fail(message: str) -> int:
+    print(f"layer-mteb: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

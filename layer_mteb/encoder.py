@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -30,6 +31,7 @@ class LayerEncoder(AbsEncoder):
         *,
         config: EncodeConfig | None = None,
         cache: LayerCache | None = None,
+        data_fingerprint: str | None = None,
     ):
         if cache is not None:
             model, config = cache.model, cache.config
@@ -38,7 +40,7 @@ class LayerEncoder(AbsEncoder):
         self.layer = resolve_layer(layer, self.model.n_layers)
         self.config = config
         self.cache = cache if cache is not None else LayerCache(self.model, config)
-        self._meta = model_meta(self.model, self.layer, config)
+        self._meta = model_meta(self.model, self.layer, config, data_fingerprint)
 
     @property
     def mteb_model_meta(self) -> ModelMeta:
@@ -46,7 +48,13 @@ class LayerEncoder(AbsEncoder):
 
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
         texts = [text for batch in inputs for text in batch["text"]]
-        return self.cache.vectors(texts, layer=self.layer).cpu().numpy().astype(np.float32, copy=False)
+        vectors = self.cache.vectors(texts, layer=self.layer)
+        if not torch.isfinite(vectors).all():
+            raise UserError(
+                f"layer {self.layer} of {self.model.name} gives NaN/inf vectors in {self.config.dtype} "
+                "(overflow); rerun with --dtype float32 or --dtype bfloat16"
+            )
+        return vectors.cpu().numpy().astype(np.float32, copy=False)
 
 
 def resolve_layer(layer: int, n_layers: int) -> int:
@@ -57,8 +65,15 @@ def resolve_layer(layer: int, n_layers: int) -> int:
     return layer % (n_layers + 1)
 
 
-def model_meta(model: LoadedModel, layer: int, config: EncodeConfig) -> ModelMeta:
-    """A real ``ModelMeta``: the model's own name and revision, with the layer and encode settings as experiment."""
+def model_meta(model: LoadedModel, layer: int, config: EncodeConfig, data_fingerprint: str | None = None) -> ModelMeta:
+    """A real ``ModelMeta``: the model's own name and revision, with the layer and encode settings as experiment.
+
+    mteb keys stored results by (name, revision, experiment_kwargs, task) only, so everything else that changes a
+    score (layer, readout, pooling, max length, dtype, and the data when it is a local copy) goes in here.
+    """
+    experiment = {"layer": layer, "n_layers": model.n_layers, **config.key()}
+    if data_fingerprint is not None:
+        experiment["data"] = data_fingerprint
     n_parameters = sum(p.numel() for p in model.model.parameters())
     return ModelMeta(
         loader=None,
@@ -78,5 +93,5 @@ def model_meta(model: LoadedModel, layer: int, config: EncodeConfig) -> ModelMet
         similarity_fn_name=ScoringFunction.COSINE,
         use_instructions=False,
         training_datasets=None,
-        experiment_kwargs={"layer": layer, "n_layers": model.n_layers, **config.key()},
+        experiment_kwargs=experiment,
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 
 from layer_mteb._io import building, content_hash
@@ -125,7 +126,7 @@ def load_model(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **kwargs)
-    except (OSError, ValueError, RuntimeError) as err:
+    except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise UserError(f"cannot load model {name!r}: {_first_line(err)}") from None
     model.to(config.device)
     if revision is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,9 +11,10 @@ from pathlib import Path
 import mteb
 import pandas as pd
 from mteb.cache import ResultCache
+from mteb.results import TaskResult
 from tqdm.auto import tqdm
 
-from layer_mteb._io import text_hash
+from layer_mteb._io import content_hash, text_hash, write_json
 from layer_mteb.cache import LayerCache
 from layer_mteb.config import EncodeConfig, default_device
 from layer_mteb.encoder import LayerEncoder, resolve_layer
@@ -41,42 +43,96 @@ def sweep(
     """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
     ``tasks`` is a ``--tasks`` selection (tasks.yaml[:suite], suite name, comma-separated names), a list of task
-    names, or a list of mteb task objects. With ``output``, writes ``scores.csv`` as each (task, layer) finishes and
-    mteb's result JSONs under ``output/mteb``; finished units are read back instead of recomputed.
+    names, or a list of mteb task objects. With ``output``, writes ``scores.csv`` as each (task, layer) finishes,
+    mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded, evaluated and reused). A rerun
+    reads finished units back instead of recomputing them; ``overwrite`` recomputes vectors and scores.
     """
     config = config or EncodeConfig(device=default_device())
+    output_path = Path(output) if output is not None else None
+    if output_path is not None:
+        check_writable(output_path)
     data_path = data_dir_from_env(data_dir)
     work = _task_units(tasks, data_path)  # before the model: a mistyped task should not wait for a model load
     if not isinstance(model, LoadedModel):
         model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
     loaded = model
     layer_ids = parse_layers(layers, loaded.n_layers)
-    output_path = Path(output) if output is not None else None
     results_cache = ResultCache(output_path / "mteb") if output_path is not None else None
     rows: list[dict] = []
-    for task, data in tqdm(work, desc="tasks", disable=not progress):
+    log: list[dict] = []
+    for task, data, fingerprint in tqdm(work, desc="tasks", disable=None if progress else True):
         task.load_data()  # once; mteb.evaluate keeps data it did not load itself
         store = _vector_store(loaded, config, task) if vector_cache else None
-        cache = LayerCache(loaded, config, store, progress=progress)
-        for layer in tqdm(layer_ids, desc=f"{task.metadata.name} layers", disable=not progress, leave=False):
-            encoder = LayerEncoder(loaded, layer, cache=cache)
+        cache = LayerCache(loaded, config, None if overwrite else store, progress=progress)
+        cache.path = store
+        entry = {
+            "task": task.metadata.name,
+            "data": data,
+            "texts_loaded": len(cache),
+            "texts_encoded": 0,
+            "units_evaluated": 0,
+            "units_reused": 0,
+        }
+        for layer in tqdm(
+            layer_ids, desc=f"{task.metadata.name} layers", disable=None if progress else True, leave=False
+        ):
+            encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
+            reused = not overwrite and _has_result(results_cache, task, encoder)
             n_before = len(cache)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*is superseded by.*")
-                result = mteb.evaluate(
-                    encoder,
-                    task,
-                    cache=results_cache,
-                    overwrite_strategy="always" if overwrite else "only-missing",
-                    show_progress_bar=False,
-                )
+            result = _evaluate(encoder, task, results_cache, overwrite)
             if store is not None and len(cache) > n_before:
                 cache.save()
+            entry["texts_encoded"] += len(cache) - n_before
+            entry["units_reused" if reused else "units_evaluated"] += 1
             rows += score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
             if output_path is not None:
                 write_scores(to_frame(rows), output_path)
+        entry["texts_truncated"] = cache.n_truncated
+        log.append(entry)
+        if output_path is not None:
+            write_json(
+                output_path / "run.json",
+                {"model": loaded.name, "revision": loaded.revision, "settings": config.key(), "tasks": log},
+            )
         task.unload_data()
     return to_frame(rows)
+
+
+def _evaluate(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is superseded by.*")
+        return mteb.evaluate(
+            encoder,
+            task,
+            cache=results_cache,
+            overwrite_strategy="always" if overwrite else "only-missing",
+            show_progress_bar=False,
+        )
+
+
+def _has_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:
+    """Whether mteb will reuse a stored result; a torn or unreadable one is removed (with a warning) instead."""
+    if results_cache is None:
+        return False
+    path = results_cache.get_task_result_path(task.metadata.name, encoder.mteb_model_meta)
+    if not path.exists():
+        return False
+    try:
+        TaskResult.from_disk(path)
+    except Exception as err:  # mteb raises several types for a torn file; any of them means "recompute"
+        logger.warning("removing unreadable result %s (%s); it will be recomputed", path, type(err).__name__)
+        path.unlink()
+        return False
+    return True
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before any work if results could not be written (checked on the nearest existing parent)."""
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"output folder {str(folder)!r} is not writable; choose another --output")
 
 
 def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
@@ -100,8 +156,8 @@ def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
     return sorted({resolve_layer(int(layer), n_layers) for layer in layers})
 
 
-def _task_units(tasks, data_dir: Path | None) -> list[tuple[object, str]]:
-    """-> [(mteb task, data origin)], with a clear error for tasks that have no data to run on."""
+def _task_units(tasks, data_dir: Path | None) -> list[tuple[object, str, str]]:
+    """-> [(mteb task, data origin, data fingerprint)]; resolving names here gives early, clear errors."""
     if isinstance(tasks, str):
         task_file, specs = select_tasks(tasks, data_dir)
         split = task_file.split
@@ -109,8 +165,14 @@ def _task_units(tasks, data_dir: Path | None) -> list[tuple[object, str]]:
         task_file, specs = select_tasks(",".join(tasks), data_dir)
         split = task_file.split
     else:
-        return [(task, "given") for task in tasks]
-    return [(load_task(spec, split, data_dir), _origin(spec, data_dir)) for spec in specs]
+        return [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
+    units = []
+    for spec in specs:
+        task = load_task(spec, split, data_dir)
+        local = data_dir / spec.name if data_dir is not None else None
+        fingerprint = content_hash(local) if local is not None and local.is_dir() else task.metadata.revision
+        units.append((task, _origin(spec, data_dir), fingerprint))
+    return units
 
 
 def _origin(spec: TaskSpec, data_dir: Path | None) -> str:

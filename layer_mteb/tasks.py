@@ -131,6 +131,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     except KeyError:
         raise UserError(_unknown_task_message(spec.name)) from None
     if data_dir is not None and (data_dir / spec.name).is_dir():
+        check_local_folder(task, data_dir / spec.name, spec)
         task.load_data = MethodType(_local_loader(data_dir / spec.name, spec), task)
     return task
 
@@ -163,10 +164,7 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
 
     spec = spec or TaskSpec(task.metadata.name)
     task_type = task.metadata.type
-    splits = list(task.eval_splits)
-    if task_type == "Classification":
-        splits.append(task.train_split)
-    rows = {split: _read_split(folder, split, spec) for split in dict.fromkeys(splits)}
+    rows = {split: _read_split(folder, split, spec) for split in _needed_splits(task)}
     shaped = {split: _shape(task, task_type, split_rows, folder, split) for split, split_rows in rows.items()}
     if task_type == "Classification":
         _labels_to_ids(shaped)
@@ -176,14 +174,34 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     return dataset
 
 
-def _read_split(folder: Path, split: str, spec: TaskSpec) -> list[dict[str, Any]]:
+def check_local_folder(task, folder: Path, spec: TaskSpec) -> None:
+    """Fail before any model is loaded on a folder that lacks a split, a column or rows (reads one row a file)."""
+    for split in _needed_splits(task):
+        _shape(task, task.metadata.type, _read_split(folder, split, spec, limit=1), folder, split)
+
+
+def _needed_splits(task) -> list[str]:
+    splits = list(task.eval_splits)
+    if task.metadata.type == "Classification":
+        splits.append(task.train_split)
+    return list(dict.fromkeys(splits))
+
+
+def _read_split(folder: Path, split: str, spec: TaskSpec, limit: int | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in spec.local_files.get(split, (f"{split}.jsonl",)):
         path = folder / name
         if not path.exists():
             raise UserError(f"{folder}: no {name} for the {split!r} split this task needs")
         with path.open(encoding="utf-8") as handle:
-            rows.extend(json.loads(line) for line in handle if line.strip())
+            for line in handle:
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        raise UserError(f"{path}: a line is not valid JSON: {line[:60]!r}") from None
+                if limit is not None and len(rows) >= limit:
+                    break
     if not rows:
         raise UserError(f"{folder}: the {split!r} split is empty")
     return rows

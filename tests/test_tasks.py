@@ -106,14 +106,12 @@ def test_local_classification_labels_share_one_id_mapping(data_dir):
 def test_local_folder_without_the_needed_split_is_one_clear_error(tmp_path):
     (tmp_path / "STS12").mkdir()
     (tmp_path / "STS12" / "train.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n')
-    task = load_task(TaskSpec("STS12"), "test", tmp_path)
     with pytest.raises(UserError, match=r"no test\.jsonl"):
-        task.load_data()
+        load_task(TaskSpec("STS12"), "test", tmp_path)
 
 
 def test_local_folder_with_wrong_columns_is_one_clear_error(tmp_path):
     (tmp_path / "STS12").mkdir()
     (tmp_path / "STS12" / "test.jsonl").write_text('{"text": "a", "score": 1}\n')
-    task = load_task(TaskSpec("STS12"), "test", tmp_path)
     with pytest.raises(UserError, match="missing column"):
-        task.load_data()
+        load_task(TaskSpec("STS12"), "test", tmp_path)
