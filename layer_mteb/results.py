@@ -26,6 +26,9 @@ SCORE_COLUMNS = [
     "data",
 ]
 SCORES_FILE = "scores.csv"
+#: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
+#: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
+MTEB_DECIMALS = 6
 
 
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
@@ -48,7 +51,7 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
                     "task_type": task.metadata.type,
                     "split": split,
                     "subset": scores["hf_subset"],
-                    "main_score": float(scores["main_score"]),
+                    "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
                     "readout": config.readout,
                     "pooling": config.pooling,
                     "max_length": config.max_length,

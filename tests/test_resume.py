@@ -1,0 +1,114 @@
+"""A sweep killed at any point (SIGKILL) and started again ends with the same table, recomputing nothing finished;
+two runs with the same settings give bit-identical tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from conftest import tiny_model
+
+from layer_mteb.config import EncodeConfig
+from layer_mteb.sweep import sweep
+
+TASKS = "BIOSSES,STS17,TwitterSemEval2015"
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory, bert_tokenizer):
+    folder = tmp_path_factory.mktemp("resume") / "tiny-neox"
+    tiny_model("gpt_neox", bert_tokenizer).model.save_pretrained(folder)
+    bert_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def start(folder, data_dir, out, cache):
+    env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    argv = [
+        sys.executable,
+        "-m",
+        "layer_mteb.cli",
+        "run",
+        "--model",
+        str(folder),
+        "--tasks",
+        TASKS,
+        "--data-dir",
+        str(data_dir),
+        "--output",
+        str(out),
+        "--batch-size",
+        "16",
+    ]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def rows_written(out) -> int:
+    try:
+        return len(pd.read_csv(out / "scores.csv"))
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return 0
+
+
+def kill_when(process, out, rows: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while rows_written(out) < rows and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+@pytest.mark.timeout(900)
+def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_folder, data_dir, tmp_path):
+    """SIGKILL after 1, 4 and 7 of 9 (task, layer) units, restarting each time, then let it finish."""
+    reference_out = tmp_path / "reference"
+    reference = start(tiny_folder, data_dir, reference_out, tmp_path / "reference-cache")
+    assert reference.wait(timeout=300) == 0, reference.stderr.read()
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    rows_before_kill = 0
+    for kill_after_rows in (1, 4, 7):
+        kill_when(start(tiny_folder, data_dir, out, cache), out, kill_after_rows)
+        assert rows_written(out) >= rows_before_kill  # nothing finished is ever lost
+        rows_before_kill = rows_written(out)
+    before = pd.read_csv(out / "scores.csv")
+    finished_tasks = {t for t, n in before.groupby("task").size().items() if n == 3}
+
+    final = start(tiny_folder, data_dir, out, cache)
+    assert final.wait(timeout=300) == 0, final.stderr.read()
+    expected = pd.read_csv(reference_out / "scores.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(out / "scores.csv"), expected, check_exact=True)
+    log = {entry["task"]: entry for entry in json.loads((out / "run.json").read_text())["tasks"]}
+    assert sum(e["units_reused"] for e in log.values()) >= len(before)
+    assert finished_tasks  # the kills left at least one whole task behind
+    for task in finished_tasks:
+        assert log[task]["texts_encoded"] == 0 and log[task]["units_evaluated"] == 0
+
+
+def test_same_settings_give_bit_identical_tables(tiny_folder, data_dir):
+    from layer_mteb.models import load_model
+
+    config = EncodeConfig(batch_size=8)
+    tasks = "STS17,TwitterSemEval2015,AmazonCounterfactualClassification"
+    first = sweep(
+        load_model(str(tiny_folder), config),
+        tasks,
+        config=config,
+        data_dir=data_dir,
+        vector_cache=False,
+        progress=False,
+    )
+    second = sweep(
+        load_model(str(tiny_folder), config),
+        tasks,
+        config=config,
+        data_dir=data_dir,
+        vector_cache=False,
+        progress=False,
+    )
+    pd.testing.assert_frame_equal(first, second, check_exact=True)
