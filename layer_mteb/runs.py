@@ -59,17 +59,28 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     labels = _labels([part for _, part in parts])
     scores, sides = [], {name: [] for name in SIDE_FILES}
     for (folder, part), label in zip(parts, labels, strict=True):
-        name = str(part["model"].iloc[0])
         scores.append(part.assign(model=label))
+        alone = sum(f == folder for f, _ in parts) == 1
         for side_name, file in SIDE_FILES.items():
-            side = _read_side(folder / file)
-            if side is not None and (side["model"].astype(str) == name).any():
-                sides[side_name].append(side[side["model"].astype(str) == name].assign(model=label))
+            side = _side_rows(_read_side(folder / file), str(part["model"].iloc[0]), alone)
+            if side is not None:
+                sides[side_name].append(side.assign(model=label))
     merged = pd.concat(scores, ignore_index=True)
     keys = [c for c in ("model", "task", "split", "subset", "layer") if c in merged.columns]
     merged = merged.drop_duplicates(keys, keep="last").reset_index(drop=True)
     merged_sides = {name: _merge_side(name, frames) for name, frames in sides.items()}
     return Runs(merged, **merged_sides, folders=folders)
+
+
+def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFrame | None:
+    """The side-file rows of ``model``; a file naming one other model counts as this run's when the run has one
+    model (the metrics code may spell the model as given on the command line rather than its hub id)."""
+    if side is None:
+        return None
+    names = side["model"].astype(str)
+    if (names == model).any():
+        return side[names == model]
+    return side if alone and names.nunique() == 1 else None
 
 
 def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:

@@ -180,3 +180,16 @@ def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="--reference"):
         write_report([write_run(tmp_path / "run", alpha_scores())], tmp_path / "report", paper_curves=True)
     assert not (tmp_path / "report").exists()
+
+
+def test_a_run_without_the_last_layer_leaves_table1_empty():
+    scores = scores_frame("toy/early", {("T1", "STS", "default"): [0.1, 0.2, None]})
+    table = build_table1(scores)
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["n_tasks"] == 0 and math.isnan(row["avg_best"]) and pd.isna(row["best_layer"])
+
+
+def test_side_files_belong_to_their_run_folder(tmp_path):
+    folder = write_run(tmp_path / "a", alpha_scores(), selection=alpha_selection().assign(model="alpha-as-typed"))
+    assert load_runs([folder]).selection["model"].unique().tolist() == ["toy/alpha"]
