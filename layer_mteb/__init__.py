@@ -5,6 +5,8 @@ from layer_mteb.config import EncodeConfig
 from layer_mteb.encoder import LayerEncoder
 from layer_mteb.errors import UserError
 from layer_mteb.models import ARCHITECTURES, PACKAGED_MODELS, LoadedModel, load_model, wrap_model
+from layer_mteb.publish import write_report
+from layer_mteb.report import build_table1
 from layer_mteb.sweep import sweep
 
 __all__ = [
@@ -15,8 +17,10 @@ __all__ = [
     "LayerEncoder",
     "LoadedModel",
     "UserError",
+    "build_table1",
     "load_model",
     "sweep",
     "wrap_model",
+    "write_report",
 ]
 __version__ = "0.1.0"

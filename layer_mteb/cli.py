@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 
 from layer_mteb.config import DTYPES, POOLINGS, READOUTS
 from layer_mteb.errors import UserError
@@ -42,12 +43,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     run.set_defaults(handler=_run)
+    report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
+    report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
+    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder (results/report)")
+    report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
+    report.add_argument(
+        "--reference",
+        default=None,
+        help="the authors' per-layer scores (default: $LAYER_MTEB_REFERENCE or "
+        "../shared/reference/official_pythia_layer_scores.csv)",
+    )
+    report.add_argument(
+        "--paper-tasks",
+        choices=("run", "all"),
+        default="run",
+        help="average the paper curves over the tasks the runs scored (run, default) or all 32 paper tasks (all)",
+    )
+    report.add_argument("--entropy-selector", default=None, help="selection.csv selector for Table 1's entropy columns")
+    report.set_defaults(handler=_report)
     return parser
 
 
 def _run(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
     from layer_mteb.config import EncodeConfig, default_device
     from layer_mteb.results import layer_table
     from layer_mteb.sweep import sweep
@@ -75,6 +92,21 @@ def _run(args: argparse.Namespace) -> None:
     )
     print(layer_table(frame).round(4).to_string())
     print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
+
+
+def _report(args: argparse.Namespace) -> None:
+    from layer_mteb.publish import write_report
+
+    paths = write_report(
+        args.run,
+        args.output,
+        paper_curves=args.paper_curves,
+        reference=args.reference,
+        paper_tasks=args.paper_tasks,
+        entropy_selector=args.entropy_selector,
+    )
+    print((Path(args.output) / "table1.md").read_text())
+    print(f"report: {args.output}  ·  {len(paths)} files: {', '.join(p.name for p in paths)}")
 
 
 def main(argv: list[str] | None = None) -> int:

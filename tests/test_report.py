@@ -1,0 +1,195 @@
+"""Table 1 maths against numbers worked out by hand (see _report_fixtures), plus the run-folder and CLI edges."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from _report_fixtures import (
+    alpha_scores,
+    alpha_selection,
+    one_layer_scores,
+    reference_frame,
+    scores_frame,
+    write_reference,
+    write_results,
+    write_run,
+)
+
+from layer_mteb import UserError, build_table1
+from layer_mteb.cli import main
+from layer_mteb.markdown import table1_markdown
+from layer_mteb.publish import paper_layer_means, write_report
+from layer_mteb.report import per_task_summary, selector_leaderboard, table1_notes, task_scores
+from layer_mteb.runs import discover_runs, load_reference, load_runs
+
+
+def _row(table: pd.DataFrame, model: str, task_type: str = "all") -> pd.Series:
+    rows = table[(table["model"] == model) & (table["task_type"] == task_type)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_subsets_are_averaged_so_a_task_counts_once():
+    tasks = task_scores(alpha_scores())
+    t3 = tasks[tasks["task"] == "T3"].set_index("layer")["main_score"]
+    assert t3.tolist() == pytest.approx([0.40, 0.60, 0.60, 0.30])
+
+
+def test_per_task_best_layer_ties_go_to_the_deeper_layer():
+    summary = per_task_summary(task_scores(alpha_scores())).set_index("task")
+    assert summary["best_layer"].to_dict() == {"T1": 2, "T2": 3, "T3": 2, "T4": 0, "T5": 1}
+    assert summary.loc["T2", "best_not_last"] == False  # noqa: E712 (a tie with the last layer counts for the last)
+    assert summary.loc["T1", "best_not_last"] == True  # noqa: E712
+    assert summary["best_not_last"].isna().tolist() == [False, False, False, False, True]  # T5 has no last layer
+    assert summary.loc["T4", "missing_layers"] == [1]
+
+
+def test_table1_matches_hand_computed_values():
+    table = build_table1(pd.concat([alpha_scores(), one_layer_scores()]))
+    alpha = _row(table, "toy/alpha")
+    assert alpha["n_layers"] == 3
+    assert alpha["n_tasks"] == 4  # T5 lacks the last layer
+    assert alpha["best_not_last_pct"] == pytest.approx(75.0)
+    assert alpha["avg_last"] == pytest.approx(0.55)
+    assert alpha["avg_best"] == pytest.approx(0.6625)
+    assert alpha["best_layer"] == 2  # layer 1 is missing on T4, so it cannot be the best single layer
+    assert alpha["best_layer_avg"] == pytest.approx(0.60)
+    assert math.isnan(alpha["entropy_layer_avg"]) and alpha["entropy_selector"] is None
+
+    one = _row(table, "toy/one-layer")
+    assert (one["n_layers"], one["n_tasks"], one["best_layer"]) == (1, 2, 0)
+    assert one["best_not_last_pct"] == pytest.approx(50.0)
+    assert one["avg_last"] == pytest.approx(0.35)
+    assert one["avg_best"] == pytest.approx(0.40)
+    assert one["best_layer_avg"] == pytest.approx(0.40)
+
+
+def test_table1_breaks_down_by_task_type():
+    table = build_table1(alpha_scores())
+    assert table["task_type"].tolist() == ["all", "Classification", "STS"]  # Clustering only had T5, left out
+    sts, classification = _row(table, "toy/alpha", "STS"), _row(table, "toy/alpha", "Classification")
+    assert (sts["n_tasks"], sts["best_not_last_pct"], sts["best_layer"]) == (2, 50.0, 3)
+    assert (sts["avg_last"], sts["avg_best"], sts["best_layer_avg"]) == pytest.approx((0.725, 0.75, 0.725))
+    assert (classification["best_not_last_pct"], classification["best_layer"]) == (100.0, 2)
+    assert (classification["avg_last"], classification["avg_best"]) == pytest.approx((0.375, 0.575))
+    assert classification["best_layer_avg"] == pytest.approx(0.55)
+
+
+def test_entropy_columns_come_from_the_prompt_entropy_selector():
+    alpha = _row(build_table1(alpha_scores(), alpha_selection()), "toy/alpha")
+    assert alpha["entropy_selector"] == "prompt_entropy"
+    assert alpha["entropy_layer"] == 2
+    assert alpha["entropy_layer_avg"] == pytest.approx(0.60)
+    assert alpha["entropy_per_task_avg"] == pytest.approx(0.5875)  # T5 is not a compared task
+    other = _row(build_table1(alpha_scores(), alpha_selection(), entropy_selector="dataset_entropy"), "toy/alpha")
+    assert (other["entropy_layer"], other["entropy_layer_avg"]) == (0, pytest.approx(0.4625))
+    with pytest.raises(UserError, match=r"not in selection\.csv"):
+        build_table1(alpha_scores(), alpha_selection(), entropy_selector="nope")
+
+
+def test_a_run_of_only_the_last_layer_compares_nothing():
+    scores = scores_frame("toy/last-only", {("T1", "STS", "default"): [None, None, 0.7]})
+    row = _row(build_table1(scores), "toy/last-only")
+    assert (row["n_tasks"], row["best_not_last_pct"], row["best_layer"]) == (1, 0.0, 2)
+    notes = table1_notes(per_task_summary(task_scores(scores)))
+    assert notes == ["toy/last-only: one layer scored per task, so there is no other layer to compare with"]
+
+
+def test_notes_name_left_out_incomplete_and_partial_tasks():
+    notes = "\n".join(table1_notes(per_task_summary(task_scores(alpha_scores()))))
+    assert "left out (no score at the last layer, 3): T5" in notes
+    assert "T4 (no layer 1)" in notes and "T5 (no layer" not in notes
+    assert "partial local data" in notes and "T4" in notes
+    markdown = table1_markdown(build_table1(alpha_scores()), notes.splitlines())
+    assert "| toy/alpha | 3 | 4 | 75.0 % | 55.0 | 66.3 | 2 | 60.0 | — | — | — |" in markdown
+    assert "## By task type" in markdown and "## Notes" in markdown
+
+
+def test_selector_leaderboard_ranks_global_and_per_task_picks():
+    board = selector_leaderboard(alpha_selection())
+    assert board["selector"].tolist() == ["prompt_entropy", "random", "dataset_entropy", "prompt_entropy"]
+    assert board["scope"].tolist() == ["global", "global", "global", "per task"]
+    per_task = board.iloc[-1]
+    assert per_task["n_tasks"] == 5 and pd.isna(per_task["layer"])
+    assert per_task["score"] == pytest.approx((0.70 + 0.80 + 0.30 + 0.55 + 0.30) / 5)
+    assert selector_leaderboard(alpha_selection().drop(columns="chosen_score")) is None
+
+
+def test_load_runs_labels_runs_that_differ_only_in_settings(tmp_path):
+    raw = write_run(tmp_path / "raw", scores_frame("toy/alpha", {("T1", "STS", "default"): [0.1, 0.2]}, readout="raw"))
+    norm = write_run(tmp_path / "norm", scores_frame("toy/alpha", {("T1", "STS", "default"): [0.3, 0.4]}))
+    more = write_run(tmp_path / "more", scores_frame("toy/alpha", {("T2", "STS", "default"): [0.5, 0.6]}))
+    runs = load_runs([raw, norm, more])
+    assert sorted(runs.scores["model"].unique()) == ["toy/alpha (readout=final_norm)", "toy/alpha (readout=raw)"]
+    merged = runs.scores[runs.scores["model"] == "toy/alpha (readout=final_norm)"]
+    assert sorted(merged["task"].unique()) == ["T1", "T2"]  # same settings: tasks from both runs merge
+    assert discover_runs(tmp_path) == sorted([raw, norm, more])
+
+
+def test_reference_drops_the_duplicated_last_layer_and_averages_the_run_tasks(tmp_path):
+    path = write_reference(tmp_path / "ref.csv")
+    reference = load_reference(path)
+    assert sorted(reference["layer"].unique()) == [0, 1, 2] and len(reference) == 9
+    assert reference["model"].unique().tolist() == ["Pythia-14m (paper)"]
+    curves, note = paper_layer_means(alpha_scores(), path, "run")
+    assert curves["main_score"].tolist() == pytest.approx([0.3, 0.5, 0.4])  # T1 and T2 only, not X
+    assert "same 2 tasks" in note
+    curves, note = paper_layer_means(alpha_scores(), path, "all")
+    assert curves["main_score"].tolist() == pytest.approx([0.5, 0.633333, 0.566667], rel=1e-5)
+    assert "all 3 paper tasks" in note
+    assert len(reference_frame()) == 12
+
+
+def test_cli_report_writes_every_file(tmp_path, capsys):
+    alpha, one = write_results(tmp_path / "results")
+    reference = write_reference(tmp_path / "ref.csv")
+    output = tmp_path / "report"
+    argv = ["report", "--run", str(alpha), "--run", str(one), "--output", str(output), "--paper-curves"]
+    assert main([*argv, "--reference", str(reference)]) == 0
+    expected = {"table1.csv", "table1.md", "per_task.csv", "layer_means.csv", "selectors.csv", "selectors.md"}
+    for stem in ("figure1", "heatmap_toy_alpha", "heatmap_toy_one-layer", "metrics", "correlation"):
+        expected |= {f"{stem}.png", f"{stem}.pdf"}
+    assert {p.name for p in output.iterdir()} == expected
+    assert all((output / name).stat().st_size > 0 for name in expected)
+    assert "Table 1" in capsys.readouterr().out
+    assert main([*argv, "--reference", str(reference)]) == 0  # an earlier report is replaced
+
+
+@pytest.mark.parametrize("problem", ["missing", "no-scores", "bad-columns", "output-is-a-run"])
+def test_cli_user_errors_are_one_line_and_exit_2(tmp_path, capsys, problem):
+    run = tmp_path / "run"
+    run.mkdir()
+    output = tmp_path / "report"
+    if problem == "missing":
+        run = tmp_path / "absent"
+    elif problem == "bad-columns":
+        pd.DataFrame({"model": ["m"], "score": [1.0]}).to_csv(run / "scores.csv", index=False)
+    elif problem == "output-is-a-run":
+        write_run(run, alpha_scores())
+        output = tmp_path
+    assert main(["report", "--run", str(run), "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("layer-mteb: error:") and err.count("\n") == 1
+    assert not (tmp_path / "report").exists()
+
+
+def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere.csv"))
+    with pytest.raises(UserError, match="--reference"):
+        write_report([write_run(tmp_path / "run", alpha_scores())], tmp_path / "report", paper_curves=True)
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_run_without_the_last_layer_leaves_table1_empty():
+    scores = scores_frame("toy/early", {("T1", "STS", "default"): [0.1, 0.2, None]})
+    table = build_table1(scores)
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["n_tasks"] == 0 and math.isnan(row["avg_best"]) and pd.isna(row["best_layer"])
+
+
+def test_side_files_belong_to_their_run_folder(tmp_path):
+    folder = write_run(tmp_path / "a", alpha_scores(), selection=alpha_selection().assign(model="alpha-as-typed"))
+    assert load_runs([folder]).selection["model"].unique().tolist() == ["toy/alpha"]
