@@ -115,7 +115,7 @@ def encode_all_layers(
             states = readout_layers(output.hidden_states, model.final_norm, config.readout)
             if on_batch is not None:
                 on_batch(states, padded["attention_mask"], batch)
-            pooled = torch.stack([pool(h, padded["attention_mask"], config.pooling) for h in states])
+            pooled = torch.stack([pool(h, padded["attention_mask"], config.pooling).to(out.device) for h in states])
             out[:, torch.tensor(batch, device=out.device)] = pooled.to(out.device)
     return out, n_truncated
 

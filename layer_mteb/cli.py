@@ -26,9 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="score every requested layer on every task (one forward pass per task)")
     run.add_argument(
-        "--model", required=True, help="hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+        "--model",
+        action="append",
+        required=True,
+        help="hub id, local folder, GGUF file, or packaged name (minilm-l6, ...); repeat for several models",
     )
-    run.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
+    run.add_argument("--revision", default=None, help="hub revision(s), comma-separated (e.g. step1000,step143000)")
     run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
     run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA)")
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
@@ -38,11 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=int, default=32)
     run.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
     run.add_argument("--dtype", choices=DTYPES, default="float32")
+    run.add_argument("--device-map", default=None, help="split one large model over devices, e.g. auto (accelerate)")
+    run.add_argument("--shard", default=None, help="I/N: run the I-th of N shards of the work (SLURM array jobs)")
     run.add_argument("--output", default=None, help="run folder (default: results/<model>)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     run.set_defaults(handler=_run)
+    merge = commands.add_parser("merge", help="join the shard tables of a run folder into its scores.csv")
+    merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
+    merge.set_defaults(handler=_merge)
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
     report.add_argument("--output", default=str(Path("results") / "report"), help="report folder (results/report)")
@@ -75,9 +83,10 @@ def _run(args: argparse.Namespace) -> None:
         max_length=args.max_length,
         dtype=args.dtype,
         batch_size=args.batch_size,
-        device=args.device or default_device(),
+        device=process_device(args.device or default_device()),
+        device_map=args.device_map,
     )
-    output = Path(args.output or Path("results") / Path(args.model).name.replace("/", "__"))
+    output = Path(args.output or Path("results") / Path(args.model[0]).name.replace("/", "__"))
     frame = sweep(
         args.model,
         args.tasks,
@@ -87,11 +96,39 @@ def _run(args: argparse.Namespace) -> None:
         output=output,
         vector_cache=not args.no_vector_cache,
         overwrite=args.overwrite,
-        revision=args.revision,
+        revision=args.revision.split(",") if args.revision else None,
         trust_remote_code=args.trust_remote_code,
+        shard=parse_shard(args.shard),
     )
-    print(layer_table(frame).round(4).to_string())
+    if os.environ.get("RANK", "0") != "0":
+        return  # under accelerate/torchrun the main process prints the merged table
+    for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
+        print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")
     print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
+
+
+def _merge(args: argparse.Namespace) -> None:
+    from layer_mteb.sweep import merge_shards
+
+    frame = merge_shards(args.output)
+    print(f"merged {len(frame)} rows into {Path(args.output) / 'scores.csv'}")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``I/N`` (0 <= I < N) -> (I, N)."""
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
+    return int(index), int(count)
+
+
+def process_device(device: str) -> str:
+    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        return f"cuda:{os.environ['LOCAL_RANK']}"
+    return device
 
 
 def _report(args: argparse.Namespace) -> None:

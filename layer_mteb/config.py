@@ -24,7 +24,8 @@ class EncodeConfig:
 
     ``readout="final_norm"`` applies the model's final norm to every intermediate layer, as the paper's
     truncated models did; ``"raw"`` reads the residual stream as ``output_hidden_states`` returns it.
-    ``batch_size`` and ``device`` change speed, never values, so they are not part of :meth:`key`.
+    ``batch_size``, ``device`` and ``device_map`` change speed and placement, not the vectors meant, so they are
+    not part of :meth:`key`.
     """
 
     readout: Readout = "final_norm"
@@ -33,6 +34,7 @@ class EncodeConfig:
     dtype: DType = "float32"
     batch_size: int = 32
     device: str = "cpu"
+    device_map: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("readout", self.readout, READOUTS)
@@ -51,7 +53,7 @@ class EncodeConfig:
 
     def key(self) -> dict[str, str | int]:
         """The settings that change vectors: part of every cache key and of mteb's experiment name."""
-        return {k: v for k, v in asdict(self).items() if k not in ("batch_size", "device")}
+        return {k: v for k, v in asdict(self).items() if k not in ("batch_size", "device", "device_map")}
 
 
 def default_device() -> str:

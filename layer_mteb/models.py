@@ -125,10 +125,12 @@ def load_model(
         raise UserError(f"architecture {model_type!r} of {name!r} is not supported yet (known: {known})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **kwargs)
+        placement = {"device_map": config.device_map} if config.device_map else {}
+        model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **placement, **kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise UserError(f"cannot load model {name!r}: {_first_line(err)}") from None
-    model.to(config.device)
+    if not config.device_map:
+        model.to(config.device)
     if revision is None:
         revision = getattr(model.config, "_commit_hash", None) or "no_revision_available"
     return wrap_model(model, tokenizer, name=display_name, revision=revision)

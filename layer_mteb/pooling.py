@@ -21,12 +21,17 @@ def readout_layers(
     """
     if readout == "raw" or final_norm is None:
         return list(hidden_states)
-    return [final_norm(h) for h in hidden_states[:-1]] + [hidden_states[-1]]
+    weight = next(final_norm.parameters(), None)
+    if weight is None or all(h.device == weight.device for h in hidden_states):
+        return [final_norm(h) for h in hidden_states[:-1]] + [hidden_states[-1]]
+    # a device map put the norm on another device than the earlier blocks: normalise there, keep each layer home
+    return [final_norm(h.to(weight.device)).to(h.device) for h in hidden_states[:-1]] + [hidden_states[-1]]
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right)."""
     hidden = hidden.float()
+    attention_mask = attention_mask.to(hidden.device)  # with a device map, layers live on different devices
     if pooling == "first":
         return hidden[:, 0]
     if pooling == "last":

@@ -64,11 +64,11 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
 
 def to_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
-    return frame.sort_values(["model", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
+    return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
 
 
-def write_scores(frame: pd.DataFrame, run_dir: Path) -> Path:
-    path = run_dir / SCORES_FILE
+def write_scores(frame: pd.DataFrame, run_dir: Path, name: str = SCORES_FILE) -> Path:
+    path = run_dir / name
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
     return path
 

@@ -6,6 +6,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import mteb
@@ -20,14 +21,14 @@ from layer_mteb.config import EncodeConfig, default_device
 from layer_mteb.encoder import LayerEncoder, resolve_layer
 from layer_mteb.errors import UserError
 from layer_mteb.models import LoadedModel, cache_root, load_model
-from layer_mteb.results import score_rows, to_frame, write_scores
+from layer_mteb.results import read_scores, score_rows, to_frame, write_scores
 from layer_mteb.tasks import TaskSpec, data_dir_from_env, load_task, select_tasks
 
 logger = logging.getLogger(__name__)
 
 
 def sweep(
-    model: LoadedModel | str,
+    model: LoadedModel | str | Sequence[str],
     tasks: str | Sequence[str] | Sequence[object] = "paper32",
     *,
     layers: str | Sequence[int] = "all",
@@ -36,66 +37,175 @@ def sweep(
     output: str | Path | None = None,
     vector_cache: bool = True,
     overwrite: bool = False,
-    revision: str | None = None,
+    revision: str | Sequence[str] | None = None,
     trust_remote_code: bool = False,
+    shard: tuple[int, int] | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
     ``tasks`` is a ``--tasks`` selection (tasks.yaml[:suite], suite name, comma-separated names), a list of task
-    names, or a list of mteb task objects. With ``output``, writes ``scores.csv`` as each (task, layer) finishes,
-    mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded, evaluated and reused). A rerun
-    reads finished units back instead of recomputing them; ``overwrite`` recomputes vectors and scores.
+    names, or a list of mteb task objects. Several models and revisions give independent (model, revision, task)
+    units; ``shard=(i, n)`` runs every n-th unit from the i-th (SLURM arrays), and under ``accelerate launch`` each
+    process takes its own shard and the main process merges the table. With ``output``, writes ``scores.csv`` as
+    each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded,
+    evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
     """
     config = config or EncodeConfig(device=default_device())
+    distributed = shard is None and distributed_shard() is not None
+    shard = shard or distributed_shard()
     output_path = Path(output) if output is not None else None
     if output_path is not None:
         check_writable(output_path)
     data_path = data_dir_from_env(data_dir)
-    work = _task_units(tasks, data_path)  # before the model: a mistyped task should not wait for a model load
-    if not isinstance(model, LoadedModel):
-        model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
-    loaded = model
-    layer_ids = parse_layers(layers, loaded.n_layers)
-    results_cache = ResultCache(output_path / "mteb") if output_path is not None else None
+    work = _task_units(tasks, data_path)  # before any model: a mistyped task should not wait for a model load
+    models = [model] if isinstance(model, LoadedModel | str) else list(model)
+    revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
+    units = [(m, r, unit) for m in models for r in revisions for unit in work]
+    if shard is not None:
+        units = units[shard[0] :: shard[1]]
+    results_cache: ResultCache | None = None  # made after the first checks pass: it creates its folder
     rows: list[dict] = []
     log: list[dict] = []
-    for task, data, fingerprint in tqdm(work, desc="tasks", disable=None if progress else True):
-        task.load_data()  # once; mteb.evaluate keeps data it did not load itself
-        store = _vector_store(loaded, config, task) if vector_cache else None
-        cache = LayerCache(loaded, config, None if overwrite else store, progress=progress)
-        cache.path = store
-        entry = {
-            "task": task.metadata.name,
-            "data": data,
-            "texts_loaded": len(cache),
-            "texts_encoded": 0,
-            "units_evaluated": 0,
-            "units_reused": 0,
-        }
-        for layer in tqdm(
-            layer_ids, desc=f"{task.metadata.name} layers", disable=None if progress else True, leave=False
-        ):
-            encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
-            reused = not overwrite and _has_result(results_cache, task, encoder)
-            n_before = len(cache)
-            result = _evaluate(encoder, task, results_cache, overwrite)
-            if store is not None and len(cache) > n_before:
-                cache.save()
-            entry["texts_encoded"] += len(cache) - n_before
-            entry["units_reused" if reused else "units_evaluated"] += 1
-            rows += score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
-            if output_path is not None:
-                write_scores(to_frame(rows), output_path)
-        entry["texts_truncated"] = cache.n_truncated
+    current: tuple[object, object, LoadedModel, list[int]] | None = None  # one model in memory at a time
+    for model_ref, model_revision, (task, data, fingerprint) in tqdm(units, desc="tasks", disable=_quiet(progress)):
+        if current is None or current[:2] != (model_ref, model_revision):
+            loaded = (
+                model_ref
+                if isinstance(model_ref, LoadedModel)
+                else load_model(model_ref, config, revision=model_revision, trust_remote_code=trust_remote_code)
+            )
+            current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
+        _, _, loaded, layer_ids = current
+        if results_cache is None and output_path is not None:
+            results_cache = ResultCache(output_path / "mteb")
+        entry = _sweep_task(
+            loaded,
+            task,
+            data,
+            fingerprint,
+            layer_ids,
+            config,
+            results_cache,
+            rows,
+            vector_cache=vector_cache,
+            overwrite=overwrite,
+            progress=progress,
+            output_path=output_path,
+            shard=shard,
+        )
         log.append(entry)
         if output_path is not None:
-            write_json(
-                output_path / "run.json",
-                {"model": loaded.name, "revision": loaded.revision, "settings": config.key(), "tasks": log},
-            )
-        task.unload_data()
+            write_json(output_path / shard_name("run", ".json", shard), {"settings": config.key(), "tasks": log})
+    if output_path is not None:
+        write_scores(to_frame(rows), output_path, shard_name("scores", ".csv", shard))
+        if distributed:
+            return _merge_when_all_done(output_path, shard)
     return to_frame(rows)
+
+
+def _sweep_task(
+    loaded,
+    task,
+    data,
+    fingerprint,
+    layer_ids,
+    config,
+    results_cache,
+    rows,
+    *,
+    vector_cache,
+    overwrite,
+    progress,
+    output_path,
+    shard,
+) -> dict:
+    """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    task.load_data()  # once; mteb.evaluate keeps data it did not load itself
+    store = _vector_store(loaded, config, task) if vector_cache else None
+    cache = LayerCache(loaded, config, None if overwrite else store, progress=progress)
+    cache.path = store
+    entry = {
+        "model": loaded.name,
+        "revision": loaded.revision,
+        "task": task.metadata.name,
+        "data": data,
+        "texts_loaded": len(cache),
+        "texts_encoded": 0,
+        "units_evaluated": 0,
+        "units_reused": 0,
+    }
+    for layer in tqdm(layer_ids, desc=f"{task.metadata.name} layers", disable=_quiet(progress), leave=False):
+        encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
+        reused = not overwrite and _has_result(results_cache, task, encoder)
+        n_before = len(cache)
+        result = _evaluate(encoder, task, results_cache, overwrite)
+        if store is not None and len(cache) > n_before:
+            cache.save()
+        entry["texts_encoded"] += len(cache) - n_before
+        entry["units_reused" if reused else "units_evaluated"] += 1
+        rows += score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
+        if output_path is not None:
+            write_scores(to_frame(rows), output_path, shard_name("scores", ".csv", shard))
+    if cache.n_truncated:
+        logger.warning(
+            "%s: %d texts were longer than %d tokens and were truncated",
+            task.metadata.name,
+            cache.n_truncated,
+            config.max_length,
+        )
+    entry["texts_truncated"] = cache.n_truncated
+    task.unload_data()
+    return entry
+
+
+def distributed_shard() -> tuple[int, int] | None:
+    """(rank, world size) when started by ``accelerate launch`` / ``torchrun`` with several processes, else None."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
+
+
+def shard_name(stem: str, suffix: str, shard: tuple[int, int] | None) -> str:
+    """``scores.csv`` for a whole run, ``scores.shard-1-of-4.csv`` for one shard of it."""
+    if shard is None or shard[1] == 1:
+        return f"{stem}{suffix}"
+    return f"{stem}.shard-{shard[0]}-of-{shard[1]}{suffix}"
+
+
+def merge_shards(output: str | Path) -> pd.DataFrame:
+    """Join the shard tables of a run folder into its ``scores.csv`` (after a SLURM array, say)."""
+    output = Path(output)
+    files = sorted(output.glob("scores.shard-*-of-*.csv"))
+    if not files:
+        raise UserError(f"no shard tables (scores.shard-I-of-N.csv) in {output}")
+    counts = {int(f.name.split("-of-")[1].split(".")[0]) for f in files}
+    if len(counts) != 1:
+        raise UserError(f"{output} mixes shard tables of different runs ({sorted(counts)} shards)")
+    n = counts.pop()
+    missing = [i for i in range(n) if not (output / shard_name("scores", ".csv", (i, n))).exists()]
+    if missing:
+        raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
+    frame = to_frame(pd.concat([pd.read_csv(f) for f in files], ignore_index=True).to_dict("records"))
+    write_scores(frame, output)
+    return frame
+
+
+def _merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:
+    """Wait for every process (gloo works for CPU and GPU runs), merge on rank 0, hand everyone the merged table."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", timeout=timedelta(days=7))  # shards of a long sweep finish hours apart
+    dist.barrier()
+    if shard[0] == 0:
+        merge_shards(output)
+    dist.barrier()
+    return read_scores(output)
+
+
+def _quiet(progress: bool) -> bool | None:
+    """tqdm's ``disable``: None hides bars when stderr is not a terminal (logs, CI, captured output)."""
+    return None if progress else True
 
 
 def _evaluate(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):
