@@ -165,6 +165,13 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 }
 
 
+def packaged_folder(name: str) -> Path:
+    """The HF folder a packaged model loads from (a GGUF one is dequantised into the cache once)."""
+    packaged = PACKAGED_MODELS[name]
+    folder = _packaged_folder(name, packaged)
+    return Path(_gguf_as_folder(folder / packaged.gguf_file)) if packaged.gguf_file else folder
+
+
 def cache_root() -> Path:
     """Where converted models and pooled-vector caches live (``$LAYER_MTEB_CACHE``, else ``~/.cache/layer_mteb``)."""
     return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb"))
@@ -252,6 +259,9 @@ def _gguf_as_folder(gguf_path: Path) -> str:
             tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         except (OSError, ValueError, RuntimeError) as err:
             raise UserError(f"cannot read GGUF file {str(gguf_path)!r}: {_first_line(err)}") from None
+        # the weights are plain dequantised tensors now; drop the GGUF marker that forbids saving them
+        model.hf_quantizer = None
+        model.config.__dict__.pop("quantization_config", None)
         with building(target) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
