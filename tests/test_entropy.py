@@ -150,3 +150,10 @@ def test_clear_errors() -> None:
         normalize_entropy(1.0, "logN", 1, 10)
     with pytest.raises(ValueError, match="normalization"):
         normalize_entropy(1.0, "bogus", 4, 10)  # type: ignore[arg-type]
+
+
+def test_eigensolvers_leave_the_thread_setting_as_they_found_it() -> None:
+    threads = torch.get_num_threads()
+    matrix_entropy(_random(20, 8))
+    token_entropies(_random(3 * 5, 4).reshape(3, 5, 4), torch.ones(3, 5, dtype=torch.long))
+    assert torch.get_num_threads() == threads

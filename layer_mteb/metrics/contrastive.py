@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from layer_mteb.metrics.entropy import preprocess, renyi_entropy, spectrum
+from layer_mteb.metrics.entropy import preprocess, renyi_entropy, single_threaded, spectrum
 
 
 def infonce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.1) -> float:
@@ -39,8 +39,9 @@ def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> fl
     between = class_means - class_means.mean(dim=0)
     within = (views - class_means.unsqueeze(1)).reshape(n * j, d)
     scatter_w = within.T @ within / (n * j) + delta * torch.eye(d, dtype=views.dtype, device=views.device)
-    factor = torch.linalg.cholesky(scatter_w)
-    whitened = torch.linalg.solve_triangular(factor, between.T, upper=False).T / n**0.5
+    with single_threaded(scatter_w):
+        factor = torch.linalg.cholesky(scatter_w)
+        whitened = torch.linalg.solve_triangular(factor, between.T, upper=False).T / n**0.5
     return float(renyi_entropy(spectrum(whitened), alpha))
 
 
@@ -65,7 +66,9 @@ def dime(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, n_permutations
 
 
 def _kernel_entropy(kernel: torch.Tensor, alpha: float) -> float:
-    return float(renyi_entropy(torch.linalg.eigvalsh(kernel).clamp(min=0), alpha))
+    with single_threaded(kernel):
+        eigenvalues = torch.linalg.eigvalsh(kernel)
+    return float(renyi_entropy(eigenvalues.clamp(min=0), alpha))
 
 
 def _pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
