@@ -72,7 +72,11 @@ def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
     """Every text of a task's evaluation split(s) and subsets (labels and ids are skipped)."""
     task_file = read_task_file()
     task = load_task(task_file.spec(name), task_file.split, data_dir_from_env(data_dir))
-    task.load_data()
+    try:
+        task.load_data()
+    except (OSError, ConnectionError, ValueError) as err:
+        first = (str(err).strip() or type(err).__name__).splitlines()[0]
+        raise UserError(f"cannot load task {name!r} ({first}); pass --data-dir DIR holding {name}/") from None
     dataset = task.dataset
     if task.metadata.is_multilingual:
         dataset = {subset: dataset[subset] for subset in task.hf_subsets if subset in dataset}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,22 @@ def test_cli_metrics_on_a_real_model_and_a_text_file(tmp_path: Path, capsys: pyt
     assert sorted(stored["layer"].unique()) == list(range(7)) and stored["value"].map(math.isfinite).all()
     assert main(["metrics", "--model", "minilm-l6", "--texts", "nowhere.txt"]) == 2
     assert "not 'wikitext'" in capsys.readouterr().err
+
+
+SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+needs_data = pytest.mark.skipif(not (SHARED_DATA / "STS17").is_dir(), reason="shared task data not found")
+
+
+@needs_data
+def test_a_tasks_own_texts_are_its_evaluation_sentences() -> None:
+    source = load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=10_000)
+    rows = [json.loads(line) for line in (SHARED_DATA / "STS17" / "test.jsonl").read_text().splitlines() if line]
+    expected = {r["sentence1"].strip() for r in rows} | {r["sentence2"].strip() for r in rows}
+    assert source.name == "task:STS17" and source.task == "STS17"
+    assert set(source.texts) == expected  # both sides of every pair, en-en only, no scores
+    assert len(load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=50).texts) == 50
+
+
+def test_a_task_without_data_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--data-dir"):
+        load_texts("task:SciFact", data_dir=tmp_path)
