@@ -48,7 +48,8 @@ def select_layers(
     Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
-    With ``run``, writes ``run/selection.csv``. Ties go to the shallowest layer.
+    With ``run``, writes ``run/selection.csv``. Ties go to the shallowest layer. "Last" is the deepest layer
+    that was scored (the model's own output when all layers were run).
     """
     scores, metrics = load_run(run, scores, metrics)
     rows: list[dict] = []
