@@ -2,11 +2,14 @@
 
 from layer_mteb.cache import LayerCache
 from layer_mteb.config import EncodeConfig
+from layer_mteb.correlation import correlate
 from layer_mteb.encoder import LayerEncoder
 from layer_mteb.errors import UserError
+from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.models import ARCHITECTURES, PACKAGED_MODELS, LoadedModel, load_model, wrap_model
 from layer_mteb.publish import write_report
 from layer_mteb.report import build_table1
+from layer_mteb.selection import leaderboard, select_layers
 from layer_mteb.sweep import sweep
 
 __all__ = [
@@ -16,9 +19,14 @@ __all__ = [
     "LayerCache",
     "LayerEncoder",
     "LoadedModel",
+    "MetricSettings",
     "UserError",
     "build_table1",
+    "compute_metrics",
+    "correlate",
+    "leaderboard",
     "load_model",
+    "select_layers",
     "sweep",
     "wrap_model",
     "write_report",

@@ -1,0 +1,58 @@
+"""Representation metrics of every layer: matrix entropy (prompt / dataset), effective rank, curvature, and the
+augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
+
+:data:`DIRECTIONS` says, for every metric in ``metrics.csv``, whether a lower (``min``) or higher (``max``) value is
+taken to mean a better embedding layer; layer selection and its leaderboard use it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from layer_mteb.metrics.contrastive import dime, infonce, lidar
+from layer_mteb.metrics.curvature import curvature, token_curvatures
+from layer_mteb.metrics.entropy import (
+    NORMALIZATIONS,
+    effective_rank,
+    matrix_entropy,
+    normalize_entropy,
+    preprocess,
+    renyi_entropy,
+    token_entropies,
+)
+
+Direction = Literal["min", "max"]
+
+#: metric -> the better end. Prompt entropy: the paper's rule, a compressed (low-entropy) prompt means the layer has
+#: distilled the prompt to a few directions. Dataset entropy / effective rank: spread-out, non-collapsed pooled
+#: vectors separate texts. Curvature: straighter token trajectories. InfoNCE: lower loss is more augmentation-
+#: invariant. LiDAR, DiME: more discriminative directions / more information shared by views.
+DIRECTIONS: dict[str, Direction] = {
+    "prompt_entropy": "min",
+    "prompt_entropy_raw": "min",
+    "prompt_entropy_logn": "min",
+    "prompt_entropy_logd": "min",
+    "dataset_entropy": "max",
+    "dataset_entropy_raw": "max",
+    "effective_rank": "max",
+    "curvature": "min",
+    "infonce": "min",
+    "lidar": "max",
+    "dime": "max",
+}
+
+__all__ = [
+    "DIRECTIONS",
+    "NORMALIZATIONS",
+    "curvature",
+    "dime",
+    "effective_rank",
+    "infonce",
+    "lidar",
+    "matrix_entropy",
+    "normalize_entropy",
+    "preprocess",
+    "renyi_entropy",
+    "token_curvatures",
+    "token_entropies",
+]

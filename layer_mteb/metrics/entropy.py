@@ -1,0 +1,151 @@
+"""Matrix-based Rényi entropy of a set of representations: the compression measure behind prompt entropy, dataset
+entropy and effective rank.
+
+For rows ``Z`` (n × d), the entropy is that of the normalised eigenvalues of the Gram matrix ``Z Zᵀ`` (n × n); the
+covariance ``Zᵀ Z`` (d × d) has the same non-zero spectrum, so whichever is smaller is decomposed. Following the
+authors' code, rows are first centred on their mean and then scaled to unit length (:func:`preprocess`), which makes
+the value invariant to translation, scale and rotation of the representation space.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal, get_args
+
+import torch
+
+Normalization = Literal["raw", "logN", "logD", "maxEntropy"]
+NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
+_RELATIVE_TOL = 1e-10
+
+
+def preprocess(z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Subtract the mean row, then L2-normalise every row (the authors' preprocessing), in float64.
+
+    ``z`` is [n, d] or a right-padded batch [B, T, d] with ``mask`` [B, T]; masked rows are left at zero, so they add
+    only zero eigenvalues. A row equal to the mean has no direction and stays zero rather than becoming NaN.
+    """
+    z = z.double()
+    if mask is None:
+        mask = torch.ones(z.shape[:-1], dtype=torch.bool, device=z.device)
+    weights = mask.to(z.dtype).unsqueeze(-1)
+    count = weights.sum(dim=-2, keepdim=True).clamp(min=1)
+    centred = (z - (z * weights).sum(dim=-2, keepdim=True) / count) * weights
+    norms = centred.norm(dim=-1, keepdim=True)
+    # Rounding in the mean leaves ~1e-16 residue on rows equal to it; scaled up, that noise would look like signal.
+    scale = (z.norm(dim=-1, keepdim=True) * weights).amax(dim=-2, keepdim=True)
+    has_direction = norms > _RELATIVE_TOL * scale
+    return torch.where(has_direction, centred / norms.clamp(min=torch.finfo(z.dtype).tiny), torch.zeros_like(centred))
+
+
+def spectrum(z: torch.Tensor) -> torch.Tensor:
+    """Eigenvalues (≥ 0, float64) of the smaller of ``Z Zᵀ`` and ``Zᵀ Z``, for [n, d] or batched [B, n, d] rows."""
+    z = z.double()
+    n, d = z.shape[-2], z.shape[-1]
+    kernel = z @ z.transpose(-1, -2) if n <= d else z.transpose(-1, -2) @ z
+    with single_threaded(kernel):
+        eigenvalues = torch.linalg.eigvalsh(kernel)
+    # Numerical rank: eigenvalues below the solver's noise floor are zero, as in numpy.linalg.matrix_rank.
+    floor = eigenvalues.amax(dim=-1, keepdim=True).clamp(min=0) * max(n, d) * torch.finfo(eigenvalues.dtype).eps
+    return torch.where(eigenvalues > floor, eigenvalues, torch.zeros_like(eigenvalues))
+
+
+@contextmanager
+def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
+    """Run CPU eigensolvers on one thread. MKL's multi-threaded eigvalsh on these small matrices gains nothing,
+    and on a machine whose cores are shared it spins: measured 0.16 s on one thread, up to 96 s on two."""
+    if tensor.device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def renyi_entropy(eigenvalues: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """Rényi entropy (nats) of eigenvalues normalised to sum to one, over the last dimension.
+
+    ``alpha = 1`` is the Shannon limit −Σ p log p (the value the α → 1 limit tends to). All-zero spectra raise:
+    an entropy of nothing is undefined, and returning NaN would hide it.
+    """
+    if bool((eigenvalues.sum(dim=-1) <= 0).any()):
+        raise ValueError("matrix entropy of an all-zero matrix is undefined (e.g. a single row after centring)")
+    return _renyi(eigenvalues, alpha)
+
+
+def token_entropies(
+    hidden: torch.Tensor, mask: torch.Tensor, alpha: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Prompt entropy of every prompt of a right-padded batch at once: ``hidden`` [B, T, D], ``mask`` [B, T].
+
+    Returns (raw entropies [B], real-token counts [B], valid [B]). Each prompt is preprocessed over its own real
+    tokens; padding adds only zero eigenvalues, so the values equal :func:`matrix_entropy` of each prompt alone.
+    Prompts with fewer than 2 real tokens, or whose tokens are all identical, have no entropy: ``valid`` is False
+    and the value 0 is a placeholder, never a NaN.
+    """
+    eigenvalues = spectrum(preprocess(hidden, mask))
+    lengths = mask.sum(dim=-1)
+    valid = (lengths >= 2) & (eigenvalues.sum(dim=-1) > 0)
+    safe = torch.where(valid.unsqueeze(-1), eigenvalues, torch.ones_like(eigenvalues))
+    return torch.where(valid, _renyi(safe, alpha), torch.zeros_like(lengths, dtype=safe.dtype)), lengths, valid
+
+
+def _renyi(eigenvalues: torch.Tensor, alpha: float) -> torch.Tensor:
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    p = eigenvalues / eigenvalues.sum(dim=-1, keepdim=True)
+    if math.isclose(alpha, 1.0):
+        return -torch.where(p > 0, p * torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)), torch.zeros_like(p)).sum(-1)
+    return torch.log(torch.where(p > 0, p**alpha, torch.zeros_like(p)).sum(-1)) / (1.0 - alpha)
+
+
+def normalize_entropy(entropy: torch.Tensor | float, normalization: Normalization, n: int, d: int):
+    """Divide by log N, log D or min(log N, log D) (the maximum possible entropy), or leave raw (nats)."""
+    if normalization == "raw":
+        return entropy
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}; got {normalization!r}")
+    if min(n, d) < 2:
+        raise ValueError(f"cannot normalise an entropy of {n} rows of dimension {d}: log 1 = 0")
+    divisor = {"logN": math.log(n), "logD": math.log(d), "maxEntropy": min(math.log(n), math.log(d))}[normalization]
+    return entropy / divisor
+
+
+def matrix_entropy(
+    z: torch.Tensor,
+    alpha: float = 1.0,
+    *,
+    normalization: Normalization = "raw",
+    center_and_normalize: bool = True,
+) -> float:
+    """S_α(Z) = 1/(1−α) · log Σ (λ_i / tr K)^α for one matrix of rows ``z`` [n, d]."""
+    _check_rows(z)
+    if center_and_normalize:
+        if z.shape[0] < 2:
+            raise ValueError("matrix entropy after centring needs at least 2 rows: one row centred on itself is zero")
+        z = preprocess(z)
+    value = renyi_entropy(spectrum(z), alpha)
+    return float(normalize_entropy(value, normalization, z.shape[0], z.shape[1]))
+
+
+def effective_rank(z: torch.Tensor, *, center_and_normalize: bool = True) -> float:
+    """exp(S_1(Z)): between 1 and rank(K), the number of equally used directions with the same entropy.
+
+    This is the exponential of the Gram-spectrum entropy. Roy & Vetterli's effective rank uses the singular values
+    (the square roots of these eigenvalues); since squaring sharpens a distribution, exp(S_1) never exceeds theirs.
+    """
+    return math.exp(matrix_entropy(z, 1.0, center_and_normalize=center_and_normalize))
+
+
+def _check_rows(z: torch.Tensor) -> None:
+    if z.ndim != 2:
+        raise ValueError(f"expected a matrix of rows [n, d], got shape {tuple(z.shape)}")
+    if z.shape[0] < 1 or z.shape[1] < 1:
+        raise ValueError(f"matrix entropy of an empty matrix {tuple(z.shape)} is undefined")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError("representations contain NaN or inf; try --dtype float32")

@@ -1,0 +1,215 @@
+"""All metrics of every layer for one text source, from the same single forward pass that yields pooled vectors.
+
+Token-level metrics (prompt entropy, curvature) are computed batch by batch in :class:`TokenMetrics`, an observer
+of :func:`layer_mteb.cache.encode_all_layers`: only one scalar per (layer, prompt) is kept, never the token states of
+all layers. Dataset entropy and effective rank use the pooled vectors; InfoNCE, LiDAR and DiME use the pooled
+vectors of augmented views (a second pass over the views only).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from layer_mteb.cache import encode_all_layers
+from layer_mteb.config import EncodeConfig, default_device
+from layer_mteb.errors import UserError
+from layer_mteb.metrics.augment import augment
+from layer_mteb.metrics.contrastive import dime, infonce, lidar
+from layer_mteb.metrics.curvature import token_curvatures
+from layer_mteb.metrics.entropy import matrix_entropy, token_entropies
+from layer_mteb.metrics.table import to_frame, write_metrics
+from layer_mteb.models import LoadedModel, load_model
+from layer_mteb.texts import TextSource, load_texts
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """Knobs of the metrics (defaults: the paper's). ``views`` = J views per prompt for LiDAR; InfoNCE and DiME use
+    the first two of them; 0 skips all three. ``augment_prompts`` caps how many prompts get views (J passes each)."""
+
+    n_prompts: int = 1000
+    views: int = 16
+    augment_prompts: int = 200
+    p: float = 0.3
+    alpha: float = 1.0
+    temperature: float = 0.1
+    delta: float = 1e-4
+    dime_permutations: int = 10
+    absolute_curvature: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.views == 1 or self.views < 0:
+            raise UserError(f"--views must be 0 (skip InfoNCE, LiDAR, DiME) or at least 2, got {self.views}")
+        if self.views and self.augment_prompts < 2:
+            raise UserError(f"--augment-prompts must be at least 2, got {self.augment_prompts}")
+        if not self.alpha > 0:
+            raise UserError(f"--alpha must be positive, got {self.alpha}")
+        if not 0 < self.p <= 1:
+            raise UserError(f"--augment-p must be in (0, 1], got {self.p}")
+
+
+class TokenMetrics:
+    """Batch observer: prompt entropy and curvature of every prompt at every layer, kept as [L+1, n] scalars."""
+
+    def __init__(self, n_states: int, n_texts: int, settings: MetricSettings):
+        self.settings = settings
+        self.entropy = torch.zeros(n_states, n_texts, dtype=torch.float64)
+        self.entropy_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
+        self.curvature = torch.zeros(n_states, n_texts, dtype=torch.float64)
+        self.curvature_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
+        self.lengths = torch.zeros(n_texts, dtype=torch.float64)
+        self.hidden_size = 0
+
+    def __call__(self, states: Sequence[torch.Tensor], mask: torch.Tensor, positions: Sequence[int]) -> None:
+        rows = torch.as_tensor(list(positions), dtype=torch.long)
+        self.hidden_size = states[0].shape[-1]
+        for layer, hidden in enumerate(states):
+            if not bool(torch.isfinite(hidden[mask.bool()]).all()):
+                raise UserError(f"layer {layer} produced NaN or inf hidden states; try --dtype float32")
+            entropy, lengths, valid = token_entropies(hidden, mask, self.settings.alpha)
+            bend, bend_valid = token_curvatures(hidden, mask, absolute=self.settings.absolute_curvature)
+            self.entropy[layer, rows], self.entropy_valid[layer, rows] = entropy.cpu(), valid.cpu()
+            self.curvature[layer, rows], self.curvature_valid[layer, rows] = bend.cpu(), bend_valid.cpu()
+            self.lengths[rows] = lengths.to(torch.float64).cpu()
+
+    def summary(self) -> dict[str, list[tuple[float, int] | None]]:
+        """metric -> per layer (mean over valid prompts, their count), or None where no prompt was valid."""
+        log_t = torch.log(self.lengths.clamp(min=2))
+        log_d = math.log(max(self.hidden_size, 2))
+        divisors = {
+            "prompt_entropy": torch.clamp(log_t, max=log_d),
+            "prompt_entropy_raw": torch.ones_like(log_t),
+            "prompt_entropy_logn": log_t,
+            "prompt_entropy_logd": torch.full_like(log_t, log_d),
+        }
+        out = {name: _masked_means(self.entropy / div, self.entropy_valid) for name, div in divisors.items()}
+        out["curvature"] = _masked_means(self.curvature, self.curvature_valid)
+        return out
+
+
+def compute_metrics(
+    model: LoadedModel | str,
+    texts: str | Sequence[str] = "wikitext",
+    *,
+    config: EncodeConfig | None = None,
+    settings: MetricSettings | None = None,
+    data_dir: str | Path | None = None,
+    output: str | Path | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Every metric of every layer of ``model`` on ``texts`` as a tidy frame (see ``metrics.csv``).
+
+    ``texts`` is ``"wikitext"``, ``"task:<TaskName>"``, a file path, or a list of strings. With ``output``, rows are
+    merged into ``output/metrics.csv``.
+    """
+    config = config or EncodeConfig(device=default_device())
+    settings = settings or MetricSettings()
+    if not isinstance(model, LoadedModel):
+        model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
+    source = _source(texts, model, settings, data_dir)
+    rows: list[dict] = []
+    add = _row_adder(rows, model, config, source)
+
+    observer = TokenMetrics(model.n_layers + 1, len(source.texts), settings)
+    pooled, _ = encode_all_layers(model, source.texts, config, progress=progress, on_batch=observer)
+    for name, per_layer in observer.summary().items():
+        if all(v is None for v in per_layer):
+            logger.warning("%s skipped: no prompt of %s has enough tokens", name, source.name)
+        for layer, entry in enumerate(per_layer):
+            if entry is not None:
+                add(layer, name, *entry)
+    for layer in range(model.n_layers + 1):
+        n, d = pooled.shape[1], pooled.shape[2]
+        raw = _guard("dataset entropy", layer, matrix_entropy, pooled[layer], settings.alpha)
+        shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, matrix_entropy, pooled[layer])
+        add(layer, "dataset_entropy_raw", raw, n)
+        add(layer, "dataset_entropy", raw / min(math.log(n), math.log(d)), n)
+        add(layer, "effective_rank", math.exp(shannon), n)
+    del pooled
+    if settings.views:
+        _invariance_metrics(model, config, settings, source, add, progress)
+
+    frame = to_frame(rows)
+    if output is not None:
+        write_metrics(frame, output)
+    return frame
+
+
+def _invariance_metrics(model, config, settings: MetricSettings, source: TextSource, add, progress: bool) -> None:
+    prompts = list(source.texts)
+    if len(prompts) > settings.augment_prompts:
+        prompts = random.Random(settings.seed).sample(prompts, settings.augment_prompts)
+    views = augment(prompts, settings.views, p=settings.p, seed=settings.seed)
+    flat = [view for per_prompt in views for view in per_prompt]
+    pooled, _ = encode_all_layers(model, flat, config, progress=progress)
+    pooled = pooled.reshape(pooled.shape[0], len(prompts), settings.views, pooled.shape[-1])
+    n = len(prompts)
+    for layer, per_layer in enumerate(pooled):
+        first, second = per_layer[:, 0], per_layer[:, 1]
+        add(layer, "infonce", _guard("InfoNCE", layer, infonce, first, second, settings.temperature), n)
+        add(layer, "lidar", _guard("LiDAR", layer, lidar, per_layer, delta=settings.delta, alpha=settings.alpha), n)
+        dime_kwargs = {"alpha": settings.alpha, "n_permutations": settings.dime_permutations, "seed": settings.seed}
+        add(layer, "dime", _guard("DiME", layer, dime, first, second, **dime_kwargs), n)
+
+
+def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> TextSource:
+    if isinstance(texts, str):
+        return load_texts(texts, tokenizer=model.tokenizer, n_prompts=settings.n_prompts, data_dir=data_dir)
+    unique = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))
+    if len(unique) < 2:
+        raise UserError(f"need at least 2 non-empty, distinct texts for metrics, got {len(unique)}")
+    return TextSource("custom", tuple(unique), None, len(unique), len(texts) - len(unique))
+
+
+def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource) -> Callable:
+    def add(layer: int, metric: str, value: float, n: int) -> None:
+        rows.append(
+            {
+                "model": model.name,
+                "revision": model.revision,
+                "layer": layer,
+                "n_layers": model.n_layers,
+                "relative_depth": layer / model.n_layers,
+                "texts": source.name,
+                "task": source.task,
+                "metric": metric,
+                "value": float(value),
+                "n": int(n),
+                "readout": config.readout,
+                "pooling": config.pooling,
+                "max_length": config.max_length,
+                "dtype": config.dtype,
+            }
+        )
+
+    return add
+
+
+def _guard(what: str, layer: int, compute: Callable[..., float], *args, **kwargs) -> float:
+    """Turn a maths error (NaN input, empty spectrum) into one line naming the metric and layer."""
+    try:
+        value = compute(*args, **kwargs)
+    except ValueError as err:
+        raise UserError(f"{what} at layer {layer}: {err}") from None
+    if not math.isfinite(value):
+        raise UserError(f"{what} at layer {layer} is not finite ({value}); try --dtype float32")
+    return value
+
+
+def _masked_means(values: torch.Tensor, valid: torch.Tensor) -> list[tuple[float, int] | None]:
+    counts = valid.sum(dim=1)
+    sums = torch.where(valid, values, torch.zeros_like(values)).sum(dim=1)
+    return [(float(s / c), int(c)) if c > 0 else None for s, c in zip(sums, counts, strict=True)]

@@ -1,0 +1,128 @@
+"""Label-free layer selection and its honest scorecard: for each metric, pick the layer where the metric is best
+(prompt entropy: lowest, the paper's rule; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
+layer's real score with the last layer and with the best layer in hindsight.
+
+``regret = best − chosen`` (≥ 0, 0 is perfect) and ``gain = chosen − last`` (can be negative: a selector can hurt).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb._io import atomic_write
+from layer_mteb._runs import MEAN, load_run, metric_curves, score_curves, sources_for
+from layer_mteb.metrics import DIRECTIONS
+
+SELECTION_FILE = "selection.csv"
+BASELINES = ("last_layer", "middle_layer", "oracle")
+SELECTION_COLUMNS = [
+    "model",
+    "task",
+    "selector",
+    "direction",
+    "texts",
+    "chosen_layer",
+    "chosen_relative_depth",
+    "chosen_score",
+    "last_layer",
+    "last_score",
+    "best_layer",
+    "best_score",
+    "regret",
+    "gain",
+]
+
+
+def select_layers(
+    run: str | Path | None = None,
+    *,
+    scores: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
+    by: str | list[str] | None = None,
+    per_task: bool = False,
+) -> pd.DataFrame:
+    """One row per (task, selector, text source): the chosen layer and how it scores.
+
+    Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
+    it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
+    general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
+    With ``run``, writes ``run/selection.csv``. Ties go to the shallowest layer. "Last" is the deepest layer
+    that was scored (the model's own output when all layers were run).
+    """
+    scores, metrics = load_run(run, scores, metrics)
+    rows: list[dict] = []
+    for model, model_scores in scores.groupby("model", sort=False):
+        n_layers = int(model_scores["n_layers"].iloc[0])
+        curves = score_curves(model_scores)
+        metric_by = metric_curves(metrics[metrics["model"] == model], [by] if isinstance(by, str) else by)
+        tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
+        for task in tasks:
+            if task not in curves:
+                continue
+            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by)
+    frame = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
+    if run is not None:
+        atomic_write(Path(run) / SELECTION_FILE, lambda tmp: frame.to_csv(tmp, index=False))
+    return frame
+
+
+def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
+    """Selectors ranked by mean regret; per-task own-text sources are pooled as ``own task texts``."""
+    frame = selection.assign(texts=selection["texts"].where(~selection["texts"].str.startswith("task:"), "own texts"))
+    frame = frame.assign(beats_last=frame["gain"] > 0)
+    board = frame.groupby(["selector", "texts"], sort=False).agg(
+        n_tasks=("task", "nunique"),
+        chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
+        chosen_score=("chosen_score", "mean"),
+        last_score=("last_score", "mean"),
+        best_score=("best_score", "mean"),
+        regret=("regret", "mean"),
+        gain=("gain", "mean"),
+        beats_last=("beats_last", "mean"),
+    )
+    return board.sort_values(["regret", "gain"], ascending=[True, False]).reset_index()
+
+
+def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict) -> list[dict]:
+    last_layer = int(score.index.max())
+    best_layer = int(score.idxmax())
+    base = {
+        "model": model,
+        "task": task,
+        "last_layer": last_layer,
+        "last_score": float(score[last_layer]),
+        "best_layer": best_layer,
+        "best_score": float(score[best_layer]),
+    }
+
+    def row(selector: str, direction: str, texts: str, layer: int) -> dict:
+        chosen = float(score[layer])
+        return {
+            **base,
+            "selector": selector,
+            "direction": direction,
+            "texts": texts,
+            "chosen_layer": layer,
+            "chosen_relative_depth": layer / n_layers,
+            "chosen_score": chosen,
+            "regret": base["best_score"] - chosen,
+            "gain": chosen - base["last_score"],
+        }
+
+    middle = min(score.index, key=lambda layer: (abs(layer - n_layers / 2), layer))
+    rows = [row("last_layer", "-", "-", last_layer), row("middle_layer", "-", "-", int(middle))]
+    rows.append(row("oracle", "-", "-", best_layer))
+    usable = sources_for(task, sorted({texts for _, texts in metric_by}))
+    for (metric, texts), values in metric_by.items():
+        if texts not in usable:
+            continue
+        values = values[values.index.isin(score.index)]
+        if values.empty:
+            continue
+        direction = DIRECTIONS[metric]
+        best = values.min() if direction == "min" else values.max()
+        layer = int(values.index[values == best].min())
+        rows.append(row(metric, direction, texts, layer))
+    return rows

@@ -1,0 +1,135 @@
+"""Where the texts for representation metrics come from: WikiText paragraphs, an mteb task's own evaluation texts
+(label-free, so usable for per-task layer selection), or a plain text file with one prompt per line."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layer_mteb.errors import UserError
+from layer_mteb.tasks import data_dir_from_env, load_task, read_task_file
+
+WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
+_NOT_TEXT = ("label", "lang", "score")
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """The texts a metrics run used, and how they were chosen (recorded in ``metrics.csv``)."""
+
+    name: str  # "wikitext", "task:<TaskName>" or "file:<file name>"
+    texts: tuple[str, ...]
+    task: str | None = None
+    n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
+    n_dropped: int = 0  # empty texts, headings, duplicates and (WikiText) prompts under ``min_tokens`` tokens
+
+
+def load_texts(
+    source: str,
+    *,
+    tokenizer: Any = None,
+    n_prompts: int = 1000,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    min_tokens: int = 30,
+) -> TextSource:
+    """Resolve ``--texts``: ``wikitext``, ``task:<TaskName>`` or a path; sample ``n_prompts`` of them (seeded).
+
+    WikiText drops headings and paragraphs under ``min_tokens`` tokens of ``tokenizer`` (special tokens counted),
+    as in the paper. Every source drops empty texts and duplicates; a sample keeps the source's order.
+    """
+    if n_prompts < 2:
+        raise UserError(f"--n-prompts must be at least 2 (dataset entropy needs two texts), got {n_prompts}")
+    if source == "wikitext":
+        raw, name, task = _wikitext(data_dir), "wikitext", None
+    elif source.startswith("task:"):
+        task = source.removeprefix("task:").strip()
+        if not task:
+            raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
+        raw, name = task_texts(task, data_dir), f"task:{task}"
+    elif Path(source).expanduser().is_file():
+        path = Path(source).expanduser()
+        raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None
+    else:
+        raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
+    texts = list(dict.fromkeys(t.strip() for t in raw if t.strip()))
+    if source == "wikitext":
+        texts = _long_enough([t for t in texts if not t.startswith("=")], tokenizer, min_tokens)
+    if len(texts) < 2:
+        raise UserError(f"--texts {source}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
+    chosen = texts
+    if len(texts) > n_prompts:
+        keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
+        chosen = [texts[i] for i in keep]
+    return TextSource(name, tuple(chosen), task, len(texts), len(raw) - len(texts))
+
+
+def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
+    """Every text of a task's evaluation split(s) and subsets (labels and ids are skipped)."""
+    task_file = read_task_file()
+    task = load_task(task_file.spec(name), task_file.split, data_dir_from_env(data_dir))
+    try:
+        task.load_data()
+    except (OSError, ConnectionError, ValueError) as err:
+        first = (str(err).strip() or type(err).__name__).splitlines()[0]
+        raise UserError(f"cannot load task {name!r} ({first}); pass --data-dir DIR holding {name}/") from None
+    dataset = task.dataset
+    if task.metadata.is_multilingual:
+        dataset = {subset: dataset[subset] for subset in task.hf_subsets if subset in dataset}
+        parts = list(dataset.values())
+    else:
+        parts = [dataset]
+    texts = [text for part in parts for split in task.eval_splits if split in part for text in _walk(part[split])]
+    if not texts:
+        raise UserError(f"task {name!r} has no texts in split(s) {', '.join(task.eval_splits)}")
+    return texts
+
+
+def _wikitext(data_dir: str | Path | None) -> list[str]:
+    folder = data_dir_from_env(data_dir)
+    if folder is None or not (folder / WIKITEXT_FILE).is_file():
+        where = f"{folder}/" if folder else ""
+        raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+    with (folder / WIKITEXT_FILE).open(encoding="utf-8") as handle:
+        return [json.loads(line)["text"] for line in handle if line.strip()]
+
+
+def _long_enough(texts: list[str], tokenizer: Any, min_tokens: int) -> list[str]:
+    if tokenizer is None or min_tokens <= 1:
+        return texts
+    ids = tokenizer(texts, truncation=True, max_length=min_tokens)["input_ids"]
+    return [text for text, row in zip(texts, ids, strict=True) if len(row) >= min_tokens]
+
+
+def _walk(node: Any) -> Iterator[str]:
+    """Strings in text columns of every ``datasets.Dataset`` below ``node`` (retrieval splits nest corpus/queries)."""
+    from datasets import Dataset
+
+    if isinstance(node, Dataset):
+        for column, feature in node.features.items():
+            if _is_text_column(column, feature):
+                yield from _flatten(node[column])
+    elif isinstance(node, Mapping):
+        for value in node.values():
+            yield from _walk(value)
+
+
+def _is_text_column(column: str, feature: Any) -> bool:
+    name = column.lower()
+    if name in ("id", "ids", "_id") or name.endswith(("_id", "-id", "_ids", "-ids")) or name.startswith(_NOT_TEXT):
+        return False
+    while hasattr(feature, "feature"):  # Sequence / List of strings (legacy clustering)
+        feature = feature.feature
+    return getattr(feature, "dtype", None) in ("string", "large_string")
+
+
+def _flatten(values: Sequence[Any]) -> Iterator[str]:
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, Sequence):
+            yield from _flatten(value)

@@ -1,0 +1,200 @@
+"""The metrics runner on a tiny real model: streamed token metrics equal those of fully stored token states, and
+short, empty or broken inputs give documented skips or one clear error."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from _metric_fixtures import TEXTS, minilm_tokenizer, tiny_gpt2, tiny_gpt2_words
+
+from layer_mteb.cache import tokenize
+from layer_mteb.config import EncodeConfig
+from layer_mteb.errors import UserError
+from layer_mteb.metrics.curvature import curvature
+from layer_mteb.metrics.entropy import matrix_entropy
+from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+from layer_mteb.metrics.table import METRIC_COLUMNS, read_metrics
+from layer_mteb.pooling import readout_layers
+from layer_mteb.texts import load_texts
+
+NO_VIEWS = MetricSettings(views=0)
+
+
+def _stored_reference(model, texts: list[str], config: EncodeConfig) -> dict[str, list[float]]:
+    """Every metric from the full token states of each text, run alone (no padding, no streaming)."""
+    per_layer: dict[str, list[list[float]]] = {}
+    pooled = []
+    ids, _ = tokenize(model.tokenizer, texts, config.max_length)
+    with torch.inference_mode():
+        for row in ids:
+            output = model.model(input_ids=torch.tensor([row]), output_hidden_states=True)
+            states = [h[0].double() for h in readout_layers(output.hidden_states, model.final_norm, config.readout)]
+            pooled.append(torch.stack([h.mean(dim=0) for h in states]))
+            for layer, h in enumerate(states):
+                t, d = h.shape
+                values = {
+                    "prompt_entropy": matrix_entropy(h, normalization="maxEntropy"),
+                    "prompt_entropy_raw": matrix_entropy(h),
+                    "prompt_entropy_logn": matrix_entropy(h, normalization="logN"),
+                    "prompt_entropy_logd": matrix_entropy(h, normalization="logD"),
+                }
+                if t >= 3:
+                    values["curvature"] = curvature(h)
+                for name, value in values.items():
+                    per_layer.setdefault(name, [[] for _ in states])[layer].append(value)
+    reference = {name: [sum(v) / len(v) for v in layers] for name, layers in per_layer.items()}
+    stacked = torch.stack(pooled, dim=1)  # [L+1, n, D]
+    raw = [matrix_entropy(z) for z in stacked]
+    n, d = stacked.shape[1:]
+    reference["dataset_entropy_raw"] = raw
+    reference["dataset_entropy"] = [v / min(math.log(n), math.log(d)) for v in raw]
+    reference["effective_rank"] = [math.exp(v) for v in raw]
+    return reference
+
+
+@pytest.mark.parametrize("readout", ["final_norm", "raw"])
+def test_streamed_metrics_equal_metrics_of_stored_token_states(readout: str) -> None:
+    model = tiny_gpt2()
+    config = EncodeConfig(readout=readout, batch_size=3, max_length=64)  # batches mix lengths: padding is exercised
+    frame = compute_metrics(model, TEXTS, config=config, settings=NO_VIEWS, progress=False)
+    reference = _stored_reference(model, TEXTS, config)
+    assert set(frame["metric"]) == set(reference)
+    for metric, expected in reference.items():
+        got = frame[frame["metric"] == metric].sort_values("layer")["value"].tolist()
+        assert got == pytest.approx(expected, rel=1e-6, abs=1e-9), metric
+    assert list(frame.columns) == METRIC_COLUMNS
+    assert frame["layer"].max() == model.n_layers and frame["texts"].eq("custom").all()
+
+
+def test_invariance_metrics_are_finite_and_deterministic() -> None:
+    settings = MetricSettings(views=3, augment_prompts=5, seed=1)
+    first = compute_metrics(tiny_gpt2(), TEXTS, config=EncodeConfig(batch_size=4), settings=settings, progress=False)
+    again = compute_metrics(tiny_gpt2(), TEXTS, config=EncodeConfig(batch_size=7), settings=settings, progress=False)
+    for metric in ("infonce", "lidar", "dime"):
+        values = first[first["metric"] == metric]
+        assert len(values) == tiny_gpt2().n_layers + 1 and values["value"].map(math.isfinite).all()
+        assert (values["n"] == 5).all()
+    assert first["value"].tolist() == pytest.approx(again["value"].tolist(), rel=1e-6, abs=1e-9)
+
+
+def test_one_token_prompts_skip_token_metrics_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    one_word = ["Rain.", "A", "short", "one."]
+    with caplog.at_level(logging.WARNING):
+        frame = compute_metrics(tiny_gpt2_words(), one_word, settings=NO_VIEWS, progress=False)
+    assert not frame["metric"].str.startswith(("prompt_entropy", "curvature")).any()
+    assert {"dataset_entropy", "effective_rank"} <= set(frame["metric"])
+    assert frame["value"].map(math.isfinite).all()
+    assert "prompt_entropy skipped" in caplog.text
+
+
+def test_short_prompts_are_left_out_of_the_token_metrics_they_cannot_have() -> None:
+    texts = ["Rain.", "He said", "A short one.", TEXTS[0], TEXTS[1]]  # 1, 2, 3 and more tokens
+    frame = compute_metrics(tiny_gpt2_words(), texts, settings=NO_VIEWS, progress=False)
+    counts = frame.groupby("metric")["n"].unique().map(list).to_dict()
+    assert counts["prompt_entropy"] == [4]  # needs 2 tokens
+    assert counts["curvature"] == [3]  # needs 3 tokens
+    assert counts["dataset_entropy"] == [5]
+    reference = _stored_reference(tiny_gpt2_words(), texts[1:], EncodeConfig())
+    got = frame[frame["metric"] == "prompt_entropy"].sort_values("layer")["value"].tolist()
+    assert got == pytest.approx(reference["prompt_entropy"], rel=1e-6)
+
+
+def test_empty_texts_are_a_clear_error() -> None:
+    with pytest.raises(UserError, match="at least 2 non-empty"):
+        compute_metrics(tiny_gpt2(), ["", "   ", "only one"], settings=NO_VIEWS, progress=False)
+
+
+def test_nan_hidden_states_are_a_clear_error() -> None:
+    from transformers import GPT2Config, GPT2Model
+
+    from layer_mteb.models import wrap_model
+
+    tokenizer = minilm_tokenizer()
+    broken = GPT2Model(GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=64, vocab_size=len(tokenizer)))
+    with torch.no_grad():
+        broken.wpe.weight[:] = float("nan")
+    model = wrap_model(broken, tokenizer, name="test/broken")
+    with pytest.raises(UserError, match="NaN or inf"):
+        compute_metrics(model, TEXTS, settings=NO_VIEWS, progress=False)
+
+
+def test_bad_settings_are_clear_errors() -> None:
+    with pytest.raises(UserError, match="--views"):
+        MetricSettings(views=1)
+    with pytest.raises(UserError, match="--alpha"):
+        MetricSettings(alpha=0)
+
+
+def test_metrics_csv_merges_sources_and_replaces_reruns(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(TEXTS[:4]) + "\n\n")
+    compute_metrics(tiny_gpt2(), TEXTS, settings=NO_VIEWS, output=tmp_path, progress=False)
+    compute_metrics(tiny_gpt2(), str(prompts), settings=NO_VIEWS, output=tmp_path, progress=False)
+    compute_metrics(tiny_gpt2(), str(prompts), settings=NO_VIEWS, output=tmp_path, progress=False)
+    stored = read_metrics(tmp_path)
+    assert sorted(stored["texts"].unique()) == ["custom", "file:prompts.txt"]
+    assert not stored.duplicated(["texts", "metric", "layer"]).any()
+    assert (stored[stored["texts"] == "file:prompts.txt"]["n"] == 4).all()
+
+
+def test_wikitext_source_drops_headings_and_short_prompts(tmp_path: Path) -> None:
+    folder = tmp_path / "WikiText2"
+    folder.mkdir()
+    long = "word " * 40
+    rows = [" = Heading = ", "= Broken heading", "too short", long + "one", long + "two", long + "one", long + "three"]
+    (folder / "test_paragraphs.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in rows))
+    source = load_texts("wikitext", tokenizer=minilm_tokenizer(), data_dir=tmp_path, n_prompts=2, seed=0)
+    assert source.name == "wikitext" and source.task is None
+    assert len(source.texts) == 2 and source.n_available == 3
+    assert all(t.startswith("word") for t in source.texts)
+    assert load_texts("wikitext", tokenizer=minilm_tokenizer(), data_dir=tmp_path, n_prompts=2).texts == source.texts
+
+
+def test_text_source_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--data-dir"):
+        load_texts("wikitext", data_dir=tmp_path)
+    with pytest.raises(UserError, match="not 'wikitext'"):
+        load_texts(str(tmp_path / "missing.txt"))
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    with pytest.raises(UserError, match="usable"):
+        load_texts(str(tmp_path / "empty.txt"))
+
+
+def test_cli_metrics_on_a_real_model_and_a_text_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layer_mteb.cli import main
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(TEXTS))
+    args = ["metrics", "--model", "minilm-l6", "--texts", str(prompts), "--views", "2", "--augment-prompts", "4"]
+    assert main([*args, "--output", str(tmp_path / "run")]) == 0
+    assert "prompt_entropy" in capsys.readouterr().out
+    stored = read_metrics(tmp_path / "run")
+    assert stored["model"].eq("sentence-transformers/all-MiniLM-L6-v2").all()
+    assert sorted(stored["layer"].unique()) == list(range(7)) and stored["value"].map(math.isfinite).all()
+    assert main(["metrics", "--model", "minilm-l6", "--texts", "nowhere.txt"]) == 2
+    assert "not 'wikitext'" in capsys.readouterr().err
+
+
+SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+needs_data = pytest.mark.skipif(not (SHARED_DATA / "STS17").is_dir(), reason="shared task data not found")
+
+
+@needs_data
+def test_a_tasks_own_texts_are_its_evaluation_sentences() -> None:
+    source = load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=10_000)
+    rows = [json.loads(line) for line in (SHARED_DATA / "STS17" / "test.jsonl").read_text().splitlines() if line]
+    expected = {r["sentence1"].strip() for r in rows} | {r["sentence2"].strip() for r in rows}
+    assert source.name == "task:STS17" and source.task == "STS17"
+    assert set(source.texts) == expected  # both sides of every pair, en-en only, no scores
+    assert len(load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=50).texts) == 50
+
+
+def test_a_task_without_data_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--data-dir"):
+        load_texts("task:SciFact", data_dir=tmp_path)

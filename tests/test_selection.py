@@ -1,0 +1,110 @@
+"""Layer selection by a metric, scored honestly against the last and the best layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _metric_fixtures import run_tables
+
+from layer_mteb.errors import UserError
+from layer_mteb.metrics.table import write_metrics
+from layer_mteb.results import write_scores
+from layer_mteb.selection import leaderboard, select_layers
+
+SCORES = {"A": [0.1, 0.3, 0.6, 0.5, 0.4], "B": [0.2, 0.2, 0.4, 0.7, 0.5]}  # mean: .15 .25 .5 .6 .45
+METRICS = {
+    ("prompt_entropy", "wikitext"): [0.9, 0.8, 0.5, 0.6, 0.7],  # min at 2
+    ("dataset_entropy", "wikitext"): [0.1, 0.2, 0.3, 0.4, 0.4],  # max at 3 and 4: the shallower wins
+    ("prompt_entropy", "task:B"): [0.9, 0.9, 0.8, 0.3, 0.5],  # B's own texts: min at 3
+}
+
+
+def _pick(frame: pd.DataFrame, task: str, selector: str, texts: str = "-") -> pd.Series:
+    rows = frame[(frame["task"] == task) & (frame["selector"] == selector) & (frame["texts"] == texts)]
+    assert len(rows) == 1, (task, selector, texts)
+    return rows.iloc[0]
+
+
+def test_global_selection_against_the_mean_score() -> None:
+    scores, metrics = run_tables(SCORES, METRICS)
+    frame = select_layers(scores=scores, metrics=metrics)
+    assert set(frame["task"]) == {"mean"}
+    entropy = _pick(frame, "mean", "prompt_entropy", "wikitext")
+    assert entropy["direction"] == "min" and entropy["chosen_layer"] == 2
+    assert entropy["chosen_score"] == pytest.approx(0.5)
+    assert entropy["last_layer"] == 4 and entropy["last_score"] == pytest.approx(0.45)
+    assert entropy["best_layer"] == 3 and entropy["best_score"] == pytest.approx(0.6)
+    assert entropy["regret"] == pytest.approx(0.1) and entropy["gain"] == pytest.approx(0.05)
+    assert entropy["chosen_relative_depth"] == pytest.approx(0.5)
+    dataset = _pick(frame, "mean", "dataset_entropy", "wikitext")
+    assert dataset["direction"] == "max" and dataset["chosen_layer"] == 3 and dataset["regret"] == pytest.approx(0)
+    assert _pick(frame, "mean", "last_layer")["gain"] == 0
+    assert _pick(frame, "mean", "middle_layer")["chosen_layer"] == 2
+    assert _pick(frame, "mean", "oracle")["regret"] == 0
+    assert not (frame["texts"] == "task:B").any()  # one task's own texts say nothing about the mean
+
+
+def test_per_task_selection_uses_each_tasks_own_texts() -> None:
+    scores, metrics = run_tables(SCORES, METRICS)
+    frame = select_layers(scores=scores, metrics=metrics, per_task=True)
+    assert set(frame["task"]) == {"A", "B"}
+    assert _pick(frame, "A", "prompt_entropy", "wikitext")["chosen_layer"] == 2
+    wiki_b = _pick(frame, "B", "prompt_entropy", "wikitext")
+    assert wiki_b["regret"] == pytest.approx(0.3) and wiki_b["gain"] == pytest.approx(-0.1)  # it can hurt
+    own_b = _pick(frame, "B", "prompt_entropy", "task:B")
+    assert own_b["chosen_layer"] == 3 and own_b["regret"] == pytest.approx(0) and own_b["gain"] == pytest.approx(0.2)
+    assert not ((frame["task"] == "A") & (frame["texts"] == "task:B")).any()
+
+    board = leaderboard(frame).set_index(["selector", "texts"])
+    assert board.loc[("prompt_entropy", "wikitext"), "n_tasks"] == 2
+    assert board.loc[("prompt_entropy", "wikitext"), "regret"] == pytest.approx(0.15)
+    assert board.loc[("prompt_entropy", "wikitext"), "gain"] == pytest.approx(0.05)
+    assert board.loc[("prompt_entropy", "wikitext"), "beats_last"] == pytest.approx(0.5)
+    assert board.loc[("prompt_entropy", "own texts"), "n_tasks"] == 1
+    assert board.loc[("oracle", "-"), "regret"] == 0
+    assert list(board["regret"]) == sorted(board["regret"])
+
+
+def test_by_one_metric() -> None:
+    scores, metrics = run_tables(SCORES, METRICS)
+    frame = select_layers(scores=scores, metrics=metrics, by="dataset_entropy")
+    assert set(frame["selector"]) == {"dataset_entropy", "last_layer", "middle_layer", "oracle"}
+
+
+def test_run_folder_round_trip(tmp_path: Path) -> None:
+    scores, metrics = run_tables(SCORES, METRICS)
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    frame = select_layers(tmp_path, per_task=True)
+    stored = pd.read_csv(tmp_path / "selection.csv")
+    assert len(stored) == len(frame) and list(stored.columns) == list(frame.columns)
+
+
+def test_clear_errors(tmp_path: Path) -> None:
+    scores, metrics = run_tables(SCORES, METRICS)
+    with pytest.raises(UserError, match="unknown metric"):
+        select_layers(scores=scores, metrics=metrics, by="nonsense")
+    with pytest.raises(UserError, match="no lidar rows"):
+        select_layers(scores=scores, metrics=metrics, by="lidar")
+    with pytest.raises(UserError, match="same --model, --readout"):
+        select_layers(scores=scores, metrics=metrics.assign(readout="raw"))
+    with pytest.raises(UserError, match=r"no scores\.csv"):
+        select_layers(tmp_path)
+    write_scores(scores, tmp_path)
+    with pytest.raises(UserError, match=r"no metrics\.csv"):
+        select_layers(tmp_path)
+
+
+def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layer_mteb.cli import main
+
+    scores, metrics = run_tables(SCORES, METRICS)
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    assert main(["select", "--run", str(tmp_path), "--per-task"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt_entropy" in out and "regret" in out and (tmp_path / "selection.csv").is_file()
+    assert main(["select", "--run", str(tmp_path / "missing")]) == 2
+    assert "no scores.csv" in capsys.readouterr().err
