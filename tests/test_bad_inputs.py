@@ -122,10 +122,10 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, models, data_d
     args, message = CASES[case]
     args = [a.format(models=models, tmp=tmp_path) for a in args]
     out = tmp_path / "out"
+    model = [] if "--model" in args else ["--model", str(models / "good")]  # --model adds a model: replace it
     argv = [
         "run",
-        "--model",
-        str(models / "good"),
+        *model,
         "--tasks",
         "BIOSSES",
         "--data-dir",
