@@ -62,7 +62,7 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
         for side_name, file in SIDE_FILES.items():
-            side = _side_rows(_read_side(folder / file), str(part["model"].iloc[0]), alone)
+            side = _side_rows(_as_report_rows(side_name, _read_side(folder / file)), str(part["model"].iloc[0]), alone)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
     merged = pd.concat(scores, ignore_index=True)
@@ -81,6 +81,22 @@ def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFra
     if (names == model).any():
         return side[names == model]
     return side if alone and names.nunique() == 1 else None
+
+
+def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
+    (selector or metric, scope): scope ``global`` for the mean over tasks (its WikiText rows), else a task name
+    (its own-text rows where present, else WikiText)."""
+    if frame is None or name not in ("selection", "correlation") or "task" not in frame.columns:
+        return frame
+    if "texts" in frame.columns:
+        texts = frame["texts"].astype(str)
+        own = texts == "task:" + frame["task"].astype(str)
+        key = "selector" if name == "selection" else "metric"
+        has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
+        frame = frame[own | (~has_own & (texts == "wikitext"))]
+    frame = frame.assign(scope=frame["task"].astype(str).replace({"mean": "global"}))
+    return frame.rename(columns={"statistic": "value"}) if name == "correlation" else frame
 
 
 def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:

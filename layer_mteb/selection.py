@@ -48,10 +48,19 @@ def select_layers(
     Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
-    With ``run``, writes ``run/selection.csv``. Ties go to the shallowest layer. "Last" is the deepest layer
+    With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick).
+    Ties go to the shallowest layer. "Last" is the deepest layer
     that was scored (the model's own output when all layers were run).
     """
     scores, metrics = load_run(run, scores, metrics)
+    frame = _select(scores, metrics, by, per_task)
+    if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
+        both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
+        atomic_write(Path(run) / SELECTION_FILE, lambda tmp: both.to_csv(tmp, index=False))
+    return frame
+
+
+def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
     rows: list[dict] = []
     for model, model_scores in scores.groupby("model", sort=False):
         n_layers = int(model_scores["n_layers"].iloc[0])
@@ -62,10 +71,7 @@ def select_layers(
             if task not in curves:
                 continue
             rows += _rows_for_task(model, n_layers, task, curves[task], metric_by)
-    frame = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
-    if run is not None:
-        atomic_write(Path(run) / SELECTION_FILE, lambda tmp: frame.to_csv(tmp, index=False))
-    return frame
+    return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 
 def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:

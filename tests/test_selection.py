@@ -79,7 +79,9 @@ def test_run_folder_round_trip(tmp_path: Path) -> None:
     write_metrics(metrics, tmp_path)
     frame = select_layers(tmp_path, per_task=True)
     stored = pd.read_csv(tmp_path / "selection.csv")
-    assert len(stored) == len(frame) and list(stored.columns) == list(frame.columns)
+    assert list(stored.columns) == list(frame.columns)
+    assert set(stored["task"]) == {"mean", "A", "B"}  # the file keeps the global and the per-task picks
+    assert len(stored) == len(frame) + len(select_layers(scores=scores, metrics=metrics))
 
 
 def test_clear_errors(tmp_path: Path) -> None:
