@@ -280,7 +280,10 @@ def _task_units(tasks, data_dir: Path | None) -> list[tuple[object, str, str]]:
     for spec in specs:
         task = load_task(spec, split, data_dir)
         local = data_dir / spec.name if data_dir is not None else None
-        fingerprint = content_hash(local) if local is not None and local.is_dir() else task.metadata.revision
+        if local is not None and local.is_dir():  # the folder's content and which of its files make which split
+            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))
+        else:
+            fingerprint = task.metadata.revision
         units.append((task, _origin(spec, data_dir), fingerprint))
     return units
 
