@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from layer_mteb._io import atomic_write
 from layer_mteb.config import EncodeConfig
+from layer_mteb.errors import UserError
 from layer_mteb.models import LoadedModel
 from layer_mteb.pooling import pool, readout_layers
 
@@ -131,6 +132,8 @@ def tokenize(tokenizer, texts: Sequence[str], max_length: int) -> tuple[list[lis
     if too_long:
         cut = tokenizer([texts[i] for i in too_long], truncation=True, max_length=max_length)["input_ids"]
         for i, row in zip(too_long, cut, strict=True):
+            if len(row) > max_length:  # the tokenizer would not cut into its own special tokens
+                raise UserError(f"--max-length {max_length} leaves no room for this tokenizer's special tokens")
             ids[i] = row
     filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
     return [row or [filler] for row in ids], len(too_long)

@@ -104,6 +104,7 @@ CASES = {
     # settings
     "zero max length": (["--max-length", "0"], "--max-length"),
     "zero batch size": (["--batch-size", "0"], "--batch-size"),
+    "max length below the special tokens": (["--max-length", "1"], "no room for this tokenizer's special"),
     "cuda without a GPU": (["--device", "cuda"], "no CUDA GPU"),
     "unknown readout": (["--readout", "middle"], "invalid choice"),
     "unknown pooling": (["--pooling", "max"], "invalid choice"),
