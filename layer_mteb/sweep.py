@@ -75,6 +75,8 @@ def sweep(
                 if isinstance(model_ref, LoadedModel)
                 else load_model(model_ref, config, revision=model_revision, trust_remote_code=trust_remote_code)
             )
+            if loaded.tokenizer.num_special_tokens_to_add() >= config.max_length:
+                raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
             current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
         _, _, loaded, layer_ids = current
         if results_cache is None and output_path is not None:
