@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb._io import atomic_write
-from layer_mteb._runs import MEAN, load_run, metric_curves, score_curves, sources_for
+from layer_mteb.curves import MEAN, load_run, metric_curves, score_curves, sources_for
 from layer_mteb.metrics import DIRECTIONS
 
 SELECTION_FILE = "selection.csv"
