@@ -6,6 +6,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -64,68 +65,74 @@ def sweep(
     units = [(m, r, unit) for m in models for r in revisions for unit in work]
     if shard is not None:
         units = units[shard[0] :: shard[1]]
-    results_cache: ResultCache | None = None  # made after the first checks pass: it creates its folder
-    rows: list[dict] = []
-    log: list[dict] = []
+    record = _Record(output_path, shard, config)
     current: tuple[object, object, LoadedModel, list[int]] | None = None  # one model in memory at a time
     for model_ref, model_revision, (task, data, fingerprint) in tqdm(units, desc="tasks", disable=_quiet(progress)):
         if current is None or current[:2] != (model_ref, model_revision):
-            loaded = (
-                model_ref
-                if isinstance(model_ref, LoadedModel)
-                else load_model(model_ref, config, revision=model_revision, trust_remote_code=trust_remote_code)
-            )
+            loaded = model_ref
+            if not isinstance(loaded, LoadedModel):
+                loaded = load_model(model_ref, config, revision=model_revision, trust_remote_code=trust_remote_code)
             if loaded.tokenizer.num_special_tokens_to_add() >= config.max_length:
                 raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
             current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
         _, _, loaded, layer_ids = current
-        if results_cache is None and output_path is not None:
-            results_cache = ResultCache(output_path / "mteb")
-        entry = _sweep_task(
-            loaded,
-            task,
-            data,
-            fingerprint,
-            layer_ids,
-            config,
-            results_cache,
-            rows,
-            vector_cache=vector_cache,
-            overwrite=overwrite,
-            progress=progress,
-            output_path=output_path,
-            shard=shard,
-        )
-        log.append(entry)
-        if output_path is not None:
-            write_json(output_path / shard_name("run", ".json", shard), {"settings": config.key(), "tasks": log})
-    if output_path is not None:
-        write_scores(to_frame(rows), output_path, shard_name("scores", ".csv", shard))
-        if distributed:
-            return _merge_when_all_done(output_path, shard)
-    return to_frame(rows)
+        store = _vector_store(loaded, config, task) if vector_cache else None
+        _sweep_task(loaded, task, data, fingerprint, layer_ids, record, store, overwrite=overwrite, progress=progress)
+    record.finish()
+    if distributed and output_path is not None:
+        return _merge_when_all_done(output_path, shard)
+    return to_frame(record.rows)
+
+
+@dataclass
+class _Record:
+    """What a sweep has produced so far, written as it grows: scores after every unit, the log after every task."""
+
+    output: Path | None
+    shard: tuple[int, int] | None
+    config: EncodeConfig
+    rows: list[dict] = field(default_factory=list)
+    log: list[dict] = field(default_factory=list)
+    _results: ResultCache | None = None
+
+    @property
+    def results(self) -> ResultCache | None:
+        """mteb's result cache under ``output/mteb``, made on first use (it creates its folder)."""
+        if self._results is None and self.output is not None:
+            self._results = ResultCache(self.output / "mteb")
+        return self._results
+
+    def unit_done(self, rows: list[dict]) -> None:
+        self.rows += rows
+        if self.output is not None:
+            write_scores(to_frame(self.rows), self.output, shard_name("scores", ".csv", self.shard))
+
+    def task_done(self, entry: dict) -> None:
+        self.log.append(entry)
+        if self.output is not None:
+            log = {"settings": self.config.key(), "tasks": self.log}
+            write_json(self.output / shard_name("run", ".json", self.shard), log)
+
+    def finish(self) -> None:
+        if self.output is not None:  # an empty shard still leaves its (empty) table for the merge
+            write_scores(to_frame(self.rows), self.output, shard_name("scores", ".csv", self.shard))
 
 
 def _sweep_task(
-    loaded,
+    loaded: LoadedModel,
     task,
-    data,
-    fingerprint,
-    layer_ids,
-    config,
-    results_cache,
-    rows,
+    data: str,
+    fingerprint: str,
+    layer_ids: list[int],
+    record: _Record,
+    store: Path | None,
     *,
-    vector_cache,
-    overwrite,
-    progress,
-    output_path,
-    shard,
-) -> dict:
+    overwrite: bool,
+    progress: bool,
+) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     task.load_data()  # once; mteb.evaluate keeps data it did not load itself
-    store = _vector_store(loaded, config, task) if vector_cache else None
-    cache = LayerCache(loaded, config, None if overwrite else store, progress=progress)
+    cache = LayerCache(loaded, record.config, None if overwrite else store, progress=progress)
     cache.path = store
     entry = {
         "model": loaded.name,
@@ -139,26 +146,24 @@ def _sweep_task(
     }
     for layer in tqdm(layer_ids, desc=f"{task.metadata.name} layers", disable=_quiet(progress), leave=False):
         encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
-        reused = not overwrite and _has_result(results_cache, task, encoder)
+        reused = not overwrite and _has_result(record.results, task, encoder)
         n_before = len(cache)
-        result = _evaluate(encoder, task, results_cache, overwrite)
+        result = _evaluate(encoder, task, record.results, overwrite)
         if store is not None and len(cache) > n_before:
             cache.save()
         entry["texts_encoded"] += len(cache) - n_before
         entry["units_reused" if reused else "units_evaluated"] += 1
-        rows += score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
-        if output_path is not None:
-            write_scores(to_frame(rows), output_path, shard_name("scores", ".csv", shard))
+        record.unit_done(score_rows(result.task_results[0], task=task, encoder=encoder, data=data))
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
             task.metadata.name,
             cache.n_truncated,
-            config.max_length,
+            record.config.max_length,
         )
     entry["texts_truncated"] = cache.n_truncated
     task.unload_data()
-    return entry
+    record.task_done(entry)
 
 
 def distributed_shard() -> tuple[int, int] | None:
