@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
@@ -74,7 +75,7 @@ class LayerCache:
         try:
             texts = json.loads(texts_file.read_text())
             vectors = load_file(vectors_file)["vectors"]
-        except (OSError, ValueError, KeyError) as err:
+        except (OSError, ValueError, KeyError, SafetensorError) as err:
             logger.warning("ignoring unreadable cache %s (%s); recomputing", path, err)
             return
         expected = (self.model.n_layers + 1, len(texts), self.model.hidden_size)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -91,3 +93,22 @@ def test_parse_layers(text, want):
 def test_parse_layers_explains_bad_input(text, message):
     with pytest.raises(UserError, match=message):
         parse_layers(text, 4)
+
+
+def test_torn_vector_cache_and_result_files_are_recomputed_with_a_warning(tiny_gpt_neox, data_dir, tmp_path, caplog):
+    out = tmp_path / "run"
+    config = EncodeConfig(batch_size=32, max_length=48)
+    first = sweep(tiny_gpt_neox, ["STS17"], config=config, data_dir=data_dir, output=out, progress=False)
+    stores = Path(os.environ["LAYER_MTEB_CACHE"]).glob("vectors/**/STS17/vectors.safetensors")
+    vectors = max(stores, key=lambda p: p.stat().st_mtime)  # the one this sweep just wrote
+    vectors.write_bytes(vectors.read_bytes()[:100])  # torn: a killed writer without atomic rename
+    result = sorted((out / "mteb").rglob("STS17.json"))[0]
+    result.write_text(result.read_text()[:50])
+    counter = ForwardCounter(tiny_gpt_neox.model)
+    try:
+        again = sweep(tiny_gpt_neox, ["STS17"], config=config, data_dir=data_dir, output=out, progress=False)
+    finally:
+        counter.close()
+    assert counter.texts > 0  # the torn cache was not trusted
+    assert "unreadable cache" in caplog.text and "unreadable result" in caplog.text
+    pd.testing.assert_frame_equal(first, again, check_exact=True)
