@@ -66,7 +66,11 @@ class LayerCache:
     def _append(self, texts: list[str], vectors: torch.Tensor) -> None:
         start = len(self.index)
         self.index.update((t, start + i) for i, t in enumerate(texts))
-        self._vectors = torch.cat([self._vectors, vectors.to(self._vectors.device)], dim=1)
+        try:
+            self._vectors = torch.cat([self._vectors, vectors.to(self._vectors.device)], dim=1)
+        except torch.OutOfMemoryError:  # a GPU too small for all layers of a big task: keep them in host memory
+            logger.warning("pooled vectors no longer fit on %s; keeping them in host memory", self._vectors.device)
+            self._vectors = torch.cat([self._vectors.cpu(), vectors.cpu()], dim=1)
 
     def _load(self, path: Path) -> None:
         vectors_file, texts_file = path / "vectors.safetensors", path / "texts.json"
