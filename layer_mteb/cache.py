@@ -26,14 +26,29 @@ from layer_mteb.pooling import pool, readout_layers
 logger = logging.getLogger(__name__)
 
 
+#: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
+#: mask [B, T] and the positions of the batch's texts in the ``texts`` given to :func:`encode_all_layers`.
+#: Token-level metrics stream through this instead of storing token states of all layers.
+BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
+
+
 class LayerCache:
     """Pooled vectors of all L+1 layers for every text seen so far, on the compute device."""
 
-    def __init__(self, model: LoadedModel, config: EncodeConfig, path: Path | None = None, *, progress: bool = False):
+    def __init__(
+        self,
+        model: LoadedModel,
+        config: EncodeConfig,
+        path: Path | None = None,
+        *,
+        progress: bool = False,
+        observe: Callable[[int], BatchObserver] | None = None,
+    ):
         self.model = model
         self.config = config
         self.path = path
         self.progress = progress
+        self.observe = observe  # n new texts -> an observer of that fill's batches (token metrics stream here)
         self.index: dict[str, int] = {}
         self._vectors = torch.empty(model.n_layers + 1, 0, model.hidden_size, device=config.device)
         self.n_truncated = 0
@@ -47,7 +62,10 @@ class LayerCache:
         """[L+1, n, D] (or [n, D] for one ``layer``) float32 vectors of ``texts``, encoding only the unseen ones."""
         missing = list(dict.fromkeys(t for t in texts if t not in self.index))
         if missing:
-            vectors, n_truncated = encode_all_layers(self.model, missing, self.config, progress=self.progress)
+            observer = self.observe(len(missing)) if self.observe is not None else None
+            vectors, n_truncated = encode_all_layers(
+                self.model, missing, self.config, progress=self.progress, on_batch=observer
+            )
             self._append(missing, vectors)
             self.n_truncated += n_truncated
         rows = torch.tensor([self.index[t] for t in texts], device=self._vectors.device, dtype=torch.long)
@@ -88,12 +106,6 @@ class LayerCache:
             logger.warning("ignoring cache %s: shape %s, expected %s; recomputing", path, shape, expected)
             return
         self._append(texts, vectors)
-
-
-#: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
-#: mask [B, T] and the positions of the batch's texts in the ``texts`` given to :func:`encode_all_layers`.
-#: Token-level metrics stream through this instead of storing token states of all layers.
-BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
 
 
 def encode_all_layers(

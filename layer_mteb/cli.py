@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
+    run.add_argument(
+        "--task-metrics",
+        action="store_true",
+        help="also write each task's label-free metrics (prompt entropy, ...) from the same forward pass",
+    )
     run.set_defaults(handler=_run)
     merge = commands.add_parser("merge", help="join the shard tables of a run folder into its scores.csv")
     merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
@@ -155,6 +160,7 @@ def _run(args: argparse.Namespace) -> None:
         revision=args.revision.split(",") if args.revision else None,
         trust_remote_code=args.trust_remote_code,
         shard=parse_shard(args.shard),
+        task_metrics=args.task_metrics,
     )
     if os.environ.get("RANK", "0") != "0":
         return  # under accelerate/torchrun the main process prints the merged table

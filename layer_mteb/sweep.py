@@ -41,6 +41,7 @@ def sweep(
     revision: str | Sequence[str] | None = None,
     trust_remote_code: bool = False,
     shard: tuple[int, int] | None = None,
+    task_metrics: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
@@ -51,6 +52,8 @@ def sweep(
     process takes its own shard and the main process merges the table. With ``output``, writes ``scores.csv`` as
     each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded,
     evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
+    ``task_metrics`` adds the label-free metrics of each task's own texts to ``output/metrics.csv``, computed in the
+    same forward pass that fills the cache (for the texts this run encodes).
     """
     config = config or EncodeConfig(device=default_device())
     distributed = shard is None and distributed_shard() is not None
@@ -58,6 +61,8 @@ def sweep(
     output_path = Path(output) if output is not None else None
     if output_path is not None:
         check_writable(output_path)
+    if task_metrics and (shard is not None or output_path is None):
+        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
     data_path = data_dir_from_env(data_dir)
     work = _task_units(tasks, data_path)  # before any model: a mistyped task should not wait for a model load
     models = [model] if isinstance(model, LoadedModel | str) else list(model)
@@ -65,7 +70,7 @@ def sweep(
     units = [(m, r, unit) for m in models for r in revisions for unit in work]
     if shard is not None:
         units = units[shard[0] :: shard[1]]
-    record = _Record(output_path, shard, config)
+    record = _Record(output_path, shard, config, task_metrics)
     current: tuple[object, object, LoadedModel, list[int]] | None = None  # one model in memory at a time
     for model_ref, model_revision, (task, data, fingerprint) in tqdm(units, desc="tasks", disable=_quiet(progress)):
         if current is None or current[:2] != (model_ref, model_revision):
@@ -91,6 +96,7 @@ class _Record:
     output: Path | None
     shard: tuple[int, int] | None
     config: EncodeConfig
+    task_metrics: bool = False
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
     _results: ResultCache | None = None
@@ -132,7 +138,13 @@ def _sweep_task(
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     task.load_data()  # once; mteb.evaluate keeps data it did not load itself
-    cache = LayerCache(loaded, record.config, None if overwrite else store, progress=progress)
+    metrics = None
+    if record.task_metrics:
+        from layer_mteb.metrics.runner import TaskTextMetrics  # the metrics stack loads only when asked for
+
+        metrics = TaskTextMetrics(loaded)
+    observe = metrics.observe if metrics is not None else None
+    cache = LayerCache(loaded, record.config, None if overwrite else store, progress=progress, observe=observe)
     cache.path = store
     entry = {
         "model": loaded.name,
@@ -162,6 +174,12 @@ def _sweep_task(
             record.config.max_length,
         )
     entry["texts_truncated"] = cache.n_truncated
+    if metrics is not None and record.output is not None:
+        from layer_mteb.metrics.table import write_metrics
+
+        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), record.config)
+        if not frame.empty:
+            write_metrics(frame, record.output)
     task.unload_data()
     record.task_done(entry)
 

@@ -9,6 +9,8 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 from _metric_fixtures import TEXTS, minilm_tokenizer, tiny_gpt2, tiny_gpt2_words
@@ -21,6 +23,7 @@ from layer_mteb.metrics.entropy import matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.table import METRIC_COLUMNS, read_metrics
 from layer_mteb.pooling import readout_layers
+from layer_mteb.sweep import sweep
 from layer_mteb.texts import load_texts
 
 NO_VIEWS = MetricSettings(views=0)
@@ -198,3 +201,29 @@ def test_a_tasks_own_texts_are_its_evaluation_sentences() -> None:
 def test_a_task_without_data_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--data-dir"):
         load_texts("task:SciFact", data_dir=tmp_path)
+
+
+@needs_data
+def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_path) -> None:
+    """--task-metrics streams through the sweep's own forward pass and gives what `metrics` gives on those texts."""
+    model = tiny_gpt2()
+    config = EncodeConfig(batch_size=16)
+    sweep(
+        model,
+        ["STS17"],
+        config=config,
+        data_dir=SHARED_DATA,
+        output=tmp_path,
+        vector_cache=False,
+        task_metrics=True,
+        progress=False,
+    )
+    streamed = pd.read_csv(tmp_path / "metrics.csv")
+    assert set(streamed["texts"]) == {"task:STS17"}
+    rows = [json.loads(line) for line in (SHARED_DATA / "STS17" / "test.jsonl").open()]
+    texts = list(dict.fromkeys(r[k] for k in ("sentence1", "sentence2") for r in rows))
+    separate = compute_metrics(model, texts, config=config, settings=MetricSettings(views=0), progress=False)
+    merged = streamed.merge(separate, on=["layer", "metric"], suffixes=("", "_separate"))
+    assert set(merged["metric"]) >= {"prompt_entropy", "curvature", "dataset_entropy", "effective_rank"}
+    assert np.allclose(merged["value"], merged["value_separate"], rtol=1e-4, atol=1e-6)
+    assert (merged["n"] == merged["n_separate"]).all()

@@ -98,6 +98,39 @@ class TokenMetrics:
         return out
 
 
+class TaskTextMetrics:
+    """Label-free metrics of a task's own texts, gathered while the sweep fills its all-layer cache (no second pass):
+    token metrics through :meth:`observe` (one :class:`TokenMetrics` per fill), dataset entropy and effective rank
+    from the cached pooled vectors of every unique text."""
+
+    def __init__(self, model: LoadedModel, settings: MetricSettings | None = None):
+        self.model = model
+        self.settings = settings or MetricSettings(views=0)
+        self.parts: list[TokenMetrics] = []
+
+    def observe(self, n_texts: int) -> TokenMetrics:
+        part = TokenMetrics(self.model.n_layers + 1, n_texts, self.settings)
+        self.parts.append(part)
+        return part
+
+    def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
+        """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
+        if not self.parts:
+            return to_frame([])
+        source = TextSource(f"task:{task}", (), task, pooled.shape[1], 0)
+        rows: list[dict] = []
+        add = _row_adder(rows, self.model, config, source)
+        summaries = [part.summary() for part in self.parts]
+        for name in summaries[0]:
+            for layer in range(self.model.n_layers + 1):
+                entries = [s[name][layer] for s in summaries if s[name][layer] is not None]
+                count = sum(n for _, n in entries)
+                if count:
+                    add(layer, name, sum(v * n for v, n in entries) / count, count)
+        _dataset_metrics(pooled, self.settings, add)
+        return to_frame(rows)
+
+
 def compute_metrics(
     model: LoadedModel | str,
     texts: str | Sequence[str] = "wikitext",
@@ -131,13 +164,7 @@ def compute_metrics(
         for layer, entry in enumerate(per_layer):
             if entry is not None:
                 add(layer, name, *entry)
-    for layer in range(model.n_layers + 1):
-        n, d = pooled.shape[1], pooled.shape[2]
-        raw = _guard("dataset entropy", layer, matrix_entropy, pooled[layer], settings.alpha)
-        shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, matrix_entropy, pooled[layer])
-        add(layer, "dataset_entropy_raw", raw, n)
-        add(layer, "dataset_entropy", raw / min(math.log(n), math.log(d)), n)
-        add(layer, "effective_rank", math.exp(shannon), n)
+    _dataset_metrics(pooled, settings, add)
     del pooled
     if settings.views:
         _invariance_metrics(model, config, settings, source, add, progress)
@@ -146,6 +173,17 @@ def compute_metrics(
     if output is not None:
         write_metrics(frame, output)
     return frame
+
+
+def _dataset_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:
+    """Dataset entropy (raw and ÷ min(log N, log D)) and effective rank of the [L+1, N, D] pooled vectors."""
+    n, d = pooled.shape[1], pooled.shape[2]
+    for layer in range(pooled.shape[0]):
+        raw = _guard("dataset entropy", layer, matrix_entropy, pooled[layer], settings.alpha)
+        shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, matrix_entropy, pooled[layer])
+        add(layer, "dataset_entropy_raw", raw, n)
+        add(layer, "dataset_entropy", raw / min(math.log(n), math.log(d)), n)
+        add(layer, "effective_rank", math.exp(shannon), n)
 
 
 def _invariance_metrics(model, config, settings: MetricSettings, source: TextSource, add, progress: bool) -> None:
