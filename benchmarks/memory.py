@@ -190,7 +190,41 @@ def main(argv: list[str] | None = None) -> int:
         print(f"L={layers} N={n}: peak RSS growth {rows[-1]['peak RSS growth MB']:.1f} MB", flush=True)
     print("\n### peak memory of the encode step\n")
     print(table(rows, list(rows[0])))
+    print("\n### what each added text / layer costs (least-squares slopes of the rows above)\n")
+    columns = ["grows with", "measured peak RSS growth", "measured peak GPU growth", "pooled cache", "token states"]
+    print(table(slopes(rows, args), columns))
     return 0
+
+
+def slopes(rows: list[dict], args: argparse.Namespace) -> list[dict]:
+    """Peak growth per 1,000 texts (at fixed L) and per layer (at fixed N), next to what pooled vectors and stored
+    token states would add: the measured slope follows the pooled cache, far below the token states."""
+    import numpy as np
+
+    out = []
+    for key, fixed_key, fixed, unit, scale in (
+        ("N", "L", args.depth_at_texts, "per 1,000 texts", 1000),
+        ("L", "N", args.texts_at_depth, "per layer", 1),
+    ):
+        points = [r for r in rows if r[fixed_key] == fixed]
+        if len(points) < 2:
+            continue
+        x = np.array([r[key] for r in points], dtype=float)
+        gpu = points[0]["peak GPU growth MB"] != "-"
+
+        def slope(column: str, points=points, x=x, scale=scale) -> str:
+            return f"{np.polyfit(x, [r[column] for r in points], 1)[0] * scale:.2f} MB"
+
+        out.append(
+            {
+                "grows with": f"{key} ({unit}, {fixed_key}={fixed})",
+                "measured peak RSS growth": slope("peak RSS growth MB"),
+                "measured peak GPU growth": "-" if not gpu else slope("peak GPU growth MB"),
+                "pooled cache": slope("pooled cache MB"),
+                "token states": slope("token states, all layers, all texts MB"),
+            }
+        )
+    return out
 
 
 if __name__ == "__main__":
