@@ -4,7 +4,8 @@
     still applied on top, as in a truncated deployed model), its own ``mteb.evaluate`` and its own forward passes,
     through a plain mteb encoder that mean-pools the truncated model's output over the batches mteb hands it.
     The truncated model is a slice of the block list of the already-loaded model, so naive pays no model loads
-    (the authors loaded a model per layer): this favours naive.
+    (the authors loaded a model per layer): this favours naive. ``--naive-batching sorted`` favours it further:
+    each call's texts are length-sorted into batches like the sweep's, so only the block passes differ.
 (b) ``layer_mteb.sweep`` with ``vector_cache=False``: a cold run, one forward pass per unique text per task.
 
 Prints wall time, forward calls and block passes of each (counted with forward hooks), their ratios, and checks
@@ -53,8 +54,8 @@ def truncated_to(loaded: LoadedModel, k: int) -> Iterator[None]:
 class TruncatedModelEncoder(AbsEncoder):
     """What a user scoring one layer with a truncated model would write: encode mteb's batches as they come."""
 
-    def __init__(self, loaded: LoadedModel, k: int, config: EncodeConfig):
-        self.loaded, self.k, self.config = loaded, k, config
+    def __init__(self, loaded: LoadedModel, k: int, config: EncodeConfig, sort: bool = False):
+        self.loaded, self.k, self.config, self.sort = loaded, k, config, sort
         self._meta = model_meta(loaded, k, config).model_copy(update={"name": "naive/truncated"})
 
     @property
@@ -62,13 +63,24 @@ class TruncatedModelEncoder(AbsEncoder):
         return self._meta
 
     def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs) -> np.ndarray:
+        texts = [list(batch["text"]) for batch in inputs]
+        order = None
+        if self.sort:  # the generous variant: the same length-sorted batches as the sweep
+            flat = [t for batch in texts for t in batch]
+            lengths = [
+                len(ids)
+                for ids in self.loaded.tokenizer(flat, truncation=True, max_length=self.config.max_length)["input_ids"]
+            ]
+            order = sorted(range(len(flat)), key=lambda i: -lengths[i])
+            size = self.config.batch_size
+            texts = [[flat[i] for i in order[s : s + size]] for s in range(0, len(order), size)]
         out = []
         tok = self.loaded.tokenizer
         extra = {"use_cache": False} if self.loaded.architecture.kind != "encoder" else {}
         with torch.inference_mode(), truncated_to(self.loaded, self.k):
-            for batch in inputs:
+            for batch in texts:
                 enc = tok(
-                    list(batch["text"]),
+                    batch,
                     padding=True,
                     truncation=True,
                     max_length=self.config.max_length,
@@ -77,7 +89,10 @@ class TruncatedModelEncoder(AbsEncoder):
                 hidden = self.loaded.model(**enc, **extra).last_hidden_state.float()
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out.append(((hidden * mask).sum(1) / mask.sum(1)).cpu())
-        return torch.cat(out).numpy().astype(np.float32)
+        vectors = torch.cat(out)
+        if order is not None:
+            vectors = vectors[torch.argsort(torch.tensor(order))]
+        return vectors.numpy().astype(np.float32)
 
 
 def run_naive(loaded: LoadedModel, args, config: EncodeConfig):
@@ -86,7 +101,7 @@ def run_naive(loaded: LoadedModel, args, config: EncodeConfig):
     with counting(loaded) as counter, Timer(config.device) as timer:
         for task in tasks:
             for k in range(loaded.n_layers + 1):
-                encoder = TruncatedModelEncoder(loaded, k, config)
+                encoder = TruncatedModelEncoder(loaded, k, config, sort=args.naive_batching == "sorted")
                 result = mteb.evaluate(
                     encoder,
                     task,
@@ -163,16 +178,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="smollm2-135m,minilm-l6", help="comma-separated models")
     parser.add_argument("--tasks", default="STS17,BIOSSES", help="comma-separated offline tasks")
+    parser.add_argument(
+        "--naive-batching",
+        choices=["mteb", "sorted"],
+        default="mteb",
+        help="naive encodes mteb's batches as given (mteb), or length-sorts each call's texts like the sweep",
+    )
     common_options(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.limit = args.limit or 40
+        args.limit = args.limit or 16
     args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     setup(args)
     print(machine_line(args.device))
     rows_per_task = f" (first {args.limit} rows per split)" if args.limit else ""
     print(f"tasks: {', '.join(args.tasks)}{rows_per_task}; batch size {args.batch_size}", end="")
-    print(f"; {args.dtype} on {args.device}")
+    print(f"; {args.dtype} on {args.device}; naive batching: {args.naive_batching}")
     summaries, details = [], []
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         summary, per_task = compare(name, args)
