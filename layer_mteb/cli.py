@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pooling", choices=POOLINGS, default="mean")
     run.add_argument("--max-length", type=int, default=512)
     run.add_argument("--batch-size", type=int, default=32)
+    run.add_argument(
+        "--max-batch-tokens", type=int, default=None, help="also cap each batch at this many padded tokens"
+    )
     run.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
     run.add_argument("--dtype", choices=DTYPES, default="float32")
     run.add_argument("--device-map", default=None, help="split one large model over devices, e.g. auto (accelerate)")
@@ -133,6 +136,7 @@ def _encode_config(args: argparse.Namespace):
         batch_size=args.batch_size,
         device=process_device(args.device or default_device()),
         device_map=getattr(args, "device_map", None),
+        max_batch_tokens=getattr(args, "max_batch_tokens", None),
     )
 
 

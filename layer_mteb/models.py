@@ -10,6 +10,8 @@ import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -28,16 +30,22 @@ ModelKind = Literal["causal", "encoder", "ssm"]
 
 @dataclass(frozen=True)
 class Architecture:
-    """Where a base model (``AutoModel``, no LM head) keeps its blocks and its final norm."""
+    """Where a base model (``AutoModel``, no LM head) keeps its blocks and its final norm.
+
+    ``embeddings_first``: ``hidden_states[k]`` is the output of block k, ``hidden_states[0]`` the embeddings. Only
+    then can a forward stop after the deepest requested block and still give the same layers. transformers' Mamba
+    and Mamba2 start at block 1's output instead (and repeat the last block, normed), so they always run in full.
+    """
 
     kind: ModelKind
     blocks: str
     final_norm: str | None
+    embeddings_first: bool = True
 
 
 _DECODER = Architecture("causal", "layers", "norm")
 _BERT_LIKE = Architecture("encoder", "encoder.layer", None)
-_SSM = Architecture("ssm", "layers", "norm_f")
+_SSM = Architecture("ssm", "layers", "norm_f", embeddings_first=False)
 
 #: ``config.model_type`` -> architecture. Add a line here to support a new family.
 ARCHITECTURES: dict[str, Architecture] = {
@@ -85,6 +93,35 @@ class LoadedModel:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def can_stop_early(self) -> bool:
+        return self.architecture.embeddings_first
+
+
+@contextmanager
+def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
+    """Run only the first ``depth`` blocks, with the final norm switched off (the readout applies it).
+
+    Blocks past the deepest layer a sweep asks for are never computed, and the hidden states 0..depth are the ones
+    the full model gives (right padding, no cache: nothing downstream of a block feeds back into it). The block
+    list and the norm are swapped back on exit, even on error; the weights are shared, never copied.
+    """
+    if not model.can_stop_early():
+        raise ValueError(f"{model.name}: this architecture cannot stop after a block (see Architecture)")
+    _install_output_hooks(model.model)
+    blocks_parent, blocks_name = _parent(model.model, model.architecture.blocks)
+    blocks = getattr(blocks_parent, blocks_name)
+    swaps = [(blocks_parent, blocks_name, blocks, nn.ModuleList(list(blocks)[:depth]))]
+    if model.architecture.final_norm is not None:
+        norm_parent, norm_name = _parent(model.model, model.architecture.final_norm)
+        swaps.append((norm_parent, norm_name, getattr(norm_parent, norm_name), nn.Identity()))
+    try:
+        for parent, name, _, stand_in in swaps:
+            setattr(parent, name, stand_in)
+        yield
+    finally:
+        for parent, name, original, _ in swaps:
+            setattr(parent, name, original)
 
 
 def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "no_revision_available") -> LoadedModel:
@@ -284,6 +321,21 @@ def _prepare_tokenizer(tokenizer: Any) -> None:
 def _mteb_name(name: str) -> str:
     """mteb wants ``org/model``."""
     return name if name.count("/") == 1 else f"local/{name.replace('/', '__')}"
+
+
+def _install_output_hooks(model: nn.Module) -> None:
+    """transformers >= 5 records hidden states with hooks it installs on the first forward that asks for them; that
+    must happen while every block is in place, or later full forwards would miss the blocks left out here."""
+    try:
+        from transformers.utils.output_capturing import maybe_install_capturing_hooks
+    except ImportError:  # older versions collect hidden states in the forward loop itself
+        return
+    maybe_install_capturing_hooks(model)
+
+
+def _parent(obj: Any, dotted: str) -> tuple[Any, str]:
+    parent, _, name = dotted.rpartition(".")
+    return (_get_attr(obj, parent) if parent else obj), name
 
 
 def _get_attr(obj: Any, dotted: str) -> Any:

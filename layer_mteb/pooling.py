@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -11,21 +11,34 @@ from layer_mteb.config import Pooling, Readout
 
 
 def readout_layers(
-    hidden_states: Sequence[torch.Tensor], final_norm: nn.Module | None, readout: Readout
+    hidden_states: Sequence[torch.Tensor], final_norm: nn.Module | None, readout: Readout, *, last_normed: bool = True
 ) -> list[torch.Tensor]:
     """The L+1 hidden states as the chosen readout sees them.
 
     ``hidden_states[-1]`` already passed the model's final norm; every earlier entry is the raw residual stream.
     ``final_norm`` applies that norm to each earlier entry too (the paper's truncated-model protocol);
     ``raw`` leaves them as they are. Models without a final norm (BERT) read the same either way.
+    ``last_normed=False`` says the last entry is raw too (a forward stopped early with the norm switched off).
     """
+    return list(iter_readout(hidden_states, final_norm, readout, last_normed=last_normed))
+
+
+def iter_readout(
+    hidden_states: Sequence[torch.Tensor], final_norm: nn.Module | None, readout: Readout, *, last_normed: bool = True
+) -> Iterator[torch.Tensor]:
+    """:func:`readout_layers` one layer at a time: each normed copy can be pooled and freed before the next."""
     if readout == "raw" or final_norm is None:
-        return list(hidden_states)
+        yield from hidden_states
+        return
     weight = next(final_norm.parameters(), None)
-    if weight is None or all(h.device == weight.device for h in hidden_states):
-        return [final_norm(h) for h in hidden_states[:-1]] + [hidden_states[-1]]
-    # a device map put the norm on another device than the earlier blocks: normalise there, keep each layer home
-    return [final_norm(h.to(weight.device)).to(h.device) for h in hidden_states[:-1]] + [hidden_states[-1]]
+    last = len(hidden_states) - 1
+    for k, h in enumerate(hidden_states):
+        if k == last and last_normed:
+            yield h
+        elif weight is None or h.device == weight.device:
+            yield final_norm(h)
+        else:  # a device map put the norm on another device than this block: normalise there, keep the layer home
+            yield final_norm(h.to(weight.device)).to(h.device)
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
@@ -37,8 +50,9 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -
     if pooling == "last":
         last = attention_mask.sum(dim=1) - 1
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(dim=1) / mask.sum(dim=1)
+    mask = attention_mask.to(hidden.dtype)
+    # a batched matrix product sums over tokens without materialising hidden * mask, another [B, T, D] tensor
+    return torch.bmm(mask.unsqueeze(1), hidden).squeeze(1) / mask.sum(dim=1, keepdim=True)
 
 
 def pool_all_layers(
@@ -50,5 +64,4 @@ def pool_all_layers(
     pooling: Pooling,
 ) -> torch.Tensor:
     """All L+1 hidden states of a batch -> [L+1, B, D] float32 pooled vectors, on the states' device."""
-    layers = readout_layers(hidden_states, final_norm, readout)
-    return torch.stack([pool(h, attention_mask, pooling) for h in layers])
+    return torch.stack([pool(h, attention_mask, pooling) for h in iter_readout(hidden_states, final_norm, readout)])

@@ -144,7 +144,12 @@ def _sweep_task(
 
         metrics = TaskTextMetrics(loaded)
     observe = metrics.observe if metrics is not None else None
-    cache = LayerCache(loaded, record.config, None if overwrite else store, progress=progress, observe=observe)
+    # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
+    # describe every layer, so with them the forward runs in full
+    depth = loaded.n_layers if metrics is not None else max(layer_ids)
+    cache = LayerCache(
+        loaded, record.config, None if overwrite else store, progress=progress, observe=observe, depth=depth
+    )
     cache.path = store
     entry = {
         "model": loaded.name,

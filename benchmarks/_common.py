@@ -1,0 +1,192 @@
+"""Shared pieces of the benchmarks: options, offline tasks (optionally cut short), counters, timers, tables."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = Path(os.environ.get("LAYER_MTEB_DATA", REPO.parent / "shared" / "data"))
+
+
+def common_options(parser: argparse.ArgumentParser) -> None:
+    """Options every benchmark takes; the defaults are the full run, ``--quick`` shrinks them."""
+    parser.add_argument("--data-dir", default=str(DEFAULT_DATA), help="folder of local task data")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-batch-tokens", type=int, default=None, help="token budget per batch (default: none)")
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--limit", type=int, default=None, help="keep the first N rows of each task split")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads of torch and of the evaluators' BLAS/OpenMP"
+    )
+    parser.add_argument("--quick", action="store_true", help="a ~1 minute version of the run")
+
+
+_LIMITS: list = []
+
+
+def setup(args: argparse.Namespace) -> None:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        # the evaluators' BLAS (logistic regression, k-means) spins its own threads; on shared cores that costs
+        # more than torch's (a Banking77 logistic regression: 0.1 s on one thread, 1.8 s on two here)
+        import sklearn.linear_model  # noqa: F401  (loads the BLAS/OpenMP libraries to limit)
+        from threadpoolctl import threadpool_limits
+
+        _LIMITS.append(threadpool_limits(args.threads))
+    torch.manual_seed(0)
+    warnings.filterwarnings("ignore", message=".*is superseded by.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    for handler in [*logging.getLogger().handlers, logging.lastResort]:  # the paper's tasks are old on purpose
+        if handler is not None:
+            handler.addFilter(lambda record: "is superseded by" not in record.getMessage())
+
+
+def machine_line(device: str) -> str:
+    """One line saying where the numbers came from (they are only comparable within one run)."""
+    where = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}"
+    if device.startswith("cuda") and torch.cuda.is_available():
+        where += f", {torch.cuda.get_device_name(device)}"
+    try:
+        load = ", load average {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
+    except OSError:
+        load = ""
+    blas = ""
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = ", BLAS/OpenMP threads " + "/".join(sorted({str(i["num_threads"]) for i in threadpool_info()}))
+    except ImportError:
+        pass
+    return f"machine: {where}{load}; torch threads {torch.get_num_threads()}{blas}"
+
+
+def load_tasks(names: Sequence[str], data_dir: str | Path, limit: int | None = None) -> list:
+    """Fresh mteb task objects for ``names`` on local data, loaded, each split cut to its first ``limit`` rows.
+
+    A sweep unloads a task's data when it is done, so every measured run gets its own fresh objects.
+    """
+    from layer_mteb.tasks import load_task, select_tasks
+
+    task_file, specs = select_tasks(",".join(names), Path(data_dir))
+    tasks = []
+    for spec in specs:
+        task = load_task(spec, task_file.split, Path(data_dir))
+        task.load_data()
+        if limit is not None:
+            _cut(task, limit)
+        tasks.append(task)
+    return tasks
+
+
+def _cut(task, limit: int) -> None:
+    def cut(dataset_dict):
+        for split in list(dataset_dict):
+            if len(dataset_dict[split]) > limit:
+                dataset_dict[split] = dataset_dict[split].select(range(limit))
+
+    if task.metadata.is_multilingual:
+        for subset in task.dataset.values():
+            cut(subset)
+    else:
+        cut(task.dataset)
+
+
+class Counter:
+    """Counts forward calls of a base model and passes through its blocks, with plain forward hooks.
+
+    ``texts`` counts rows through the model, ``block_calls`` block invocations (one batch through one block),
+    ``block_texts`` rows through blocks and ``block_tokens`` padded token positions through blocks (the compute).
+    """
+
+    def __init__(self, model: torch.nn.Module, blocks: Sequence[torch.nn.Module]):
+        self.calls = self.texts = self.block_calls = self.block_texts = self.block_tokens = 0
+        self._handles = [model.register_forward_pre_hook(self._model, with_kwargs=True)]
+        self._handles += [b.register_forward_pre_hook(self._block, with_kwargs=True) for b in blocks]
+
+    def _model(self, module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.calls += 1
+        self.texts += int(ids.shape[0])
+
+    def _block(self, module, args, kwargs) -> None:
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        self.block_calls += 1
+        self.block_texts += int(hidden.shape[0])
+        self.block_tokens += int(hidden.shape[0] * hidden.shape[1])
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def as_dict(self) -> dict[str, int]:
+        keys = ("calls", "texts", "block_calls", "block_texts", "block_tokens")
+        return {k: getattr(self, k) for k in keys}
+
+
+@contextmanager
+def counting(loaded) -> Iterator[Counter]:
+    from layer_mteb.models import _get_attr
+
+    counter = Counter(loaded.model, list(_get_attr(loaded.model, loaded.architecture.blocks)))
+    try:
+        yield counter
+    finally:
+        counter.close()
+
+
+class Timer:
+    """Wall-clock seconds of a block (``cuda`` is synchronised so queued kernels are counted)."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self.seconds = 0.0
+
+    def __enter__(self) -> Timer:
+        self._sync()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._sync()
+        self.seconds += time.perf_counter() - self._start
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+
+def table(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """A Markdown table of ``rows`` (values already formatted or numbers)."""
+
+    def fmt(value: object) -> str:
+        if isinstance(value, float | np.floating):
+            return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+        if isinstance(value, int | np.integer):
+            return f"{value:,}"
+        return str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(fmt(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main_scores(frame) -> dict[tuple[str, int], float]:
+    """(task, layer) -> main score, averaging subsets."""
+    grouped = frame.groupby(["task", "layer"])["main_score"].mean()
+    return {(task, int(layer)): float(score) for (task, layer), score in grouped.items()}
