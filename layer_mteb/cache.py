@@ -164,7 +164,7 @@ def encode_all_layers(
         for batch in tqdm(batches, desc="encoding", disable=None if progress else True, leave=False):
             padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
             padded = {k: v.to(model.device) for k, v in padded.items()}
-            hidden_states = model.model(**padded, output_hidden_states=True, **use_cache).hidden_states
+            hidden_states = model.hidden_states(**padded, **use_cache)
             expected = (max(depth, 1) if stop_early else model.n_layers) + 1
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")

@@ -32,9 +32,9 @@ ModelKind = Literal["causal", "encoder", "ssm"]
 class Architecture:
     """Where a base model (``AutoModel``, no LM head) keeps its blocks and its final norm.
 
-    ``embeddings_first``: ``hidden_states[k]`` is the output of block k, ``hidden_states[0]`` the embeddings. Only
-    then can a forward stop after the deepest requested block and still give the same layers. transformers' Mamba
-    and Mamba2 start at block 1's output instead (and repeat the last block, normed), so they always run in full.
+    ``embeddings_first``: transformers' ``hidden_states[k]`` is the output of block k, ``hidden_states[0]`` the
+    embeddings. transformers' Mamba and Mamba2 return the outputs of blocks 1..L and then the last one again,
+    normed; :meth:`LoadedModel.hidden_states` rebuilds the usual tuple for them, and they always run in full.
     """
 
     kind: ModelKind
@@ -96,6 +96,16 @@ class LoadedModel:
 
     def can_stop_early(self) -> bool:
         return self.architecture.embeddings_first
+
+    def hidden_states(self, **inputs: Any) -> tuple[torch.Tensor, ...]:
+        """The L+1 hidden states of one forward pass, the same for every family: ``[0]`` the embeddings (the input
+        of block 1), ``[k]`` the output of block k, the last one after the final norm."""
+        states = self.model(**inputs, output_hidden_states=True).hidden_states
+        if self.architecture.embeddings_first:
+            return states
+        # (block 1, ..., block L, norm(block L)) -> (embeddings, block 1, ..., block L-1, norm(block L))
+        embeddings = self.model.get_input_embeddings()(inputs["input_ids"])
+        return (embeddings, *states[:-2], states[-1])
 
 
 @contextmanager

@@ -125,12 +125,42 @@ def tiny_gpt_neox(bert_tokenizer):
     return tiny_model("gpt_neox", bert_tokenizer)
 
 
+def block_states(loaded, ids: list[int]) -> list[torch.Tensor]:
+    """The definition of the L+1 layers, read off the blocks with hooks (not off ``output_hidden_states``): layer 0
+    is the input of block 1, layer k the output of block k, and the last one also passes the final norm."""
+    from layer_mteb.models import _get_attr
+
+    blocks = list(_get_attr(loaded.model, loaded.architecture.blocks))
+    states: list[torch.Tensor] = []
+
+    def first(value):
+        return value[0] if isinstance(value, tuple | list) else value
+
+    handles = [
+        blocks[0].register_forward_pre_hook(
+            lambda m, a, kw: states.append(first(kw.get("hidden_states", a))), with_kwargs=True
+        )
+    ]
+    handles += [b.register_forward_hook(lambda m, a, out: states.append(first(out))) for b in blocks]
+    try:
+        with torch.inference_mode():
+            loaded.model(input_ids=torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert len(states) == len(blocks) + 1
+    if loaded.final_norm is not None:
+        with torch.inference_mode():
+            states[-1] = loaded.final_norm(states[-1])
+    return states
+
+
 def direct_vectors(loaded, text: str, readout: str, pooling: str) -> torch.Tensor:
-    """The definition, one text at a time, no padding: masked mean / last / first of (final_norm)(hidden_states[k])."""
+    """The definition, one text at a time, no padding: masked mean / last / first of (final_norm)(layer k)."""
     ids = loaded.tokenizer(text)["input_ids"] or [loaded.tokenizer.pad_token_id]
+    hidden = block_states(loaded, ids)
     out = []
     with torch.inference_mode():
-        hidden = loaded.model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
         for k, h in enumerate(hidden):
             if readout == "final_norm" and loaded.final_norm is not None and k < len(hidden) - 1:
                 h = loaded.final_norm(h)

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 from _metric_fixtures import TEXTS, minilm_tokenizer, tiny_gpt2, tiny_gpt2_words
+from conftest import block_states
 
 from layer_mteb.cache import tokenize
 from layer_mteb.config import EncodeConfig
@@ -36,8 +37,8 @@ def _stored_reference(model, texts: list[str], config: EncodeConfig) -> dict[str
     ids, _ = tokenize(model.tokenizer, texts, config.max_length)
     with torch.inference_mode():
         for row in ids:
-            output = model.model(input_ids=torch.tensor([row]), output_hidden_states=True)
-            states = [h[0].double() for h in readout_layers(output.hidden_states, model.final_norm, config.readout)]
+            hidden = block_states(model, row)
+            states = [h[0].double() for h in readout_layers(hidden, model.final_norm, config.readout)]
             pooled.append(torch.stack([h.mean(dim=0) for h in states]))
             for layer, h in enumerate(states):
                 t, d = h.shape
