@@ -40,7 +40,9 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     paths = []
     for fmt in FORMATS:
         path = stem.with_suffix(f".{fmt}")
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        # no creation date in the PDF: the same results give the same bytes (no noise in version control)
+        metadata = {"CreationDate": None} if fmt == "pdf" else None
+        fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)
         paths.append(path)
     return paths
 
@@ -77,7 +79,7 @@ def figure1(curves: pd.DataFrame, stem: Path, paper: pd.DataFrame | None = None,
         ax.set_xlim(-0.02, 1.02)
         title = "Average MTEB score by layer depth"
         ax.set_title(f"{title}\n{paper_note}" if paper_note else title, fontsize=11)
-        ax.legend(title=None, fontsize=8, loc="best", frameon=True)
+        ax.legend(title=None, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         return save(fig, stem)
 
 
