@@ -52,6 +52,10 @@ def setup(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     warnings.filterwarnings("ignore", message=".*is superseded by.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+    # mteb's logistic regression on raw decoder states often stops at its iteration cap; the warning is per fit
+    from sklearn.exceptions import ConvergenceWarning
+
+    warnings.filterwarnings("ignore", category=ConvergenceWarning)
     for handler in [*logging.getLogger().handlers, logging.lastResort]:  # the paper's tasks are old on purpose
         if handler is not None:
             handler.addFilter(lambda record: "is superseded by" not in record.getMessage())
