@@ -155,7 +155,7 @@ def encode_all_layers(
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
     out = torch.empty(depth + 1, len(texts), model.hidden_size, device=config.device)
     use_cache = {"use_cache": False} if model.architecture.kind != "encoder" else {}
-    stop_early = depth < model.n_layers and model.can_stop_early()
+    stop_early = depth < model.n_layers
     final_norm = model.final_norm  # before first_blocks() swaps it out
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()

@@ -34,7 +34,7 @@ class Architecture:
 
     ``embeddings_first``: transformers' ``hidden_states[k]`` is the output of block k, ``hidden_states[0]`` the
     embeddings. transformers' Mamba and Mamba2 return the outputs of blocks 1..L and then the last one again,
-    normed; :meth:`LoadedModel.hidden_states` rebuilds the usual tuple for them, and they always run in full.
+    normed; :meth:`LoadedModel.hidden_states` rebuilds the usual tuple for them.
     """
 
     kind: ModelKind
@@ -94,9 +94,6 @@ class LoadedModel:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def can_stop_early(self) -> bool:
-        return self.architecture.embeddings_first
-
     def hidden_states(self, **inputs: Any) -> tuple[torch.Tensor, ...]:
         """The L+1 hidden states of one forward pass, the same for every family: ``[0]`` the embeddings (the input
         of block 1), ``[k]`` the output of block k, the last one after the final norm."""
@@ -116,8 +113,6 @@ def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
     the full model gives (right padding, no cache: nothing downstream of a block feeds back into it). The block
     list and the norm are swapped back on exit, even on error; the weights are shared, never copied.
     """
-    if not model.can_stop_early():
-        raise ValueError(f"{model.name}: this architecture cannot stop after a block (see Architecture)")
     _install_output_hooks(model.model)
     blocks_parent, blocks_name = _parent(model.model, model.architecture.blocks)
     blocks = getattr(blocks_parent, blocks_name)

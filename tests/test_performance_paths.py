@@ -102,7 +102,7 @@ def test_stopping_after_the_deepest_requested_block_keeps_those_layers_exact(fam
             assert shallow.shape == (depth + 1, len(TEXTS), loaded.hidden_size)
             torch.testing.assert_close(shallow, full[: depth + 1], atol=1e-6, rtol=1e-6, msg=f"{readout} {depth}")
             n_batches = len(length_sorted_batches([1] * len(TEXTS), 3))
-            blocks_run = n if not loaded.can_stop_early() else max(depth, 1)
+            blocks_run = max(depth, 1)
             assert counter.calls == n_batches * blocks_run, f"{readout} depth {depth}"
         assert loaded.n_layers == n  # the block list and the norm are swapped back
         assert not isinstance(loaded.final_norm, torch.nn.Identity)
