@@ -40,6 +40,22 @@ def common_options(parser: argparse.ArgumentParser) -> None:
 _LIMITS: list = []
 
 
+def encode_config(args: argparse.Namespace):
+    """The :class:`~layer_mteb.EncodeConfig` of the common options."""
+    from layer_mteb import EncodeConfig
+
+    extra = {"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}
+    return EncodeConfig(
+        device=args.device, dtype=args.dtype, batch_size=args.batch_size, max_length=args.max_length, **extra
+    )
+
+
+def warm_up(loaded) -> None:
+    """One tiny forward first, so that no measured side pays first-call costs (allocator, kernels)."""
+    with torch.inference_mode():
+        loaded.model(**loaded.tokenizer(["warm up"], return_tensors="pt").to(loaded.device))
+
+
 def setup(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, common_options, machine_line, setup, table
+from _common import Timer, common_options, machine_line, setup, table, warm_up
 
 from layer_mteb import EncodeConfig, load_model
 from layer_mteb.cache import length_sorted_batches, tokenize
@@ -61,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line(args.device))
     print(f"model {loaded.name}, {len(texts)} texts, {sum(lengths):,} tokens (longest {max(lengths)})")
     extra = {"use_cache": False} if loaded.architecture.kind != "encoder" else {}
-    with torch.inference_mode():  # warm-up
-        loaded.model(**loaded.tokenizer(["warm up"], return_tensors="pt").to(loaded.device))
+    warm_up(loaded)
     rules = []
     for rule in args.rules.split(","):
         size, _, budget = rule.partition(":")

@@ -30,7 +30,7 @@ import torch
 from mteb.models.abs_encoder import AbsEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, common_options, counting, load_tasks, machine_line, setup, table
+from _common import Timer, common_options, counting, encode_config, load_tasks, machine_line, setup, table, warm_up
 
 from layer_mteb import EncodeConfig, LayerCache, load_model, sweep
 from layer_mteb.cache import tokenize
@@ -119,19 +119,15 @@ def main(argv: list[str] | None = None) -> int:
         args.limit = args.limit or 60
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     setup(args)
-    extra = {"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}
-    config = EncodeConfig(
-        device=args.device, dtype=args.dtype, batch_size=args.batch_size, max_length=args.max_length, **extra
-    )
+    config = encode_config(args)
     loaded = load_model(args.model, config)
     print(machine_line(args.device))
     cut = f" (first {args.limit} rows per split)" if args.limit else ""
     print(f"model {loaded.name} ({loaded.n_layers + 1} hidden states), tasks {', '.join(names)}{cut}")
     print(
-        f"batch size {config.batch_size}, token budget {extra.get('max_batch_tokens')}, {args.dtype} on {args.device}"
+        f"batch size {config.batch_size}, token budget {config.max_batch_tokens}, {args.dtype} on {args.device}"
     )
-    with torch.inference_mode():  # warm-up
-        loaded.model(**loaded.tokenizer(["warm up"], return_tensors="pt").to(loaded.device))
+    warm_up(loaded)
 
     rows = []
     for repeat in range(args.repeats):

@@ -30,7 +30,18 @@ import torch
 from mteb.models.abs_encoder import AbsEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, common_options, counting, load_tasks, machine_line, main_scores, setup, table
+from _common import (
+    Timer,
+    common_options,
+    counting,
+    encode_config,
+    load_tasks,
+    machine_line,
+    main_scores,
+    setup,
+    table,
+    warm_up,
+)
 
 from layer_mteb import EncodeConfig, load_model, sweep
 from layer_mteb.encoder import model_meta
@@ -123,19 +134,11 @@ def run_sweep(loaded: LoadedModel, args, config: EncodeConfig):
 
 
 def compare(name: str, args) -> tuple[dict, list[dict]]:
-    config = EncodeConfig(
-        device=args.device,
-        dtype=args.dtype,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        **({"max_batch_tokens": args.max_batch_tokens} if args.max_batch_tokens else {}),
-    )
+    config = encode_config(args)
     loaded = load_model(name, config)
     print(f"\n## {loaded.name}: {loaded.n_layers} blocks, {loaded.n_layers + 1} hidden states", flush=True)
     print(f"base model class {type(loaded.model).__name__} (no LM head)", flush=True)
-    # warm-up, so neither side pays first-call costs (allocator, kernels)
-    with torch.inference_mode():
-        loaded.model(**loaded.tokenizer(["warm up"], return_tensors="pt").to(loaded.device))
+    warm_up(loaded)
     sweep_frame, sweep_s, sweep_n = run_sweep(loaded, args, config)
     print(f"sweep done in {sweep_s:.1f} s", flush=True)
     naive_frame, naive_s, naive_n = run_naive(loaded, args, config)

@@ -31,6 +31,27 @@ SCORES_FILE = "scores.csv"
 MTEB_DECIMALS = 6
 
 
+def layer_columns(model, layer: int) -> dict:
+    """The columns that say which layer of which model a row is about (scores and metrics alike)."""
+    return {
+        "model": model.name,
+        "revision": model.revision,
+        "layer": layer,
+        "n_layers": model.n_layers,
+        "relative_depth": layer / model.n_layers,
+    }
+
+
+def settings_columns(config) -> dict:
+    """The encode settings a row was computed with (the ones that change vectors, minus the placement)."""
+    return {
+        "readout": config.readout,
+        "pooling": config.pooling,
+        "max_length": config.max_length,
+        "dtype": config.dtype,
+    }
+
+
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
     """mteb's ``TaskResult`` for one layer -> tidy rows (one per split and subset).
 
@@ -42,20 +63,13 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
         for scores in subsets:
             rows.append(
                 {
-                    "model": model.name,
-                    "revision": model.revision,
-                    "layer": layer,
-                    "n_layers": model.n_layers,
-                    "relative_depth": layer / model.n_layers,
+                    **layer_columns(model, layer),
                     "task": task.metadata.name,
                     "task_type": task.metadata.type,
                     "split": split,
                     "subset": scores["hf_subset"],
                     "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
-                    "readout": config.readout,
-                    "pooling": config.pooling,
-                    "max_length": config.max_length,
-                    "dtype": config.dtype,
+                    **settings_columns(config),
                     "data": data,
                 }
             )

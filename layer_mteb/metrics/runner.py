@@ -27,6 +27,7 @@ from layer_mteb.metrics.curvature import token_curvatures
 from layer_mteb.metrics.entropy import matrix_entropy, token_entropies
 from layer_mteb.metrics.table import to_frame, write_metrics
 from layer_mteb.models import LoadedModel, load_model
+from layer_mteb.results import layer_columns, settings_columns
 from layer_mteb.texts import TextSource, load_texts
 
 logger = logging.getLogger(__name__)
@@ -216,20 +217,13 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
     def add(layer: int, metric: str, value: float, n: int) -> None:
         rows.append(
             {
-                "model": model.name,
-                "revision": model.revision,
-                "layer": layer,
-                "n_layers": model.n_layers,
-                "relative_depth": layer / model.n_layers,
+                **layer_columns(model, layer),
                 "texts": source.name,
                 "task": source.task,
                 "metric": metric,
                 "value": float(value),
                 "n": int(n),
-                "readout": config.readout,
-                "pooling": config.pooling,
-                "max_length": config.max_length,
-                "dtype": config.dtype,
+                **settings_columns(config),
             }
         )
 
