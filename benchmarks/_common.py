@@ -50,6 +50,32 @@ def encode_config(args: argparse.Namespace):
     )
 
 
+def start(args: argparse.Namespace, quick_limit: int):
+    """The start every single-model benchmark shares -> (task names, encode config, warmed-up model)."""
+    from layer_mteb import load_model
+
+    if args.quick:
+        args.limit = args.limit or quick_limit
+    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    setup(args)
+    config = encode_config(args)
+    loaded = load_model(args.model, config)
+    print(machine_line(args.device))
+    warm_up(loaded)
+    return names, config, loaded
+
+
+def forward_batches(loaded, ids: Sequence[Sequence[int]], batches: Sequence[Sequence[int]]) -> int:
+    """The bare model over ``batches`` of token ids (no hidden states kept, no readout, no pooling) -> padded tokens."""
+    padded_tokens = 0
+    with torch.inference_mode():
+        for batch in batches:
+            padded = loaded.tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt")
+            padded_tokens += padded["input_ids"].numel()
+            loaded.model(**padded.to(loaded.device), output_hidden_states=False, **loaded.forward_options)
+    return padded_tokens
+
+
 def warm_up(loaded) -> None:
     """One tiny forward first, so that no measured side pays first-call costs (allocator, kernels)."""
     with torch.inference_mode():

@@ -17,10 +17,8 @@ import random
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, common_options, machine_line, setup, table, warm_up
+from _common import Timer, common_options, forward_batches, machine_line, setup, table, warm_up
 
 from layer_mteb import EncodeConfig, load_model
 from layer_mteb.cache import length_sorted_batches, tokenize
@@ -60,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     lengths = [len(i) for i in ids]
     print(machine_line(args.device))
     print(f"model {loaded.name}, {len(texts)} texts, {sum(lengths):,} tokens (longest {max(lengths)})")
-    extra = {"use_cache": False} if loaded.architecture.kind != "encoder" else {}
     warm_up(loaded)
     rules = []
     for rule in args.rules.split(","):
@@ -70,12 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         for size, budget in rules:
             batches = length_sorted_batches(lengths, size, budget)
-            padded = 0
-            with Timer(config.device) as timer, torch.inference_mode():
-                for batch in batches:
-                    enc = loaded.tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt")
-                    padded += enc["input_ids"].numel()
-                    loaded.model(**enc.to(loaded.device), output_hidden_states=False, **extra)
+            with Timer(config.device) as timer:
+                padded = forward_batches(loaded, ids, batches)
             rows.append(
                 {
                     "run": repeat + 1,

@@ -19,16 +19,13 @@ from _common import (
     Timer,
     common_options,
     counting,
-    encode_config,
     load_tasks,
-    machine_line,
     main_scores,
-    setup,
+    start,
     table,
-    warm_up,
 )
 
-from layer_mteb import load_model, sweep
+from layer_mteb import sweep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,16 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depths", default="3,10,20", help="deepest layer of each shallow sweep")
     common_options(parser)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.limit = args.limit or 60
-    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    setup(args)
-    config = encode_config(args)
-    loaded = load_model(args.model, config)
-    print(machine_line(args.device))
+    names, config, loaded = start(args, quick_limit=60)
     cut = f" (first {args.limit} rows per split)" if args.limit else ""
     print(f"model {loaded.name} ({loaded.n_layers} blocks), tasks {', '.join(names)}{cut}")
-    warm_up(loaded)
 
     runs = {}
     for depth in [*(int(d) for d in args.depths.split(",")), loaded.n_layers]:

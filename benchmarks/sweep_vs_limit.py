@@ -30,10 +30,10 @@ import torch
 from mteb.models.abs_encoder import AbsEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, common_options, counting, encode_config, load_tasks, machine_line, setup, table, warm_up
+from _common import Timer, common_options, counting, forward_batches, load_tasks, start, table
 
-from layer_mteb import EncodeConfig, LayerCache, load_model, sweep
-from layer_mteb.cache import tokenize
+from layer_mteb import EncodeConfig, LayerCache, sweep
+from layer_mteb.cache import length_sorted_batches, tokenize
 from layer_mteb.encoder import model_meta
 from layer_mteb.models import LoadedModel
 from layer_mteb.sweep import _vector_store
@@ -76,35 +76,13 @@ class PrecomputedEncoder(AbsEncoder):
         return self.vectors[[self.index[t] for batch in inputs for t in batch["text"]]]
 
 
-def length_sorted_batches(lengths: list[int], config: EncodeConfig) -> list[list[int]]:
-    """The sweep's batching rule, written out independently: longest first, at most ``batch_size`` texts and, with a
-    token budget, at most ``max_batch_tokens`` padded tokens per batch."""
-    budget = getattr(config, "max_batch_tokens", None)
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    out: list[list[int]] = []
-    for i in order:
-        if (
-            out
-            and len(out[-1]) < config.batch_size
-            and (budget is None or (len(out[-1]) + 1) * lengths[out[-1][0]] <= budget)
-        ):
-            out[-1].append(i)
-        else:
-            out.append([i])
-    return out
-
-
 def bare_forward(loaded: LoadedModel, texts: list[str], config: EncodeConfig) -> tuple[float, float, int, int]:
-    """-> (seconds in total, seconds of which tokenizing, real tokens, padded tokens)."""
-    padded_tokens = 0
-    extra = {"use_cache": False} if loaded.architecture.kind != "encoder" else {}
-    with Timer(config.device) as total, torch.inference_mode():
+    """-> (seconds in total, seconds of which tokenizing, real tokens, padded tokens), in the sweep's batches."""
+    with Timer(config.device) as total:
         with Timer() as tok_timer:
             ids, _ = tokenize(loaded.tokenizer, texts, config.max_length)
-        for batch in length_sorted_batches([len(i) for i in ids], config):
-            padded = loaded.tokenizer.pad({"input_ids": [ids[i] for i in batch]}, return_tensors="pt")
-            padded_tokens += padded["input_ids"].numel()
-            loaded.model(**padded.to(loaded.device), output_hidden_states=False, **extra)
+        batches = length_sorted_batches([len(i) for i in ids], config.batch_size, config.max_batch_tokens)
+        padded_tokens = forward_batches(loaded, ids, batches)
     return total.seconds, tok_timer.seconds, sum(len(i) for i in ids), padded_tokens
 
 
@@ -115,19 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="repeat the three measurements, report each")
     common_options(parser)
     args = parser.parse_args(argv)
-    if args.quick:
-        args.limit = args.limit or 60
-    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    setup(args)
-    config = encode_config(args)
-    loaded = load_model(args.model, config)
-    print(machine_line(args.device))
+    names, config, loaded = start(args, quick_limit=60)
     cut = f" (first {args.limit} rows per split)" if args.limit else ""
     print(f"model {loaded.name} ({loaded.n_layers + 1} hidden states), tasks {', '.join(names)}{cut}")
-    print(
-        f"batch size {config.batch_size}, token budget {config.max_batch_tokens}, {args.dtype} on {args.device}"
-    )
-    warm_up(loaded)
+    print(f"batch size {config.batch_size}, token budget {config.max_batch_tokens}, {args.dtype} on {args.device}")
 
     rows = []
     for repeat in range(args.repeats):

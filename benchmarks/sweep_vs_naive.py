@@ -87,7 +87,6 @@ class TruncatedModelEncoder(AbsEncoder):
             texts = [[flat[i] for i in order[s : s + size]] for s in range(0, len(order), size)]
         out = []
         tok = self.loaded.tokenizer
-        extra = {"use_cache": False} if self.loaded.architecture.kind != "encoder" else {}
         with torch.inference_mode(), truncated_to(self.loaded, self.k):
             for batch in texts:
                 enc = tok(
@@ -97,7 +96,7 @@ class TruncatedModelEncoder(AbsEncoder):
                     max_length=self.config.max_length,
                     return_tensors="pt",
                 ).to(self.loaded.device)
-                hidden = self.loaded.model(**enc, **extra).last_hidden_state.float()
+                hidden = self.loaded.model(**enc, **self.loaded.forward_options).last_hidden_state.float()
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out.append(((hidden * mask).sum(1) / mask.sum(1)).cpu())
         vectors = torch.cat(out)

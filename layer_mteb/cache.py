@@ -145,16 +145,15 @@ def encode_all_layers(
 ) -> tuple[torch.Tensor, int]:
     """One forward pass per text -> ([depth+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated).
 
-    ``depth`` (default: the last block) is the deepest layer wanted; where the architecture allows, the forward
-    stops after that block. Each layer is read out and pooled on the device, one at a time, and only the pooled
-    vectors are kept: token states live for one batch.
+    ``depth`` (default: the last block) is the deepest layer wanted; the forward stops after that block. Each layer
+    is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
+    one batch.
     """
     depth = model.n_layers if depth is None else depth
     token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
     if n_truncated:
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
     out = torch.empty(depth + 1, len(texts), model.hidden_size, device=config.device)
-    use_cache = {"use_cache": False} if model.architecture.kind != "encoder" else {}
     stop_early = depth < model.n_layers
     final_norm = model.final_norm  # before first_blocks() swaps it out
     # one block at least: with none, transformers' hooks record no hidden state at all
@@ -164,7 +163,7 @@ def encode_all_layers(
         for batch in tqdm(batches, desc="encoding", disable=None if progress else True, leave=False):
             padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
             padded = {k: v.to(model.device) for k, v in padded.items()}
-            hidden_states = model.hidden_states(**padded, **use_cache)
+            hidden_states = model.hidden_states(**padded, **model.forward_options)
             expected = (max(depth, 1) if stop_early else model.n_layers) + 1
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")

@@ -94,6 +94,11 @@ class LoadedModel:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def forward_options(self) -> dict[str, bool]:
+        """Keyword arguments for every forward: no KV or state cache for decoders and SSMs (nothing is generated)."""
+        return {"use_cache": False} if self.architecture.kind != "encoder" else {}
+
     def hidden_states(self, **inputs: Any) -> tuple[torch.Tensor, ...]:
         """The L+1 hidden states of one forward pass, the same for every family: ``[0]`` the embeddings (the input
         of block 1), ``[k]`` the output of block k, the last one after the final norm."""

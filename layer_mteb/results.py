@@ -42,16 +42,6 @@ def layer_columns(model, layer: int) -> dict:
     }
 
 
-def settings_columns(config) -> dict:
-    """The encode settings a row was computed with (the ones that change vectors, minus the placement)."""
-    return {
-        "readout": config.readout,
-        "pooling": config.pooling,
-        "max_length": config.max_length,
-        "dtype": config.dtype,
-    }
-
-
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
     """mteb's ``TaskResult`` for one layer -> tidy rows (one per split and subset).
 
@@ -69,7 +59,7 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
                     "split": split,
                     "subset": scores["hf_subset"],
                     "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
-                    **settings_columns(config),
+                    **config.key(),
                     "data": data,
                 }
             )

@@ -27,7 +27,7 @@ from layer_mteb.metrics.curvature import token_curvatures
 from layer_mteb.metrics.entropy import matrix_entropy, token_entropies
 from layer_mteb.metrics.table import to_frame, write_metrics
 from layer_mteb.models import LoadedModel, load_model
-from layer_mteb.results import layer_columns, settings_columns
+from layer_mteb.results import layer_columns
 from layer_mteb.texts import TextSource, load_texts
 
 logger = logging.getLogger(__name__)
@@ -223,7 +223,7 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
                 "metric": metric,
                 "value": float(value),
                 "n": int(n),
-                **settings_columns(config),
+                **config.key(),
             }
         )
 
