@@ -120,6 +120,13 @@ def tiny_model(family: str, tokenizer, seed: int = 0):
     return wrap_model(model, tokenizer, name=f"test/tiny-{family}")
 
 
+def save_tiny_model(family: str, tokenizer, folder: Path, seed: int = 0) -> Path:
+    """A tiny random model of ``family`` saved with its tokenizer as a local model folder (what ``--model`` takes)."""
+    tiny_model(family, tokenizer, seed=seed).model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_gpt_neox(bert_tokenizer):
     return tiny_model("gpt_neox", bert_tokenizer)

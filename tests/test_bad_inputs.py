@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import save_tiny_model, tiny_model
 
 from layer_mteb.cli import main
 
@@ -19,13 +19,8 @@ def models(tmp_path_factory, bert_tokenizer):
     from transformers import T5Config, T5Model
 
     root = tmp_path_factory.mktemp("bad-models")
-    good = root / "good"
-    tiny = tiny_model("gpt_neox", bert_tokenizer)
-    tiny.model.save_pretrained(good)
-    bert_tokenizer.save_pretrained(good)
-    corrupt = root / "corrupt"
-    tiny.model.save_pretrained(corrupt)
-    bert_tokenizer.save_pretrained(corrupt)
+    save_tiny_model("gpt_neox", bert_tokenizer, root / "good")
+    corrupt = save_tiny_model("gpt_neox", bert_tokenizer, root / "corrupt")
     (corrupt / "model.safetensors").write_bytes(b"\x00garbage" * 10)
     nan = root / "nan"
     broken = tiny_model("gpt_neox", bert_tokenizer).model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import tiny_model
+from conftest import save_tiny_model
 
 from layer_mteb.cli import main
 
@@ -12,9 +12,7 @@ from layer_mteb.cli import main
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory, bert_tokenizer):
     folder = tmp_path_factory.mktemp("models") / "tiny-gpt2"
-    tiny_model("gpt2", bert_tokenizer).model.save_pretrained(folder)
-    bert_tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_model("gpt2", bert_tokenizer, folder)
 
 
 def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_path, capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import FAMILIES, minilm_folder, tiny_model
+from conftest import FAMILIES, minilm_folder, save_tiny_model, tiny_model
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
 
@@ -59,10 +59,7 @@ def test_causal_tokenizer_without_pad_token_pads_right_with_eos():
 
 
 def test_local_folder_loads_with_a_content_revision(tmp_path, bert_tokenizer):
-    folder = tmp_path / "tiny-llama"
-    tiny = tiny_model("llama", bert_tokenizer)
-    tiny.model.save_pretrained(folder)
-    bert_tokenizer.save_pretrained(folder)
+    folder = save_tiny_model("llama", bert_tokenizer, tmp_path / "tiny-llama")
     loaded = load_model(str(folder))
     assert loaded.name == "local/tiny-llama" and len(loaded.revision) == 16
     assert loaded.architecture.final_norm == "norm"

@@ -12,7 +12,7 @@ import time
 
 import pandas as pd
 import pytest
-from conftest import tiny_model
+from conftest import save_tiny_model
 
 from layer_mteb.config import EncodeConfig
 from layer_mteb.sweep import sweep
@@ -23,9 +23,7 @@ TASKS = "BIOSSES,STS17,TwitterSemEval2015"
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory, bert_tokenizer):
     folder = tmp_path_factory.mktemp("resume") / "tiny-neox"
-    tiny_model("gpt_neox", bert_tokenizer).model.save_pretrained(folder)
-    bert_tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_model("gpt_neox", bert_tokenizer, folder)
 
 
 def start(folder, data_dir, out, cache):
@@ -95,20 +93,15 @@ def test_same_settings_give_bit_identical_tables(tiny_folder, data_dir):
 
     config = EncodeConfig(batch_size=8)
     tasks = "STS17,TwitterSemEval2015,AmazonCounterfactualClassification"
-    first = sweep(
-        load_model(str(tiny_folder), config),
-        tasks,
-        config=config,
-        data_dir=data_dir,
-        vector_cache=False,
-        progress=False,
-    )
-    second = sweep(
-        load_model(str(tiny_folder), config),
-        tasks,
-        config=config,
-        data_dir=data_dir,
-        vector_cache=False,
-        progress=False,
+    first, second = (
+        sweep(
+            load_model(str(tiny_folder), config),  # a fresh load each time
+            tasks,
+            config=config,
+            data_dir=data_dir,
+            vector_cache=False,
+            progress=False,
+        )
+        for _ in range(2)
     )
     pd.testing.assert_frame_equal(first, second, check_exact=True)

@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import tiny_model
+from conftest import save_tiny_model
 
 from layer_mteb.cli import main
 from layer_mteb.config import EncodeConfig
@@ -24,33 +24,19 @@ def tiny_folders(tmp_path_factory, bert_tokenizer):
     root = tmp_path_factory.mktemp("scale")
     folders = []
     for seed, family in enumerate(("gpt_neox", "llama")):
-        folder = root / f"tiny-{family}"
-        tiny_model(family, bert_tokenizer, seed=seed).model.save_pretrained(folder)
-        bert_tokenizer.save_pretrained(folder)
-        folders.append(folder)
+        folders.append(save_tiny_model(family, bert_tokenizer, root / f"tiny-{family}", seed=seed))
     return folders
+
+
+def run_args(folder, data_dir, out, *extra: str) -> list[str]:
+    """``layer-mteb run`` of one tiny model on TASKS into ``out``, plus ``extra`` options."""
+    return ["run", "--model", str(folder), "--tasks", TASKS, "--data-dir", str(data_dir), "--output", str(out), *extra]
 
 
 @pytest.fixture(scope="module")
 def whole(tiny_folders, data_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("whole") / "run"
-    assert (
-        main(
-            [
-                "run",
-                "--model",
-                str(tiny_folders[0]),
-                "--tasks",
-                TASKS,
-                "--data-dir",
-                str(data_dir),
-                "--output",
-                str(out),
-                "--no-vector-cache",
-            ]
-        )
-        == 0
-    )
+    assert main(run_args(tiny_folders[0], data_dir, out, "--no-vector-cache")) == 0
     return pd.read_csv(out / "scores.csv")
 
 
@@ -76,15 +62,7 @@ def test_accelerate_launch_with_two_cpu_processes_merges_to_the_single_process_t
             "no",
             "-m",
             "layer_mteb.cli",
-            "run",
-            "--model",
-            str(tiny_folders[0]),
-            "--tasks",
-            TASKS,
-            "--data-dir",
-            str(data_dir),
-            "--output",
-            str(out),
+            *run_args(tiny_folders[0], data_dir, out),
         ],
         env=env,
         capture_output=True,
@@ -102,25 +80,7 @@ def test_accelerate_launch_with_two_cpu_processes_merges_to_the_single_process_t
 def test_shards_union_is_the_whole_run(tiny_folders, data_dir, whole, tmp_path):
     out = tmp_path / "run"
     for i in range(3):
-        assert (
-            main(
-                [
-                    "run",
-                    "--model",
-                    str(tiny_folders[0]),
-                    "--tasks",
-                    TASKS,
-                    "--data-dir",
-                    str(data_dir),
-                    "--output",
-                    str(out),
-                    "--shard",
-                    f"{i}/3",
-                    "--no-vector-cache",
-                ]
-            )
-            == 0
-        )
+        assert main(run_args(tiny_folders[0], data_dir, out, "--shard", f"{i}/3", "--no-vector-cache")) == 0
     assert not (out / "scores.csv").exists()
     assert main(["merge", "--output", str(out)]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out / "scores.csv"), whole, check_exact=True)
@@ -144,22 +104,8 @@ def test_merge_refuses_an_unfinished_array(tiny_folders, data_dir, tmp_path):
 
 def test_several_models_and_revisions_are_independent_units(tiny_folders, data_dir, whole, tmp_path):
     out = tmp_path / "run"
-    argv = [
-        "run",
-        "--model",
-        str(tiny_folders[0]),
-        "--model",
-        str(tiny_folders[1]),
-        "--revision",
-        "r1,r2",
-        "--tasks",
-        TASKS,
-        "--data-dir",
-        str(data_dir),
-        "--output",
-        str(out),
-        "--no-vector-cache",
-    ]
+    extra = ("--model", str(tiny_folders[1]), "--revision", "r1,r2", "--no-vector-cache")
+    argv = run_args(tiny_folders[0], data_dir, out, *extra)
     assert main(argv) == 0
     frame = pd.read_csv(out / "scores.csv")
     assert frame.groupby(["model", "revision"]).size().to_dict() == {
