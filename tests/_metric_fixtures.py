@@ -31,18 +31,22 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(str(folder))
 
 
-@cache
-def tiny_gpt2():
-    """A 2-block GPT-2 with random weights (has a final norm, so both readouts differ)."""
+def _tiny_gpt2(tokenizer, eos_token_id: int, name: str):
     from transformers import GPT2Config, GPT2Model
 
     from layer_mteb.models import wrap_model
 
-    tokenizer = minilm_tokenizer()
     torch.manual_seed(0)
     config = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=128, vocab_size=len(tokenizer))
-    config.bos_token_id = config.eos_token_id = tokenizer.sep_token_id
-    return wrap_model(GPT2Model(config), tokenizer, name="test/tiny")
+    config.bos_token_id = config.eos_token_id = eos_token_id
+    return wrap_model(GPT2Model(config), tokenizer, name=name)
+
+
+@cache
+def tiny_gpt2():
+    """A 2-block GPT-2 with random weights (has a final norm, so both readouts differ)."""
+    tokenizer = minilm_tokenizer()
+    return _tiny_gpt2(tokenizer, tokenizer.sep_token_id, "test/tiny")
 
 
 @cache
@@ -61,15 +65,8 @@ def word_tokenizer():
 @cache
 def tiny_gpt2_words():
     """The tiny GPT-2 with :func:`word_tokenizer` (pads with its eos token, as GPT-2 users do)."""
-    from transformers import GPT2Config, GPT2Model
-
-    from layer_mteb.models import wrap_model
-
     tokenizer = word_tokenizer()
-    torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=128, vocab_size=len(tokenizer))
-    config.bos_token_id = config.eos_token_id = tokenizer.eos_token_id
-    return wrap_model(GPT2Model(config), tokenizer, name="test/tiny-words")
+    return _tiny_gpt2(tokenizer, tokenizer.eos_token_id, "test/tiny-words")
 
 
 def run_tables(

@@ -105,6 +105,15 @@ def tiny_config(family: str, vocab_size: int):
     raise ValueError(family)
 
 
+#: texts from empty to long in one batch: right padding, a stand-in token for the empty one
+RAGGED_TEXTS = [
+    "Hi.",
+    "A considerably longer sentence, with several clauses, that forces a lot of right padding onto its batch-mates.",
+    "Medium length text about cats and dogs.",
+    "",
+    "x " * 40,
+]
+
 FAMILIES = ["gpt2", "gpt_neox", "llama", "gemma3_text", "bert", "mamba", "mamba2"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import FAMILIES, ForwardCounter, direct_vectors, tiny_config, tiny_model
+from conftest import FAMILIES, RAGGED_TEXTS, ForwardCounter, direct_vectors, tiny_config, tiny_model
 
 from layer_mteb.cache import LayerCache, encode_all_layers, length_sorted_batches
 from layer_mteb.config import READOUTS, EncodeConfig
@@ -14,11 +14,7 @@ from layer_mteb.models import _get_attr, wrap_model
 from layer_mteb.sweep import sweep
 
 TEXTS = [
-    "Hi.",
-    "A considerably longer sentence, with several clauses, that forces a lot of right padding onto its batch-mates.",
-    "Medium length text about cats and dogs.",
-    "",
-    "x " * 40,
+    *RAGGED_TEXTS,
     "Another short one.",
     "The quick brown fox jumps over the lazy dog, twice, and then sits down.",
 ]
