@@ -42,6 +42,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-batch-tokens", type=int, default=None, help="also cap each batch at this many padded tokens"
     )
+    run.add_argument(
+        "--max-cache-memory",
+        default=None,
+        help="memory for a task's pooled vectors of all layers, e.g. 2GB or 256MB; beyond it each layer goes to its "
+        "own file on disk (default: half the free memory of the device, at most half the host's)",
+    )
+    run.add_argument(
+        "--eval-workers",
+        type=int,
+        default=None,
+        help="layers evaluated at once in worker processes (default: one per CPU core)",
+    )
     run.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
     run.add_argument("--dtype", choices=DTYPES, default="float32")
     run.add_argument("--device-map", default=None, help="split one large model over devices, e.g. auto (accelerate)")
@@ -126,6 +138,7 @@ def _add_correlate(commands) -> None:
 
 
 def _encode_config(args: argparse.Namespace):
+    from layer_mteb.budget import parse_size
     from layer_mteb.config import EncodeConfig, default_device
 
     return EncodeConfig(
@@ -137,6 +150,7 @@ def _encode_config(args: argparse.Namespace):
         device=process_device(args.device or default_device()),
         device_map=getattr(args, "device_map", None),
         max_batch_tokens=getattr(args, "max_batch_tokens", None),
+        max_cache_memory=parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None,
     )
 
 
@@ -165,6 +179,7 @@ def _run(args: argparse.Namespace) -> None:
         trust_remote_code=args.trust_remote_code,
         shard=parse_shard(args.shard),
         task_metrics=args.task_metrics,
+        eval_workers=args.eval_workers,
     )
     if os.environ.get("RANK", "0") != "0":
         return  # under accelerate/torchrun the main process prints the merged table

@@ -27,7 +27,8 @@ class EncodeConfig:
     ``batch_size``, ``max_batch_tokens``, ``device`` and ``device_map`` change speed and placement, not the vectors
     meant, so they are not part of :meth:`key`. Batches are length-sorted; ``max_batch_tokens`` also caps a batch's
     padded size (texts x longest), so batches of short texts grow and batches of long ones shrink (less padding;
-    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``).
+    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``). ``max_cache_memory`` (bytes)
+    bounds the pooled vectors kept in memory per task (default: automatic); beyond it they go to disk.
     """
 
     readout: Readout = "final_norm"
@@ -38,6 +39,7 @@ class EncodeConfig:
     device: str = "cpu"
     device_map: str | None = None
     max_batch_tokens: int | None = None
+    max_cache_memory: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("readout", self.readout, READOUTS)
@@ -49,6 +51,8 @@ class EncodeConfig:
             raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
         if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
             raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
+        if self.max_cache_memory is not None and self.max_cache_memory < 1:
+            raise UserError(f"--max-cache-memory must be positive, got {self.max_cache_memory} bytes")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise UserError(f"--device {self.device} was asked for but no CUDA GPU is available; use --device cpu")
 
@@ -61,7 +65,7 @@ class EncodeConfig:
         return {k: v for k, v in asdict(self).items() if k not in _PLACEMENT}
 
 
-_PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map")
+_PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map", "max_cache_memory")
 
 
 def default_device() -> str:

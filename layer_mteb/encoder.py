@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -48,13 +47,13 @@ class LayerEncoder(AbsEncoder):
 
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
         texts = [text for batch in inputs for text in batch["text"]]
-        vectors = self.cache.vectors(texts, layer=self.layer)
-        if not torch.isfinite(vectors).all():
+        vectors = self.cache.layer_rows(texts, self.layer)  # on the host, gathered in chunks
+        if not np.isfinite(vectors).all():
             raise UserError(
                 f"layer {self.layer} of {self.model.name} gives NaN/inf vectors in {self.config.dtype} "
                 "(overflow); rerun with --dtype float32 or --dtype bfloat16"
             )
-        return vectors.cpu().numpy().astype(np.float32, copy=False)
+        return vectors
 
 
 def resolve_layer(layer: int, n_layers: int) -> int:

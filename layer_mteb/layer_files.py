@@ -44,11 +44,11 @@ class SegmentWriter:
             npy.write_array_header_2_0(handle, {**header, "shape": (len(self.texts), hidden)})
             self.files.append(handle)
 
-    def write(self, pooled: Sequence[torch.Tensor], rows: Sequence[int]) -> None:
-        """``pooled[layer]`` is [B, D] for the texts at positions ``rows`` of this fill."""
-        for handle, vectors in zip(self.files, pooled, strict=True):
-            handle.write(vectors.detach().to("cpu", torch.float32).numpy().tobytes())
-        self.order += rows
+    def write(self, layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
+        """Append ``vectors`` ([B, D]: the texts at positions ``rows`` of this fill) to ``layer``'s file."""
+        self.files[layer].write(vectors.detach().to("cpu", torch.float32).numpy().tobytes())
+        if layer == 0:
+            self.order += rows
 
     def finish(self) -> tuple[Path, list[str]]:
         """Close the files and rename the segment into place; -> (its folder, its texts in row order)."""

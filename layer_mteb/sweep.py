@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from itertools import chain
 from pathlib import Path
 
 import mteb
@@ -17,13 +19,16 @@ from mteb.results import TaskResult
 from tqdm.auto import tqdm
 
 from layer_mteb._io import content_hash, text_hash, write_json
+from layer_mteb.budget import resolve_budget
 from layer_mteb.cache import LayerCache
 from layer_mteb.config import EncodeConfig, default_device
 from layer_mteb.encoder import LayerEncoder, resolve_layer
 from layer_mteb.errors import UserError
 from layer_mteb.models import LoadedModel, cache_root, load_model
+from layer_mteb.prefill import evaluation_texts
 from layer_mteb.results import read_scores, score_rows, to_frame, write_scores
 from layer_mteb.tasks import TaskSpec, data_dir_from_env, load_task, select_tasks
+from layer_mteb.workers import affordable_workers, check_eval_workers, score_layers
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +48,7 @@ def sweep(
     shard: tuple[int, int] | None = None,
     task_metrics: bool = False,
     progress: bool = True,
+    eval_workers: int | None = None,
 ) -> pd.DataFrame:
     """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
@@ -53,7 +59,9 @@ def sweep(
     each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded,
     evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
     ``task_metrics`` adds the label-free metrics of each task's own texts to ``output/metrics.csv``, computed in the
-    same forward pass that fills the cache (for the texts this run encodes).
+    same forward pass that fills the cache (for the texts this run encodes). A task's pooled vectors stay in memory
+    up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it; ``eval_workers``
+    layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
     """
     config = config or EncodeConfig(device=default_device())
     distributed = shard is None and distributed_shard() is not None
@@ -63,6 +71,8 @@ def sweep(
         check_writable(output_path)
     if task_metrics and (shard is not None or output_path is None):
         raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
+    eval_workers = check_eval_workers(eval_workers)
+    budget = resolve_budget(config.max_cache_memory, config.device)
     data_path = data_dir_from_env(data_dir)
     work = _task_units(tasks, data_path)  # before any model: a mistyped task should not wait for a model load
     models = [model] if isinstance(model, LoadedModel | str) else list(model)
@@ -82,7 +92,19 @@ def sweep(
             current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
         _, _, loaded, layer_ids = current
         store = _vector_store(loaded, config, task) if vector_cache else None
-        _sweep_task(loaded, task, data, fingerprint, layer_ids, record, store, overwrite=overwrite, progress=progress)
+        _sweep_task(
+            loaded,
+            task,
+            data,
+            fingerprint,
+            layer_ids,
+            record,
+            store,
+            overwrite=overwrite,
+            progress=progress,
+            budget=budget,
+            eval_workers=eval_workers,
+        )
     record.finish()
     if distributed and output_path is not None:
         return _merge_when_all_done(output_path, shard)
@@ -135,6 +157,8 @@ def _sweep_task(
     *,
     overwrite: bool,
     progress: bool,
+    budget: int,
+    eval_workers: int,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     task.load_data()  # once; mteb.evaluate keeps data it did not load itself
@@ -147,10 +171,9 @@ def _sweep_task(
     # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
     # describe every layer, so with them the forward runs in full
     depth = loaded.n_layers if metrics is not None else max(layer_ids)
-    cache = LayerCache(
-        loaded, record.config, None if overwrite else store, progress=progress, observe=observe, depth=depth
-    )
-    cache.path = store
+    if overwrite and store is not None:
+        shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
+    cache = LayerCache(loaded, record.config, store, progress=progress, observe=observe, depth=depth, budget=budget)
     entry = {
         "model": loaded.name,
         "revision": loaded.revision,
@@ -161,16 +184,42 @@ def _sweep_task(
         "units_evaluated": 0,
         "units_reused": 0,
     }
-    for layer in tqdm(layer_ids, desc=f"{task.metadata.name} layers", disable=_quiet(progress), leave=False):
-        encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
-        reused = not overwrite and _has_result(record.results, task, encoder)
-        n_before = len(cache)
-        result = _evaluate(encoder, task, record.results, overwrite)
-        if store is not None and len(cache) > n_before:
+    # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
+    known = evaluation_texts(task)
+    if known is not None:
+        cache.fill(known)
+        if store is not None and len(cache) > entry["texts_loaded"]:
             cache.save()
-        entry["texts_encoded"] += len(cache) - n_before
-        entry["units_reused" if reused else "units_evaluated"] += 1
-        record.unit_done(score_rows(result.task_results[0], task=task, encoder=encoder, data=data))
+
+    def score(layer: int) -> list[dict]:
+        encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
+        result = _evaluate(encoder, task, record.results, overwrite)
+        return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
+
+    reused = {
+        layer: not overwrite
+        and _has_result(record.results, task, LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint))
+        for layer in layer_ids
+    }
+    # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
+    # find every text in it
+    first = [] if known is not None else layer_ids[:1]
+    rest = layer_ids[len(first) :]
+    workers = affordable_workers(eval_workers, len(rest), cache)
+    if workers > 1:
+        if known is None and cache.model.device.type == "cuda":
+            workers = 1  # a forked worker cannot run the model on the GPU if it meets a text the cache lacks
+        else:
+            cache.to_host()
+    bar = tqdm(total=len(layer_ids), desc=f"{task.metadata.name} layers", disable=_quiet(progress), leave=False)
+    for layer, rows in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
+        if store is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
+            cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+        entry["units_reused" if reused[layer] else "units_evaluated"] += 1
+        record.unit_done(rows)
+        bar.update()
+    bar.close()
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",

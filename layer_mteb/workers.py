@@ -15,10 +15,12 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from threadpoolctl import threadpool_limits
 
+from layer_mteb.budget import host_available, store_bytes
 from layer_mteb.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ def usable_cpus() -> int:
 
 
 def default_eval_workers() -> int:
-    """One worker per usable CPU core, each evaluator on one thread: no core runs two BLAS/torch threads."""
+    """One worker per usable CPU core (each evaluator runs on one thread): no core runs two evaluator threads."""
     return usable_cpus()
 
 
@@ -48,6 +50,16 @@ def check_eval_workers(workers: int | None) -> int:
     return workers
 
 
+def affordable_workers(requested: int, n_layers: int, cache) -> int:
+    """At most ``requested`` and one per layer, and no more than host memory holds: a worker holds about one
+    layer's vectors of the task several times over (the rows handed to mteb and the evaluator's own copies)."""
+    per_worker = _COPIES * store_bytes(max(len(cache), 1), 1, cache.model.hidden_size)
+    return max(1, min(requested, n_layers, host_available() // per_worker))
+
+
+_COPIES = 4
+
+
 def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -> Iterator[tuple[int, list[dict]]]:
     """(layer, score rows) for each of ``layers``, in that order; ``workers`` > 1 evaluates them in forked processes.
 
@@ -57,12 +69,13 @@ def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -
     workers = min(workers, len(layers))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for layer in layers:
-            yield layer, score_layer(layer)
+            with one_thread():
+                rows = score_layer(layer)
+            yield layer, rows
         return
     global _score_layer
     _score_layer = score_layer
-    threads = max(1, usable_cpus() // workers)
-    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker, initargs=(threads,))
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker)
     try:
         yield from zip(layers, pool.imap(_run, layers), strict=True)
         pool.close()
@@ -74,10 +87,27 @@ def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -
         _score_layer = None
 
 
-def _start_worker(threads: int) -> None:
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Evaluators on one BLAS/OpenMP and torch thread, whatever the number of workers.
+
+    A logistic regression or similarity matrix can differ in its last bits with the number of BLAS threads (and
+    the difference grows over solver iterations), so every evaluation runs on one thread: scores are then the same
+    for any ``--eval-workers``, and parallelism comes from the workers, not from threads fighting over cores.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep decides when workers stop
-    torch.set_num_threads(threads)
-    threadpool_limits(threads)
+    torch.set_num_threads(1)
+    threadpool_limits(1)
 
 
 def _run(layer: int) -> list[dict]:

@@ -1,0 +1,177 @@
+"""Paper-scale paths: pooled vectors on disk past the memory budget, layers scored by worker processes, one padded
+pass over a task's texts. Each gives exactly what the plain in-memory, one-process, lazy sweep gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mteb
+import pandas as pd
+import pytest
+import torch
+from conftest import ForwardCounter, save_tiny_model
+
+from layer_mteb.budget import format_size, parse_size, store_bytes
+from layer_mteb.cache import LayerCache, length_sorted_batches, tokenize
+from layer_mteb.config import EncodeConfig
+from layer_mteb.encoder import LayerEncoder
+from layer_mteb.errors import UserError
+from layer_mteb.layer_files import segment_folders
+from layer_mteb.prefill import evaluation_texts
+from layer_mteb.sweep import sweep
+from layer_mteb.tasks import TaskSpec, load_task
+
+
+def sts_texts(data_dir, name="STS17") -> list[str]:
+    rows = [json.loads(line) for line in (data_dir / name / "test.jsonl").open()]
+    return list(dict.fromkeys(r[k] for r in rows for k in ("sentence1", "sentence2")))
+
+
+@pytest.mark.parametrize(("text", "want"), [("2GB", 2 * 10**9), ("256MB", 256 * 10**6), ("1.5GiB", 3 * 2**29)])
+def test_parse_size(text, want):
+    assert parse_size(text) == want
+
+
+@pytest.mark.parametrize("text", ["lots", "2XB", "-1GB", "0"])
+def test_parse_size_explains_bad_input(text):
+    with pytest.raises(UserError, match="--max-cache-memory"):
+        parse_size(text)
+
+
+def test_disk_store_equals_memory_store_for_every_layer(tiny_gpt_neox, data_dir, tmp_path):
+    texts = sts_texts(data_dir)
+    config = EncodeConfig(batch_size=16)
+    hidden, n_layers = tiny_gpt_neox.hidden_size, tiny_gpt_neox.n_layers + 1
+    in_memory = LayerCache(tiny_gpt_neox, config, budget=10**9)
+    want = in_memory.vectors(texts)
+    budget = store_bytes(len(texts), 1, hidden)  # one layer: the smallest budget that works
+    on_disk = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=budget)
+    on_disk.fill(texts)  # the same batches as the in-memory fill: the same floats
+    shuffled = texts[::-1]
+    for layer in range(n_layers):
+        assert torch.equal(on_disk.vectors(shuffled, layer), want[layer].flip(0))
+    assert on_disk.on_disk and not in_memory.on_disk
+    on_disk.save()
+    assert not (tmp_path / "store" / "vectors.safetensors").exists()  # nothing was kept in memory
+    counter = ForwardCounter(tiny_gpt_neox.model)
+    try:
+        reread = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=budget)
+        assert torch.equal(reread.vectors(texts), want)
+    finally:
+        counter.close()
+    assert counter.texts == 0
+
+
+def test_a_saved_cache_bigger_than_the_budget_is_read_into_layer_files(tiny_gpt_neox, data_dir, tmp_path):
+    texts = sts_texts(data_dir)
+    config = EncodeConfig(batch_size=16)
+    big = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=10**9)
+    want = big.vectors(texts)
+    big.save()
+    small = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=store_bytes(len(texts), 1, 32))
+    assert small.on_disk and torch.equal(small.vectors(texts), want)
+
+
+def test_a_budget_below_one_layer_is_one_clear_error(tiny_gpt_neox, data_dir):
+    texts = sts_texts(data_dir)
+    one_layer = store_bytes(len(texts), 1, tiny_gpt_neox.hidden_size)
+    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), budget=one_layer - 1)
+    with pytest.raises(UserError, match=f"smallest budget that works is {format_size(one_layer)}"):
+        cache.vectors(texts)
+    assert len(cache) == 0
+
+
+def test_a_too_small_budget_fails_the_run_with_one_line(tiny_gpt_neox, data_dir):
+    with pytest.raises(UserError, match="smallest budget that works"):
+        sweep(tiny_gpt_neox, "STS17", config=EncodeConfig(max_cache_memory=1000), data_dir=data_dir, progress=False)
+
+
+def test_union_prefill_encodes_each_unique_text_once_with_the_same_scores(tiny_gpt_neox, data_dir):
+    """STS and pair classification: one length-sorted pass over each task's union, counted in the model's forward
+    calls; scores as with the texts left to mteb's encode calls (the same vectors up to batch padding)."""
+    names = ["STS17", "BIOSSES", "TwitterSemEval2015"]
+    config = EncodeConfig(batch_size=16)
+    texts, batches = 0, 0
+    for name in names:
+        task = load_task(TaskSpec(name), "test", data_dir)
+        task.load_data()
+        union = evaluation_texts(task)
+        ids, _ = tokenize(tiny_gpt_neox.tokenizer, union, config.max_length)
+        texts += len(union)
+        batches += len(length_sorted_batches([len(i) for i in ids], config.batch_size))
+    counter = ForwardCounter(tiny_gpt_neox.model)
+    try:
+        frame = sweep(tiny_gpt_neox, names, config=config, data_dir=data_dir, vector_cache=False, progress=False)
+    finally:
+        counter.close()
+    assert (counter.texts, counter.calls) == (texts, batches)
+    for name in names:  # the lazy path: a plain encoder, filled by mteb's own calls
+        task = load_task(TaskSpec(name), "test", data_dir)
+        encoder = LayerEncoder(tiny_gpt_neox, -1, config=config)
+        lazy = mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()
+        got = frame[(frame["task"] == name) & (frame["layer"] == tiny_gpt_neox.n_layers)]["main_score"]
+        assert got.iloc[0] == pytest.approx(lazy, abs=2e-6)  # the table keeps 6 decimals
+
+
+def test_union_prefill_covers_the_classification_training_sample(data_dir):
+    task = load_task(TaskSpec("Banking77Classification"), "test", data_dir)
+    task.load_data()
+    texts = evaluation_texts(task)
+    test_texts = {json.loads(line)["text"] for line in (data_dir / "Banking77Classification" / "test.jsonl").open()}
+    assert test_texts <= set(texts)
+    assert len(texts) == 7696  # 3,080 test texts + the union of ten 8-per-label training samples, as mteb encodes
+
+
+@pytest.mark.parametrize("tasks", ["STS17", "Banking77Classification", "TwentyNewsgroupsClustering"])
+def test_workers_give_the_table_of_one_worker(tiny_gpt_neox, data_dir, tasks):
+    config = EncodeConfig(batch_size=64, max_length=32)
+    one = sweep(tiny_gpt_neox, tasks, config=config, data_dir=data_dir, vector_cache=False, eval_workers=1)
+    two = sweep(tiny_gpt_neox, tasks, config=config, data_dir=data_dir, vector_cache=False, eval_workers=2)
+    pd.testing.assert_frame_equal(one, two, check_exact=True)
+
+
+def test_disk_store_sweep_equals_in_memory_sweep(tiny_gpt_neox, data_dir):
+    config = EncodeConfig(batch_size=16)
+    one_layer = format_size(store_bytes(len(sts_texts(data_dir)), 1, tiny_gpt_neox.hidden_size))
+    small = EncodeConfig(batch_size=16, max_cache_memory=parse_size(one_layer))
+    want = sweep(tiny_gpt_neox, "STS17", config=config, data_dir=data_dir, vector_cache=False, progress=False)
+    got = sweep(tiny_gpt_neox, "STS17", config=small, data_dir=data_dir, vector_cache=False, progress=False)
+    pd.testing.assert_frame_equal(want.drop(columns="max_cache_memory", errors="ignore"), got, check_exact=True)
+
+
+def run_cli(folder, data_dir, out, cache, budget):
+    env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "layer_mteb.cli", "run", "--model", str(folder), "--tasks", "STS17"]
+    argv += ["--data-dir", str(data_dir), "--output", str(out), "--batch-size", "4", "--max-cache-memory", budget]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.timeout(600)
+def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(bert_tokenizer, data_dir, tmp_path):
+    folder = save_tiny_model("gpt_neox", bert_tokenizer, tmp_path / "tiny")
+    budget = format_size(store_bytes(len(sts_texts(data_dir)), 1, 32))
+    reference = run_cli(folder, data_dir, tmp_path / "reference", tmp_path / "reference-cache", budget)
+    assert reference.wait(timeout=300) == 0, reference.stderr.read()
+    process = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        torn = list((tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy"))
+        if torn and torn[0].stat().st_size > 4096:  # some batches written, the segment not finished
+            break
+        time.sleep(0.01)
+    assert process.poll() is None, "the run ended before it could be killed mid-write"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    (store,) = {p.parent.parent for p in (tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy")}
+    assert segment_folders(store / "layers") == []  # the torn segment is not one a rerun would read
+    rerun = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget)
+    assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
+    assert list((store / "layers").glob(".tmp-*")) == []
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "reference" / "scores.csv"), pd.read_csv(tmp_path / "out" / "scores.csv")
+    )
