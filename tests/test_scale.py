@@ -127,7 +127,14 @@ def test_union_prefill_covers_the_classification_training_sample(data_dir):
     assert len(texts) == 7696  # 3,080 test texts + the union of ten 8-per-label training samples, as mteb encodes
 
 
-@pytest.mark.parametrize("tasks", ["STS17", "Banking77Classification", "TwentyNewsgroupsClustering"])
+@pytest.mark.parametrize(
+    "tasks",
+    [
+        "STS17",
+        pytest.param("Banking77Classification", marks=pytest.mark.slow),
+        pytest.param("TwentyNewsgroupsClustering", marks=pytest.mark.slow),
+    ],
+)
 def test_workers_give_the_table_of_one_worker(tiny_gpt_neox, data_dir, tasks):
     config = EncodeConfig(batch_size=64, max_length=32)
     one = sweep(tiny_gpt_neox, tasks, config=config, data_dir=data_dir, vector_cache=False, eval_workers=1)
