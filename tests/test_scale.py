@@ -17,12 +17,13 @@ import torch
 from conftest import ForwardCounter, save_tiny_model
 
 from layer_mteb.budget import format_size, parse_size, store_bytes
-from layer_mteb.cache import LayerCache, length_sorted_batches, tokenize
 from layer_mteb.config import EncodeConfig
 from layer_mteb.encoder import LayerEncoder
 from layer_mteb.errors import UserError
+from layer_mteb.forward import length_sorted_batches, tokenize
 from layer_mteb.layer_files import segment_folders
 from layer_mteb.prefill import evaluation_texts
+from layer_mteb.store import LayerCache
 from layer_mteb.sweep import sweep
 from layer_mteb.tasks import TaskSpec, load_task
 
