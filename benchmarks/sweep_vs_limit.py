@@ -7,7 +7,8 @@
    no cache.
 3. ``evaluators``: ``mteb.evaluate`` of every (task, layer) with an encoder that only looks up precomputed vectors.
 
-overhead = sweep - (bare forward + evaluators); the target is sweep <= 1.3 x (bare forward + evaluators).
+overhead = sweep - (bare forward + evaluators); the goal is sweep <= 1.10 x (bare forward + evaluators). The sweep
+scores its layers with one worker (``--eval-workers``), as the evaluators are timed one layer after another.
 The time the sweep spends inside the model's forward (hooks on the base model) is shown as well.
 
     python benchmarks/sweep_vs_limit.py --threads 1              # SmolLM2-135M on STS17 + BIOSSES
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--tasks", default="STS17,BIOSSES", help="comma-separated offline tasks")
     parser.add_argument("--repeats", type=int, default=1, help="repeat the three measurements, report each")
+    parser.add_argument("--eval-workers", type=int, default=1, help="the sweep's evaluation workers")
     common_options(parser)
     args = parser.parse_args(argv)
     names, config, loaded = start(args, quick_limit=60)
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             tasks = load_tasks(names, args.data_dir, args.limit)
             clock = ForwardClock(loaded.model, config.device)
             with counting(loaded) as counter, Timer(config.device) as sweep_timer:
-                sweep(loaded, tasks, layers="all", config=config, progress=False)
+                sweep(loaded, tasks, layers="all", config=config, progress=False, eval_workers=args.eval_workers)
             clock.close()
             stored = [LayerCache(loaded, config, store_folder(loaded, config, task.metadata.name)) for task in tasks]
         texts = [list(cache.index) for cache in stored]
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 "forward calls": counter.calls,
                 "padded tokens sweep / bare": f"{counter.block_tokens // loaded.n_layers:,} / {padded_tokens:,}",
                 "bare tok/s": tokens / bare_s,
-                "met (<= 1.3)": "yes" if sweep_timer.seconds <= 1.3 * floor else "no",
+                "met (<= 1.10)": "yes" if sweep_timer.seconds <= 1.10 * floor else "no",
             }
         )
         print(f"run {repeat + 1}: sweep {sweep_timer.seconds:.1f} s, floor {floor:.1f} s", flush=True)
