@@ -95,7 +95,7 @@ def read_segment(segment: Path, n_layers: int, hidden: int) -> list[str] | None:
     try:
         texts = json.loads((segment / "texts.json").read_text())
         for layer in range(n_layers):
-            shape = np.load(segment / layer_file(layer), mmap_mode="r").shape
+            shape = np.load(segment / layer_file(layer), mmap_mode="r", allow_pickle=False).shape
             if shape != (len(texts), hidden):
                 raise ValueError(f"{layer_file(layer)} has shape {shape}, expected {(len(texts), hidden)}")
     except (OSError, ValueError) as err:
@@ -106,7 +106,7 @@ def read_segment(segment: Path, n_layers: int, hidden: int) -> list[str] | None:
 
 def gather(segment: Path, layer: int, rows: np.ndarray) -> np.ndarray:
     """Rows of one layer of a segment, read through a memory map of that layer's file only."""
-    mapped = np.load(segment / layer_file(layer), mmap_mode="r")
+    mapped = np.load(segment / layer_file(layer), mmap_mode="r", allow_pickle=False)
     order = np.argsort(rows, kind="stable")  # read the file front to back
     out = np.empty((len(rows), mapped.shape[1]), dtype=np.float32)
     out[order] = mapped[rows[order]]
