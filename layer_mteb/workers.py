@@ -10,12 +10,13 @@ the signal themselves and are terminated by the sweep) and leaves the rows of fi
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import torch
 from threadpoolctl import threadpool_limits
@@ -106,8 +107,19 @@ def one_thread() -> Iterator[None]:
 
 def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep decides when workers stop
+    _die_with_parent()
     torch.set_num_threads(1)
     threadpool_limits(1)
+
+
+def _die_with_parent() -> None:
+    """A sweep killed with SIGKILL takes its workers with it (Linux), so none writes a result after a rerun began."""
+    # not Linux: no prctl; workers still stop once the sweep's pipe to them closes
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _run(layer: int) -> list[dict]:
