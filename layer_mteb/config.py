@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal, get_args
-
-import torch
+from typing import TYPE_CHECKING, Literal, get_args
 
 from layer_mteb.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 Readout = Literal["final_norm", "raw"]
 Pooling = Literal["mean", "last", "first"]
@@ -49,11 +50,13 @@ class EncodeConfig:
             raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
         if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
             raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
+        if self.device.startswith("cuda") and not _cuda_available():
             raise UserError(f"--device {self.device} was asked for but no CUDA GPU is available; use --device cpu")
 
     @property
     def torch_dtype(self) -> torch.dtype:
+        import torch
+
         return getattr(torch, self.dtype)
 
     def key(self) -> dict[str, str | int]:
@@ -65,7 +68,13 @@ _PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map")
 
 
 def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if _cuda_available() else "cpu"
+
+
+def _cuda_available() -> bool:
+    import torch  # here, not at the top: the command line parses its options without loading torch
+
+    return torch.cuda.is_available()
 
 
 def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
