@@ -47,7 +47,7 @@ from _common import (
 from layer_mteb import EncodeConfig, load_model, sweep
 from layer_mteb.architectures import LoadedModel
 from layer_mteb.encoder import model_meta
-from layer_mteb.results import score_rows, to_frame
+from layer_mteb.results import score_rows, tidy_scores
 
 
 @contextmanager
@@ -123,7 +123,7 @@ def run_naive(loaded: LoadedModel, args, config: EncodeConfig):
                 encoder.model = loaded  # score_rows reads .model/.config/.layer
                 encoder.layer = k
                 rows += score_rows(result.task_results[0], task=task, encoder=encoder, data="local")
-    return to_frame(rows), timer.seconds, counter.as_dict()
+    return tidy_scores(rows), timer.seconds, counter.as_dict()
 
 
 def run_sweep(loaded: LoadedModel, args, config: EncodeConfig):

@@ -66,7 +66,8 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
     return rows
 
 
-def to_frame(rows: list[dict]) -> pd.DataFrame:
+def tidy_scores(rows: list[dict]) -> pd.DataFrame:
+    """Score rows -> the ``scores.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
     frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
 

@@ -16,7 +16,6 @@ from layer_mteb.curves import MEAN, load_run, metric_curves, score_curves, sourc
 from layer_mteb.metrics import DIRECTIONS
 
 SELECTION_FILE = "selection.csv"
-BASELINES = ("last_layer", "middle_layer", "oracle")
 SELECTION_COLUMNS = [
     "model",
     "task",

@@ -27,7 +27,7 @@ from layer_mteb.metrics.augment import augment
 from layer_mteb.metrics.contrastive import dime, infonce, lidar
 from layer_mteb.metrics.curvature import token_curvatures
 from layer_mteb.metrics.entropy import Normalization, matrix_entropy, normalize_entropy, token_entropies
-from layer_mteb.metrics.table import to_frame, write_metrics
+from layer_mteb.metrics.table import tidy_metrics, write_metrics
 from layer_mteb.results import layer_columns
 from layer_mteb.texts import TextSource, load_texts
 
@@ -123,7 +123,7 @@ class TaskTextMetrics:
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
         """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
         if not self.parts:
-            return to_frame([])
+            return tidy_metrics([])
         source = TextSource(f"task:{task}", (), task, pooled.shape[1], 0)
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source)
@@ -135,7 +135,7 @@ class TaskTextMetrics:
                 if count:
                     add(layer, name, sum(v * n for v, n in entries) / count, count)
         _dataset_metrics(pooled, self.settings, add)
-        return to_frame(rows)
+        return tidy_metrics(rows)
 
 
 def compute_metrics(
@@ -176,7 +176,7 @@ def compute_metrics(
     if settings.views:
         _invariance_metrics(model, config, settings, source, add, progress)
 
-    frame = to_frame(rows)
+    frame = tidy_metrics(rows)
     if output is not None:
         write_metrics(frame, output)
     return frame
