@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Literal, get_args
 
 from layer_mteb.errors import UserError
@@ -61,10 +61,13 @@ class EncodeConfig:
 
     def key(self) -> dict[str, str | int]:
         """The settings that change vectors: part of every cache key and of mteb's experiment name."""
-        return {k: v for k, v in asdict(self).items() if k not in _PLACEMENT}
+        return {k: v for k, v in asdict(self).items() if k in SETTINGS_COLUMNS}
 
 
 _PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map")
+#: The encode settings as columns of every table (scores, metrics) and parts of every key: EncodeConfig's fields
+#: that change vectors, in declaration order.
+SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) if f.name not in _PLACEMENT)
 
 
 def default_device() -> str:

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 FORMATS = ("png", "pdf")
-METRIC_COLUMNS = {"model", "layer", "metric", "value"}
-CORRELATION_COLUMNS = {"model", "metric", "method", "value"}
+PLOTTED_METRIC_COLUMNS = {"model", "layer", "metric", "value"}
+PLOTTED_CORRELATION_COLUMNS = {"model", "metric", "method", "value"}
 
 
 def slug(name: str) -> str:
@@ -140,7 +140,7 @@ def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
     Prefers WikiText prompts when several text sets were measured, as the paper's Figure 2 does; otherwise the
     mean over text sets. Returns no paths when the frame lacks the expected columns.
     """
-    if not set(metrics.columns) >= METRIC_COLUMNS:
+    if not set(metrics.columns) >= PLOTTED_METRIC_COLUMNS:
         return []
     frame = metrics.dropna(subset=["value"])
     if "relative_depth" not in frame:
@@ -174,7 +174,7 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
 
     Uses the ``global`` scope (score averaged over tasks) when present, else the mean over per-task scopes.
     """
-    if not set(correlation.columns) >= CORRELATION_COLUMNS:
+    if not set(correlation.columns) >= PLOTTED_CORRELATION_COLUMNS:
         return []
     frame = correlation.dropna(subset=["value"])
     note = ""

@@ -7,24 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb._io import atomic_write
+from layer_mteb.config import SETTINGS_COLUMNS
 
-SCORE_COLUMNS = [
-    "model",
-    "revision",
-    "layer",
-    "n_layers",
-    "relative_depth",
-    "task",
-    "task_type",
-    "split",
-    "subset",
-    "main_score",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
-    "data",
-]
+#: Which layer of which model a row is about (scores and metrics alike; see :func:`layer_columns`).
+LAYER_COLUMNS = ("model", "revision", "layer", "n_layers", "relative_depth")
+SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
 SCORES_FILE = "scores.csv"
 #: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
@@ -32,14 +19,9 @@ MTEB_DECIMALS = 6
 
 
 def layer_columns(model, layer: int) -> dict:
-    """The columns that say which layer of which model a row is about (scores and metrics alike)."""
-    return {
-        "model": model.name,
-        "revision": model.revision,
-        "layer": layer,
-        "n_layers": model.n_layers,
-        "relative_depth": layer / model.n_layers,
-    }
+    """The :data:`LAYER_COLUMNS` of a row about ``layer`` of ``model``."""
+    values = (model.name, model.revision, layer, model.n_layers, layer / model.n_layers)
+    return dict(zip(LAYER_COLUMNS, values, strict=True))
 
 
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:

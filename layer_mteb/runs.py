@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
 from layer_mteb.results import SCORES_FILE
 
@@ -21,7 +22,7 @@ SIDE_KEYS = {
     "correlation": ("model", "metric", "method", "scope"),
 }
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
-CONFIG_COLUMNS = ("revision", "readout", "pooling", "max_length", "dtype")
+CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
 _REFERENCE_LAYER = re.compile(r"^layer_(\d+)(_last)?$")

@@ -17,27 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb._io import atomic_write
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
+from layer_mteb.results import LAYER_COLUMNS
 
 METRICS_FILE = "metrics.csv"
-METRIC_COLUMNS = [
-    "model",
-    "revision",
-    "layer",
-    "n_layers",
-    "relative_depth",
-    "texts",
-    "task",
-    "metric",
-    "value",
-    "n",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
-]
+METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
 #: Rows with equal values here come from the same computation and are replaced together.
-_SOURCE_KEY = ["model", "revision", "texts", "readout", "pooling", "max_length", "dtype"]
+_SOURCE_KEY = ["model", "revision", "texts", *SETTINGS_COLUMNS]
 
 
 def tidy_metrics(rows: list[dict]) -> pd.DataFrame:
