@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 
 from layer_mteb._io import atomic_write
 from layer_mteb.config import SETTINGS_COLUMNS
 
-#: Which layer of which model a row is about (scores and metrics alike; see :func:`layer_columns`).
-LAYER_COLUMNS = ("model", "revision", "layer", "n_layers", "relative_depth")
+
+class LayerId(TypedDict):
+    """Which layer of which model a row is about: the first columns of scores and metrics alike."""
+
+    model: str
+    revision: str
+    layer: int
+    n_layers: int
+    relative_depth: float
+
+
+LAYER_COLUMNS = tuple(LayerId.__annotations__)
 SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
 SCORES_FILE = "scores.csv"
 #: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
@@ -18,10 +29,15 @@ SCORES_FILE = "scores.csv"
 MTEB_DECIMALS = 6
 
 
-def layer_columns(model, layer: int) -> dict:
-    """The :data:`LAYER_COLUMNS` of a row about ``layer`` of ``model``."""
-    values = (model.name, model.revision, layer, model.n_layers, layer / model.n_layers)
-    return dict(zip(LAYER_COLUMNS, values, strict=True))
+def layer_columns(model, layer: int) -> LayerId:
+    """The :class:`LayerId` of a row about ``layer`` of ``model``."""
+    return LayerId(
+        model=model.name,
+        revision=model.revision,
+        layer=layer,
+        n_layers=model.n_layers,
+        relative_depth=layer / model.n_layers,
+    )
 
 
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
