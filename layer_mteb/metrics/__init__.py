@@ -8,22 +8,9 @@ first use (PEP 562), so reading :data:`DIRECTIONS` does not import torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from layer_mteb._lazy import lazy_names
-
-if TYPE_CHECKING:
-    from layer_mteb.metrics.contrastive import dime, infonce, lidar
-    from layer_mteb.metrics.curvature import curvature, token_curvatures
-    from layer_mteb.metrics.entropy import (
-        NORMALIZATIONS,
-        effective_rank,
-        matrix_entropy,
-        normalize_entropy,
-        preprocess,
-        renyi_entropy,
-        token_entropies,
-    )
 
 Direction = Literal["min", "max"]
 
@@ -45,22 +32,6 @@ DIRECTIONS: dict[str, Direction] = {
     "dime": "max",
 }
 
-__all__ = [
-    "DIRECTIONS",
-    "NORMALIZATIONS",
-    "curvature",
-    "dime",
-    "effective_rank",
-    "infonce",
-    "lidar",
-    "matrix_entropy",
-    "normalize_entropy",
-    "preprocess",
-    "renyi_entropy",
-    "token_curvatures",
-    "token_entropies",
-]
-
 _HOMES = {
     **dict.fromkeys(("dime", "infonce", "lidar"), "contrastive"),
     **dict.fromkeys(("curvature", "token_curvatures"), "curvature"),
@@ -77,6 +48,7 @@ _HOMES = {
         "entropy",
     ),
 }
+__all__ = ["DIRECTIONS", *_HOMES]
 
 
 __getattr__, __dir__ = lazy_names(__name__, _HOMES)
