@@ -23,6 +23,7 @@ from layer_mteb.encoder import LayerEncoder, resolve_layer
 from layer_mteb.errors import UserError
 from layer_mteb.models import LoadedModel, cache_root, load_model
 from layer_mteb.results import read_scores, score_rows, to_frame, write_scores
+from layer_mteb.task_state import TaskRandomState, hold_label_lists
 from layer_mteb.tasks import TaskSpec, data_dir_from_env, load_task, select_tasks
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,8 @@ def _sweep_task(
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     task.load_data()  # once; mteb.evaluate keeps data it did not load itself
+    hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
+    random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
     metrics = None
     if record.task_metrics:
         from layer_mteb.metrics.runner import TaskTextMetrics  # the metrics stack loads only when asked for
@@ -165,6 +168,7 @@ def _sweep_task(
         encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
         reused = not overwrite and _has_result(record.results, task, encoder)
         n_before = len(cache)
+        random_state.restore(task)
         result = _evaluate(encoder, task, record.results, overwrite)
         if store is not None and len(cache) > n_before:
             cache.save()
@@ -185,6 +189,7 @@ def _sweep_task(
         frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), record.config)
         if not frame.empty:
             write_metrics(frame, record.output)
+    random_state.restore(task)  # the task object is left as the sweep found it
     task.unload_data()
     record.task_done(entry)
 
