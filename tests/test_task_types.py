@@ -10,7 +10,7 @@ import mteb
 import numpy as np
 import pytest
 import torch
-from conftest import direct_vectors, tiny_config
+from conftest import direct_vectors, tiny_model_of_depth
 from mteb.abstasks import (
     AbsTaskClassification,
     AbsTaskClustering,
@@ -47,21 +47,9 @@ TASK_TYPES = {
 CONFIG = EncodeConfig(batch_size=4)
 
 
-def tiny(family: str, tokenizer):
-    """A 3-block random model (4 hidden states), so first, middle and last layers all differ."""
-    from transformers import AutoModel
-
-    from layer_mteb.models import wrap_model
-
-    config = tiny_config(family, len(tokenizer))
-    config.update({"n_layer": 3} if family == "gpt2" else {"num_hidden_layers": 3})
-    torch.manual_seed(0)
-    return wrap_model(AutoModel.from_config(config), tokenizer, name=f"test/tiny-{family}-3")
-
-
 @pytest.fixture(scope="module", params=["gpt2", pytest.param("bert", marks=pytest.mark.slow)])
 def model(request, bert_tokenizer):
-    return tiny(request.param, bert_tokenizer)
+    return tiny_model_of_depth(request.param, bert_tokenizer, 3)  # 4 layers: first, middle, last differ
 
 
 @pytest.fixture(autouse=True)
