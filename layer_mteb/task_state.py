@@ -88,9 +88,10 @@ def hold_label_lists(task) -> None:
 
     mteb's ``_undersample_data`` does ``labels = split[label_column]`` and then ``labels[i]`` for every training
     row, ten times per layer. With ``datasets`` >= 4 the column is a lazy ``Column`` and each ``labels[i]`` formats
-    one row (0.1 ms in memory, 0.3-0.5 ms memory-mapped): minutes per layer on a 200k-row train split. A
-    :class:`ListLabelDataset` reads the whole column in one Arrow call (milliseconds) instead; the values, and so
-    every score, are the same. Other task types and already-held splits are left as they are.
+    one row (about 0.1 ms in memory, 0.25-0.5 ms memory-mapped): minutes per layer on a 200k-row split. A
+    :class:`ListLabelDataset` answers each whole-column request with one Arrow read (milliseconds; mteb asks once
+    per call) instead; the values, and so every score, are the same (benchmarks/undersampling.py: 290x on a
+    memory-mapped 200k-row split). Other task types and already-held splits are left as they are.
     """
     from mteb.abstasks import AbsTaskClassification
 
