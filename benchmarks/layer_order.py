@@ -30,7 +30,7 @@ def main() -> None:
     from _common import encode_config
 
     from layer_mteb import LayerCache, LayerEncoder, load_model, sweep
-    from layer_mteb.sweep import parse_layers
+    from layer_mteb.plan import parse_layers
     from layer_mteb.task_state import attach_local_data
     from layer_mteb.tasks import TaskSpec
 

@@ -122,7 +122,7 @@ def tiny_model(family: str, tokenizer, seed: int = 0):
     import torch
     from transformers import AutoModel
 
-    from layer_mteb.models import wrap_model
+    from layer_mteb.loading import wrap_model
 
     torch.manual_seed(seed)
     model = AutoModel.from_config(tiny_config(family, len(tokenizer)))
@@ -144,9 +144,7 @@ def tiny_gpt_neox(bert_tokenizer):
 def block_states(loaded, ids: list[int]) -> list[torch.Tensor]:
     """The definition of the L+1 layers, read off the blocks with hooks (not off ``output_hidden_states``): layer 0
     is the input of block 1, layer k the output of block k, and the last one also passes the final norm."""
-    from layer_mteb.models import _get_attr
-
-    blocks = list(_get_attr(loaded.model, loaded.architecture.blocks))
+    blocks = list(loaded.blocks)
     states: list[torch.Tensor] = []
 
     def first(value):
@@ -206,7 +204,7 @@ def tiny_model_of_depth(family: str, tokenizer, n_blocks: int, seed: int = 0):
     """``tiny_model`` with ``n_blocks`` blocks (3 gives first, middle and last layers that all differ)."""
     from transformers import AutoModel
 
-    from layer_mteb.models import wrap_model
+    from layer_mteb.loading import wrap_model
 
     config = tiny_config(family, len(tokenizer))
     config.update({"n_layer": n_blocks} if family == "gpt2" else {"num_hidden_layers": n_blocks})
