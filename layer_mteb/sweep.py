@@ -28,6 +28,7 @@ from layer_mteb.plan import check_writable, distributed_shard, parse_layers, sha
 from layer_mteb.prefill import evaluation_texts
 from layer_mteb.results import score_rows, tidy_scores, write_scores
 from layer_mteb.store import LayerCache, store_folder
+from layer_mteb.task_state import TaskRandomState, hold_label_lists
 from layer_mteb.tasks import data_dir_from_env
 from layer_mteb.workers import affordable_workers, check_eval_workers, score_layers
 
@@ -163,6 +164,8 @@ def _sweep_task(
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     task.load_data()  # once; mteb.evaluate keeps data it did not load itself
+    hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
+    random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
     metrics = None
     if record.task_metrics:
         from layer_mteb.metrics.runner import TaskTextMetrics  # the metrics stack loads only when asked for
@@ -188,6 +191,7 @@ def _sweep_task(
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
+        random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
         result = _evaluate(encoder, task, record.results, overwrite)
         return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
 
@@ -235,6 +239,7 @@ def _sweep_task(
         frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), record.config)
         if not frame.empty:
             write_metrics(frame, record.output)
+    random_state.restore(task)  # the task object is left as the sweep found it
     task.unload_data()
     record.task_done(entry)
 

@@ -8,7 +8,6 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MethodType
 from typing import Any
 
 import yaml
@@ -131,8 +130,9 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     except KeyError:
         raise UserError(_unknown_task_message(spec.name)) from None
     if data_dir is not None and (data_dir / spec.name).is_dir():
-        check_local_folder(task, data_dir / spec.name, spec)
-        task.load_data = MethodType(_local_loader(data_dir / spec.name, spec), task)
+        from layer_mteb.task_state import attach_local_data
+
+        attach_local_data(task, data_dir / spec.name, spec)
     return task
 
 
@@ -146,16 +146,6 @@ def _unknown_task_message(name: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------- local data
-
-
-def _local_loader(folder: Path, spec: TaskSpec):
-    def load_data(task, num_proc: int | None = None, **kwargs: Any) -> None:
-        if task.data_loaded:
-            return
-        task.dataset = read_local_dataset(task, folder, spec)
-        task.data_loaded = True
-
-    return load_data
 
 
 def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
@@ -231,7 +221,7 @@ def _clustering_columns(task, rows: list[dict[str, Any]], folder: Path, split: s
     if "text" not in rows[0] or "label" not in rows[0]:
         raise UserError(f"{folder}/{split}: clustering data needs 'text' and 'label' columns; have {sorted(rows[0])}")
     texts, labels = [row["text"] for row in rows], [row["label"] for row in rows]
-    from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+    from mteb.abstasks import AbsTaskClusteringLegacy  # public: in mteb.abstasks.__all__
 
     if isinstance(task, AbsTaskClusteringLegacy):
         return {"sentences": [texts], "labels": [labels]}

@@ -77,12 +77,19 @@ def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
     except (OSError, ConnectionError, ValueError) as err:
         first = (str(err).strip() or type(err).__name__).splitlines()[0]
         raise UserError(f"cannot load task {name!r} ({first}); pass --data-dir DIR holding {name}/") from None
-    dataset = task.dataset
-    if task.metadata.is_multilingual:
-        dataset = {subset: dataset[subset] for subset in task.hf_subsets if subset in dataset}
-        parts = list(dataset.values())
-    else:
-        parts = [dataset]
+    return evaluation_texts(task)
+
+
+def evaluation_texts(task) -> list[str]:
+    """Every text of a loaded mteb task's evaluation split(s) and subsets, in the order the data holds them: each
+    text column of each ``datasets.Dataset`` (queries before corpus for retrieval; titles are texts too)."""
+    name, dataset = task.metadata.name, task.dataset
+    # mteb's own lookup (AbsTask.evaluate): a subset's data, or the whole dataset for a single "default" subset
+    parts = [
+        dataset if s not in dataset and s == "default" else dataset[s]
+        for s in task.hf_subsets
+        if s in dataset or s == "default"
+    ]
     texts = [text for part in parts for split in task.eval_splits if split in part for text in _walk(part[split])]
     if not texts:
         raise UserError(f"task {name!r} has no texts in split(s) {', '.join(task.eval_splits)}")

@@ -198,3 +198,15 @@ class ForwardCounter:
 
     def close(self) -> None:
         self._handle.remove()
+
+
+def tiny_model_of_depth(family: str, tokenizer, n_blocks: int, seed: int = 0):
+    """``tiny_model`` with ``n_blocks`` blocks (3 gives first, middle and last layers that all differ)."""
+    from transformers import AutoModel
+
+    from layer_mteb.loading import wrap_model
+
+    config = tiny_config(family, len(tokenizer))
+    config.update({"n_layer": n_blocks} if family == "gpt2" else {"num_hidden_layers": n_blocks})
+    torch.manual_seed(seed)
+    return wrap_model(AutoModel.from_config(config), tokenizer, name=f"test/tiny-{family}-{n_blocks}")

@@ -1,0 +1,246 @@
+"""What layer_mteb changes about mteb task objects (layer_mteb/task_state.py): every layer scored from the same task
+state, label columns held as lists, local data attached in one step; each guarded against mteb changing underneath."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import random
+
+import mteb
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import tiny_model_of_depth
+from datasets import Dataset, DatasetDict, load_from_disk
+from mteb.abstasks import AbsTask, AbsTaskClassification
+from mteb.mocks.mock_tasks.classification import MockClassificationTask
+from mteb.mocks.mock_tasks.clustering import LegacyMockClusteringFastTask, MockClusteringTask
+from mteb.mocks.mock_tasks.pair_classification import MockPairClassificationTask
+from mteb.mocks.mock_tasks.reranking import MockRerankingTask
+from mteb.mocks.mock_tasks.sts import MockSTSTask
+from threadpoolctl import threadpool_limits
+
+from layer_mteb.config import EncodeConfig
+from layer_mteb.sweep import sweep
+from layer_mteb.task_state import (
+    TASK_RNG_ATTRIBUTES,
+    ListLabelDataset,
+    TaskRandomState,
+    attach_local_data,
+    hold_label_lists,
+)
+from layer_mteb.tasks import TaskSpec, load_task
+
+CONFIG = EncodeConfig(batch_size=8)
+
+
+class ManyDocsClusteringTask(LegacyMockClusteringFastTask):
+    """mteb's v2 clustering mock with 60 distinct documents, of which each evaluation embeds a random 24."""
+
+    max_document_to_embed = 24
+
+    def load_data(self, num_proc=None, **kwargs) -> None:
+        texts, labels = _topic_texts(60)
+        self.dataset = DatasetDict({"test": Dataset.from_dict({"sentences": texts, "labels": labels})})
+        self.data_loaded = True
+
+
+class ManyRowsClassificationTask(MockClassificationTask):
+    """mteb's classification mock with 60 training rows, undersampled to 8 per label in each of 10 experiments."""
+
+    def load_data(self, num_proc=None, **kwargs) -> None:
+        texts, labels = _topic_texts(90)
+        self.dataset = DatasetDict(
+            {
+                "train": Dataset.from_dict({"text": texts[:60], "label": labels[:60]}),
+                "test": Dataset.from_dict({"text": texts[60:], "label": labels[60:]}),
+            }
+        )
+        self.data_loaded = True
+
+
+class ManyDocsLegacyClusteringTask(MockClusteringTask):
+    """mteb's legacy clustering mock with two cluster sets of 30 documents."""
+
+    def load_data(self, num_proc=None, **kwargs) -> None:
+        texts, labels = _topic_texts(60)
+        sets = {"sentences": [texts[:30], texts[30:]], "labels": [labels[:30], labels[30:]]}
+        self.dataset = DatasetDict({"test": Dataset.from_dict(sets)})
+        self.data_loaded = True
+
+
+def _topic_texts(n: int) -> tuple[list[str], list[int]]:
+    """Texts on four topics labelled with three classes: each layer separates them differently well."""
+    topics = ["cats purr softly", "stock markets fell", "rockets launch at dawn", "rain on the river"]
+    return [f"{topics[i % 4]} {'again ' * (i % 5)}number {i}" for i in range(n)], [i % 3 for i in range(n)]
+
+
+STATEFUL = {
+    "v2 clustering": ManyDocsClusteringTask,
+    "classification": ManyRowsClassificationTask,
+    "legacy clustering": ManyDocsLegacyClusteringTask,
+}
+
+
+@pytest.fixture(scope="module")
+def model(bert_tokenizer):
+    return tiny_model_of_depth("gpt2", bert_tokenizer, 3)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_evaluators():
+    with threadpool_limits(limits=1):  # k-means threads only spin on a loaded 2-core machine
+        yield
+
+
+def scores(frame: pd.DataFrame) -> dict[int, float]:
+    return dict(zip(frame["layer"], frame["main_score"], strict=True))
+
+
+@pytest.mark.parametrize("task_type", list(STATEFUL))
+def test_a_layers_score_is_the_same_in_a_full_sweep_alone_and_resumed(model, task_type, tmp_path):
+    task_class = STATEFUL[task_type]
+    run = {"config": CONFIG, "vector_cache": False, "progress": False}
+    full = scores(sweep(model, [task_class()], layers="all", **run))
+    alone = {k: scores(sweep(model, [task_class()], layers=str(k), **run))[k] for k in range(model.n_layers + 1)}
+    sweep(model, [task_class()], layers="3,1", output=tmp_path, **run)  # a run stopped after two layers ...
+    resumed = scores(sweep(model, [task_class()], layers="all", output=tmp_path, **run))  # ... then completed
+    assert full == alone == resumed
+    assert len(set(full.values())) > 1  # the layers do differ: equal scores are not a degenerate task
+
+
+def test_the_same_task_object_gives_the_same_scores_sweep_after_sweep(model):
+    task = ManyDocsClusteringTask()
+    run = {"config": CONFIG, "vector_cache": False, "progress": False}
+    first = scores(sweep(model, [task], layers="all", **run))
+    assert scores(sweep(model, [task], layers="all", **run)) == first
+    assert task.rng_state.getstate() == random.Random(task.seed).getstate()  # left as the sweep found it
+
+
+# --------------------------------------------------------------------------------------------- mteb guards
+
+
+@pytest.mark.parametrize(
+    "task_class",
+    [
+        ManyDocsClusteringTask,
+        MockClassificationTask,
+        MockClusteringTask,
+        MockSTSTask,
+        MockPairClassificationTask,
+        MockRerankingTask,
+    ],
+)
+def test_guard_the_task_rngs_are_the_ones_mteb_seeds_and_no_other(task_class):
+    """Fails when mteb renames its per-task generators or adds one that layer_mteb would not reset."""
+    task = task_class()
+    generators = {
+        name
+        for name, value in vars(task).items()
+        if isinstance(value, random.Random | np.random.Generator | np.random.RandomState)
+    }
+    assert generators == set(TASK_RNG_ATTRIBUTES)
+    assert isinstance(task.rng_state, random.Random) and isinstance(task.np_rng, np.random.Generator)
+    assert task.rng_state.getstate() == random.Random(task.seed).getstate()  # seeded as AbsTask.__init__ does
+
+
+def test_guard_v2_clustering_draws_from_the_task_rng_and_restoring_it_repeats_the_draw(model):
+    """The reason the sweep restores the state: mteb's v2 clustering samples from ``task.rng_state``."""
+    from layer_mteb.encoder import LayerEncoder
+
+    task = ManyDocsClusteringTask()
+    task.load_data()
+    saved = TaskRandomState.of(task)
+    encoder = LayerEncoder(model, 2, config=CONFIG)
+
+    def main_score() -> float:
+        return mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()
+
+    first, drifted = main_score(), main_score()
+    saved.restore(task)
+    assert main_score() == first != drifted
+
+
+def test_guard_missing_rng_attributes_fail_loudly():
+    class Bare:
+        rng_state = random.Random(0)
+
+    with pytest.raises(RuntimeError, match="np_rng"):
+        TaskRandomState.of(Bare())
+
+
+def test_guard_classification_refits_from_scratch_and_undersamples_from_its_seed():
+    """Classification's other state: the shared sklearn model must not warm-start, undersampling seeds itself."""
+    task = MockClassificationTask()
+    assert task.evaluator_model.get_params().get("warm_start", False) is False
+    assert "np.random.RandomState(self.seed)" in inspect.getsource(AbsTaskClassification._undersample_data)
+
+
+# --------------------------------------------------------------------------------------------- label lists
+
+
+@pytest.fixture(scope="module")
+def mapped_split(tmp_path_factory):
+    """A classification train split saved and loaded memory-mapped, as mteb's hub loader gives it."""
+    rng = random.Random(0)
+    rows = {"text": [f"text {i}" for i in range(3000)], "label": [rng.randrange(7) for _ in range(3000)]}
+    folder = tmp_path_factory.mktemp("split")
+    Dataset.from_dict(rows).save_to_disk(folder)
+    return load_from_disk(folder)
+
+
+def test_held_labels_give_mtebs_undersampling_exactly(mapped_split):
+    task = MockClassificationTask()
+    task.dataset = DatasetDict({"train": mapped_split, "test": mapped_split.select(range(10))})
+    plain = [task._undersample_data(task.dataset["train"], i)[2] for i in range(3)]
+    hold_label_lists(task)
+    held = task.dataset["train"]
+    assert isinstance(held, ListLabelDataset) and isinstance(task.dataset["test"], ListLabelDataset)
+    # mteb selects the label and input columns before undersampling: the held class must survive that
+    kept = DatasetDict(task.dataset).select_columns(["text", "label"])["train"]
+    assert isinstance(kept, ListLabelDataset)
+    assert [task._undersample_data(kept, i)[2] for i in range(3)] == plain
+    assert held["label"] == list(mapped_split["label"]) and isinstance(held["label"], list)
+    assert held.select([5, 1])["label"] == [mapped_split[5]["label"], mapped_split[1]["label"]]
+    assert pickle.loads(pickle.dumps(held))["label"] == held["label"]
+
+
+def test_only_classification_tasks_are_held():
+    task = MockSTSTask()
+    task.load_data()
+    before = task.dataset["test"]
+    hold_label_lists(task)
+    assert task.dataset["test"] is before
+
+
+# --------------------------------------------------------------------------------------------- local data
+
+
+def test_guard_the_mteb_api_local_data_relies_on():
+    """``attach_local_data`` replaces ``load_data`` as mteb calls it and relies on ``unload_data`` resetting it."""
+    parameters = inspect.signature(AbsTask.load_data).parameters
+    assert "num_proc" in parameters and any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    assert "load_data(num_proc=num_proc, timer=timer)" in inspect.getsource(inspect.getmodule(mteb.evaluate))
+    assert "AbsTaskClusteringLegacy" in mteb.abstasks.__all__
+    source = inspect.getsource(AbsTask.unload_data)
+    assert "self.dataset = None" in source and "self.data_loaded = False" in source
+
+
+def test_attached_local_data_loads_reloads_and_pickles(data_dir):
+    task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
+    assert task.load_data.func.__name__ == "load_local_data"
+    task.load_data(num_proc=None, timer=None)
+    rows = len(task.dataset["test"])
+    assert rows == sum(1 for line in (data_dir / "BIOSSES" / "test.jsonl").open() if line.strip())
+    task.unload_data()
+    assert task.dataset is None and not task.data_loaded
+    copy = pickle.loads(pickle.dumps(task))
+    copy.load_data()
+    assert len(copy.dataset["test"]) == rows and copy.dataset is not task.dataset
+
+
+def test_attach_local_data_checks_the_folder_first(tmp_path):
+    task = mteb.get_task("BIOSSES")
+    with pytest.raises(Exception, match=r"no test\.jsonl"):
+        attach_local_data(task, tmp_path, TaskSpec("BIOSSES"))
