@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from layer_mteb._io import atomic_write
+from layer_mteb.attention import with_model_attention
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
 from layer_mteb.models import LoadedModel, first_blocks
@@ -49,7 +50,7 @@ class LayerCache:
         depth: int | None = None,
     ):
         self.model = model
-        self.config = config
+        self.config = with_model_attention(config, model)
         self.path = path
         self.progress = progress
         self.observe = observe  # n new texts -> an observer of that fill's batches (token metrics stream here)
@@ -178,7 +179,7 @@ def encode_all_layers(
                 on_batch(states, mask, batch)
             rows = torch.tensor(batch, device=out.device)
             for layer, state in enumerate(states):
-                out[layer, rows] = pool(state, mask, config.pooling).to(out.device)
+                out[layer, rows] = pool(state, mask, config.pooling, normalize=config.normalize).to(out.device)
     return out, n_truncated
 
 

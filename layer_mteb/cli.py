@@ -10,7 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from layer_mteb.config import DTYPES, POOLINGS, READOUTS
+from layer_mteb.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
 from layer_mteb.errors import UserError
 
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     run.add_argument("--readout", choices=READOUTS, default="final_norm")
     run.add_argument("--pooling", choices=POOLINGS, default="mean")
+    _add_vector_options(run)
     run.add_argument("--max-length", type=int, default=512)
     run.add_argument("--batch-size", type=int, default=32)
     run.add_argument(
@@ -97,6 +98,7 @@ def _add_metrics(commands) -> None:
     metrics.add_argument("--data-dir", default=None, help="folder of local data (WikiText2/, tasks; $LAYER_MTEB_DATA)")
     metrics.add_argument("--readout", choices=READOUTS, default="final_norm")
     metrics.add_argument("--pooling", choices=POOLINGS, default="mean")
+    _add_vector_options(metrics)
     metrics.add_argument("--max-length", type=int, default=512)
     metrics.add_argument("--batch-size", type=int, default=32)
     metrics.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
@@ -104,6 +106,18 @@ def _add_metrics(commands) -> None:
     metrics.add_argument("--output", default=None, help="run folder (default: results/<model>)")
     metrics.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
     metrics.set_defaults(handler=_metrics)
+
+
+def _add_vector_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTIONS,
+        default=None,
+        help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
+    )
+    parser.add_argument(
+        "--normalize", action="store_true", help="L2-normalise each pooled vector (sentence-transformers' Normalize)"
+    )
 
 
 def _add_select(commands) -> None:
@@ -137,6 +151,8 @@ def _encode_config(args: argparse.Namespace):
         device=process_device(args.device or default_device()),
         device_map=getattr(args, "device_map", None),
         max_batch_tokens=getattr(args, "max_batch_tokens", None),
+        attention=args.attention,
+        normalize=args.normalize,
     )
 
 

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.config import SETTINGS
 from layer_mteb.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.results import SCORES_FILE, read_scores
 
 MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
-_SETTINGS = ["readout", "pooling", "max_length", "dtype"]
+_SETTINGS = list(SETTINGS)
 
 
 def load_run(

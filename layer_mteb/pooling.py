@@ -41,9 +41,18 @@ def iter_readout(
             yield final_norm(h.to(weight.device)).to(h.device)
 
 
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right)."""
-    hidden = hidden.float()
+def pool(
+    hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling, *, normalize: bool = False
+) -> torch.Tensor:
+    """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right).
+
+    ``normalize`` divides each pooled vector by its L2 norm (sentence-transformers' ``Normalize`` module).
+    """
+    pooled = _pool(hidden.float(), attention_mask, pooling)
+    return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
+
+
+def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     attention_mask = attention_mask.to(hidden.device)  # with a device map, layers live on different devices
     if pooling == "first":
         return hidden[:, 0]
@@ -62,6 +71,8 @@ def pool_all_layers(
     final_norm: nn.Module | None,
     readout: Readout,
     pooling: Pooling,
+    normalize: bool = False,
 ) -> torch.Tensor:
     """All L+1 hidden states of a batch -> [L+1, B, D] float32 pooled vectors, on the states' device."""
-    return torch.stack([pool(h, attention_mask, pooling) for h in iter_readout(hidden_states, final_norm, readout)])
+    states = iter_readout(hidden_states, final_norm, readout)
+    return torch.stack([pool(h, attention_mask, pooling, normalize=normalize) for h in states])

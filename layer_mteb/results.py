@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb._io import atomic_write
+from layer_mteb.config import LEGACY_SETTINGS, SETTINGS
 
 SCORE_COLUMNS = [
     "model",
@@ -19,10 +20,7 @@ SCORE_COLUMNS = [
     "split",
     "subset",
     "main_score",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
+    *SETTINGS,
     "data",
 ]
 SCORES_FILE = "scores.csv"
@@ -78,7 +76,15 @@ def write_scores(frame: pd.DataFrame, run_dir: Path, name: str = SCORES_FILE) ->
 
 
 def read_scores(run_dir: str | Path) -> pd.DataFrame:
-    return pd.read_csv(Path(run_dir) / SCORES_FILE)
+    return with_legacy_settings(pd.read_csv(Path(run_dir) / SCORES_FILE))
+
+
+def with_legacy_settings(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table written before a setting column existed gets that column with what the setting meant then."""
+    for column, value in LEGACY_SETTINGS.items():
+        if column not in frame.columns:
+            frame[column] = value
+    return frame
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.config import SETTINGS
 from layer_mteb.errors import UserError
-from layer_mteb.results import SCORES_FILE
+from layer_mteb.results import SCORES_FILE, with_legacy_settings
 
 SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
@@ -21,7 +22,7 @@ SIDE_KEYS = {
     "correlation": ("model", "metric", "method", "scope"),
 }
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
-CONFIG_COLUMNS = ("revision", "readout", "pooling", "max_length", "dtype")
+CONFIG_COLUMNS = ("revision", *SETTINGS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
 _REFERENCE_LAYER = re.compile(r"^layer_(\d+)(_last)?$")
@@ -123,6 +124,7 @@ def _read_scores(folder: Path) -> pd.DataFrame:
         raise UserError(f"{path} lacks columns {missing}: re-run `layer-mteb run` to rewrite it")
     if frame.empty:
         raise UserError(f"{path} has no scores yet: let `layer-mteb run` finish at least one layer")
+    frame = with_legacy_settings(frame)
     frame["layer"] = frame["layer"].astype(int)
     frame["n_layers"] = frame["n_layers"].astype(int)
     return frame

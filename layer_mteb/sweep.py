@@ -17,6 +17,7 @@ from mteb.results import TaskResult
 from tqdm.auto import tqdm
 
 from layer_mteb._io import content_hash, text_hash, write_json
+from layer_mteb.attention import with_model_attention
 from layer_mteb.cache import LayerCache
 from layer_mteb.config import EncodeConfig, default_device
 from layer_mteb.encoder import LayerEncoder, resolve_layer
@@ -182,7 +183,7 @@ def _sweep_task(
     if metrics is not None and record.output is not None:
         from layer_mteb.metrics.table import write_metrics
 
-        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), record.config)
+        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), cache.config)
         if not frame.empty:
             write_metrics(frame, record.output)
     task.unload_data()
@@ -327,5 +328,5 @@ def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
 def _vector_store(model: LoadedModel, config: EncodeConfig, task) -> Path:
     """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
     served stale vectors; the key only has to separate models, revisions and encode settings."""
-    settings = text_hash(model.revision, sorted(config.key().items()))
+    settings = text_hash(model.revision, sorted(with_model_attention(config, model).key().items()))
     return cache_root() / "vectors" / model.name.replace("/", "__") / settings / task.metadata.name

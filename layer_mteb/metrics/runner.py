@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from layer_mteb.attention import with_model_attention
 from layer_mteb.cache import encode_all_layers
 from layer_mteb.config import EncodeConfig, default_device
 from layer_mteb.errors import UserError
@@ -153,6 +154,7 @@ def compute_metrics(
     settings = settings or MetricSettings()
     if not isinstance(model, LoadedModel):
         model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
+    config = with_model_attention(config, model)
     source = _source(texts, model, settings, data_dir)
     rows: list[dict] = []
     add = _row_adder(rows, model, config, source)
