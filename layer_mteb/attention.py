@@ -1,11 +1,12 @@
-"""Causal or bidirectional self-attention for decoder models, with transformers' own switches (no model code).
+"""Causal or bidirectional self-attention for decoder models, with transformers' own switch (no model code).
 
-LLM2Vec turns a decoder into an encoder by letting every token attend to every other real token. transformers >= 5
-supports this without remote code: with ``config.is_causal = False`` its mask factory (``create_causal_mask`` and
-``create_sliding_window_causal_mask`` in ``masking_utils``) builds a bidirectional mask that still masks padding, for
-eager and SDPA attention alike. When a batch has no padding the SDPA path skips the mask and falls back on each
-attention module's ``is_causal`` flag, so that flag is switched too; otherwise an unpadded text would still be read
-causally. (Gemma's own ``use_bidirectional_attention`` is left alone: it also resizes Gemma 3's sliding window.)
+LLM2Vec turns a decoder into an encoder by letting every token attend to every other real token. transformers 5
+supports this as a documented option: ``is_causal=False`` ("use decoder Attention modules as encoders"). Set on the
+config, the forward wrapper of every supported decoder passes it to each attention call, and the mask factory
+(``create_causal_mask`` / ``create_sliding_window_causal_mask``) builds a bidirectional mask that still masks
+padding, for eager and SDPA attention alike. Each attention module's own ``is_causal`` flag is switched as well: it
+is what SDPA falls back on when a batch has no padding and no flag is passed (transformers before the wrapper read
+only that flag). Gemma's ``use_bidirectional_attention`` is left alone: it also resizes Gemma 3's sliding window.
 """
 
 from __future__ import annotations
