@@ -80,10 +80,10 @@ def read_scores(run_dir: str | Path) -> pd.DataFrame:
 
 
 def with_legacy_settings(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table written before a setting column existed gets that column with what the setting meant then."""
+    """A table written before a setting column existed (or by code that left it empty) gets that column with what
+    the setting meant then."""
     for column, value in LEGACY_SETTINGS.items():
-        if column not in frame.columns:
-            frame[column] = value
+        frame[column] = frame[column].astype(object).fillna(value) if column in frame.columns else value
     return frame
 
 
