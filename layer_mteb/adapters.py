@@ -18,7 +18,7 @@ from layer_mteb.config import Attention, EncodeConfig
 from layer_mteb.errors import UserError
 
 if TYPE_CHECKING:
-    from layer_mteb.models import LoadedModel
+    from layer_mteb.architectures import LoadedModel
 
 ADAPTER_CONFIG = "adapter_config.json"
 _MAX_LINKS = 16
@@ -79,7 +79,7 @@ def load_adapted(
     ``config.attention`` overrides the chain's own (bidirectional for LLM2Vec adapters, causal otherwise).
     """
     from layer_mteb.attention import set_attention
-    from layer_mteb.models import load_model, wrap_model
+    from layer_mteb.loading import load_model, wrap_model
 
     try:
         base = load_model(

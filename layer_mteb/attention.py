@@ -20,7 +20,7 @@ from layer_mteb.config import Attention, EncodeConfig
 from layer_mteb.errors import UserError
 
 if TYPE_CHECKING:
-    from layer_mteb.models import LoadedModel
+    from layer_mteb.architectures import LoadedModel
 
 #: attention implementations checked to honour the switch (tests/test_attention.py runs each one)
 SUPPORTED_IMPLEMENTATIONS = ("eager", "sdpa")

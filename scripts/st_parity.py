@@ -11,6 +11,7 @@ Splits what is left between the leaderboard and this machine into normalisation 
 from __future__ import annotations
 
 import argparse
+
 import mteb
 import pandas as pd
 from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
@@ -18,7 +19,7 @@ from sentence_transformers import SentenceTransformer
 
 from layer_mteb.config import EncodeConfig
 from layer_mteb.encoder import LayerEncoder
-from layer_mteb.models import load_model, packaged_folder
+from layer_mteb.loading import load_model, packaged_folder
 from layer_mteb.tasks import data_dir_from_env, load_task, read_task_file
 
 #: the public MTEB leaderboard's all-MiniLM-L6-v2 scores (as quoted in issue #13; older mteb, hub data)
@@ -43,7 +44,10 @@ def main() -> None:
             config = EncodeConfig(normalize=normalize, max_length=256)  # 256: the model's sentence_bert_config
             loaded = load_model("minilm-l6", config)
             pipelines.append(
-                (f"layer_mteb last layer, normalize={normalize}", lambda c=config, m=loaded: LayerEncoder(m, -1, config=c))
+                (
+                    f"layer_mteb last layer, normalize={normalize}",
+                    lambda c=config, m=loaded: LayerEncoder(m, -1, config=c),
+                )
             )
     for spec in specs:
         task = load_task(spec, data_dir=data_dir_from_env(args.data_dir))

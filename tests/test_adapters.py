@@ -11,10 +11,10 @@ from conftest import RAGGED_TEXTS, save_tiny_model
 
 from layer_mteb.adapters import find_adapter_chain
 from layer_mteb.attention import attention_of
-from layer_mteb.cache import encode_all_layers
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
-from layer_mteb.models import load_model
+from layer_mteb.forward import encode_all_layers
+from layer_mteb.loading import load_model
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

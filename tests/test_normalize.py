@@ -7,10 +7,10 @@ import torch
 from conftest import RAGGED_TEXTS, ForwardCounter, minilm_folder, tiny_model
 
 from layer_mteb.attention import set_attention
-from layer_mteb.cache import encode_all_layers
 from layer_mteb.config import EncodeConfig
 from layer_mteb.encoder import LayerEncoder
-from layer_mteb.models import load_model
+from layer_mteb.forward import encode_all_layers
+from layer_mteb.loading import load_model
 from layer_mteb.sweep import sweep
 
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 from conftest import RAGGED_TEXTS, direct_vectors, minilm_folder, tiny_config
 
-from layer_mteb.cache import encode_all_layers
 from layer_mteb.config import EncodeConfig
-from layer_mteb.models import load_model, wrap_model
+from layer_mteb.forward import encode_all_layers
+from layer_mteb.loading import load_model, wrap_model
 from layer_mteb.sweep import sweep
 
 REPO = "EleutherAI/pythia-tiny-test"
