@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.config import SETTINGS
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.results import SCORES_FILE, read_scores
 
 MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
-_SETTINGS = list(SETTINGS)
 
 
 def load_run(
@@ -31,14 +30,15 @@ def load_run(
             metrics = read_metrics(run)
     if scores.empty:
         raise UserError("the scores table is empty")
-    settings = [c for c in _SETTINGS if c in scores.columns and c in metrics.columns]
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns]
     used = scores[["model", *settings]].drop_duplicates()
     matched = metrics.merge(used, on=["model", *settings])
     if matched.empty:
         described = ", ".join(f"{c}={used[c].iloc[0]}" for c in settings)
+        options = ", ".join(f"--{c.replace('_', '-')}" for c in SETTINGS_COLUMNS)
         raise UserError(
             f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
-            "rerun `layer-mteb metrics` with the same --model, --readout, --pooling, --max-length and --dtype"
+            f"rerun `layer-mteb metrics` with the same --model, {options}"
         )
     return scores, matched
 

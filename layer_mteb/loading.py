@@ -77,7 +77,7 @@ def load_model(
     if not config.device_map:
         model.to(config.device)
     if revision is None:
-        revision = commit_hash(model) or "no_revision_available"
+        revision = commit_hash(model, source) or "no_revision_available"
     loaded = wrap_model(model, tokenizer, name=display_name, revision=revision)
     if config.attention is not None:
         set_attention(loaded, config.attention)
