@@ -71,7 +71,7 @@ def encode_all_layers(
                 on_batch(states, mask, batch)
             rows = torch.tensor(batch, device=out.device)
             for layer, state in enumerate(states):
-                out[layer, rows] = pool(state, mask, config.pooling).to(out.device)
+                out[layer, rows] = pool(state, mask, config.pooling, normalize=config.normalize).to(out.device)
     return out, n_truncated
 
 
