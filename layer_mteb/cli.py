@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from layer_mteb.config import DTYPES, POOLINGS, READOUTS
+from layer_mteb.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
 from layer_mteb.console import PROG, run_reporting_errors, setup_logging
 from layer_mteb.errors import UserError
 
@@ -57,6 +57,7 @@ def _add_encode_options(parser: argparse.ArgumentParser) -> None:
         "--readout", choices=READOUTS, default="final_norm", help="apply the final norm to every layer, or read raw"
     )
     parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="how token states become one vector")
+    _add_vector_options(parser)
     parser.add_argument("--max-length", type=int, default=512, help="tokens per text (longer texts are truncated)")
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
@@ -161,6 +162,18 @@ def _add_metrics(commands) -> None:
     metrics.set_defaults(handler=_metrics)
 
 
+def _add_vector_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTIONS,
+        default=None,
+        help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
+    )
+    parser.add_argument(
+        "--normalize", action="store_true", help="L2-normalise each pooled vector (sentence-transformers' Normalize)"
+    )
+
+
 def _add_select(commands) -> None:
     from layer_mteb.metrics import DIRECTIONS
 
@@ -195,6 +208,8 @@ def _encode_config(args: argparse.Namespace):
         device=process_device(args.device or default_device()),
         device_map=args.device_map,
         max_batch_tokens=args.max_batch_tokens,
+        attention=args.attention,
+        normalize=args.normalize,
         max_cache_memory=parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None,
     )
 

@@ -13,10 +13,12 @@ if TYPE_CHECKING:
 Readout = Literal["final_norm", "raw"]
 Pooling = Literal["mean", "last", "first"]
 DType = Literal["float32", "bfloat16", "float16"]
+Attention = Literal["bidirectional", "causal"]
 
 READOUTS: tuple[str, ...] = get_args(Readout)
 POOLINGS: tuple[str, ...] = get_args(Pooling)
 DTYPES: tuple[str, ...] = get_args(DType)
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,12 @@ class EncodeConfig:
     ``batch_size``, ``max_batch_tokens``, ``device`` and ``device_map`` change speed and placement, not the vectors
     meant, so they are not part of :meth:`key`. Batches are length-sorted; ``max_batch_tokens`` also caps a batch's
     padded size (texts x longest), so batches of short texts grow and batches of long ones shrink (less padding;
-    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``). ``max_cache_memory`` (bytes)
-    bounds the pooled vectors kept in memory per task (default: automatic); beyond it they go to disk.
+    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``).
+    ``attention`` switches a decoder between causal and bidirectional self-attention; ``None`` means the model's
+    own (bidirectional for LLM2Vec adapters, causal for other decoders; encoders are always bidirectional) and is
+    filled in once the model is loaded, so keys name what really ran. ``normalize`` scales each pooled vector to unit
+    L2 norm, as a sentence-transformers pipeline ending in ``Normalize`` does. ``max_cache_memory`` (bytes) bounds
+    the pooled vectors kept in memory per task (default: automatic); beyond it they go to disk.
     """
 
     readout: Readout = "final_norm"
@@ -40,10 +46,14 @@ class EncodeConfig:
     device: str = "cpu"
     device_map: str | None = None
     max_batch_tokens: int | None = None
+    attention: Attention | None = None
+    normalize: bool = False
     max_cache_memory: int | None = None
 
     def __post_init__(self) -> None:
         _check_choice("readout", self.readout, READOUTS)
+        if self.attention is not None:
+            _check_choice("attention", self.attention, ATTENTIONS)
         _check_choice("pooling", self.pooling, POOLINGS)
         _check_choice("dtype", self.dtype, DTYPES)
         if self.max_length < 1:
@@ -63,7 +73,7 @@ class EncodeConfig:
 
         return getattr(torch, self.dtype)
 
-    def key(self) -> dict[str, str | int]:
+    def key(self) -> dict[str, str | int | bool | None]:
         """The settings that change vectors: part of every cache key and of mteb's experiment name."""
         return {k: v for k, v in asdict(self).items() if k in SETTINGS_COLUMNS}
 
@@ -72,6 +82,8 @@ _PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map", "max_cac
 #: The encode settings as columns of every table (scores, metrics) and parts of every key: EncodeConfig's fields
 #: that change vectors, in declaration order.
 SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) if f.name not in _PLACEMENT)
+#: what the settings added later meant for tables written before they existed (a model's own attention, no norm)
+LEGACY_SETTINGS: dict[str, object] = {"attention": "native", "normalize": False}
 
 
 def default_device() -> str:

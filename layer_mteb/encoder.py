@@ -38,9 +38,9 @@ class LayerEncoder(AbsEncoder):
         config = config or EncodeConfig()
         self.model = model if isinstance(model, LoadedModel) else load_model(model, config)
         self.layer = resolve_layer(layer, self.model.n_layers)
-        self.config = config
         self.cache = cache if cache is not None else LayerCache(self.model, config)
-        self._meta = model_meta(self.model, self.layer, config, data_fingerprint)
+        self.config = self.cache.config  # with the attention the model really runs
+        self._meta = model_meta(self.model, self.layer, self.config, data_fingerprint)
 
     @property
     def mteb_model_meta(self) -> ModelMeta:

@@ -82,7 +82,7 @@ def encode_all_layers(
                 states = readout_layers(hidden_states, final_norm, config.readout, last_normed=last_normed)
                 on_batch(states, mask, batch)
             for layer, state in enumerate(states):
-                into(layer, batch, pool(state, mask, config.pooling))
+                into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
     return out, n_truncated
 
 

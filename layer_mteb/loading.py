@@ -44,11 +44,18 @@ def load_model(
     revision: str | None = None,
     trust_remote_code: bool = False,
 ) -> LoadedModel:
-    """Load ``name``: a packaged short name (see :data:`PACKAGED_MODELS`), a GGUF file, a local folder or a hub id."""
+    """Load ``name``: a packaged short name (see :data:`PACKAGED_MODELS`), a GGUF file, a local folder or a hub id
+    (a PEFT adapter chain too), with the attention ``config`` asks for."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from layer_mteb.adapters import find_adapter_chain, load_adapted
+    from layer_mteb.attention import set_attention
 
     config = config or EncodeConfig()
     source, gguf_file, display_name, revision = _resolve(name, revision)
+    chain = find_adapter_chain(source, revision) if gguf_file is None else None
+    if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
+        return load_adapted(chain, config, name=display_name, trust_remote_code=trust_remote_code)
     if gguf_file is not None:
         source = _gguf_as_folder(Path(source) / gguf_file)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
@@ -71,7 +78,10 @@ def load_model(
         model.to(config.device)
     if revision is None:
         revision = commit_hash(model, source) or "no_revision_available"
-    return wrap_model(model, tokenizer, name=display_name, revision=revision)
+    loaded = wrap_model(model, tokenizer, name=display_name, revision=revision)
+    if config.attention is not None:
+        set_attention(loaded, config.attention)
+    return loaded
 
 
 # --------------------------------------------------------------------------------------------- packaged models

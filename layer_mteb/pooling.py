@@ -41,9 +41,18 @@ def iter_readout(
             yield final_norm(h.to(weight.device)).to(h.device)
 
 
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right)."""
-    hidden = hidden.float()
+def pool(
+    hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling, *, normalize: bool = False
+) -> torch.Tensor:
+    """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right).
+
+    ``normalize`` divides each pooled vector by its L2 norm (sentence-transformers' ``Normalize`` module).
+    """
+    pooled = _pool(hidden.float(), attention_mask, pooling)
+    return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
+
+
+def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
     attention_mask = attention_mask.to(hidden.device)  # with a device map, layers live on different devices
     if pooling == "first":
         return hidden[:, 0]

@@ -8,7 +8,7 @@ from typing import TypedDict
 import pandas as pd
 
 from layer_mteb._io import atomic_write
-from layer_mteb.config import SETTINGS_COLUMNS
+from layer_mteb.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 
 
 class LayerId(TypedDict):
@@ -77,7 +77,15 @@ def write_scores(frame: pd.DataFrame, run_dir: Path, name: str = SCORES_FILE) ->
 
 
 def read_scores(run_dir: str | Path) -> pd.DataFrame:
-    return pd.read_csv(Path(run_dir) / SCORES_FILE)
+    return with_legacy_settings(pd.read_csv(Path(run_dir) / SCORES_FILE))
+
+
+def with_legacy_settings(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table written before a setting column existed (or by code that left it empty) gets that column with what
+    the setting meant then."""
+    for column, value in LEGACY_SETTINGS.items():
+        frame[column] = frame[column].astype(object).fillna(value) if column in frame.columns else value
+    return frame
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
-from layer_mteb.results import SCORES_FILE
+from layer_mteb.results import SCORES_FILE, with_legacy_settings
 
 SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
@@ -124,6 +124,7 @@ def _read_scores(folder: Path) -> pd.DataFrame:
         raise UserError(f"{path} lacks columns {missing}: re-run `layer-mteb run` to rewrite it")
     if frame.empty:
         raise UserError(f"{path} has no scores yet: let `layer-mteb run` finish at least one layer")
+    frame = with_legacy_settings(frame)
     frame["layer"] = frame["layer"].astype(int)
     frame["n_layers"] = frame["n_layers"].astype(int)
     return frame

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from layer_mteb._io import atomic_write, text_hash
 from layer_mteb.architectures import LoadedModel
+from layer_mteb.attention import with_model_attention
 from layer_mteb.budget import check_one_layer_fits, format_size, resolve_budget, store_bytes
 from layer_mteb.config import EncodeConfig
 from layer_mteb.forward import BatchObserver, encode_all_layers
@@ -55,7 +56,7 @@ class LayerCache:
         budget: int | None = None,
     ):
         self.model = model
-        self.config = config
+        self.config = with_model_attention(config, model)
         self.path = path
         self.progress = progress
         self.observe = observe  # n new texts -> an observer of that fill's batches (token metrics stream here)
@@ -307,5 +308,5 @@ _CHUNK_ROWS = 1 << 16  # rows gathered per step when handing a layer to mteb
 def store_folder(model: LoadedModel, config: EncodeConfig, task_name: str) -> Path:
     """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
     served stale vectors; the key only has to separate models, revisions and encode settings."""
-    settings = text_hash(model.revision, sorted(config.key().items()))
+    settings = text_hash(model.revision, sorted(with_model_attention(config, model).key().items()))
     return cache_root() / "vectors" / model.name.replace("/", "__") / settings / task_name

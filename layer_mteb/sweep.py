@@ -236,7 +236,7 @@ def _sweep_task(
     if metrics is not None and record.output is not None:
         from layer_mteb.metrics.table import write_metrics
 
-        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), record.config)
+        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), cache.config)
         if not frame.empty:
             write_metrics(frame, record.output)
     random_state.restore(task)  # the task object is left as the sweep found it

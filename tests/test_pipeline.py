@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.correlation import correlate
 from layer_mteb.publish import write_report
 from layer_mteb.results import SCORE_COLUMNS, write_scores
@@ -49,10 +50,7 @@ def test_report_uses_the_selection_and_correlation_that_select_and_correlate_wro
                 "metric": "prompt_entropy",
                 "value": entropy[k],
                 "n": 100,
-                "readout": "x",
-                "pooling": "x",
-                "max_length": "x",
-                "dtype": "x",
+                **dict.fromkeys(SETTINGS_COLUMNS, "x"),  # the same settings as the scores
             }
             for k in layers
         ]

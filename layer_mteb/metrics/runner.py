@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from layer_mteb.architectures import LoadedModel
+from layer_mteb.attention import with_model_attention
 from layer_mteb.config import EncodeConfig, default_device
 from layer_mteb.errors import UserError
 from layer_mteb.forward import encode_all_layers
@@ -159,6 +160,7 @@ def compute_metrics(
     settings = settings or MetricSettings()
     if not isinstance(model, LoadedModel):
         model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
+    config = with_model_attention(config, model)
     source = _source(texts, model, settings, data_dir)
     rows: list[dict] = []
     add = _row_adder(rows, model, config, source)

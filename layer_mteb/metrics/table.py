@@ -4,7 +4,8 @@ Columns: ``model``, ``revision``, ``layer`` (hidden-state index, 0 = embeddings)
 ``texts`` (``wikitext``, ``task:<TaskName>``, ``file:<name>`` or ``custom``), ``task`` (the task for
 ``task:`` sources, else empty), ``metric`` (a key of :data:`layer_mteb.metrics.DIRECTIONS`), ``value``, ``n`` (prompts
 or texts the value is over: short prompts drop out of token metrics), and the encode settings ``readout``,
-``pooling``, ``max_length``, ``dtype`` (selection and correlation only use rows whose settings match the scores).
+``pooling``, ``max_length``, ``dtype``, ``attention``, ``normalize`` (selection and correlation only use rows whose
+settings match the scores).
 
 Running ``metrics`` again for another text source adds its rows; rerunning a source with the same encode settings
 replaces that source's rows, so a run folder can hold WikiText metrics and each task's own-text metrics together.
@@ -19,7 +20,7 @@ import pandas as pd
 from layer_mteb._io import atomic_write
 from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
-from layer_mteb.results import LAYER_COLUMNS
+from layer_mteb.results import LAYER_COLUMNS, with_legacy_settings
 
 METRICS_FILE = "metrics.csv"
 METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
@@ -50,7 +51,7 @@ def read_metrics(run_dir: str | Path) -> pd.DataFrame:
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         raise UserError(f"no {METRICS_FILE} in {run_dir}: run `layer-mteb metrics --output {run_dir}` first")
-    frame = pd.read_csv(path)
+    frame = with_legacy_settings(pd.read_csv(path))
     missing = set(METRIC_COLUMNS) - set(frame.columns)
     if missing:
         raise UserError(f"{path} is missing column(s) {sorted(missing)}; recompute it with `layer-mteb metrics`")
