@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics(commands)
     _add_select(commands)
     _add_correlate(commands)
+    _add_import(commands)
     return parser
 
 
@@ -113,6 +114,7 @@ def _add_select(commands) -> None:
     select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
     select.add_argument("--by", choices=list(DIRECTIONS), default=None, help="one metric (default: every metric)")
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
+    _add_metric_readout(select)
     select.set_defaults(handler=_select)
 
 
@@ -122,7 +124,54 @@ def _add_correlate(commands) -> None:
     correlate.add_argument("--method", choices=["dcor", "spearman", "kendall", "all"], default="all")
     correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
     correlate.add_argument("--seed", type=int, default=0)
+    _add_metric_readout(correlate)
     correlate.set_defaults(handler=_correlate)
+
+
+def _add_metric_readout(parser) -> None:
+    from layer_mteb.curves import METRIC_READOUTS
+
+    parser.add_argument(
+        "--metric-readout",
+        choices=METRIC_READOUTS,
+        default="auto",
+        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
+        "final_norm, or same (the scores' readout)",
+    )
+
+
+def _add_import(commands) -> None:
+    from layer_mteb.importing import NORMALIZATIONS
+
+    imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
+    imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
+    imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")
+    imp.add_argument("--model", default=None, help="model name for the rows (default: from the files)")
+    imp.add_argument("--n-layers", type=int, default=None, help="the model's number of layers (default: known/deepest)")
+    imp.add_argument("--metrics", default=None, help="a long-format metrics table (official_layer_metrics.csv.gz)")
+    imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
+    imp.add_argument(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        default="paper",
+        help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
+    )
+    imp.set_defaults(handler=_import)
+
+
+def _import(args: argparse.Namespace) -> None:
+    from layer_mteb.importing import write_import
+
+    lines = write_import(
+        args.folder,
+        args.output,
+        model=args.model,
+        n_layers=args.n_layers,
+        metrics=args.metrics,
+        metrics_model=args.metrics_model,
+        normalization=args.normalization,
+    )
+    print("\n".join(lines))
 
 
 def _encode_config(args: argparse.Namespace):
@@ -243,7 +292,7 @@ def _select(args: argparse.Namespace) -> None:
 
     from layer_mteb.selection import leaderboard, select_layers
 
-    selection = select_layers(args.run, by=args.by, per_task=args.per_task)
+    selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     print(leaderboard(selection).round(4).to_string(index=False))
     print(f"\nselection: {Path(args.run) / 'selection.csv'}")
 
@@ -253,7 +302,13 @@ def _correlate(args: argparse.Namespace) -> None:
 
     from layer_mteb.correlation import correlate, correlation_table
 
-    frame = correlate(args.run, method=args.method, n_permutations=args.permutations, seed=args.seed)
+    frame = correlate(
+        args.run,
+        method=args.method,
+        n_permutations=args.permutations,
+        seed=args.seed,
+        metric_readout=args.metric_readout,
+    )
     print("across layers, metric vs score averaged over tasks:")
     print(correlation_table(frame).round(4).to_string())
     print(f"\ncorrelation (also per task): {Path(args.run) / 'correlation.csv'}")

@@ -23,6 +23,7 @@ SELECTION_COLUMNS = [
     "selector",
     "direction",
     "texts",
+    "metric_readout",
     "chosen_layer",
     "chosen_relative_depth",
     "chosen_score",
@@ -42,6 +43,7 @@ def select_layers(
     metrics: pd.DataFrame | None = None,
     by: str | list[str] | None = None,
     per_task: bool = False,
+    metric_readout: str = "auto",
 ) -> pd.DataFrame:
     """One row per (task, selector, text source): the chosen layer and how it scores.
 
@@ -49,10 +51,12 @@ def select_layers(
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
     With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick).
+    ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.curves.METRIC_READOUTS`; the
+    default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     Ties go to the shallowest layer. "Last" is the deepest layer
     that was scored (the model's own output when all layers were run).
     """
-    scores, metrics = load_run(run, scores, metrics)
+    scores, metrics = load_run(run, scores, metrics, metric_readout)
     frame = _select(scores, metrics, by, per_task)
     if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
@@ -65,12 +69,14 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
     for model, model_scores in scores.groupby("model", sort=False):
         n_layers = int(model_scores["n_layers"].iloc[0])
         curves = score_curves(model_scores)
-        metric_by = metric_curves(metrics[metrics["model"] == model], [by] if isinstance(by, str) else by)
+        model_metrics = metrics[metrics["model"] == model]
+        metric_by = metric_curves(model_metrics, [by] if isinstance(by, str) else by)
+        readout = str(model_metrics["readout"].iloc[0]) if len(model_metrics) else "-"
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         for task in tasks:
             if task not in curves:
                 continue
-            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by)
+            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by, readout)
     return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 
@@ -91,7 +97,7 @@ def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
     return board.sort_values(["regret", "gain"], ascending=[True, False]).reset_index()
 
 
-def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict) -> list[dict]:
+def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: str) -> list[dict]:
     last_layer = int(score.index.max())
     best_layer = int(score.idxmax())
     base = {
@@ -110,6 +116,7 @@ def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metri
             "selector": selector,
             "direction": direction,
             "texts": texts,
+            "metric_readout": readout if texts != "-" else "-",
             "chosen_layer": layer,
             "chosen_relative_depth": layer / n_layers,
             "chosen_score": chosen,
