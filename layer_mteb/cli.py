@@ -112,7 +112,12 @@ def _add_select(commands) -> None:
 
     select = commands.add_parser("select", help="pick layers by a metric and score the choice against the truth")
     select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
-    select.add_argument("--by", choices=list(DIRECTIONS), default=None, help="one metric (default: every metric)")
+    select.add_argument(
+        "--by",
+        default=None,
+        help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
+        "e.g. dataset_entropy@own:from=0.25 or depth=0.8",
+    )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
     _add_metric_readout(select)
     select.set_defaults(handler=_select)
@@ -290,8 +295,17 @@ def _metrics(args: argparse.Namespace) -> None:
 def _select(args: argparse.Namespace) -> None:
     from pathlib import Path
 
+    from layer_mteb.metrics import DIRECTIONS
     from layer_mteb.selection import leaderboard, select_layers
 
+    if args.by is not None and args.by not in DIRECTIONS:
+        from layer_mteb.paper.study import select_run
+
+        picks = select_run(args.run, args.by, args.metric_readout)
+        print(picks.drop(columns="selector").round(2).to_string(index=False))
+        means = picks[["chosen_score", "last_score", "best_score", "regret", "gain"]].mean().round(2)
+        print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
+        return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     print(leaderboard(selection).round(4).to_string(index=False))
     print(f"\nselection: {Path(args.run) / 'selection.csv'}")
