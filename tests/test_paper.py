@@ -106,3 +106,14 @@ def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
     assert summary["n_tasks"] == 24
     assert (round(summary["chosen_score"], 2), round(summary["last_score"], 2)) == (45.99, 43.18)
     assert round(summary["best_score"], 2) == 49.37
+
+
+def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_dir, tmp_path):
+    from layer_mteb.config import EncodeConfig
+    from layer_mteb.sweep import sweep
+
+    out = tmp_path / "run"
+    scores = sweep(tiny_gpt_neox, ["STS17"], config=EncodeConfig(batch_size=32), data_dir=data_dir, output=out)
+    imported = import_folder(out / "mteb")
+    columns = ["model", "layer", "n_layers", "task", "subset", "main_score", "readout", "pooling", "max_length"]
+    pd.testing.assert_frame_equal(imported[columns], scores[columns], check_dtype=False)
