@@ -15,8 +15,8 @@ MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
 _SETTINGS = ["readout", "pooling", "max_length", "dtype"]
 
 
-#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) wherever raw
-#: metrics exist, else metrics of the scored readout itself.
+#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every text
+#: source that has raw metrics, else metrics of the scored readout itself.
 METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
 
 
@@ -49,7 +49,7 @@ def load_run(
     used = scores[["model", *settings, "readout"]].drop_duplicates()
     matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
     parts = []
-    for model, part in matched.groupby("model", sort=False):
+    for (model, _texts), part in matched.groupby(["model", "texts"], sort=False):
         scored = set(used.loc[used["model"] == model, "readout"])
         wanted = _metric_readout(metric_readout, scored, set(part["readout"]))
         parts.append(part[part["readout"] == wanted])

@@ -71,7 +71,7 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
         curves = score_curves(model_scores)
         model_metrics = metrics[metrics["model"] == model]
         metric_by = metric_curves(model_metrics, [by] if isinstance(by, str) else by)
-        readout = str(model_metrics["readout"].iloc[0]) if len(model_metrics) else "-"
+        readout = dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True))
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         for task in tasks:
             if task not in curves:
@@ -97,7 +97,9 @@ def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
     return board.sort_values(["regret", "gain"], ascending=[True, False]).reset_index()
 
 
-def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: str) -> list[dict]:
+def _rows_for_task(
+    model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: dict[str, str]
+) -> list[dict]:
     last_layer = int(score.index.max())
     best_layer = int(score.idxmax())
     base = {
@@ -116,7 +118,7 @@ def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metri
             "selector": selector,
             "direction": direction,
             "texts": texts,
-            "metric_readout": readout if texts != "-" else "-",
+            "metric_readout": readout.get(texts, "-"),
             "chosen_layer": layer,
             "chosen_relative_depth": layer / n_layers,
             "chosen_score": chosen,
