@@ -187,9 +187,7 @@ class Counter:
 
 @contextmanager
 def counting(loaded) -> Iterator[Counter]:
-    from layer_mteb.models import _get_attr
-
-    counter = Counter(loaded.model, list(_get_attr(loaded.model, loaded.architecture.blocks)))
+    counter = Counter(loaded.model, list(loaded.blocks))
     try:
         yield counter
     finally:

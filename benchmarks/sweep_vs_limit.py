@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, common_options, counting, forward_batches, load_tasks, start, table
 
 from layer_mteb import EncodeConfig, LayerCache, sweep
-from layer_mteb.cache import length_sorted_batches, tokenize
+from layer_mteb.architectures import LoadedModel
 from layer_mteb.encoder import model_meta
-from layer_mteb.models import LoadedModel
-from layer_mteb.sweep import _vector_store
+from layer_mteb.forward import length_sorted_batches, tokenize
+from layer_mteb.store import store_folder
 
 
 class ForwardClock:
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             with counting(loaded) as counter, Timer(config.device) as sweep_timer:
                 sweep(loaded, tasks, layers="all", config=config, progress=False)
             clock.close()
-            stored = [LayerCache(loaded, config, _vector_store(loaded, config, task)) for task in tasks]
+            stored = [LayerCache(loaded, config, store_folder(loaded, config, task.metadata.name)) for task in tasks]
         texts = [list(cache.index) for cache in stored]
         n_texts = sum(len(t) for t in texts)
         assert counter.texts == n_texts, f"sweep ran {counter.texts} texts through the model for {n_texts} unique"

@@ -22,6 +22,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from operator import attrgetter
 from pathlib import Path
 
 import mteb
@@ -44,8 +45,8 @@ from _common import (
 )
 
 from layer_mteb import EncodeConfig, load_model, sweep
+from layer_mteb.architectures import LoadedModel
 from layer_mteb.encoder import model_meta
-from layer_mteb.models import LoadedModel, _get_attr
 from layer_mteb.results import score_rows, to_frame
 
 
@@ -53,7 +54,7 @@ from layer_mteb.results import score_rows, to_frame
 def truncated_to(loaded: LoadedModel, k: int) -> Iterator[None]:
     """The model with only its first ``k`` blocks (shares the weights; the final norm stays on top)."""
     parent_path, _, name = loaded.architecture.blocks.rpartition(".")
-    parent = _get_attr(loaded.model, parent_path) if parent_path else loaded.model
+    parent = attrgetter(parent_path)(loaded.model) if parent_path else loaded.model
     blocks = getattr(parent, name)
     setattr(parent, name, torch.nn.ModuleList(list(blocks)[:k]))
     try:

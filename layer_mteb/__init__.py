@@ -1,15 +1,16 @@
 """layer_mteb: which layer of a language model makes the best text embeddings, scored with mteb's own evaluators."""
 
-from layer_mteb.cache import LayerCache
+from layer_mteb.architectures import ARCHITECTURES, LoadedModel
 from layer_mteb.config import EncodeConfig
 from layer_mteb.correlation import correlate
 from layer_mteb.encoder import LayerEncoder
 from layer_mteb.errors import UserError
+from layer_mteb.loading import PACKAGED_MODELS, load_model, wrap_model
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-from layer_mteb.models import ARCHITECTURES, PACKAGED_MODELS, LoadedModel, load_model, wrap_model
 from layer_mteb.publish import write_report
 from layer_mteb.report import build_table1
 from layer_mteb.selection import leaderboard, select_layers
+from layer_mteb.store import LayerCache
 from layer_mteb.sweep import sweep
 
 __all__ = [

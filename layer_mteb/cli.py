@@ -228,7 +228,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _merge(args: argparse.Namespace) -> None:
-    from layer_mteb.sweep import merge_shards
+    from layer_mteb.merge import merge_shards
 
     frame = merge_shards(args.output)
     print(f"merged {len(frame)} rows into {Path(args.output) / 'scores.csv'}")

@@ -9,10 +9,11 @@ import torch
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
-from layer_mteb.cache import LayerCache
+from layer_mteb.architectures import LoadedModel
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
-from layer_mteb.models import LoadedModel, load_model
+from layer_mteb.loading import load_model
+from layer_mteb.store import LayerCache
 
 
 class LayerEncoder(AbsEncoder):

@@ -1,13 +1,11 @@
-"""The scheduler: for each task, load its data once and fill the all-layer cache once, then score every layer."""
+"""Running a sweep: for each task, load its data once and fill the all-layer cache once, then score every layer."""
 
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import mteb
@@ -16,14 +14,17 @@ from mteb.cache import ResultCache
 from mteb.results import TaskResult
 from tqdm.auto import tqdm
 
-from layer_mteb._io import content_hash, text_hash, write_json
-from layer_mteb.cache import LayerCache
+from layer_mteb._io import write_json
+from layer_mteb.architectures import LoadedModel
 from layer_mteb.config import EncodeConfig, default_device
-from layer_mteb.encoder import LayerEncoder, resolve_layer
+from layer_mteb.encoder import LayerEncoder
 from layer_mteb.errors import UserError
-from layer_mteb.models import LoadedModel, cache_root, load_model
-from layer_mteb.results import read_scores, score_rows, to_frame, write_scores
-from layer_mteb.tasks import TaskSpec, data_dir_from_env, load_task, select_tasks
+from layer_mteb.loading import load_model
+from layer_mteb.merge import merge_when_all_done
+from layer_mteb.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
+from layer_mteb.results import score_rows, to_frame, write_scores
+from layer_mteb.store import LayerCache, store_folder
+from layer_mteb.tasks import data_dir_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def sweep(
     if task_metrics and (shard is not None or output_path is None):
         raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
     data_path = data_dir_from_env(data_dir)
-    work = _task_units(tasks, data_path)  # before any model: a mistyped task should not wait for a model load
+    work = task_units(tasks, data_path)  # before any model: a mistyped task should not wait for a model load
     models = [model] if isinstance(model, LoadedModel | str) else list(model)
     revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
     units = [(m, r, unit) for m in models for r in revisions for unit in work]
@@ -81,11 +82,11 @@ def sweep(
                 raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
             current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
         _, _, loaded, layer_ids = current
-        store = _vector_store(loaded, config, task) if vector_cache else None
+        store = store_folder(loaded, config, task.metadata.name) if vector_cache else None
         _sweep_task(loaded, task, data, fingerprint, layer_ids, record, store, overwrite=overwrite, progress=progress)
     record.finish()
     if distributed and output_path is not None:
-        return _merge_when_all_done(output_path, shard)
+        return merge_when_all_done(output_path, shard)
     return to_frame(record.rows)
 
 
@@ -189,50 +190,6 @@ def _sweep_task(
     record.task_done(entry)
 
 
-def distributed_shard() -> tuple[int, int] | None:
-    """(rank, world size) when started by ``accelerate launch`` / ``torchrun`` with several processes, else None."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
-
-
-def shard_name(stem: str, suffix: str, shard: tuple[int, int] | None) -> str:
-    """``scores.csv`` for a whole run, ``scores.shard-1-of-4.csv`` for one shard of it."""
-    if shard is None or shard[1] == 1:
-        return f"{stem}{suffix}"
-    return f"{stem}.shard-{shard[0]}-of-{shard[1]}{suffix}"
-
-
-def merge_shards(output: str | Path) -> pd.DataFrame:
-    """Join the shard tables of a run folder into its ``scores.csv`` (after a SLURM array, say)."""
-    output = Path(output)
-    files = sorted(output.glob("scores.shard-*-of-*.csv"))
-    if not files:
-        raise UserError(f"no shard tables (scores.shard-I-of-N.csv) in {output}")
-    counts = {int(f.name.split("-of-")[1].split(".")[0]) for f in files}
-    if len(counts) != 1:
-        raise UserError(f"{output} mixes shard tables of different runs ({sorted(counts)} shards)")
-    n = counts.pop()
-    missing = [i for i in range(n) if not (output / shard_name("scores", ".csv", (i, n))).exists()]
-    if missing:
-        raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
-    frame = to_frame(pd.concat([pd.read_csv(f) for f in files], ignore_index=True).to_dict("records"))
-    write_scores(frame, output)
-    return frame
-
-
-def _merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:
-    """Wait for every process (gloo works for CPU and GPU runs), merge on rank 0, hand everyone the merged table."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", timeout=timedelta(days=7))  # shards of a long sweep finish hours apart
-    dist.barrier()
-    if shard[0] == 0:
-        merge_shards(output)
-    dist.barrier()
-    return read_scores(output)
-
-
 def _quiet(progress: bool) -> bool | None:
     """tqdm's ``disable``: None hides bars when stderr is not a terminal (logs, CI, captured output)."""
     return None if progress else True
@@ -264,68 +221,3 @@ def _has_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) 
         path.unlink()
         return False
     return True
-
-
-def check_writable(folder: Path) -> None:
-    """Fail before any work if results could not be written (checked on the nearest existing parent)."""
-    existing = folder
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"output folder {str(folder)!r} is not writable; choose another --output")
-
-
-def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
-    """``all`` | ``0,3,-1`` | ``0:12`` | ``0:25:2`` (Python slice, end exclusive) -> sorted hidden-state indices."""
-    if isinstance(layers, str):
-        text = layers.strip()
-        if text == "all":
-            return list(range(n_layers + 1))
-        try:
-            if ":" in text:
-                picked = list(range(n_layers + 1))[slice(*(int(p) if p else None for p in text.split(":")))]
-            else:
-                picked = [int(p) for p in text.split(",") if p.strip()]
-        except ValueError:
-            raise UserError(f"--layers {layers!r} is not 'all', a list like 0,3,-1 or a slice like 0:12") from None
-        if ":" in text and not picked:
-            raise UserError(f"--layers {layers!r} selects no layer of 0..{n_layers}")
-        layers = picked
-    if not layers:
-        raise UserError("--layers is empty")
-    return sorted({resolve_layer(int(layer), n_layers) for layer in layers})
-
-
-def _task_units(tasks, data_dir: Path | None) -> list[tuple[object, str, str]]:
-    """-> [(mteb task, data origin, data fingerprint)]; resolving names here gives early, clear errors."""
-    if isinstance(tasks, str):
-        task_file, specs = select_tasks(tasks, data_dir)
-        split = task_file.split
-    elif all(isinstance(t, str) for t in tasks):
-        task_file, specs = select_tasks(",".join(tasks), data_dir)
-        split = task_file.split
-    else:
-        return [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
-    units = []
-    for spec in specs:
-        task = load_task(spec, split, data_dir)
-        local = data_dir / spec.name if data_dir is not None else None
-        if local is not None and local.is_dir():  # the folder's content and which of its files make which split
-            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))
-        else:
-            fingerprint = task.metadata.revision
-        units.append((task, _origin(spec, data_dir), fingerprint))
-    return units
-
-
-def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
-    if data_dir is not None and (data_dir / spec.name).is_dir():
-        return "local-partial" if spec.partial else "local"
-    return "hub"
-
-
-def _vector_store(model: LoadedModel, config: EncodeConfig, task) -> Path:
-    """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
-    served stale vectors; the key only has to separate models, revisions and encode settings."""
-    settings = text_hash(model.revision, sorted(config.key().items()))
-    return cache_root() / "vectors" / model.name.replace("/", "__") / settings / task.metadata.name

@@ -122,7 +122,7 @@ def tiny_model(family: str, tokenizer, seed: int = 0):
     import torch
     from transformers import AutoModel
 
-    from layer_mteb.models import wrap_model
+    from layer_mteb.loading import wrap_model
 
     torch.manual_seed(seed)
     model = AutoModel.from_config(tiny_config(family, len(tokenizer)))
@@ -144,9 +144,7 @@ def tiny_gpt_neox(bert_tokenizer):
 def block_states(loaded, ids: list[int]) -> list[torch.Tensor]:
     """The definition of the L+1 layers, read off the blocks with hooks (not off ``output_hidden_states``): layer 0
     is the input of block 1, layer k the output of block k, and the last one also passes the final norm."""
-    from layer_mteb.models import _get_attr
-
-    blocks = list(_get_attr(loaded.model, loaded.architecture.blocks))
+    blocks = list(loaded.blocks)
     states: list[torch.Tensor] = []
 
     def first(value):

@@ -10,10 +10,10 @@ import pytest
 from conftest import direct_vectors
 from mteb.models.abs_encoder import AbsEncoder
 
-from layer_mteb.cache import LayerCache
 from layer_mteb.config import EncodeConfig
 from layer_mteb.encoder import LayerEncoder, model_meta
 from layer_mteb.errors import UserError
+from layer_mteb.store import LayerCache
 from layer_mteb.tasks import TaskSpec, load_task
 
 

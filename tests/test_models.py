@@ -8,10 +8,11 @@ from conftest import FAMILIES, minilm_folder, save_tiny_model, tiny_model
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
 
-from layer_mteb.cache import LayerCache
+from layer_mteb.architectures import ARCHITECTURES
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
-from layer_mteb.models import ARCHITECTURES, load_model, wrap_model
+from layer_mteb.loading import load_model, wrap_model
+from layer_mteb.store import LayerCache
 
 FINAL_NORMS = {
     "gpt2": "ln_f",

@@ -7,10 +7,11 @@ import pytest
 import torch
 from conftest import FAMILIES, RAGGED_TEXTS, ForwardCounter, direct_vectors, tiny_config, tiny_model
 
-from layer_mteb.cache import LayerCache, encode_all_layers, length_sorted_batches
 from layer_mteb.config import READOUTS, EncodeConfig
 from layer_mteb.errors import UserError
-from layer_mteb.models import _get_attr, wrap_model
+from layer_mteb.forward import encode_all_layers, length_sorted_batches
+from layer_mteb.loading import wrap_model
+from layer_mteb.store import LayerCache
 from layer_mteb.sweep import sweep
 
 TEXTS = [
@@ -25,7 +26,7 @@ class BlockCounter:
 
     def __init__(self, loaded):
         self.calls = 0
-        blocks = _get_attr(loaded.model, loaded.architecture.blocks)
+        blocks = loaded.blocks
         self._handles = [b.register_forward_pre_hook(self._count) for b in blocks]
 
     def _count(self, *_) -> None:

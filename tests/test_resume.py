@@ -89,7 +89,7 @@ def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_
 
 
 def test_same_settings_give_bit_identical_tables(tiny_folder, data_dir):
-    from layer_mteb.models import load_model
+    from layer_mteb.loading import load_model
 
     config = EncodeConfig(batch_size=8)
     tasks = "STS17,TwitterSemEval2015,AmazonCounterfactualClassification"

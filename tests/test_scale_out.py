@@ -14,7 +14,8 @@ from conftest import save_tiny_model
 from layer_mteb.cli import main
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
-from layer_mteb.sweep import merge_shards, sweep
+from layer_mteb.merge import merge_shards
+from layer_mteb.sweep import sweep
 
 TASKS = "STS17,BIOSSES,TwitterSemEval2015"
 

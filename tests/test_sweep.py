@@ -12,8 +12,9 @@ from conftest import ForwardCounter
 
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
+from layer_mteb.plan import parse_layers
 from layer_mteb.results import SCORE_COLUMNS
-from layer_mteb.sweep import parse_layers, sweep
+from layer_mteb.sweep import sweep
 from layer_mteb.tasks import TaskSpec, load_task
 
 

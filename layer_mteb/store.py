@@ -4,7 +4,7 @@
 texts it has not seen. A cache made with ``depth=k`` holds layers 0..k only and its forward passes stop after block
 k (where the architecture allows): a sweep of shallow layers never computes the deeper blocks. One cache per
 (model, encode config, task) serves every layer of that task, and can be saved to and reloaded from disk
-(safetensors + JSON; never pickle).
+(safetensors + JSON; never pickle) in the folder :func:`store_folder` names.
 """
 
 from __future__ import annotations
@@ -12,27 +12,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from tqdm.auto import tqdm
 
-from layer_mteb._io import atomic_write
+from layer_mteb._io import atomic_write, text_hash
+from layer_mteb.architectures import LoadedModel
 from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.models import LoadedModel, first_blocks
-from layer_mteb.pooling import iter_readout, pool, readout_layers
+from layer_mteb.forward import BatchObserver, encode_all_layers
+from layer_mteb.loading import cache_root
 
 logger = logging.getLogger(__name__)
-
-
-#: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
-#: mask [B, T] and the positions of the batch's texts in the ``texts`` given to :func:`encode_all_layers`.
-#: Token-level metrics stream through this instead of storing token states of all layers.
-BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
 
 
 class LayerCache:
@@ -134,88 +126,8 @@ class LayerCache:
         self._append(texts, vectors)
 
 
-def encode_all_layers(
-    model: LoadedModel,
-    texts: Sequence[str],
-    config: EncodeConfig,
-    *,
-    progress: bool = False,
-    on_batch: BatchObserver | None = None,
-    depth: int | None = None,
-) -> tuple[torch.Tensor, int]:
-    """One forward pass per text -> ([depth+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated).
-
-    ``depth`` (default: the last block) is the deepest layer wanted; the forward stops after that block. Each layer
-    is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
-    one batch.
-    """
-    depth = model.n_layers if depth is None else depth
-    token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
-    if n_truncated:
-        logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
-    out = torch.empty(depth + 1, len(texts), model.hidden_size, device=config.device)
-    stop_early = depth < model.n_layers
-    final_norm = model.final_norm  # before first_blocks() swaps it out
-    # one block at least: with none, transformers' hooks record no hidden state at all
-    running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
-    batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
-    with torch.inference_mode(), running:
-        for batch in tqdm(batches, desc="encoding", disable=None if progress else True, leave=False):
-            padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
-            padded = {k: v.to(model.device) for k, v in padded.items()}
-            hidden_states = model.hidden_states(**padded, **model.forward_options)
-            expected = (max(depth, 1) if stop_early else model.n_layers) + 1
-            if len(hidden_states) != expected:
-                raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
-            hidden_states = hidden_states[: depth + 1]
-            # after an early stop the norm was off, so the last state kept is raw like the others
-            last_normed = not stop_early and depth == model.n_layers
-            mask = padded["attention_mask"]
-            if on_batch is None:
-                states = iter_readout(hidden_states, final_norm, config.readout, last_normed=last_normed)
-            else:
-                states = readout_layers(hidden_states, final_norm, config.readout, last_normed=last_normed)
-                on_batch(states, mask, batch)
-            rows = torch.tensor(batch, device=out.device)
-            for layer, state in enumerate(states):
-                out[layer, rows] = pool(state, mask, config.pooling).to(out.device)
-    return out, n_truncated
-
-
-def tokenize(tokenizer, texts: Sequence[str], max_length: int) -> tuple[list[list[int]], int]:
-    """Token ids per text (special tokens included, as in the paper), truncated to ``max_length``.
-
-    A text that tokenizes to nothing (an empty string for GPT-2-style tokenizers) gets one padding-free stand-in
-    token, so every text has at least one real token to pool over. Returns the ids and how many texts were cut.
-    """
-    ids = tokenizer(list(texts), truncation=True, max_length=max_length + 1)["input_ids"]
-    too_long = [i for i, row in enumerate(ids) if len(row) > max_length]
-    if too_long:
-        cut = tokenizer([texts[i] for i in too_long], truncation=True, max_length=max_length)["input_ids"]
-        for i, row in zip(too_long, cut, strict=True):
-            if len(row) > max_length:  # the tokenizer would not cut into its own special tokens
-                raise UserError(f"--max-length {max_length} leaves no room for this tokenizer's special tokens")
-            ids[i] = row
-    filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
-    return [row or [filler] for row in ids], len(too_long)
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
-    """Positions grouped into batches, longest first (memory errors show early, padding stays small).
-
-    A batch holds at most ``batch_size`` texts and, with ``max_tokens``, at most that many padded tokens (texts x
-    its longest, which is its first); a text longer than the budget gets a batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    for i in order:
-        current = batches[-1] if batches else None
-        if (
-            current is not None
-            and len(current) < batch_size
-            and (max_tokens is None or (len(current) + 1) * lengths[current[0]] <= max_tokens)
-        ):
-            current.append(i)
-        else:
-            batches.append([i])
-    return batches
+def store_folder(model: LoadedModel, config: EncodeConfig, task_name: str) -> Path:
+    """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
+    served stale vectors; the key only has to separate models, revisions and encode settings."""
+    settings = text_hash(model.revision, sorted(config.key().items()))
+    return cache_root() / "vectors" / model.name.replace("/", "__") / settings / task_name

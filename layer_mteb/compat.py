@@ -1,0 +1,43 @@
+"""Every place layer_mteb leans on transformers internals, gathered here so a transformers upgrade breaks one module.
+
+Each function is one workaround: its docstring says which transformers behaviour it relies on and why it is needed;
+``tests/test_compat.py`` holds a guard per workaround that fails loudly when transformers changes underneath.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+
+def install_output_hooks(model: nn.Module) -> None:
+    """Install transformers' hidden-state hooks on every block before :func:`first_blocks` hides the deeper ones.
+
+    transformers >= 5 records ``output_hidden_states`` with hooks it installs on the first forward that asks for
+    them (the private ``transformers.utils.output_capturing.maybe_install_capturing_hooks``). That must happen while
+    every block is in place, or later full forwards would miss the blocks left out during an early stop. Older
+    versions collect hidden states in the forward loop itself and have nothing to install.
+    """
+    try:
+        from transformers.utils.output_capturing import maybe_install_capturing_hooks
+    except ImportError:
+        return
+    maybe_install_capturing_hooks(model)
+
+
+def drop_gguf_quantizer(model: nn.Module) -> None:
+    """Mark a model loaded from a GGUF file as plain weights, so ``save_pretrained`` accepts it.
+
+    transformers dequantises GGUF weights into ordinary tensors on load but keeps a GGUF quantizer on the model
+    (``model.hf_quantizer``) and a ``quantization_config`` in its config; the quantizer says it is not serializable,
+    and ``save_pretrained`` refuses. Both markers are dropped; the weights are untouched.
+    """
+    model.hf_quantizer = None
+    model.config.__dict__.pop("quantization_config", None)
+
+
+def commit_hash(model: nn.Module) -> str | None:
+    """The hub commit a model was loaded from: transformers keeps it in the private ``config._commit_hash``."""
+    value: Any = getattr(model.config, "_commit_hash", None)
+    return value or None
