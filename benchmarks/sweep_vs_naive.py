@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from operator import attrgetter
 from pathlib import Path
 
 import mteb
@@ -45,22 +42,9 @@ from _common import (
 )
 
 from layer_mteb import EncodeConfig, load_model, sweep
-from layer_mteb.architectures import LoadedModel
+from layer_mteb.architectures import LoadedModel, first_blocks
 from layer_mteb.encoder import model_meta
-from layer_mteb.results import score_rows, to_frame
-
-
-@contextmanager
-def truncated_to(loaded: LoadedModel, k: int) -> Iterator[None]:
-    """The model with only its first ``k`` blocks (shares the weights; the final norm stays on top)."""
-    parent_path, _, name = loaded.architecture.blocks.rpartition(".")
-    parent = attrgetter(parent_path)(loaded.model) if parent_path else loaded.model
-    blocks = getattr(parent, name)
-    setattr(parent, name, torch.nn.ModuleList(list(blocks)[:k]))
-    try:
-        yield
-    finally:
-        setattr(parent, name, blocks)
+from layer_mteb.results import score_rows, tidy_scores
 
 
 class TruncatedModelEncoder(AbsEncoder):
@@ -88,7 +72,8 @@ class TruncatedModelEncoder(AbsEncoder):
             texts = [[flat[i] for i in order[s : s + size]] for s in range(0, len(order), size)]
         out = []
         tok = self.loaded.tokenizer
-        with torch.inference_mode(), truncated_to(self.loaded, self.k):
+        norm = self.loaded.final_norm  # a truncated model still ends in it; first_blocks leaves it out
+        with torch.inference_mode(), first_blocks(self.loaded, self.k):
             for batch in texts:
                 enc = tok(
                     batch,
@@ -97,7 +82,8 @@ class TruncatedModelEncoder(AbsEncoder):
                     max_length=self.config.max_length,
                     return_tensors="pt",
                 ).to(self.loaded.device)
-                hidden = self.loaded.model(**enc, **self.loaded.forward_options).last_hidden_state.float()
+                hidden = self.loaded.model(**enc, **self.loaded.forward_options).last_hidden_state
+                hidden = (hidden if norm is None else norm(hidden)).float()
                 mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 out.append(((hidden * mask).sum(1) / mask.sum(1)).cpu())
         vectors = torch.cat(out)
@@ -123,7 +109,7 @@ def run_naive(loaded: LoadedModel, args, config: EncodeConfig):
                 encoder.model = loaded  # score_rows reads .model/.config/.layer
                 encoder.layer = k
                 rows += score_rows(result.task_results[0], task=task, encoder=encoder, data="local")
-    return to_frame(rows), timer.seconds, counter.as_dict()
+    return tidy_scores(rows), timer.seconds, counter.as_dict()
 
 
 def run_sweep(loaded: LoadedModel, args, config: EncodeConfig):

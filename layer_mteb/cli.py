@@ -1,67 +1,113 @@
-"""``layer-mteb``: parse arguments and route to the library; user mistakes print one line and exit 2."""
+"""``layer-mteb``: parse arguments and route to the library. What is printed, logged and how errors read lives in
+:mod:`layer_mteb.console`; the library itself is imported inside each command, so ``--help`` stays instant."""
 
 from __future__ import annotations
 
 import argparse
-import errno
-import logging
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from layer_mteb.config import DTYPES, POOLINGS, READOUTS
+from layer_mteb.console import PROG, run_reporting_errors, setup_logging
 from layer_mteb.errors import UserError
+
+MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already names it or there is none to name
+    (a required option, an on/off flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: {'off' if action.default is False else '%(default)s'})"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line (and exit 2) like every other user error."""
+    """argparse, but a usage mistake is one line (and exit 2) like every other user error; help shows defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"layer-mteb: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="layer-mteb", description="Score every layer of a model on MTEB tasks.")
+    parser = _Parser(prog=PROG, description="Score every layer of a model on MTEB tasks.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = commands.add_parser("run", help="score every requested layer on every task (one forward pass per task)")
-    run.add_argument(
-        "--model",
-        action="append",
-        required=True,
-        help="hub id, local folder, GGUF file, or packaged name (minilm-l6, ...); repeat for several models",
+    _add_run(commands)
+    merge = commands.add_parser("merge", help="join the shard tables of a run folder into its scores.csv")
+    merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
+    merge.set_defaults(handler=_merge)
+    _add_report(commands)
+    _add_metrics(commands)
+    _add_select(commands)
+    _add_correlate(commands)
+    _add_import(commands)
+    return parser
+
+
+def _add_encode_options(parser: argparse.ArgumentParser) -> None:
+    """How texts become vectors (:class:`~layer_mteb.config.EncodeConfig`), the same for ``run`` and ``metrics``."""
+    parser.add_argument(
+        "--readout", choices=READOUTS, default="final_norm", help="apply the final norm to every layer, or read raw"
     )
-    run.add_argument("--revision", default=None, help="hub revision(s), comma-separated (e.g. step1000,step143000)")
+    parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="how token states become one vector")
+    parser.add_argument("--max-length", type=int, default=512, help="tokens per text (longer texts are truncated)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations")
+    parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help="also cap each batch at this many padded tokens (default: no cap)",
+    )
+    parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    parser.add_argument(
+        "--device-map",
+        default=None,
+        help="split one large model over devices, e.g. auto (accelerate; default: all on --device)",
+    )
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+
+
+def _add_run(commands) -> None:
+    run = commands.add_parser("run", help="score every requested layer on every task (one forward pass per task)")
+    run.add_argument("--model", action="append", required=True, help=f"{MODEL_HELP}; repeat for several models")
+    run.add_argument(
+        "--revision",
+        default=None,
+        help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
+    )
     run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
     run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA)")
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
-    run.add_argument("--readout", choices=READOUTS, default="final_norm")
-    run.add_argument("--pooling", choices=POOLINGS, default="mean")
-    run.add_argument("--max-length", type=int, default=512)
-    run.add_argument("--batch-size", type=int, default=32)
+    _add_encode_options(run)
     run.add_argument(
-        "--max-batch-tokens", type=int, default=None, help="also cap each batch at this many padded tokens"
+        "--shard",
+        default=None,
+        help="I/N: run the I-th of N shards of the work, for SLURM array jobs (default: all of it)",
     )
-    run.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
-    run.add_argument("--dtype", choices=DTYPES, default="float32")
-    run.add_argument("--device-map", default=None, help="split one large model over devices, e.g. auto (accelerate)")
-    run.add_argument("--shard", default=None, help="I/N: run the I-th of N shards of the work (SLURM array jobs)")
     run.add_argument("--output", default=None, help="run folder (default: results/<model>)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
-    run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub (off by default)")
     run.add_argument(
         "--task-metrics",
         action="store_true",
         help="also write each task's label-free metrics (prompt entropy, ...) from the same forward pass",
     )
     run.set_defaults(handler=_run)
-    merge = commands.add_parser("merge", help="join the shard tables of a run folder into its scores.csv")
-    merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
-    merge.set_defaults(handler=_merge)
+
+
+def _add_report(commands) -> None:
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder (results/report)")
+    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder")
     report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
     report.add_argument(
         "--reference",
@@ -73,37 +119,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--paper-tasks",
         choices=("run", "all"),
         default="run",
-        help="average the paper curves over the tasks the runs scored (run, default) or all 32 paper tasks (all)",
+        help="average the paper curves over the tasks the runs scored (run) or all 32 paper tasks (all)",
     )
-    report.add_argument("--entropy-selector", default=None, help="selection.csv selector for Table 1's entropy columns")
+    report.add_argument(
+        "--entropy-selector",
+        default=None,
+        help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)",
+    )
     report.set_defaults(handler=_report)
-    _add_metrics(commands)
-    _add_select(commands)
-    _add_correlate(commands)
-    _add_import(commands)
-    return parser
 
 
 def _add_metrics(commands) -> None:
     metrics = commands.add_parser("metrics", help="representation metrics of every layer (label-free)")
-    metrics.add_argument("--model", required=True, help="hub id, local folder, GGUF file, or packaged name")
-    metrics.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
+    metrics.add_argument("--model", required=True, help=MODEL_HELP)
+    metrics.add_argument(
+        "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"
+    )
     metrics.add_argument("--texts", default="wikitext", help="wikitext | task:<TaskName> | FILE (one prompt a line)")
     metrics.add_argument("--n-prompts", type=int, default=1000, help="texts to use (seeded sample if more)")
     metrics.add_argument("--views", type=int, default=16, help="augmented views per prompt for LiDAR (0: skip)")
     metrics.add_argument("--augment-prompts", type=int, default=200, help="prompts that get augmented views")
     metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
     metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
-    metrics.add_argument("--seed", type=int, default=0)
-    metrics.add_argument("--data-dir", default=None, help="folder of local data (WikiText2/, tasks; $LAYER_MTEB_DATA)")
-    metrics.add_argument("--readout", choices=READOUTS, default="final_norm")
-    metrics.add_argument("--pooling", choices=POOLINGS, default="mean")
-    metrics.add_argument("--max-length", type=int, default=512)
-    metrics.add_argument("--batch-size", type=int, default=32)
-    metrics.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
-    metrics.add_argument("--dtype", choices=DTYPES, default="float32")
+    metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
+    metrics.add_argument(
+        "--data-dir", default=None, help="folder of local data: WikiText2/, tasks (default: $LAYER_MTEB_DATA)"
+    )
+    _add_encode_options(metrics)
     metrics.add_argument("--output", default=None, help="run folder (default: results/<model>)")
-    metrics.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
     metrics.set_defaults(handler=_metrics)
 
 
@@ -126,9 +169,11 @@ def _add_select(commands) -> None:
 def _add_correlate(commands) -> None:
     correlate = commands.add_parser("correlate", help="correlate each metric with the score across layers")
     correlate.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
-    correlate.add_argument("--method", choices=["dcor", "spearman", "kendall", "all"], default="all")
+    correlate.add_argument(
+        "--method", choices=["dcor", "spearman", "kendall", "all"], default="all", help="association measure"
+    )
     correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
-    correlate.add_argument("--seed", type=int, default=0)
+    correlate.add_argument("--seed", type=int, default=0, help="seed of the shuffles")
     _add_metric_readout(correlate)
     correlate.set_defaults(handler=_correlate)
 
@@ -189,8 +234,8 @@ def _encode_config(args: argparse.Namespace):
         dtype=args.dtype,
         batch_size=args.batch_size,
         device=process_device(args.device or default_device()),
-        device_map=getattr(args, "device_map", None),
-        max_batch_tokens=getattr(args, "max_batch_tokens", None),
+        device_map=args.device_map,
+        max_batch_tokens=args.max_batch_tokens,
     )
 
 
@@ -201,16 +246,15 @@ def _output(args: argparse.Namespace) -> Path:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from layer_mteb.results import layer_table
+    from layer_mteb.console import print_scores
     from layer_mteb.sweep import sweep
 
-    config = _encode_config(args)
     output = _output(args)
     frame = sweep(
         args.model,
         args.tasks,
         layers=args.layers,
-        config=config,
+        config=_encode_config(args),
         data_dir=args.data_dir,
         output=output,
         vector_cache=not args.no_vector_cache,
@@ -220,11 +264,8 @@ def _run(args: argparse.Namespace) -> None:
         shard=parse_shard(args.shard),
         task_metrics=args.task_metrics,
     )
-    if os.environ.get("RANK", "0") != "0":
-        return  # under accelerate/torchrun the main process prints the merged table
-    for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
-        print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")
-    print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
+    if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
+        print_scores(frame, output)
 
 
 def _merge(args: argparse.Namespace) -> None:
@@ -252,6 +293,7 @@ def process_device(device: str) -> str:
 
 
 def _report(args: argparse.Namespace) -> None:
+    from layer_mteb.console import print_report
     from layer_mteb.publish import write_report
 
     paths = write_report(
@@ -262,11 +304,11 @@ def _report(args: argparse.Namespace) -> None:
         paper_tasks=args.paper_tasks,
         entropy_selector=args.entropy_selector,
     )
-    print((Path(args.output) / "table1.md").read_text())
-    print(f"report: {args.output}  ·  {len(paths)} files: {', '.join(p.name for p in paths)}")
+    print_report(Path(args.output), paths)
 
 
 def _metrics(args: argparse.Namespace) -> None:
+    from layer_mteb.console import print_metrics
     from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 
     settings = MetricSettings(
@@ -288,13 +330,11 @@ def _metrics(args: argparse.Namespace) -> None:
         revision=args.revision,
         trust_remote_code=args.trust_remote_code,
     )
-    print(frame.pivot_table(index="layer", columns="metric", values="value").round(4).to_string())
-    print(f"\nmetrics: {output / 'metrics.csv'}")
+    print_metrics(frame, output)
 
 
 def _select(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
+    from layer_mteb.console import print_leaderboard
     from layer_mteb.metrics import DIRECTIONS
     from layer_mteb.selection import leaderboard, select_layers
 
@@ -307,13 +347,11 @@ def _select(args: argparse.Namespace) -> None:
         print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
-    print(leaderboard(selection).round(4).to_string(index=False))
-    print(f"\nselection: {Path(args.run) / 'selection.csv'}")
+    print_leaderboard(leaderboard(selection), Path(args.run))
 
 
 def _correlate(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
+    from layer_mteb.console import print_correlation
     from layer_mteb.correlation import correlate, correlation_table
 
     frame = correlate(
@@ -323,40 +361,13 @@ def _correlate(args: argparse.Namespace) -> None:
         seed=args.seed,
         metric_readout=args.metric_readout,
     )
-    print("across layers, metric vs score averaged over tasks:")
-    print(correlation_table(frame).round(4).to_string())
-    print(f"\ncorrelation (also per task): {Path(args.run) / 'correlation.csv'}")
+    print_correlation(correlation_table(frame), Path(args.run))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    warnings.filterwarnings("ignore", message=".*is superseded by.*")
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()  # keep stderr for progress of the sweep and one-line errors
-    for handler in logging.getLogger().handlers:  # the paper's tasks are superseded on purpose; say it once, in docs
-        handler.addFilter(lambda record: "is superseded by" not in record.getMessage())
-    try:
-        args.handler(args)
-    except UserError as err:
-        return _fail(str(err))
-    except OSError as err:
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            return _fail(
-                f"no space left on device writing {err.filename or 'results'}; free space or use another "
-                "--output / $LAYER_MTEB_CACHE"
-            )
-        if err.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
-            return _fail(f"cannot write {err.filename}: {err.strerror}; choose another --output / $LAYER_MTEB_CACHE")
-        raise
-    return 0
-
-
-def _fail(message: str) -> int:
-    print(f"layer-mteb: error: {message}", file=sys.stderr)
-    return 2
+    setup_logging()
+    return run_reporting_errors(lambda: args.handler(args))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Each function is one workaround: its docstring says which transformers behaviour
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -37,7 +38,16 @@ def drop_gguf_quantizer(model: nn.Module) -> None:
     model.config.__dict__.pop("quantization_config", None)
 
 
-def commit_hash(model: nn.Module) -> str | None:
-    """The hub commit a model was loaded from: transformers keeps it in the private ``config._commit_hash``."""
+def commit_hash(model: nn.Module, hub_id: str) -> str | None:
+    """The hub commit a model was loaded from, so results name the exact weights scored.
+
+    transformers < 5 kept it in the private ``config._commit_hash``; transformers 5 dropped it. The hub cache names
+    each snapshot folder by its commit, so the folder ``config.json`` was read from gives it.
+    """
     value: Any = getattr(model.config, "_commit_hash", None)
-    return value or None
+    if value:
+        return value
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(hub_id, "config.json")
+    return Path(path).parent.name if isinstance(path, str) else None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal, get_args
-
-import torch
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Literal, get_args
 
 from layer_mteb.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 Readout = Literal["final_norm", "raw"]
 Pooling = Literal["mean", "last", "first"]
@@ -49,23 +50,34 @@ class EncodeConfig:
             raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
         if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
             raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
+        if self.device.startswith("cuda") and not _cuda_available():
             raise UserError(f"--device {self.device} was asked for but no CUDA GPU is available; use --device cpu")
 
     @property
     def torch_dtype(self) -> torch.dtype:
+        import torch
+
         return getattr(torch, self.dtype)
 
     def key(self) -> dict[str, str | int]:
         """The settings that change vectors: part of every cache key and of mteb's experiment name."""
-        return {k: v for k, v in asdict(self).items() if k not in _PLACEMENT}
+        return {k: v for k, v in asdict(self).items() if k in SETTINGS_COLUMNS}
 
 
 _PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map")
+#: The encode settings as columns of every table (scores, metrics) and parts of every key: EncodeConfig's fields
+#: that change vectors, in declaration order.
+SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) if f.name not in _PLACEMENT)
 
 
 def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if _cuda_available() else "cpu"
+
+
+def _cuda_available() -> bool:
+    import torch  # here, not at the top: the command line parses its options without loading torch
+
+    return torch.cuda.is_available()
 
 
 def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:

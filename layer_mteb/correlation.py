@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypedDict, get_args
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,22 @@ logger = logging.getLogger(__name__)
 Method = Literal["dcor", "spearman", "kendall"]
 METHODS: tuple[str, ...] = get_args(Method)
 CORRELATION_FILE = "correlation.csv"
-CORRELATION_COLUMNS = ["model", "metric", "texts", "task", "method", "statistic", "p_value", "n_layers"]
+
+
+class CorrelationRow(TypedDict):
+    """One row of ``correlation.csv``: a metric against a task's (or the ``mean``) score across ``n_layers`` layers."""
+
+    model: str
+    metric: str
+    texts: str
+    task: str
+    method: str
+    statistic: float
+    p_value: float
+    n_layers: int
+
+
+CORRELATION_COLUMNS = list(CorrelationRow.__annotations__)
 
 
 def association(x: np.ndarray, y: np.ndarray, method: Method) -> float:
@@ -107,7 +122,7 @@ def correlate(
     if n_permutations < 1:
         raise UserError(f"--permutations must be at least 1, got {n_permutations}")
     scores, metrics = load_run(run, scores, metrics, metric_readout)
-    rows = []
+    rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
         by_metric = metric_curves(metrics[metrics["model"] == model])
@@ -124,7 +139,18 @@ def correlate(
                     continue
                 for name in methods:
                     statistic, p_value = permutation_test(x, y, name, n_permutations=n_permutations, seed=seed)
-                    rows.append([model, metric, texts, task, name, statistic, p_value, len(layers)])
+                    rows.append(
+                        CorrelationRow(
+                            model=model,
+                            metric=metric,
+                            texts=texts,
+                            task=task,
+                            method=name,
+                            statistic=statistic,
+                            p_value=p_value,
+                            n_layers=len(layers),
+                        )
+                    )
     if not rows:
         raise UserError("nothing to correlate: scores and metrics share fewer than 3 layers that vary")
     frame = pd.DataFrame(rows, columns=CORRELATION_COLUMNS)

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.results import SCORES_FILE, read_scores
 
 MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
-_SETTINGS = ["readout", "pooling", "max_length", "dtype"]
 
 
 #: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every text
@@ -45,7 +45,7 @@ def load_run(
             metrics = read_metrics(run)
     if scores.empty:
         raise UserError("the scores table is empty")
-    settings = [c for c in _SETTINGS if c in scores.columns and c in metrics.columns and c != "readout"]
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
     used = scores[["model", *settings, "readout"]].drop_duplicates()
     matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
     parts = []

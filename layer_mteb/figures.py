@@ -18,9 +18,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from layer_mteb.curves import MEAN
+
 FORMATS = ("png", "pdf")
-METRIC_COLUMNS = {"model", "layer", "metric", "value"}
-CORRELATION_COLUMNS = {"model", "metric", "method", "value"}
+PLOTTED_METRIC_COLUMNS = {"model", "layer", "metric", "value"}
+PLOTTED_CORRELATION_COLUMNS = {"model", "metric", "method", "value"}
 
 
 def slug(name: str) -> str:
@@ -140,7 +142,7 @@ def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
     Prefers WikiText prompts when several text sets were measured, as the paper's Figure 2 does; otherwise the
     mean over text sets. Returns no paths when the frame lacks the expected columns.
     """
-    if not set(metrics.columns) >= METRIC_COLUMNS:
+    if not set(metrics.columns) >= PLOTTED_METRIC_COLUMNS:
         return []
     frame = metrics.dropna(subset=["value"])
     if "relative_depth" not in frame:
@@ -172,15 +174,15 @@ def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
 def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
     """Correlation of each metric with the score across layers, bars per method, one panel per model (Figure 3/8).
 
-    Uses the ``global`` scope (score averaged over tasks) when present, else the mean over per-task scopes.
+    Uses the ``mean`` scope (score averaged over tasks) when present, else the mean over per-task scopes.
     """
-    if not set(correlation.columns) >= CORRELATION_COLUMNS:
+    if not set(correlation.columns) >= PLOTTED_CORRELATION_COLUMNS:
         return []
     frame = correlation.dropna(subset=["value"])
     note = ""
     if "scope" in frame:
-        is_global = frame["scope"].astype(str) == "global"
-        frame, note = (frame[is_global], "") if is_global.any() else (frame, " (mean over per-task correlations)")
+        is_mean = frame["scope"].astype(str) == MEAN
+        frame, note = (frame[is_mean], "") if is_mean.any() else (frame, " (mean over per-task correlations)")
     methods = list(dict.fromkeys(frame["method"]))  # the file's order (dCor, Spearman, Kendall), not alphabetical
     frame = frame.groupby(["model", "metric", "method"], as_index=False)["value"].mean()
     if frame.empty:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from layer_mteb.errors import UserError
 from layer_mteb.metrics.table import METRIC_COLUMNS
-from layer_mteb.results import MTEB_DECIMALS, SCORE_COLUMNS, to_frame
+from layer_mteb.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
 from layer_mteb.tasks import read_task_file
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
@@ -150,7 +150,7 @@ def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
         frame.loc[part.index, "n_layers"] = depth
     frame["n_layers"] = frame["n_layers"].astype(int)
     frame["relative_depth"] = frame["layer"] / frame["n_layers"]
-    return to_frame(frame[SCORE_COLUMNS].to_dict("records"))
+    return tidy_scores(frame[SCORE_COLUMNS].to_dict("records"))
 
 
 def release_scores(path: str | Path, models: list[str] | None = None) -> pd.DataFrame:

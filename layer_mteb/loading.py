@@ -70,7 +70,7 @@ def load_model(
     if not config.device_map:
         model.to(config.device)
     if revision is None:
-        revision = commit_hash(model) or "no_revision_available"
+        revision = commit_hash(model, source) or "no_revision_available"
     return wrap_model(model, tokenizer, name=display_name, revision=revision)
 
 

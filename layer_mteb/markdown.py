@@ -98,7 +98,7 @@ def leaderboard_markdown(board: pd.DataFrame) -> str:
         ("regret", "regret vs best", score),
     ]
     intro = (
-        "Scores ×100 from selection.csv. *global*: one layer for every task; *per task*: each task's own pick, "
-        "averaged over tasks. *gain* = chosen − last layer, *regret* = best − chosen."
+        "Scores ×100 from selection.csv. *mean*: one layer for every task, chosen against the mean score; "
+        "*per task*: each task's own pick, averaged over tasks. *gain* = chosen − last layer, *regret* = best − chosen."
     )
     return "\n".join(["# Label-free layer selection", "", markdown_table(board, columns), "", intro]) + "\n"

@@ -53,15 +53,3 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -
     mask = attention_mask.to(hidden.dtype)
     # a batched matrix product sums over tokens without materialising hidden * mask, another [B, T, D] tensor
     return torch.bmm(mask.unsqueeze(1), hidden).squeeze(1) / mask.sum(dim=1, keepdim=True)
-
-
-def pool_all_layers(
-    hidden_states: Sequence[torch.Tensor],
-    attention_mask: torch.Tensor,
-    *,
-    final_norm: nn.Module | None,
-    readout: Readout,
-    pooling: Pooling,
-) -> torch.Tensor:
-    """All L+1 hidden states of a batch -> [L+1, B, D] float32 pooled vectors, on the states' device."""
-    return torch.stack([pool(h, attention_mask, pooling) for h in iter_readout(hidden_states, final_norm, readout)])

@@ -18,6 +18,7 @@ import math
 
 import pandas as pd
 
+from layer_mteb.curves import MEAN
 from layer_mteb.errors import UserError
 
 TIE_TOL = 1e-9
@@ -175,10 +176,10 @@ def _summarise(summary: pd.DataFrame, tasks: pd.DataFrame, pick: tuple[str, dict
     name, layers = pick
     by_layer = tasks.pivot(index="layer", columns="task", values="main_score")
     row["entropy_selector"] = name
-    if "global" in layers:
-        row["entropy_layer"] = layers["global"]
-        if layers["global"] in by_layer.index:
-            row["entropy_layer_avg"] = float(by_layer.loc[layers["global"]].mean())
+    if MEAN in layers:
+        row["entropy_layer"] = layers[MEAN]
+        if layers[MEAN] in by_layer.index:
+            row["entropy_layer_avg"] = float(by_layer.loc[layers[MEAN]].mean())
     per_task = [by_layer.at[layers[t], t] for t in by_layer.columns if layers.get(t) in by_layer.index]
     per_task = [s for s in per_task if not math.isnan(s)]
     row["entropy_per_task_avg"] = sum(per_task) / len(per_task) if per_task else math.nan
@@ -222,8 +223,8 @@ def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
     for column in ("last_score", "best_score", "gain", "regret"):
         if column not in frame:
             frame[column] = math.nan
-    frame["kind"] = frame["scope"].where(frame["scope"] == "global", "per task")
-    frame["layer"] = frame["chosen_layer"].where(frame["kind"] == "global")
+    frame["kind"] = frame["scope"].where(frame["scope"] == MEAN, "per task")
+    frame["layer"] = frame["chosen_layer"].where(frame["kind"] == MEAN)
     board = (
         frame.groupby(["model", "selector", "kind"], sort=False)
         .agg(
@@ -238,7 +239,7 @@ def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
         .reset_index()
         .rename(columns={"kind": "scope"})
     )
-    board.loc[board["scope"] == "global", "n_tasks"] = pd.NA
+    board.loc[board["scope"] == MEAN, "n_tasks"] = pd.NA
     board = board.astype({"layer": "Int64", "n_tasks": "Int64"})
     board = board.sort_values(["model", "scope", "score"], ascending=[True, True, False], kind="stable")
     return board[LEADERBOARD_COLUMNS].reset_index(drop=True)

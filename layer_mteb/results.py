@@ -3,43 +3,41 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 
 from layer_mteb._io import atomic_write
+from layer_mteb.config import SETTINGS_COLUMNS
 
-SCORE_COLUMNS = [
-    "model",
-    "revision",
-    "layer",
-    "n_layers",
-    "relative_depth",
-    "task",
-    "task_type",
-    "split",
-    "subset",
-    "main_score",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
-    "data",
-]
+
+class LayerId(TypedDict):
+    """Which layer of which model a row is about: the first columns of scores and metrics alike."""
+
+    model: str
+    revision: str
+    layer: int
+    n_layers: int
+    relative_depth: float
+
+
+LAYER_COLUMNS = tuple(LayerId.__annotations__)
+SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
 SCORES_FILE = "scores.csv"
 #: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6
 
 
-def layer_columns(model, layer: int) -> dict:
-    """The columns that say which layer of which model a row is about (scores and metrics alike)."""
-    return {
-        "model": model.name,
-        "revision": model.revision,
-        "layer": layer,
-        "n_layers": model.n_layers,
-        "relative_depth": layer / model.n_layers,
-    }
+def layer_columns(model, layer: int) -> LayerId:
+    """The :class:`LayerId` of a row about ``layer`` of ``model``."""
+    return LayerId(
+        model=model.name,
+        revision=model.revision,
+        layer=layer,
+        n_layers=model.n_layers,
+        relative_depth=layer / model.n_layers,
+    )
 
 
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
@@ -66,7 +64,8 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
     return rows
 
 
-def to_frame(rows: list[dict]) -> pd.DataFrame:
+def tidy_scores(rows: list[dict]) -> pd.DataFrame:
+    """Score rows -> the ``scores.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
     frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
 from layer_mteb.results import SCORES_FILE
 
@@ -21,7 +22,7 @@ SIDE_KEYS = {
     "correlation": ("model", "metric", "method", "scope"),
 }
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
-CONFIG_COLUMNS = ("revision", "readout", "pooling", "max_length", "dtype")
+CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
 _REFERENCE_LAYER = re.compile(r"^layer_(\d+)(_last)?$")
@@ -85,8 +86,8 @@ def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFra
 
 def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
     """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
-    (selector or metric, scope): scope ``global`` for the mean over tasks (its WikiText rows), else a task name
-    (its own-text rows where present, else WikiText)."""
+    (selector or metric, scope): scope ``mean`` for the score averaged over tasks (its WikiText rows), else a task
+    name (its own-text rows where present, else WikiText)."""
     if frame is None or name not in ("selection", "correlation") or "task" not in frame.columns:
         return frame
     if "texts" in frame.columns:
@@ -95,7 +96,7 @@ def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | Non
         key = "selector" if name == "selection" else "metric"
         has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
         frame = frame[own | (~has_own & (texts == "wikitext"))]
-    frame = frame.assign(scope=frame["task"].astype(str).replace({"mean": "global"}))
+    frame = frame.assign(scope=frame["task"].astype(str))
     return frame.rename(columns={"statistic": "value"}) if name == "correlation" else frame
 
 

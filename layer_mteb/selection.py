@@ -8,6 +8,7 @@ layer's real score with the last layer and with the best layer in hindsight.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 
@@ -16,24 +17,29 @@ from layer_mteb.curves import MEAN, load_run, metric_curves, score_curves, sourc
 from layer_mteb.metrics import DIRECTIONS
 
 SELECTION_FILE = "selection.csv"
-BASELINES = ("last_layer", "middle_layer", "oracle")
-SELECTION_COLUMNS = [
-    "model",
-    "task",
-    "selector",
-    "direction",
-    "texts",
-    "metric_readout",
-    "chosen_layer",
-    "chosen_relative_depth",
-    "chosen_score",
-    "last_layer",
-    "last_score",
-    "best_layer",
-    "best_score",
-    "regret",
-    "gain",
-]
+
+
+class SelectionRow(TypedDict):
+    """One row of ``selection.csv``: a selector's pick for a task (or ``mean``) and how it scores."""
+
+    model: str
+    task: str
+    selector: str
+    direction: str
+    texts: str
+    metric_readout: str
+    chosen_layer: int
+    chosen_relative_depth: float
+    chosen_score: float
+    last_layer: int
+    last_score: float
+    best_layer: int
+    best_score: float
+    regret: float
+    gain: float
+
+
+SELECTION_COLUMNS = list(SelectionRow.__annotations__)
 
 
 def select_layers(
@@ -65,7 +71,7 @@ def select_layers(
 
 
 def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
-    rows: list[dict] = []
+    rows: list[SelectionRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
         n_layers = int(model_scores["n_layers"].iloc[0])
         curves = score_curves(model_scores)
@@ -99,7 +105,7 @@ def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
 
 def _rows_for_task(
     model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: dict[str, str]
-) -> list[dict]:
+) -> list[SelectionRow]:
     last_layer = int(score.index.max())
     best_layer = int(score.idxmax())
     base = {
@@ -111,20 +117,20 @@ def _rows_for_task(
         "best_score": float(score[best_layer]),
     }
 
-    def row(selector: str, direction: str, texts: str, layer: int) -> dict:
+    def row(selector: str, direction: str, texts: str, layer: int) -> SelectionRow:
         chosen = float(score[layer])
-        return {
+        return SelectionRow(
             **base,
-            "selector": selector,
-            "direction": direction,
-            "texts": texts,
-            "metric_readout": readout.get(texts, "-"),
-            "chosen_layer": layer,
-            "chosen_relative_depth": layer / n_layers,
-            "chosen_score": chosen,
-            "regret": base["best_score"] - chosen,
-            "gain": chosen - base["last_score"],
-        }
+            selector=selector,
+            direction=direction,
+            texts=texts,
+            metric_readout=readout.get(texts, "-"),
+            chosen_layer=layer,
+            chosen_relative_depth=layer / n_layers,
+            chosen_score=chosen,
+            regret=base["best_score"] - chosen,
+            gain=chosen - base["last_score"],
+        )
 
     middle = min(score.index, key=lambda layer: (abs(layer - n_layers / 2), layer))
     rows = [row("last_layer", "-", "-", last_layer), row("middle_layer", "-", "-", int(middle))]

@@ -22,7 +22,7 @@ from layer_mteb.errors import UserError
 from layer_mteb.loading import load_model
 from layer_mteb.merge import merge_when_all_done
 from layer_mteb.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
-from layer_mteb.results import score_rows, to_frame, write_scores
+from layer_mteb.results import score_rows, tidy_scores, write_scores
 from layer_mteb.store import LayerCache, store_folder
 from layer_mteb.tasks import data_dir_from_env
 
@@ -87,7 +87,7 @@ def sweep(
     record.finish()
     if distributed and output_path is not None:
         return merge_when_all_done(output_path, shard)
-    return to_frame(record.rows)
+    return tidy_scores(record.rows)
 
 
 @dataclass
@@ -112,7 +112,7 @@ class _Record:
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows
         if self.output is not None:
-            write_scores(to_frame(self.rows), self.output, shard_name("scores", ".csv", self.shard))
+            write_scores(tidy_scores(self.rows), self.output, shard_name("scores", ".csv", self.shard))
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
@@ -122,7 +122,7 @@ class _Record:
 
     def finish(self) -> None:
         if self.output is not None:  # an empty shard still leaves its (empty) table for the merge
-            write_scores(to_frame(self.rows), self.output, shard_name("scores", ".csv", self.shard))
+            write_scores(tidy_scores(self.rows), self.output, shard_name("scores", ".csv", self.shard))
 
 
 def _sweep_task(

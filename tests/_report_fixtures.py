@@ -76,11 +76,11 @@ def one_layer_scores() -> pd.DataFrame:
 
 
 def alpha_selection() -> pd.DataFrame:
-    """prompt_entropy: global layer 2 (avg .60); per task 2, 1, 3, 0 (+ T5) -> (.70+.80+.30+.55)/4 = .5875."""
+    """prompt_entropy: mean-scope layer 2 (avg .60); per task 2, 1, 3, 0 (+ T5) -> (.70+.80+.30+.55)/4 = .5875."""
     rows = [
-        ("prompt_entropy", "global", 2, 0.60, 0.55, 0.60),
-        ("dataset_entropy", "global", 0, 0.4625, 0.55, 0.60),
-        ("random", "global", 3, 0.55, 0.55, 0.60),
+        ("prompt_entropy", "mean", 2, 0.60, 0.55, 0.60),
+        ("dataset_entropy", "mean", 0, 0.4625, 0.55, 0.60),
+        ("random", "mean", 3, 0.55, 0.55, 0.60),
         ("prompt_entropy", "T1", 2, 0.70, 0.65, 0.70),
         ("prompt_entropy", "T2", 1, 0.80, 0.80, 0.80),
         ("prompt_entropy", "T3", 3, 0.30, 0.30, 0.60),
@@ -109,7 +109,7 @@ def alpha_correlation() -> pd.DataFrame:
         ("toy/alpha", metric, method, scope, value, 0.05)
         for metric in ("prompt_entropy", "curvature")
         for method, value in (("dcor", 0.8), ("spearman", -0.6), ("kendall", -0.4))
-        for scope in ("global", "T1")
+        for scope in ("mean", "T1")
     ]
     return pd.DataFrame(rows, columns=["model", "metric", "method", "scope", "value", "p_value"])
 

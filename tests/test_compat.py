@@ -57,15 +57,26 @@ def test_gguf_quantizer_blocks_saving_until_dropped(bert_tokenizer, tmp_path):
 @pytest.mark.xfail(
     TRANSFORMERS_5,
     strict=True,
-    reason="transformers 5 dropped config._commit_hash: a hub model loaded without --revision records none",
+    reason="transformers 5 dropped config._commit_hash; commit_hash reads the hub cache snapshot instead",
 )
 def test_transformers_records_the_commit_on_the_config(bert_tokenizer):
     model = tiny_model("gpt2", bert_tokenizer).model
     assert hasattr(model.config, "_commit_hash")
 
 
-def test_commit_hash_is_read_from_the_config(bert_tokenizer):
+def test_commit_hash_comes_from_the_hub_cache_snapshot(bert_tokenizer, tmp_path, monkeypatch):
+    """transformers 5 no longer records the commit; the hub cache's snapshot folder of config.json names it."""
+    import huggingface_hub.constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "models--org--tiny"
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     model = tiny_model("gpt2", bert_tokenizer).model
-    assert commit_hash(model) is None  # built locally: no commit
-    model.config._commit_hash = "abc123"
-    assert commit_hash(model) == "abc123"
+    assert commit_hash(model, "org/tiny") == commit
+    assert commit_hash(model, "org/not-cached") is None
+    model.config._commit_hash = "abc123"  # transformers < 5
+    assert commit_hash(model, "org/tiny") == "abc123"

@@ -50,8 +50,9 @@ def small_clustering_folder(tmp_path, data_dir):
     [
         ("STS17", ("en-en",)),
         ("TwitterSemEval2015", None),
-        ("AmazonCounterfactualClassification", ("en",)),
-        ("TwentyNewsgroupsClustering", None),
+        # minutes each (a logistic regression per layer, clustering of real texts): run with -m slow
+        pytest.param("AmazonCounterfactualClassification", ("en",), marks=pytest.mark.slow),
+        pytest.param("TwentyNewsgroupsClustering", None, marks=pytest.mark.slow),
     ],
 )
 def test_cached_layer_scores_equal_plain_encoder_scores(task_name, subsets, tiny_gpt_neox, data_dir, tmp_path):

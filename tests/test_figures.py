@@ -49,7 +49,7 @@ def test_metric_panels_and_correlation_bars(tmp_path):
     no_depth = alpha_metrics().drop(columns="relative_depth")
     _check(figures.metric_panels(no_depth, tmp_path / "m2"), tmp_path / "m2")
     _check(figures.correlation_bars(alpha_correlation(), tmp_path / "corr"), tmp_path / "corr")
-    per_task_only = alpha_correlation().query("scope != 'global'")
+    per_task_only = alpha_correlation().query("scope != 'mean'")
     _check(figures.correlation_bars(per_task_only, tmp_path / "corr2"), tmp_path / "corr2")
 
 

@@ -110,7 +110,7 @@ def test_notes_name_left_out_incomplete_and_partial_tasks():
 def test_selector_leaderboard_ranks_global_and_per_task_picks():
     board = selector_leaderboard(alpha_selection())
     assert board["selector"].tolist() == ["prompt_entropy", "random", "dataset_entropy", "prompt_entropy"]
-    assert board["scope"].tolist() == ["global", "global", "global", "per task"]
+    assert board["scope"].tolist() == ["mean", "mean", "mean", "per task"]
     per_task = board.iloc[-1]
     assert per_task["n_tasks"] == 5 and pd.isna(per_task["layer"])
     assert per_task["score"] == pytest.approx((0.70 + 0.80 + 0.30 + 0.55 + 0.30) / 5)

@@ -62,6 +62,7 @@ def kill_when(process, out, rows: int, timeout: float = 120) -> None:
     process.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_folder, data_dir, tmp_path):
     """SIGKILL after 1, 4 and 7 of 9 (task, layer) units, restarting each time, then let it finish."""
@@ -88,6 +89,7 @@ def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_
         assert log[task]["texts_encoded"] == 0 and log[task]["units_evaluated"] == 0
 
 
+@pytest.mark.slow  # two full sweeps including a classification task
 def test_same_settings_give_bit_identical_tables(tiny_folder, data_dir):
     from layer_mteb.loading import load_model
 

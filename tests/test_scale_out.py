@@ -41,6 +41,7 @@ def whole(tiny_folders, data_dir, tmp_path_factory):
     return pd.read_csv(out / "scores.csv")
 
 
+@pytest.mark.slow  # two processes started by accelerate, each importing the whole stack
 def test_accelerate_launch_with_two_cpu_processes_merges_to_the_single_process_table(
     tiny_folders, data_dir, whole, tmp_path
 ):

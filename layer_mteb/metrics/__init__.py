@@ -2,24 +2,15 @@
 augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
 
 :data:`DIRECTIONS` says, for every metric in ``metrics.csv``, whether a lower (``min``) or higher (``max``) value is
-taken to mean a better embedding layer; layer selection and its leaderboard use it.
+taken to mean a better embedding layer; layer selection and its leaderboard use it. The metric functions load on
+first use (PEP 562), so reading :data:`DIRECTIONS` does not import torch.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from layer_mteb.metrics.contrastive import dime, infonce, lidar
-from layer_mteb.metrics.curvature import curvature, token_curvatures
-from layer_mteb.metrics.entropy import (
-    NORMALIZATIONS,
-    effective_rank,
-    matrix_entropy,
-    normalize_entropy,
-    preprocess,
-    renyi_entropy,
-    token_entropies,
-)
+from layer_mteb._lazy import lazy_names
 
 Direction = Literal["min", "max"]
 
@@ -41,18 +32,23 @@ DIRECTIONS: dict[str, Direction] = {
     "dime": "max",
 }
 
-__all__ = [
-    "DIRECTIONS",
-    "NORMALIZATIONS",
-    "curvature",
-    "dime",
-    "effective_rank",
-    "infonce",
-    "lidar",
-    "matrix_entropy",
-    "normalize_entropy",
-    "preprocess",
-    "renyi_entropy",
-    "token_curvatures",
-    "token_entropies",
-]
+_HOMES = {
+    **dict.fromkeys(("dime", "infonce", "lidar"), "contrastive"),
+    **dict.fromkeys(("curvature", "token_curvatures"), "curvature"),
+    **dict.fromkeys(
+        (
+            "NORMALIZATIONS",
+            "effective_rank",
+            "matrix_entropy",
+            "normalize_entropy",
+            "preprocess",
+            "renyi_entropy",
+            "token_entropies",
+        ),
+        "entropy",
+    ),
+}
+__all__ = ["DIRECTIONS", *_HOMES]
+
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

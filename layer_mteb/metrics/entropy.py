@@ -104,15 +104,26 @@ def _renyi(eigenvalues: torch.Tensor, alpha: float) -> torch.Tensor:
     return torch.log(torch.where(p > 0, p**alpha, torch.zeros_like(p)).sum(-1)) / (1.0 - alpha)
 
 
-def normalize_entropy(entropy: torch.Tensor | float, normalization: Normalization, n: int, d: int):
-    """Divide by log N, log D or min(log N, log D) (the maximum possible entropy), or leave raw (nats)."""
+def normalize_entropy(
+    entropy: torch.Tensor | float, normalization: Normalization, n: int | torch.Tensor, d: int
+) -> torch.Tensor | float:
+    """Divide by log N, log D or min(log N, log D) (the maximum possible entropy), or leave raw (nats).
+
+    ``n`` is the number of rows, or a tensor of them (the token count of every prompt, for prompt entropy).
+    """
     if normalization == "raw":
         return entropy
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}; got {normalization!r}")
-    if min(n, d) < 2:
-        raise ValueError(f"cannot normalise an entropy of {n} rows of dimension {d}: log 1 = 0")
-    divisor = {"logN": math.log(n), "logD": math.log(d), "maxEntropy": min(math.log(n), math.log(d))}[normalization]
+    smallest_n = int(n.min()) if isinstance(n, torch.Tensor) else n
+    if min(smallest_n, d) < 2:
+        raise ValueError(f"cannot normalise an entropy of {smallest_n} rows of dimension {d}: log 1 = 0")
+    log_d = math.log(d)
+    if isinstance(n, torch.Tensor):
+        log_n = torch.log(n.double())
+        divisor = {"logN": log_n, "logD": log_d, "maxEntropy": torch.clamp(log_n, max=log_d)}[normalization]
+    else:
+        divisor = {"logN": math.log(n), "logD": log_d, "maxEntropy": min(math.log(n), log_d)}[normalization]
     return entropy / divisor
 
 

@@ -26,12 +26,20 @@ from layer_mteb.loading import load_model
 from layer_mteb.metrics.augment import augment
 from layer_mteb.metrics.contrastive import dime, infonce, lidar
 from layer_mteb.metrics.curvature import token_curvatures
-from layer_mteb.metrics.entropy import matrix_entropy, token_entropies
-from layer_mteb.metrics.table import to_frame, write_metrics
+from layer_mteb.metrics.entropy import Normalization, matrix_entropy, normalize_entropy, token_entropies
+from layer_mteb.metrics.table import tidy_metrics, write_metrics
 from layer_mteb.results import layer_columns
 from layer_mteb.texts import TextSource, load_texts
 
 logger = logging.getLogger(__name__)
+
+#: prompt-entropy columns of ``metrics.csv`` -> how each is normalised (per prompt: N is its token count)
+PROMPT_ENTROPIES: dict[str, Normalization] = {
+    "prompt_entropy": "maxEntropy",
+    "prompt_entropy_raw": "raw",
+    "prompt_entropy_logn": "logN",
+    "prompt_entropy_logd": "logD",
+}
 
 
 @dataclass(frozen=True)
@@ -87,15 +95,12 @@ class TokenMetrics:
 
     def summary(self) -> dict[str, list[tuple[float, int] | None]]:
         """metric -> per layer (mean over valid prompts, their count), or None where no prompt was valid."""
-        log_t = torch.log(self.lengths.clamp(min=2))
-        log_d = math.log(max(self.hidden_size, 2))
-        divisors = {
-            "prompt_entropy": torch.clamp(log_t, max=log_d),
-            "prompt_entropy_raw": torch.ones_like(log_t),
-            "prompt_entropy_logn": log_t,
-            "prompt_entropy_logd": torch.full_like(log_t, log_d),
+        # prompts under 2 tokens are invalid (masked out); clamping only keeps their placeholder finite
+        tokens, d = self.lengths.clamp(min=2), max(self.hidden_size, 2)
+        out = {
+            name: _masked_means(normalize_entropy(self.entropy, normalization, tokens, d), self.entropy_valid)
+            for name, normalization in PROMPT_ENTROPIES.items()
         }
-        out = {name: _masked_means(self.entropy / div, self.entropy_valid) for name, div in divisors.items()}
         out["curvature"] = _masked_means(self.curvature, self.curvature_valid)
         return out
 
@@ -118,7 +123,7 @@ class TaskTextMetrics:
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
         """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
         if not self.parts:
-            return to_frame([])
+            return tidy_metrics([])
         source = TextSource(f"task:{task}", (), task, pooled.shape[1], 0)
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source)
@@ -130,7 +135,7 @@ class TaskTextMetrics:
                 if count:
                     add(layer, name, sum(v * n for v, n in entries) / count, count)
         _dataset_metrics(pooled, self.settings, add)
-        return to_frame(rows)
+        return tidy_metrics(rows)
 
 
 def compute_metrics(
@@ -171,7 +176,7 @@ def compute_metrics(
     if settings.views:
         _invariance_metrics(model, config, settings, source, add, progress)
 
-    frame = to_frame(rows)
+    frame = tidy_metrics(rows)
     if output is not None:
         write_metrics(frame, output)
     return frame
@@ -184,7 +189,7 @@ def _dataset_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callab
         raw = _guard("dataset entropy", layer, matrix_entropy, pooled[layer], settings.alpha)
         shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, matrix_entropy, pooled[layer])
         add(layer, "dataset_entropy_raw", raw, n)
-        add(layer, "dataset_entropy", raw / min(math.log(n), math.log(d)), n)
+        add(layer, "dataset_entropy", _guard("dataset entropy", layer, normalize_entropy, raw, "maxEntropy", n, d), n)
         add(layer, "effective_rank", math.exp(shannon), n)
 
 

@@ -17,30 +17,18 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb._io import atomic_write
+from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
+from layer_mteb.results import LAYER_COLUMNS
 
 METRICS_FILE = "metrics.csv"
-METRIC_COLUMNS = [
-    "model",
-    "revision",
-    "layer",
-    "n_layers",
-    "relative_depth",
-    "texts",
-    "task",
-    "metric",
-    "value",
-    "n",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
-]
+METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
 #: Rows with equal values here come from the same computation and are replaced together.
-_SOURCE_KEY = ["model", "revision", "texts", "readout", "pooling", "max_length", "dtype"]
+_SOURCE_KEY = ["model", "revision", "texts", *SETTINGS_COLUMNS]
 
 
-def to_frame(rows: list[dict]) -> pd.DataFrame:
+def tidy_metrics(rows: list[dict]) -> pd.DataFrame:
+    """Metric rows -> the ``metrics.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
     frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
     return frame.sort_values(["model", "texts", "metric", "layer"], kind="stable").reset_index(drop=True)
 
@@ -53,7 +41,7 @@ def write_metrics(frame: pd.DataFrame, run_dir: str | Path) -> Path:
         keys = frame[_SOURCE_KEY].drop_duplicates()
         stale = old[_SOURCE_KEY].astype(str).apply(tuple, axis=1).isin(set(keys.astype(str).apply(tuple, axis=1)))
         frame = pd.concat([old[~stale], frame], ignore_index=True)
-    frame = to_frame(frame.to_dict("records"))
+    frame = tidy_metrics(frame.to_dict("records"))
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
     return path
 

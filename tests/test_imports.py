@@ -1,0 +1,61 @@
+"""``import layer_mteb`` and ``layer-mteb --help`` stay light: mteb, transformers' models, torch and seaborn load
+only when a command or a public name needs them. Checked in a fresh interpreter, where nothing is imported yet."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("mteb", "seaborn", "transformers.models", "torch")
+
+
+def _imported_after(code: str) -> list[str]:
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_importing_the_package_imports_nothing_heavy():
+    loaded = _imported_after("import layer_mteb")
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+@pytest.mark.parametrize("command", ["", "run", "metrics", "report", "select", "correlate", "merge"])
+def test_help_imports_nothing_heavy(command):
+    argv = [command, "--help"] if command else ["--help"]
+    code = f"from layer_mteb.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    loaded = _imported_after(code)
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+def test_public_names_load_on_use_and_sweep_stays_the_function():
+    import layer_mteb
+    import layer_mteb.sweep  # binds the submodule on the package; the public name must stay the function
+    from layer_mteb.sweep import sweep
+
+    assert layer_mteb.sweep is sweep
+    assert all(getattr(layer_mteb, name) is not None for name in layer_mteb.__all__)
+    with pytest.raises(AttributeError):
+        layer_mteb.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("command", ["run", "metrics", "report", "select", "correlate"])
+def test_every_optional_option_says_its_default(command, capsys):
+    from layer_mteb.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    entries: list[str] = []
+    for line in capsys.readouterr().out.split("options:")[1].splitlines():
+        if line.startswith("  -"):
+            entries.append(line)
+        elif entries:
+            entries[-1] += " " + line.strip()
+    required = {"--model", "--run"}
+    optional = [e for e in entries if e.split()[0] not in required and not e.startswith("  -h")]
+    assert len(optional) >= 2
+    for entry in optional:
+        assert "default" in entry, entry
