@@ -18,6 +18,7 @@ from typing import Literal, get_args
 
 import pandas as pd
 
+from layer_mteb.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
@@ -25,7 +26,13 @@ from layer_mteb.tasks import read_task_file
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
 #: mean pooling with special tokens, max length 2048, half precision.
-AUTHORS_SETTINGS = {"readout": "final_norm", "pooling": "mean", "max_length": 2048, "dtype": "float16"}
+AUTHORS_SETTINGS = {
+    "readout": "final_norm",
+    "pooling": "mean",
+    "max_length": 2048,
+    "dtype": "float16",
+    **LEGACY_SETTINGS,  # the model's own attention, no normalisation after pooling
+}
 #: Hidden-state count of the released models (their configs), for folders that do not reach the last layer.
 RELEASE_DEPTHS = {
     "Pythia/14m": 6,
@@ -275,7 +282,7 @@ def write_import(
     table = None
     if metrics is not None:
         source = metrics_model or names[0]
-        settings = {k: scores[k].iloc[0] for k in ("pooling", "max_length", "dtype")}
+        settings = {k: scores[k].iloc[0] for k in SETTINGS_COLUMNS if k != "readout"}
         table = import_metrics_table(metrics, normalization=normalization, models={source: names[0]}, settings=settings)
         if table.empty:
             raise UserError(f"{metrics} has no rows for model {source!r}; name it with --metrics-model")
