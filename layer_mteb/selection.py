@@ -27,6 +27,7 @@ class SelectionRow(TypedDict):
     selector: str
     direction: str
     texts: str
+    metric_readout: str
     chosen_layer: int
     chosen_relative_depth: float
     chosen_score: float
@@ -48,6 +49,7 @@ def select_layers(
     metrics: pd.DataFrame | None = None,
     by: str | list[str] | None = None,
     per_task: bool = False,
+    metric_readout: str = "auto",
 ) -> pd.DataFrame:
     """One row per (task, selector, text source): the chosen layer and how it scores.
 
@@ -55,10 +57,12 @@ def select_layers(
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
     With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick).
+    ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.curves.METRIC_READOUTS`; the
+    default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     Ties go to the shallowest layer. "Last" is the deepest layer
     that was scored (the model's own output when all layers were run).
     """
-    scores, metrics = load_run(run, scores, metrics)
+    scores, metrics = load_run(run, scores, metrics, metric_readout)
     frame = _select(scores, metrics, by, per_task)
     if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
@@ -71,12 +75,14 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
     for model, model_scores in scores.groupby("model", sort=False):
         n_layers = int(model_scores["n_layers"].iloc[0])
         curves = score_curves(model_scores)
-        metric_by = metric_curves(metrics[metrics["model"] == model], [by] if isinstance(by, str) else by)
+        model_metrics = metrics[metrics["model"] == model]
+        metric_by = metric_curves(model_metrics, [by] if isinstance(by, str) else by)
+        readout = dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True))
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         for task in tasks:
             if task not in curves:
                 continue
-            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by)
+            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by, readout)
     return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 
@@ -97,7 +103,9 @@ def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
     return board.sort_values(["regret", "gain"], ascending=[True, False]).reset_index()
 
 
-def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict) -> list[SelectionRow]:
+def _rows_for_task(
+    model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: dict[str, str]
+) -> list[SelectionRow]:
     last_layer = int(score.index.max())
     best_layer = int(score.idxmax())
     base = {
@@ -116,6 +124,7 @@ def _rows_for_task(model: str, n_layers: int, task: str, score: pd.Series, metri
             selector=selector,
             direction=direction,
             texts=texts,
+            metric_readout=readout.get(texts, "-"),
             chosen_layer=layer,
             chosen_relative_depth=layer / n_layers,
             chosen_score=chosen,

@@ -90,8 +90,12 @@ def test_clear_errors(tmp_path: Path) -> None:
         select_layers(scores=scores, metrics=metrics, by="nonsense")
     with pytest.raises(UserError, match="no lidar rows"):
         select_layers(scores=scores, metrics=metrics, by="lidar")
-    with pytest.raises(UserError, match="same --model, --readout"):
-        select_layers(scores=scores, metrics=metrics.assign(readout="raw"))
+    with pytest.raises(UserError, match="same --model, --pooling"):  # pairing the scores' readout only
+        select_layers(scores=scores, metrics=metrics.assign(readout="raw"), metric_readout="same")
+    with pytest.raises(UserError, match="same --model, --pooling"):
+        select_layers(scores=scores, metrics=metrics.assign(pooling="last"))
+    paired = select_layers(scores=scores, metrics=metrics.assign(readout="raw"))  # the paper's pairing, recorded
+    assert set(paired.loc[paired["texts"] != "-", "metric_readout"]) == {"raw"}
     with pytest.raises(UserError, match=r"no scores\.csv"):
         select_layers(tmp_path)
     write_scores(scores, tmp_path)

@@ -1,0 +1,119 @@
+"""The paper from the authors' release: importing their mteb 1.x folders, Table 1, missing layers, the metric
+protocol (raw-stream metrics choosing among final-norm scores) and leave-one-model-out selection."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from layer_mteb.curves import MEAN, score_curves
+from layer_mteb.errors import UserError
+from layer_mteb.importing import import_folder, import_metrics_table, release_scores, write_import
+from layer_mteb.paper import study
+from layer_mteb.paper.table1 import table1_row
+from layer_mteb.selection import select_layers
+
+ROOT = Path(__file__).resolve().parents[1]
+#: ``../shared/reference`` beside the repository (or one level higher for a checkout in a subfolder)
+_BESIDE = (ROOT.parent / "shared" / "reference", ROOT.parent.parent / "shared" / "reference")
+REFERENCE = Path(os.environ.get("LAYER_MTEB_REFERENCE_DIR") or next((p for p in _BESIDE if p.is_dir()), ROOT))
+PYTHIA_14M = REFERENCE / "official_mteb_json" / "Pythia-14m"
+pytestmark = pytest.mark.skipif(not PYTHIA_14M.is_dir(), reason="the authors' release is not on this machine")
+
+
+def release_rows(model: str) -> list[dict]:
+    with (REFERENCE / "official_layer_scores.csv").open() as handle:
+        return [row for row in csv.DictReader(handle) if row["model"] == model]
+
+
+def test_importing_the_authors_pythia_14m_folder_gives_the_released_rows():
+    imported = import_folder(PYTHIA_14M, model="Pythia/14m")
+    got = {(int(r.layer), r.task): round(r.main_score, 6) for r in imported.itertuples()}
+    expected = {
+        (int(r["layer"].removeprefix("layer_")), r["task"]): float(r["main_score"]) for r in release_rows("Pythia/14m")
+    }
+    assert len(expected) == 7 * 32
+    assert got == expected
+    assert set(imported.loc[imported["task"] == "STS17", "subset"]) == {"en-en"}  # the paper's subset only
+
+
+def test_table1_for_pythia_410m_matches_a_hand_computation():
+    by_task: dict[str, dict[int, float]] = {}
+    for row in release_rows("Pythia/410m"):
+        if not row["layer"].endswith("_last"):
+            by_task.setdefault(row["task"], {})[int(row["layer"].removeprefix("layer_"))] = float(row["main_score"])
+    assert len(by_task) == 32
+    last = [scores[24] for scores in by_task.values()]
+    best = [max(scores.values()) for scores in by_task.values()]
+    share = sum(max(s.values()) > s[24] for s in by_task.values()) / 32
+    row = table1_row(release_scores(REFERENCE / "official_layer_scores.csv", ["Pythia/410m"]), "Pythia/410m")
+    assert (row["n_tasks"], row["last_layer"]) == (32, 24)
+    assert row["best_not_last"] == pytest.approx(100 * share) == 100.0
+    assert row["avg_last"] == pytest.approx(100 * sum(last) / 32)
+    assert row["avg_best"] == pytest.approx(100 * sum(best) / 32)
+    assert (round(row["avg_last"], 1), round(row["avg_best"], 1)) == (46.8, 53.4)
+
+
+def test_a_missing_layer_is_named_and_never_averaged(tmp_path):
+    folder = tmp_path / "Pythia-14m"
+    shutil.copytree(PYTHIA_14M, folder)
+    (folder / "mteb" / "layer_3" / "STS12.json").unlink()
+    lines = write_import(folder, tmp_path / "run", model="Pythia/14m")
+    assert any("STS12: 3" in line for line in lines)
+    scores = pd.read_csv(tmp_path / "run" / "scores.csv")
+    assert 3 not in score_curves(scores)[MEAN].index  # the mean never averages 31 tasks at one layer and 32 at others
+    row = table1_row(scores, "Pythia/14m")
+    assert "STS12: 3" in row["note"]
+
+
+def test_selection_pairs_raw_metrics_with_final_norm_scores_and_records_it(tmp_path):
+    run = tmp_path / "run"
+    write_import(PYTHIA_14M, run, model="Pythia/14m", metrics=REFERENCE / "official_layer_metrics.csv.gz")
+    chosen = select_layers(run, by="prompt_entropy", per_task=True)
+    picks = chosen[chosen["selector"] == "prompt_entropy"]
+    assert len(picks) > 20 and set(picks["metric_readout"]) == {"raw"}
+    assert set(pd.read_csv(run / "selection.csv").query("selector == 'prompt_entropy'")["metric_readout"]) == {"raw"}
+    with pytest.raises(UserError, match="no rows for the scored model"):
+        select_layers(run, by="prompt_entropy", per_task=True, metric_readout="same")  # no final_norm metrics
+
+
+def test_leave_one_model_out_never_reads_the_held_out_scores():
+    names = ["Pythia/14m", "Pythia/70m", "Pythia/160m"]
+    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
+    candidates = [study.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", study.PAPER_RULE)]
+    models = study.study_models(scores, metrics)
+    before = study.leave_one_model_out(models, candidates).set_index("held_out")
+    held = models[0]
+    upside_down = held.scores.iloc[::-1].set_axis(held.scores.index)  # the held-out model's scores, reversed
+    changed = [study.ModelData(held.name, held.n_layers, upside_down, held.metrics), *models[1:]]
+    after = study.leave_one_model_out(changed, candidates).set_index("held_out")
+    assert after.loc[held.name, "chosen_selector"] == before.loc[held.name, "chosen_selector"]
+    assert after.loc[held.name, "regret"] != pytest.approx(before.loc[held.name, "regret"])  # scored after the pick
+
+
+def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
+    names = ["Pythia/410m"]
+    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={"Pythia/410m": "Pythia/410m"})
+    [model] = study.study_models(scores, metrics)
+    summary = study.per_model(study.evaluate([model], [study.by_name(study.PAPER_RULE)])).iloc[0]
+    assert summary["n_tasks"] == 24
+    assert (round(summary["chosen_score"], 2), round(summary["last_score"], 2)) == (45.99, 43.18)
+    assert round(summary["best_score"], 2) == 49.37
+
+
+def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_dir, tmp_path):
+    from layer_mteb.config import EncodeConfig
+    from layer_mteb.sweep import sweep
+
+    out = tmp_path / "run"
+    scores = sweep(tiny_gpt_neox, ["STS17"], config=EncodeConfig(batch_size=32), data_dir=data_dir, output=out)
+    imported = import_folder(out / "mteb")
+    columns = ["model", "layer", "n_layers", "task", "subset", "main_score", "readout", "pooling", "max_length"]
+    pd.testing.assert_frame_equal(imported[columns], scores[columns], check_dtype=False)
