@@ -110,6 +110,11 @@ def _add_run(commands) -> None:
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
     run.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="with the hub offline, run the tasks that have a local copy and list the others (default: stop)",
+    )
+    run.add_argument(
         "--task-metrics",
         action="store_true",
         help="also write each task's label-free metrics (prompt entropy, ...) from the same forward pass",
@@ -293,6 +298,7 @@ def _run(args: argparse.Namespace) -> None:
         shard=parse_shard(args.shard),
         task_metrics=args.task_metrics,
         eval_workers=args.eval_workers,
+        skip_unavailable=args.skip_unavailable,
     )
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
         print_scores(frame, output)

@@ -33,11 +33,15 @@ def setup_logging() -> None:
 
 
 def run_reporting_errors(command: Callable[[], None]) -> int:
-    """Run ``command``; a :class:`UserError`, a full disk or a folder without write access is one line, exit 2."""
+    """Run ``command``; a :class:`UserError`, a full disk or a folder without write access is one line, exit 2;
+    Ctrl-C is one line saying how to resume, exit 130 (128 + SIGINT, as shells report it)."""
     try:
         command()
     except UserError as err:
         return fail(str(err))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; finished units are saved, run the same command again to resume", file=sys.stderr)
+        return 130
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             return fail(

@@ -9,7 +9,7 @@ import pandas as pd
 
 from layer_mteb.errors import UserError
 from layer_mteb.plan import shard_name
-from layer_mteb.results import read_scores, tidy_scores, write_scores
+from layer_mteb.results import combine_scores, read_scores, read_scores_if_any, write_scores
 
 
 def merge_shards(output: str | Path) -> pd.DataFrame:
@@ -25,7 +25,8 @@ def merge_shards(output: str | Path) -> pd.DataFrame:
     missing = [i for i in range(n) if not (output / shard_name("scores", ".csv", (i, n))).exists()]
     if missing:
         raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
-    frame = tidy_scores(pd.concat([pd.read_csv(f) for f in files], ignore_index=True).to_dict("records"))
+    shards = pd.concat([pd.read_csv(f) for f in files], ignore_index=True).to_dict("records")
+    frame = combine_scores(read_scores_if_any(output), shards)  # rows of earlier runs in the folder stay
     write_scores(frame, output)
     return frame
 

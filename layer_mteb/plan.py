@@ -6,6 +6,7 @@ model load.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from layer_mteb._io import content_hash, text_hash
 from layer_mteb.encoder import resolve_layer
 from layer_mteb.errors import UserError
 from layer_mteb.tasks import TaskSpec, load_task, select_tasks
+
+logger = logging.getLogger(__name__)
 
 
 def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
@@ -37,8 +40,12 @@ def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
     return sorted({resolve_layer(int(layer), n_layers) for layer in layers})
 
 
-def task_units(tasks, data_dir: Path | None) -> list[tuple[object, str, str]]:
-    """-> [(mteb task, data origin, data fingerprint)]; resolving names here gives early, clear errors."""
+def task_units(tasks, data_dir: Path | None, *, skip_unavailable: bool = False) -> list[tuple[object, str, str]]:
+    """-> [(mteb task, data origin, data fingerprint)]; resolving names here gives early, clear errors.
+
+    With the hub offline (``HF_HUB_OFFLINE``), a task without a local copy cannot load: all such tasks are named in
+    one error before any model loads, or, with ``skip_unavailable``, left out with one warning naming them.
+    """
     if isinstance(tasks, str):
         task_file, specs = select_tasks(tasks, data_dir)
         split = task_file.split
@@ -56,7 +63,28 @@ def task_units(tasks, data_dir: Path | None) -> list[tuple[object, str, str]]:
         else:
             fingerprint = task.metadata.revision
         units.append((task, _origin(spec, data_dir), fingerprint))
+    unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
+    if unavailable and not skip_unavailable:
+        where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
+        raise UserError(
+            f"the hub is offline and {len(unavailable)} task(s) have no local copy {where}: "
+            f"{', '.join(unavailable)}; use --tasks offline, or --skip-unavailable to run the others"
+        )
+    if unavailable:
+        logger.warning(
+            "skipping %d task(s) with no local copy (hub offline): %s", len(unavailable), ", ".join(unavailable)
+        )
+        units = [unit for unit in units if unit[1] != "hub"]
+        if not units:
+            raise UserError("no task of the selection has a local copy and the hub is offline")
     return units
+
+
+def hub_offline() -> bool:
+    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def _origin(spec: TaskSpec, data_dir: Path | None) -> str:

@@ -70,6 +70,29 @@ def tidy_scores(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
 
 
+#: What makes two score rows the same measurement: a newer one replaces an older one, any other older row stays.
+ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
+
+
+def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
+    """``kept`` (a table already in the run folder) updated with ``new_rows``: rows of the same measurement are
+    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores."""
+    new = tidy_scores(new_rows)
+    if kept.empty:
+        return new
+    kept = with_legacy_settings(kept.copy())
+    if not new.empty:
+        keys = pd.MultiIndex.from_frame(new[ROW_KEY].astype(str))
+        kept = kept[~pd.MultiIndex.from_frame(kept[ROW_KEY].astype(str)).isin(keys)]
+    return tidy_scores([*kept.to_dict("records"), *new.to_dict("records")])
+
+
+def read_scores_if_any(run_dir: Path, name: str = SCORES_FILE) -> pd.DataFrame:
+    """The table a run folder already holds (empty when there is none)."""
+    path = run_dir / name
+    return with_legacy_settings(pd.read_csv(path)) if path.is_file() else pd.DataFrame(columns=SCORE_COLUMNS)
+
+
 def write_scores(frame: pd.DataFrame, run_dir: Path, name: str = SCORES_FILE) -> Path:
     path = run_dir / name
     atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))

@@ -26,7 +26,7 @@ from layer_mteb.loading import load_model
 from layer_mteb.merge import merge_when_all_done
 from layer_mteb.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
 from layer_mteb.prefill import evaluation_texts
-from layer_mteb.results import score_rows, tidy_scores, write_scores
+from layer_mteb.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
 from layer_mteb.store import LayerCache, store_folder
 from layer_mteb.task_state import TaskRandomState, hold_label_lists
 from layer_mteb.tasks import data_dir_from_env
@@ -51,6 +51,7 @@ def sweep(
     task_metrics: bool = False,
     progress: bool = True,
     eval_workers: int | None = None,
+    skip_unavailable: bool = False,
 ) -> pd.DataFrame:
     """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
@@ -76,7 +77,9 @@ def sweep(
     eval_workers = check_eval_workers(eval_workers)
     budget = resolve_budget(config.max_cache_memory, config.device)
     data_path = data_dir_from_env(data_dir)
-    work = task_units(tasks, data_path)  # before any model: a mistyped task should not wait for a model load
+    work = task_units(
+        tasks, data_path, skip_unavailable=skip_unavailable
+    )  # before any model: a mistyped task should not wait for a model load
     models = [model] if isinstance(model, LoadedModel | str) else list(model)
     revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
     units = [(m, r, unit) for m in models for r in revisions for unit in work]
@@ -132,10 +135,21 @@ class _Record:
             self._results = ResultCache(self.output / "mteb")
         return self._results
 
+    def __post_init__(self) -> None:
+        # the rows already in the folder (other tasks, layers or settings) stay; this run adds or replaces its own
+        self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
+
+    @property
+    def scores_name(self) -> str:
+        return shard_name("scores", ".csv", self.shard)
+
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows
+        self._write_scores()
+
+    def _write_scores(self) -> None:
         if self.output is not None:
-            write_scores(tidy_scores(self.rows), self.output, shard_name("scores", ".csv", self.shard))
+            write_scores(combine_scores(self.kept, self.rows), self.output, self.scores_name)
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
@@ -144,8 +158,9 @@ class _Record:
             write_json(self.output / shard_name("run", ".json", self.shard), log)
 
     def finish(self) -> None:
-        if self.output is not None:  # an empty shard still leaves its (empty) table for the merge
-            write_scores(tidy_scores(self.rows), self.output, shard_name("scores", ".csv", self.shard))
+        self._write_scores()  # an empty shard still leaves its (empty) table for the merge
+        if self.output is not None and self.rows:
+            warn_stale_side_files(self.output)
 
 
 def _sweep_task(
@@ -270,8 +285,35 @@ def _has_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) 
         return False
     try:
         TaskResult.from_disk(path)
-    except Exception as err:  # mteb raises several types for a torn file; any of them means "recompute"
-        logger.warning("removing unreadable result %s (%s); it will be recomputed", path, type(err).__name__)
-        path.unlink()
+    except UNREADABLE_RESULT as err:
+        aside = path.with_name(path.name + ".corrupt")
+        path.replace(aside)
+        logger.warning(
+            "unreadable result %s (%s: %s) moved to %s; it will be recomputed",
+            path,
+            type(err).__name__,
+            err,
+            aside.name,
+        )
         return False
     return True
+
+
+#: What reading a torn or hand-broken mteb result JSON raises: an I/O error, undecodable bytes or JSON
+#: (``ValueError`` covers ``JSONDecodeError``, ``UnicodeDecodeError`` and pydantic's ``ValidationError``), or a
+#: missing field. Anything else (a change in mteb, say) propagates: stored results are never removed on a guess.
+UNREADABLE_RESULT = (OSError, ValueError, KeyError)
+
+#: Files of a run folder computed from its scores: a sweep that changed the scores makes them stale.
+SIDE_FILES = {"selection.csv": "layer-mteb select", "correlation.csv": "layer-mteb correlate"}
+
+
+def warn_stale_side_files(output: Path) -> None:
+    """Name every side file older than the scores it was computed from, with the command that refreshes it."""
+    scores = output / "scores.csv"
+    if not scores.is_file():
+        return
+    for name, command in SIDE_FILES.items():
+        side = output / name
+        if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+            logger.warning("%s was computed from earlier scores; refresh it: %s --run %s", side, command, output)
