@@ -24,11 +24,12 @@ SMALL := offline-small
 METRIC_TASKS := STSBenchmark STS17 BIOSSES
 MAMBA := $(HOME)/.cache/layer_mteb/models/random-mamba-4x256
 RESULT_RUNS := minilm-l6 smollm2-135m random-mamba gemma3-270m mpnet-base
+report_runs = $(foreach run,$(RESULT_RUNS),$(if $(filter random-%,$(run)),--random-run,--run) results/$(run))
 model_of = $(if $(filter random-mamba,$(1)),$(MAMBA),$(1))
 tasks_of = $(if $(filter minilm-l6,$(1)),offline,$(SMALL))
 
 results: models $(MAMBA)/config.json $(addprefix results/,$(addsuffix /correlation.csv,$(RESULT_RUNS)))
-	$(BIN)/layer-mteb report --paper-curves --output results/report $(foreach run,$(RESULT_RUNS),--run results/$(run))
+	$(BIN)/layer-mteb report --paper-curves --output results/report $(report_runs)
 
 $(MAMBA)/config.json:
 	$(BIN)/python scripts/random_mamba.py $(MAMBA)
