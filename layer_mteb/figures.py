@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,20 +50,27 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-def figure1(curves: pd.DataFrame, stem: Path, paper: pd.DataFrame | None = None, paper_note: str = "") -> list[Path]:
-    """Average score over tasks vs relative depth, one solid line per model; the paper's curves dashed.
+# the reference curves: one grey each, dark enough to see, told apart by dash pattern and marker as well
+_REFERENCE_STYLES = [((0, (5, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (6, 2, 1, 2)), "D"), ((0, (2, 2)), "v")]
 
-    ``curves`` and ``paper`` are :func:`layer_mteb.report.layer_means` frames; ``paper_note`` says which tasks the
-    paper curves average (shown in the title).
+
+def figure1(
+    curves: pd.DataFrame,
+    stem: Path,
+    paper: pd.DataFrame | None = None,
+    paper_note: str = "",
+    task_note: str = "",
+) -> list[Path]:
+    """Average score ×100 (as Table 1) vs relative depth, one solid line per model; the paper's curves dashed.
+
+    ``curves`` and ``paper`` are :func:`layer_mteb.report.layer_means` frames; ``task_note`` names the tasks the
+    curves average and ``paper_note`` those of the paper curves (both printed under the title).
     """
-    counts = curves.groupby("model")["n_tasks"].max()
-    same = counts.nunique() == 1
-    label = {m: m if same else f"{m} ({n} tasks)" for m, n in counts.items()}
     with _style():
         fig = Figure(figsize=(7.5, 4.8))
         ax = fig.subplots()
         sns.lineplot(
-            data=curves.assign(model=curves["model"].map(label)),
+            data=curves.assign(main_score=curves["main_score"] * 100),
             x="relative_depth",
             y="main_score",
             hue="model",
@@ -71,16 +79,27 @@ def figure1(curves: pd.DataFrame, stem: Path, paper: pd.DataFrame | None = None,
             ax=ax,
         )
         if paper is not None and not paper.empty:
-            order = paper.groupby("model")["n_layers"].first().sort_values().index
-            colours = sns.color_palette("Greys", len(order) + 2)[2:]
-            for colour, model in zip(colours, order, strict=True):
+            order = list(paper.groupby("model")["n_layers"].first().sort_values().index)
+            greys = sns.color_palette("Greys", len(order) + 3)[3:]
+            for i, model in enumerate(order):
+                dash, marker = _REFERENCE_STYLES[i % len(_REFERENCE_STYLES)]
                 line = paper[paper["model"] == model].sort_values("relative_depth")
-                ax.plot(line["relative_depth"], line["main_score"], "--", color=colour, label=model, linewidth=1.6)
+                ax.plot(
+                    line["relative_depth"],
+                    line["main_score"] * 100,
+                    linestyle=dash,
+                    marker=marker,
+                    markersize=4,
+                    color=greys[i],
+                    label=model,
+                    linewidth=1.6,
+                )
         ax.set_xlabel("relative depth (layer / number of layers)")
-        ax.set_ylabel(f"average main score over {counts.iloc[0]} tasks" if same else "average main score")
+        ax.set_ylabel("average main score ×100")
         ax.set_xlim(-0.02, 1.02)
+        notes = "\n".join(textwrap.fill(n, 95) for n in (task_note, paper_note) if n)
         title = "Average MTEB score by layer depth"
-        ax.set_title(f"{title}\n{paper_note}" if paper_note else title, fontsize=11)
+        ax.set_title(f"{title}\n{notes}" if notes else title, fontsize=9)
         ax.legend(title=None, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         return save(fig, stem)
 
@@ -172,7 +191,9 @@ def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
 
 
 def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
-    """Correlation of each metric with the score across layers, bars per method, one panel per model (Figure 3/8).
+    """Correlation of each metric with the score across layers (Figure 3/8), one row of panels per model: distance
+    correlation (0 to 1, unsigned) apart from the signed Spearman ρ and Kendall τ (−1 to 1); stars give the
+    permutation p-values. Horizontal bars, so every metric name sits beside its own bars.
 
     Uses the ``mean`` scope (score averaged over tasks) when present, else the mean over per-task scopes.
     """
@@ -183,22 +204,64 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
     if "scope" in frame:
         is_mean = frame["scope"].astype(str) == MEAN
         frame, note = (frame[is_mean], "") if is_mean.any() else (frame, " (mean over per-task correlations)")
-    methods = list(dict.fromkeys(frame["method"]))  # the file's order (dCor, Spearman, Kendall), not alphabetical
-    frame = frame.groupby(["model", "metric", "method"], as_index=False)["value"].mean()
+    if "p_value" not in frame:
+        frame = frame.assign(p_value=float("nan"))
+    signed = [m for m in dict.fromkeys(frame["method"]) if m != "dcor"]  # the file's order (Spearman, Kendall)
+    frame = frame.groupby(["model", "metric", "method"], as_index=False)[["value", "p_value"]].mean()
     if frame.empty:
         return []
     models = sorted(frame["model"].unique())
+    metrics = sorted(frame["metric"].unique())
+    kinds = [("distance correlation (dCor)", ["dcor"], (0, 1.15))]
+    if signed:
+        kinds.append(("signed: " + ", ".join(signed), signed, (-1.15, 1.15)))
+    kinds = [k for k in kinds if frame["method"].isin(k[1]).any()]
+    palette = dict(zip(["dcor", *signed], sns.color_palette("colorblind", len(signed) + 1), strict=True))
     with _style():
-        n_metrics = frame["metric"].nunique()
-        fig, axes = _panels(len(models), max(4.0, 0.9 * n_metrics + 1.5), 3.4, wrap=2)
-        for i, (ax, model) in enumerate(zip(axes, models, strict=True)):
-            data = frame[frame["model"] == model]
-            sns.barplot(data=data, x="metric", y="value", hue="method", hue_order=methods, ax=ax, legend=i == 0)
-            ax.axhline(0, color="black", linewidth=0.8)
-            ax.tick_params(axis="x", rotation=40)
-            ax.set_title(model, fontsize=10)
-            ax.set_xlabel("")
-            ax.set_ylabel("correlation with score")
-        _figure_legend(fig, axes[0], "method")
-        fig.suptitle(f"Metric vs score correlation across layers{note}")
+        fig = Figure(figsize=(5.2 * len(kinds) + 1.5, (0.32 * len(metrics) + 1.2) * len(models)), layout="constrained")
+        axes = fig.subplots(len(models), len(kinds), squeeze=False, sharey=True)
+        for row, model in enumerate(models):
+            for col, (title, methods, limits) in enumerate(kinds):
+                ax = axes[row][col]
+                data = frame[(frame["model"] == model) & frame["method"].isin(methods)]
+                sns.barplot(
+                    data=data,
+                    y="metric",
+                    x="value",
+                    hue="method",
+                    hue_order=methods,
+                    order=metrics,
+                    palette=palette,
+                    orient="h",
+                    ax=ax,
+                    legend=row == 0 and len(methods) > 1,
+                )
+                _star_p_values(ax, data, metrics, methods)
+                ax.axvline(0, color="black", linewidth=0.8)
+                ax.set_xlim(*limits)
+                ax.set_title(f"{model}\n{title}" if col == 0 else title, fontsize=9, loc="left")
+                ax.set_xlabel("")
+                ax.set_ylabel("")
+                if row == 0 and ax.get_legend() is not None:
+                    ax.legend(fontsize=8, loc="lower right", frameon=True)
+        fig.suptitle(
+            f"Metric vs score correlation across layers{note}\n* p < 0.05, ** p < 0.01 (permutation test over layers)",
+            fontsize=10,
+        )
         return save(fig, stem)
+
+
+def _star_p_values(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:
+    """Write significance stars at the end of each bar (seaborn draws one container of bars per method; a bar's
+    row is read from its position, so a metric missing for one method cannot shift the others)."""
+    for container, method in zip(ax.containers, methods, strict=False):
+        rows = data[data["method"] == method].set_index("metric")
+        for bar in container:
+            centre = bar.get_y() + bar.get_height() / 2
+            metric = metrics[round(centre)] if 0 <= round(centre) < len(metrics) else None
+            if metric not in rows.index or pd.isna(rows.loc[metric, "p_value"]):
+                continue
+            p_value, value = rows.loc[metric, "p_value"], rows.loc[metric, "value"]
+            stars = "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
+            if stars:
+                ax.text(value, centre, f" {stars} ", va="center", ha="left" if value >= 0 else "right", fontsize=7)

@@ -19,6 +19,7 @@ from layer_mteb.errors import UserError
 from layer_mteb.markdown import leaderboard_markdown, table1_markdown
 from layer_mteb.report import (
     build_table1,
+    headline_tasks,
     layer_means,
     per_task_summary,
     selector_leaderboard,
@@ -40,20 +41,25 @@ def write_report(
     reference: str | Path | None = None,
     paper_tasks: PaperTasks = "run",
     entropy_selector: str | None = None,
+    random_runs: Sequence[str | Path] = (),
 ) -> list[Path]:
     """Write Table 1 (CSV + Markdown), Figure 1, heatmaps, and, where the runs hold them, metric panels,
     correlation bars and the selector leaderboard. Returns the written paths (inside ``output``).
 
     ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored, so they compare like for
     like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
+    ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
+    Figure 1's curves all average the tasks every (non-random) model scored; its caption names them.
     """
     if paper_tasks not in PAPER_TASKS:
         raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")
-    data = runs if isinstance(runs, Runs) else load_runs(runs)
+    data = runs if isinstance(runs, Runs) else load_runs([*runs, *random_runs])
+    random_models = set(load_runs(random_runs).scores["model"]) if random_runs else set()
     output = Path(output)
     _check_output(output, data.folders)
-    paper = paper_layer_means(data.scores, reference, paper_tasks) if paper_curves else None
     tasks = task_scores(data.scores)
+    headline, task_note = headline_tasks(tasks, random_models)
+    paper = paper_layer_means(headline, reference, paper_tasks) if paper_curves else None
     summary = per_task_summary(tasks)
     table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
     with building(output) as tmp:
@@ -62,7 +68,7 @@ def write_report(
         summary.to_csv(tmp / "per_task.csv", index=False)
         layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
         paper_frame, paper_note = paper if paper is not None else (None, "")
-        figures.figure1(layer_means(tasks), tmp / "figure1", paper_frame, paper_note)
+        figures.figure1(layer_means(headline), tmp / "figure1", paper_frame, paper_note, task_note)
         for model, rows in tasks.groupby("model", sort=True):
             best = summary[summary["model"] == model].set_index("task")["best_layer"]
             figures.heatmap(rows, best, str(model), tmp / f"heatmap_{figures.slug(str(model))}")

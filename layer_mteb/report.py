@@ -15,6 +15,7 @@ Rules (also printed under the Markdown table):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -103,6 +104,20 @@ def layer_means(tasks: pd.DataFrame) -> pd.DataFrame:
         n_tasks=("task", "nunique"),
     )
     return out.reset_index()
+
+
+def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[pd.DataFrame, str]:
+    """Figure 1's rows and caption: the models not ``left_out`` (random-weight controls), each restricted to the
+    tasks every one of them scored, so every curve averages the same task set (named in the caption)."""
+    frame = tasks[~tasks["model"].isin(set(left_out))]
+    if frame.empty:
+        frame = tasks
+    shared = set.intersection(*(set(rows["task"]) for _, rows in frame.groupby("model")))
+    if not shared:
+        return frame, "each curve averages its own model's tasks (no task was scored by every model)"
+    names = sorted(shared)
+    listed = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names) - 12} more)"
+    return frame[frame["task"].isin(shared)], f"every curve: mean over the same {len(names)} tasks ({listed})"
 
 
 def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float, float]:

@@ -45,8 +45,9 @@ def whole(tiny_folders, data_dir, tmp_path_factory):
 def test_accelerate_launch_with_two_cpu_processes_merges_to_the_single_process_table(
     tiny_folders, data_dir, whole, tmp_path
 ):
-    if shutil.which("accelerate") is None:
-        pytest.skip("accelerate's launcher is not on PATH")
+    # a dependency of the package: missing means a broken setup, so fail instead of skipping (make test puts the
+    # virtual environment's bin/ on PATH)
+    assert shutil.which("accelerate"), "accelerate's launcher is not on PATH: activate the virtual environment"
     out = tmp_path / "run"
     env = {**os.environ, "LAYER_MTEB_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(

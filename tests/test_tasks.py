@@ -43,7 +43,7 @@ def test_every_listed_task_is_known_to_mteb_and_fast_variants_exist():
 
 def test_offline_suite_is_the_tasks_with_a_local_folder(data_dir):
     _, specs = select_tasks("offline", data_dir)
-    assert len(specs) == 17
+    assert len(specs) == 19
     assert "WikiText2" not in {s.name for s in specs}
 
 
@@ -85,6 +85,8 @@ def test_unknown_task_suggests_close_names():
         ("TwitterSemEval2015", None, {"sentence1", "sentence2", "labels"}, 838),
         ("Banking77Classification", None, {"text", "label"}, 3080),
         ("STS17", "en-en", {"sentence1", "sentence2", "score"}, 250),
+        ("MTOPIntentClassification", "en", {"text", "label"}, 1237),
+        ("TwentyNewsgroupsClustering", None, {"sentences", "labels"}, 1),
     ],
 )
 def test_local_data_has_mtebs_shape(data_dir, name, subset, columns, n_test):
