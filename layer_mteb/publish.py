@@ -22,11 +22,11 @@ from layer_mteb.report import (
     headline_tasks,
     layer_means,
     per_task_summary,
-    selector_leaderboard,
     table1_notes,
     task_scores,
 )
 from layer_mteb.runs import Runs, load_reference, load_runs
+from layer_mteb.selection import selector_leaderboard
 
 PaperTasks = Literal["run", "all"]
 PAPER_TASKS: tuple[str, ...] = ("run", "all")
