@@ -215,7 +215,7 @@ def _add_correlate(commands) -> None:
 
 
 def _add_metric_readout(parser) -> None:
-    from layer_mteb.curves import METRIC_READOUTS
+    from layer_mteb.runs import METRIC_READOUTS
 
     parser.add_argument(
         "--metric-readout",
@@ -336,7 +336,7 @@ def process_device(device: str) -> str:
 
 def _report(args: argparse.Namespace) -> None:
     from layer_mteb.console import print_report
-    from layer_mteb.publish import write_report
+    from layer_mteb.report import write_report
 
     paths = write_report(
         args.run,

@@ -15,8 +15,9 @@ from typing import TypedDict
 import pandas as pd
 
 from layer_mteb._io import atomic_write
-from layer_mteb.curves import MEAN, load_run, metric_curves, score_curves, sources_for
+from layer_mteb.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.runs import load_run
 
 SELECTION_FILE = "selection.csv"
 
@@ -59,7 +60,7 @@ def select_layers(
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
     With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick).
-    ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.curves.METRIC_READOUTS`; the
+    ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     Ties go to the shallowest layer. "Last" is the deepest layer
     that was scored (the model's own output when all layers were run).
