@@ -42,6 +42,11 @@ PROMPT_ENTROPIES: dict[str, Normalization] = {
     "prompt_entropy_logd": "logD",
 }
 
+#: sample sizes of the paper's protocol (Skean et al. 2025): MetricSettings' defaults, ``metrics --full-protocol``
+PAPER_METRIC_SIZES = {"n_prompts": 1000, "views": 16, "augment_prompts": 200}
+#: the CLI's default sizes: about a minute for MiniLM-L6 on a CPU, the same metrics on smaller samples
+QUICK_METRIC_SIZES = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
+
 
 @dataclass(frozen=True)
 class MetricSettings:
@@ -165,6 +170,15 @@ def compute_metrics(
     rows: list[dict] = []
     add = _row_adder(rows, model, config, source)
 
+    augmented = min(settings.augment_prompts, len(source.texts)) if settings.views else 0
+    logger.info(
+        "metrics of %s: %d prompts%s, %d layers (%d texts to encode)",
+        source.name,
+        len(source.texts),
+        f", {settings.views} views x {augmented} prompts" if augmented else ", no views (InfoNCE, LiDAR, DiME skipped)",
+        model.n_layers + 1,
+        len(source.texts) + settings.views * augmented,
+    )
     observer = TokenMetrics(model.n_layers + 1, len(source.texts), settings)
     pooled, _ = encode_all_layers(model, source.texts, config, progress=progress, on_batch=observer)
     for name, per_layer in observer.summary().items():
