@@ -252,14 +252,30 @@ def _sweep_task(
         )
     entry["texts_truncated"] = cache.n_truncated
     if metrics is not None and record.output is not None:
-        from layer_mteb.metrics.table import write_metrics
-
-        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), cache.config)
-        if not frame.empty:
-            write_metrics(frame, record.output)
+        _write_task_metrics(metrics, cache, task, record.output, progress)
     random_state.restore(task)  # the task object is left as the sweep found it
     task.unload_data()
     record.task_done(entry)
+
+
+def _write_task_metrics(metrics, cache: LayerCache, task, output: Path, progress: bool) -> None:
+    """The task's own-text metrics over every text its evaluator encodes. Token metrics stream through the forward
+    pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
+    reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
+    from layer_mteb.metrics.table import write_metrics
+
+    if not len(cache):
+        cache.fill(evaluation_texts(task) or [])  # observed through the cache's own observer
+    if not len(cache):
+        logger.warning("%s: no task metrics (its texts are not known before mteb encodes them)", task.metadata.name)
+        return
+    texts = list(cache.index)
+    if metrics.n_observed != len(texts):
+        logger.info("%s: task metrics: a forward pass over %d cached texts", task.metadata.name, len(texts))
+        metrics.observe_again(texts, cache.config, progress=progress)
+    frame = metrics.rows(task.metadata.name, cache.vectors(texts), cache.config)
+    if not frame.empty:
+        write_metrics(frame, output)
 
 
 def _evaluate(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):

@@ -126,6 +126,18 @@ class TaskTextMetrics:
         self.parts.append(part)
         return part
 
+    @property
+    def n_observed(self) -> int:
+        """How many texts' token states this object saw (vectors read from a stored cache were never seen)."""
+        return sum(part.lengths.shape[0] for part in self.parts)
+
+    def observe_again(self, texts: Sequence[str], config: EncodeConfig, progress: bool = False) -> None:
+        """Replace what was observed by one forward pass over ``texts`` (all of them), for when their pooled vectors
+        came from a stored cache and so never went through a forward pass here."""
+        self.parts = []
+        observer = self.observe(len(texts))
+        encode_all_layers(self.model, texts, config, progress=progress, on_batch=observer, into=_discard)
+
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
         """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
         if not self.parts:
@@ -250,6 +262,10 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
         )
 
     return add
+
+
+def _discard(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
+    """A pooled-vector sink that keeps nothing: a pass run only for its token metrics."""
 
 
 def _guard(what: str, layer: int, compute: Callable[..., float], *args, **kwargs) -> float:
