@@ -298,6 +298,9 @@ def _output(args: argparse.Namespace) -> Path:
 
 
 def _run(args: argparse.Namespace) -> None:
+    from layer_mteb.hub import offline_unless_reachable
+
+    offline_unless_reachable()  # before mteb and datasets import: they read HF_HUB_OFFLINE once
     from layer_mteb.console import print_scores
     from layer_mteb.sweep import sweep
 
@@ -363,6 +366,9 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _metrics(args: argparse.Namespace) -> None:
+    from layer_mteb.hub import offline_unless_reachable
+
+    offline_unless_reachable()
     from layer_mteb.console import print_metrics
     from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
 
