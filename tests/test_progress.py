@@ -10,6 +10,7 @@ import sys
 import pytest
 from conftest import save_tiny_model
 
+from layer_mteb.cli import main
 from layer_mteb.progress import LogProgress
 
 
@@ -59,3 +60,20 @@ def test_every_update_is_logged_with_no_interval(caplog):
     bar.close()  # stopped early: the last count is already logged, close adds nothing
     counts = [r.getMessage().split(" ")[1] for r in caplog.records]
     assert counts == ["32/100", "64/100", "96/100"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ([], "12 prompts, 4 views x 12 prompts, 3 layers (60 texts to encode)"),
+        (["--full-protocol", "--augment-prompts", "5"], "12 prompts, 16 views x 5 prompts, 3 layers (92 texts"),
+    ],
+)
+def test_metrics_states_its_sizes_before_encoding(tiny_folder, tmp_path, caplog, extra, expected):
+    """The quick defaults (4 views) and --full-protocol (16 views), an explicit size winning over either."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(f"prompt number {i} has a few words in it" for i in range(12)) + "\n")
+    args = ["metrics", "--model", str(tiny_folder), "--texts", str(texts), "--output", str(tmp_path / "run")]
+    caplog.set_level(logging.INFO, logger="layer_mteb")
+    assert main([*args, *extra]) == 0
+    assert any(expected in record.getMessage() for record in caplog.records), caplog.text
