@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
+import numpy as np
 import torch
 
 from layer_mteb.architectures import LoadedModel, first_blocks
@@ -19,6 +20,9 @@ from layer_mteb.pooling import iter_readout, pool, readout_layers
 from layer_mteb.progress import progress as progress_bar
 
 logger = logging.getLogger(__name__)
+
+#: Texts tokenised per call (see :func:`tokenize`).
+TOKENIZE_CHUNK = 8192
 
 
 #: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
@@ -67,7 +71,7 @@ def encode_all_layers(
     bar = progress_bar(len(texts), "encoding", "texts", enabled=progress)
     with torch.inference_mode(), running:
         for batch in batches:
-            padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
+            padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
             padded = {k: v.to(model.device) for k, v in padded.items()}
             hidden_states = model.hidden_states(**padded, **model.forward_options)
             expected = (max(depth, 1) if stop_early else model.n_layers) + 1
@@ -89,22 +93,41 @@ def encode_all_layers(
     return out, n_truncated
 
 
-def tokenize(tokenizer, texts: Sequence[str], max_length: int) -> tuple[list[list[int]], int]:
+def tokenize(
+    tokenizer, texts: Sequence[str], max_length: int, chunk: int = TOKENIZE_CHUNK
+) -> tuple[list[np.ndarray], int]:
     """Token ids per text (special tokens included, as in the paper), truncated to ``max_length``.
 
     A text that tokenizes to nothing (an empty string for GPT-2-style tokenizers) gets one padding-free stand-in
     token, so every text has at least one real token to pool over. Returns the ids and how many texts were cut.
+
+    The texts go through the tokenizer ``chunk`` at a time and each text's ids are kept as one int64 array: a single
+    call on 200,000 texts holds the tokenizer's per-token encodings and Python lists of ints of all of them at once
+    (about 0.9 GB), where the arrays need 8 bytes a token.
     """
-    ids = tokenizer(list(texts), truncation=True, max_length=max_length + 1)["input_ids"]
-    too_long = [i for i, row in enumerate(ids) if len(row) > max_length]
-    if too_long:
-        cut = tokenizer([texts[i] for i in too_long], truncation=True, max_length=max_length)["input_ids"]
-        for i, row in zip(too_long, cut, strict=True):
-            if len(row) > max_length:  # the tokenizer would not cut into its own special tokens
-                raise UserError(f"--max-length {max_length} leaves no room for this tokenizer's special tokens")
-            ids[i] = row
     filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
-    return [row or [filler] for row in ids], len(too_long)
+    out: list[np.ndarray] = []
+    n_truncated = 0
+    for start in range(0, len(texts), chunk):
+        part = [texts[i] for i in range(start, min(start + chunk, len(texts)))]
+        ids = _input_ids(tokenizer, part, max_length + 1)
+        too_long = [i for i, row in enumerate(ids) if len(row) > max_length]
+        if too_long:
+            cut = _input_ids(tokenizer, [part[i] for i in too_long], max_length)
+            for i, row in zip(too_long, cut, strict=True):
+                if len(row) > max_length:  # the tokenizer would not cut into its own special tokens
+                    raise UserError(f"--max-length {max_length} leaves no room for this tokenizer's special tokens")
+                ids[i] = row
+        n_truncated += len(too_long)
+        out.extend(np.asarray(row or [filler], dtype=np.int64) for row in ids)
+    return out, n_truncated
+
+
+def _input_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
+    """The tokenizer's input ids only (no attention masks or token type ids to build and drop)."""
+    return tokenizer(
+        texts, truncation=True, max_length=max_length, return_attention_mask=False, return_token_type_ids=False
+    )["input_ids"]
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:

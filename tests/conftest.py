@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -141,7 +143,7 @@ def tiny_gpt_neox(bert_tokenizer):
     return tiny_model("gpt_neox", bert_tokenizer)
 
 
-def block_states(loaded, ids: list[int]) -> list[torch.Tensor]:
+def block_states(loaded, ids: Sequence[int] | np.ndarray) -> list[torch.Tensor]:
     """The definition of the L+1 layers, read off the blocks with hooks (not off ``output_hidden_states``): layer 0
     is the input of block 1, layer k the output of block k, and the last one also passes the final norm."""
     blocks = list(loaded.blocks)
@@ -158,7 +160,7 @@ def block_states(loaded, ids: list[int]) -> list[torch.Tensor]:
     handles += [b.register_forward_hook(lambda m, a, out: states.append(first(out))) for b in blocks]
     try:
         with torch.inference_mode():
-            loaded.model(input_ids=torch.tensor([ids]))
+            loaded.model(input_ids=torch.as_tensor(ids).reshape(1, -1))
     finally:
         for handle in handles:
             handle.remove()
