@@ -12,6 +12,7 @@ from layer_mteb.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
 from layer_mteb.console import PROG, run_reporting_errors, setup_logging
 from layer_mteb.errors import UserError
 
+RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
 MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 
 
@@ -106,7 +107,7 @@ def _add_run(commands) -> None:
         default=None,
         help="layers evaluated at once in worker processes (default: one per CPU core)",
     )
-    run.add_argument("--output", default=None, help="run folder (default: results/<model>)")
+    run.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
     run.add_argument(
@@ -125,7 +126,7 @@ def _add_run(commands) -> None:
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder (results/report)")
+    report.add_argument("--output", default=str(Path(RUNS) / "report"), help="report folder (runs/report)")
     report.add_argument(
         "--random-run",
         action="append",
@@ -170,7 +171,7 @@ def _add_metrics(commands) -> None:
         "--data-dir", default=None, help="folder of local data: WikiText2/, tasks (default: $LAYER_MTEB_DATA)"
     )
     _add_encode_options(metrics)
-    metrics.add_argument("--output", default=None, help="run folder (default: results/<model>)")
+    metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     metrics.set_defaults(handler=_metrics)
 
 
@@ -280,9 +281,10 @@ def _encode_config(args: argparse.Namespace):
 
 
 def _output(args: argparse.Namespace) -> Path:
-    """``--output``, else ``results/<first model's name>``."""
+    """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
+    rewrites the project's own tables."""
     model = args.model if isinstance(args.model, str) else args.model[0]
-    return Path(args.output or Path("results") / Path(model).name.replace("/", "__"))
+    return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
 
 
 def _run(args: argparse.Namespace) -> None:

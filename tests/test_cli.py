@@ -42,6 +42,14 @@ def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_p
     assert "STS17" in printed and "mean" in printed
 
 
+def test_default_output_is_runs_not_the_committed_results(tiny_folder, data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir), "--layers", "-1"]
+    assert main(args) == 0
+    assert (tmp_path / "runs" / "tiny-gpt2" / "scores.csv").is_file()
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
