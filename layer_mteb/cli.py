@@ -355,6 +355,7 @@ def _report(args: argparse.Namespace) -> None:
 def _metrics(args: argparse.Namespace) -> None:
     from layer_mteb.console import print_metrics
     from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+    from layer_mteb.plan import check_writable
 
     settings = MetricSettings(
         n_prompts=args.n_prompts,
@@ -365,6 +366,7 @@ def _metrics(args: argparse.Namespace) -> None:
         seed=args.seed,
     )
     output = _output(args)
+    check_writable(output)  # an unusable --output must fail now, not after minutes of computing
     frame = compute_metrics(
         args.model,
         args.texts,

@@ -67,3 +67,15 @@ def test_user_mistakes_exit_2_with_one_line(tiny_folder, data_dir, tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_metrics_output_that_is_a_file_fails_in_one_line_before_work(tmp_path, capsys, below):
+    taken = tmp_path / "taken.csv"
+    taken.write_text("mine\n")
+    output = taken / below if below else taken
+    args = ["metrics", "--model", str(tmp_path / "no-model-here"), "--texts", str(tmp_path / "no-texts.txt")]
+    assert main([*args, "--output", str(output)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not writable" in err and str(output) in err and len(err.splitlines()) == 1
+    assert taken.read_text() == "mine\n"
