@@ -87,7 +87,7 @@ def _add_run(commands) -> None:
         help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
     )
     run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
-    run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA)")
+    run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout)")
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     _add_encode_options(run)
     run.add_argument(
@@ -168,7 +168,7 @@ def _add_metrics(commands) -> None:
     metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
     metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
     metrics.add_argument(
-        "--data-dir", default=None, help="folder of local data: WikiText2/, tasks (default: $LAYER_MTEB_DATA)"
+        "--data-dir", default=None, help="folder of local data: WikiText2/, tasks (default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout)"
     )
     _add_encode_options(metrics)
     metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
