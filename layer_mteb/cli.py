@@ -13,6 +13,7 @@ from layer_mteb.console import PROG, run_reporting_errors, setup_logging
 from layer_mteb.errors import UserError
 
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
 MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 
 
@@ -87,7 +88,7 @@ def _add_run(commands) -> None:
         help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
     )
     run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
-    run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout)")
+    run.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     _add_encode_options(run)
     run.add_argument(
@@ -167,9 +168,7 @@ def _add_metrics(commands) -> None:
     metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
     metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
     metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
-    metrics.add_argument(
-        "--data-dir", default=None, help="folder of local data: WikiText2/, tasks (default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout)"
-    )
+    metrics.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
     _add_encode_options(metrics)
     metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     metrics.set_defaults(handler=_metrics)
