@@ -382,7 +382,7 @@ def _metrics(args: argparse.Namespace) -> None:
 def _select(args: argparse.Namespace) -> None:
     from layer_mteb.console import print_leaderboard
     from layer_mteb.metrics import DIRECTIONS
-    from layer_mteb.selection import leaderboard, select_layers
+    from layer_mteb.selection import leaderboard, select_layers, selection_file
 
     if args.by is not None and args.by not in DIRECTIONS:
         from layer_mteb.paper.study import select_run
@@ -393,7 +393,7 @@ def _select(args: argparse.Namespace) -> None:
         print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
-    print_leaderboard(leaderboard(selection), Path(args.run))
+    print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
 
 
 def _correlate(args: argparse.Namespace) -> None:
