@@ -148,6 +148,14 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     return task
 
 
+def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:
+    """The mteb tasks of a ``--tasks`` selection, as ``layer-mteb run`` scores them (the paper's split and subsets,
+    local data from the data folder where it has them), ready for ``mteb.evaluate``."""
+    folder = data_dir_from_env(data_dir)
+    task_file, specs = select_tasks(selection, folder)
+    return [load_task(spec, task_file.split, folder) for spec in specs]
+
+
 def _unknown_task_message(name: str) -> str:
     import mteb
 

@@ -139,3 +139,11 @@ def test_data_folder_is_the_flag_then_the_environment_then_the_shared_folder_bes
     assert [str(sibling) in r.getMessage() for r in caplog.records] == [True]  # said once
     monkeypatch.setattr(tasks, "SIBLING_DATA_DIR", tmp_path / "absent")
     assert tasks.data_dir_from_env(None) is None  # then the hub
+
+
+def test_load_tasks_gives_mteb_tasks_on_the_local_copy(data_dir):
+    loaded = tasks.load_tasks("BIOSSES,STS17", data_dir=data_dir)
+    assert [t.metadata.name for t in loaded] == ["BIOSSES", "STS17"]
+    assert loaded[1].hf_subsets == ["en-en"] and loaded[0].eval_splits == ["test"]  # the paper's subset and split
+    with pytest.raises(UserError, match="unknown mteb task"):
+        tasks.load_tasks("NoSuchTask", data_dir=data_dir)
