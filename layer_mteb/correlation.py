@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb._io import atomic_write
-from layer_mteb.curves import MEAN, load_run, metric_curves, score_curves, sources_for
+from layer_mteb.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.errors import UserError
+from layer_mteb.runs import load_run
 
 logger = logging.getLogger(__name__)
 

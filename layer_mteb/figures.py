@@ -63,7 +63,7 @@ def figure1(
 ) -> list[Path]:
     """Average score ×100 (as Table 1) vs relative depth, one solid line per model; the paper's curves dashed.
 
-    ``curves`` and ``paper`` are :func:`layer_mteb.report.layer_means` frames; ``task_note`` names the tasks the
+    ``curves`` and ``paper`` are :func:`layer_mteb.table1.layer_means` frames; ``task_note`` names the tasks the
     curves average and ``paper_note`` those of the paper curves (both printed under the title).
     """
     with _style():

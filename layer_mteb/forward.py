@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
 import torch
-from tqdm.auto import tqdm
 
 from layer_mteb.architectures import LoadedModel, first_blocks
 from layer_mteb.config import EncodeConfig
 from layer_mteb.errors import UserError
 from layer_mteb.pooling import iter_readout, pool, readout_layers
+from layer_mteb.progress import progress as progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ def encode_all_layers(
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
     batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
+    bar = progress_bar(len(texts), "encoding", "texts", enabled=progress)
     with torch.inference_mode(), running:
-        for batch in tqdm(batches, desc="encoding", disable=None if progress else True, leave=False):
+        for batch in batches:
             padded = model.tokenizer.pad({"input_ids": [token_ids[i] for i in batch]}, return_tensors="pt")
             padded = {k: v.to(model.device) for k, v in padded.items()}
             hidden_states = model.hidden_states(**padded, **model.forward_options)
@@ -83,6 +84,8 @@ def encode_all_layers(
                 on_batch(states, mask, batch)
             for layer, state in enumerate(states):
                 into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
+            bar.update(len(batch))
+    bar.close()
     return out, n_truncated
 
 

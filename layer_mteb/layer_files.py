@@ -28,7 +28,10 @@ _TMP = ".tmp-"
 
 
 class SegmentWriter:
-    """Receives the pooled vectors of one fill batch by batch and appends each layer's rows to that layer's file."""
+    """Receives the pooled vectors of one fill batch by batch and appends each layer's rows to that layer's file.
+
+    Used as a context manager, any exception (Ctrl-C included) inside the block removes the unfinished segment.
+    """
 
     def __init__(self, folder: Path, texts: Sequence[str], n_layers: int, hidden: int):
         folder.mkdir(parents=True, exist_ok=True)
@@ -60,6 +63,13 @@ class SegmentWriter:
         (self.tmp / "texts.json").write_text(json.dumps(texts))
         self.tmp.rename(self.target)
         return self.target, texts
+
+    def __enter__(self) -> SegmentWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            self.abort()
 
     def abort(self) -> None:
         for handle in self.files:

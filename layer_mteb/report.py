@@ -1,260 +1,120 @@
-"""Table 1 of "Layer by Layer" for any set of runs: how often an intermediate layer beats the last one, and by how
-much. Pure pandas, so the numbers can be tested to the last digit without drawing anything.
+"""``layer-mteb report``: run folders in, a report folder out (Table 1, figures, selector leaderboard).
 
-Rules (also printed under the Markdown table):
-
-- A task counts once: its splits and subsets are averaged first, per layer.
-- The last layer is the model's final hidden state (layer ``n_layers``). Ties go to the deeper layer, so a task's
-  best layer is "not the last" only when some earlier layer is strictly better (by more than ``tol``).
-- Table 1 compares tasks that have a last-layer score; a task without one is left out (and named in the notes).
-  A task missing other layers uses the layers it has (per-task best over the layers present).
-- The best single layer is the layer with the highest average over the compared tasks, among the layers scored on
-  all of them.
+The folder is built under a temporary name and renamed into place at the end, so a failed report never leaves
+half its files; an existing folder is replaced only when it is itself a report.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
-from layer_mteb.curves import MEAN
+from layer_mteb import figures
+from layer_mteb._io import building
 from layer_mteb.errors import UserError
+from layer_mteb.markdown import leaderboard_markdown, table1_markdown
+from layer_mteb.runs import Runs, load_reference, load_runs
+from layer_mteb.selection import selector_leaderboard
+from layer_mteb.table1 import (
+    build_table1,
+    headline_tasks,
+    layer_means,
+    per_task_summary,
+    table1_notes,
+    task_scores,
+)
 
-TIE_TOL = 1e-9
-ALL_TYPES = "all"
-TABLE1_COLUMNS = [
-    "model",
-    "task_type",
-    "n_layers",
-    "n_tasks",
-    "best_not_last_pct",
-    "avg_last",
-    "avg_best",
-    "best_layer",
-    "best_layer_avg",
-    "entropy_selector",
-    "entropy_layer",
-    "entropy_layer_avg",
-    "entropy_per_task_avg",
-]
+PaperTasks = Literal["run", "all"]
+PAPER_TASKS: tuple[str, ...] = ("run", "all")
+REPORT_MARKER = "table1.csv"
 
 
-def task_scores(scores: pd.DataFrame) -> pd.DataFrame:
-    """One score per (model, task, layer): the mean over the task's splits and subsets, so every task counts once."""
-    frame = scores.dropna(subset=["main_score"]).copy()
-    if frame.empty:
-        raise UserError("the runs hold no main scores: let `layer-mteb run` finish at least one layer")
-    frame["task_type"] = frame["task_type"].fillna("unknown").astype(str) if "task_type" in frame else "unknown"
-    frame["data"] = frame["data"].fillna("unknown").astype(str) if "data" in frame else "unknown"
-    out = (
-        frame.groupby(["model", "task", "layer"], sort=True)
-        .agg(
-            task_type=("task_type", "first"),
-            main_score=("main_score", "mean"),
-            data=("data", lambda d: "local-partial" if (d == "local-partial").any() else d.iloc[0]),
-        )
-        .reset_index()
-    )
-    out["n_layers"] = out["model"].map(frame.groupby("model")["n_layers"].max()).astype(int)
-    depth = out["layer"] / out["n_layers"].where(out["n_layers"] > 0)
-    out["relative_depth"] = depth.fillna(1.0)  # a model without blocks has one layer, its last
-    return out
-
-
-def per_task_summary(tasks: pd.DataFrame, tol: float = TIE_TOL) -> pd.DataFrame:
-    """Per (model, task): last-layer score, best layer and score (ties to the deeper layer), and layers missing."""
-    model_layers = tasks.groupby("model")["layer"].agg(set)
-    rows = []
-    for (model, task), group in tasks.groupby(["model", "task"], sort=True):
-        n_layers = int(group["n_layers"].iloc[0])
-        best_score = float(group["main_score"].max())
-        best_layer = int(group.loc[group["main_score"] >= best_score - tol, "layer"].max())
-        last = group.loc[group["layer"] == n_layers, "main_score"]
-        last_score = float(last.iloc[0]) if len(last) else math.nan
-        rows.append(
-            {
-                "model": model,
-                "task": task,
-                "task_type": group["task_type"].iloc[0],
-                "n_layers": n_layers,
-                "layers_scored": len(group),
-                "missing_layers": sorted(model_layers[model] - set(group["layer"])),
-                "last_score": last_score,
-                "best_layer": best_layer,
-                "best_score": best_score,
-                "best_not_last": pd.NA if math.isnan(last_score) else best_score > last_score + tol,
-                "gain": best_score - last_score,
-                "data": group["data"].iloc[0],
-            }
-        )
-    frame = pd.DataFrame(rows)
-    frame["best_not_last"] = frame["best_not_last"].astype("boolean")
-    return frame
-
-
-def layer_means(tasks: pd.DataFrame) -> pd.DataFrame:
-    """The curve of Figure 1: per model and layer, the mean score over the tasks scored at that layer."""
-    grouped = tasks.groupby(["model", "layer"], sort=True)
-    out = grouped.agg(
-        n_layers=("n_layers", "first"),
-        relative_depth=("relative_depth", "first"),
-        main_score=("main_score", "mean"),
-        n_tasks=("task", "nunique"),
-    )
-    return out.reset_index()
-
-
-def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[pd.DataFrame, str]:
-    """Figure 1's rows and caption: the models not ``left_out`` (random-weight controls), each restricted to the
-    tasks every one of them scored, so every curve averages the same task set (named in the caption)."""
-    frame = tasks[~tasks["model"].isin(set(left_out))]
-    if frame.empty:
-        frame = tasks
-    shared = set.intersection(*(set(rows["task"]) for _, rows in frame.groupby("model")))
-    if not shared:
-        return frame, "each curve averages its own model's tasks (no task was scored by every model)"
-    names = sorted(shared)
-    listed = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names) - 12} more)"
-    return frame[frame["task"].isin(shared)], f"every curve: mean over the same {len(names)} tasks ({listed})"
-
-
-def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float, float]:
-    """(layer, average) of the best layer among those scored on every task of ``tasks`` (one model); ties deeper."""
-    means = tasks.pivot(index="layer", columns="task", values="main_score").dropna().mean(axis=1)
-    if means.empty:
-        return math.nan, math.nan
-    best = float(means.max())
-    return float(means.index[means >= best - tol].max()), best
-
-
-def entropy_picks(selection: pd.DataFrame | None, selector: str | None = None) -> dict[str, tuple[str, dict]]:
-    """model -> (selector, {scope: chosen layer}) for the entropy selector (``selector``, else the first one whose
-    name says entropy, prompt entropy first); models without selection rows are absent."""
-    needed = {"model", "selector", "scope", "chosen_layer"}
-    if selection is None or not needed <= set(selection.columns):
-        return {}
-    frame = selection.dropna(subset=["chosen_layer"]).astype({"selector": str, "scope": str})
-    if selector is not None and selector not in set(frame["selector"]):
-        raise UserError(f"selector {selector!r} is not in selection.csv (it has {sorted(set(frame['selector']))})")
-    picks = {}
-    for model, rows in frame.groupby("model", sort=False):
-        names = sorted(n for n in rows["selector"].unique() if "entropy" in n.lower())
-        names.sort(key=lambda n: "prompt" not in n.lower())
-        name = selector or (names[0] if names else None)
-        chosen = rows[rows["selector"] == name]
-        if name is not None and not chosen.empty:
-            picks[model] = (name, dict(zip(chosen["scope"], chosen["chosen_layer"].astype(int), strict=True)))
-    return picks
-
-
-def build_table1(
-    scores: pd.DataFrame,
-    selection: pd.DataFrame | None = None,
+def write_report(
+    runs: Sequence[str | Path] | Runs,
+    output: str | Path,
     *,
+    paper_curves: bool = False,
+    reference: str | Path | None = None,
+    paper_tasks: PaperTasks = "run",
     entropy_selector: str | None = None,
-    tol: float = TIE_TOL,
-) -> pd.DataFrame:
-    """Table 1, one row per model (``task_type == "all"``) followed by one row per model and task type."""
-    tasks = task_scores(scores)
-    summary = per_task_summary(tasks, tol)
-    picks = entropy_picks(selection, entropy_selector)
-    rows = []
-    for model, model_summary in summary.groupby("model", sort=True):
-        compared = model_summary[model_summary["last_score"].notna()]
-        groups = [(ALL_TYPES, compared), *compared.groupby("task_type", sort=True)]
-        for task_type, group in groups:
-            group_tasks = tasks[(tasks["model"] == model) & tasks["task"].isin(group["task"])]
-            row = _summarise(group, group_tasks, picks.get(model), tol)
-            rows.append({"model": model, "task_type": task_type, "n_layers": model_summary["n_layers"].iloc[0], **row})
-    table = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
-    return table.astype({"n_tasks": int, "best_layer": "Int64", "entropy_layer": "Int64"})
+    random_runs: Sequence[str | Path] = (),
+) -> list[Path]:
+    """Write Table 1 (CSV + Markdown), Figure 1, heatmaps, and, where the runs hold them, metric panels,
+    correlation bars and the selector leaderboard. Returns the written paths (inside ``output``).
 
-
-def _summarise(summary: pd.DataFrame, tasks: pd.DataFrame, pick: tuple[str, dict] | None, tol: float) -> dict:
-    best_layer, best_avg = best_single_layer(tasks, tol) if len(tasks) else (math.nan, math.nan)
-    row = {
-        "n_tasks": len(summary),
-        "best_not_last_pct": 100 * float(summary["best_not_last"].mean()) if len(summary) else math.nan,
-        "avg_last": float(summary["last_score"].mean()),
-        "avg_best": float(summary["best_score"].mean()),
-        "best_layer": best_layer,
-        "best_layer_avg": best_avg,
-        "entropy_selector": None,
-        "entropy_layer": math.nan,
-        "entropy_layer_avg": math.nan,
-        "entropy_per_task_avg": math.nan,
-    }
-    if pick is None or not len(tasks):
-        return row
-    name, layers = pick
-    by_layer = tasks.pivot(index="layer", columns="task", values="main_score")
-    row["entropy_selector"] = name
-    if MEAN in layers:
-        row["entropy_layer"] = layers[MEAN]
-        if layers[MEAN] in by_layer.index:
-            row["entropy_layer_avg"] = float(by_layer.loc[layers[MEAN]].mean())
-    per_task = [by_layer.at[layers[t], t] for t in by_layer.columns if layers.get(t) in by_layer.index]
-    per_task = [s for s in per_task if not math.isnan(s)]
-    row["entropy_per_task_avg"] = sum(per_task) / len(per_task) if per_task else math.nan
-    return row
-
-
-def table1_notes(summary: pd.DataFrame) -> list[str]:
-    """Plain-language caveats: tasks left out, tasks that used fewer layers, one-layer runs, partial data."""
-    notes = []
-    for model, rows in summary.groupby("model", sort=True):
-        no_last = rows.loc[rows["last_score"].isna(), "task"].tolist()
-        if no_last:
-            n_layers = rows["n_layers"].iloc[0]
-            notes.append(f"{model}: left out (no score at the last layer, {n_layers}): {', '.join(no_last)}")
-        kept = rows[rows["last_score"].notna()]
-        missing = zip(kept["task"], kept["missing_layers"], strict=True)
-        gaps = [f"{task} (no layer {', '.join(map(str, layers))})" for task, layers in missing if layers]
-        if gaps:
-            notes.append(f"{model}: best layer taken over the layers present: {'; '.join(gaps)}")
-        if rows["layers_scored"].max() == 1:
-            notes.append(f"{model}: one layer scored per task, so there is no other layer to compare with")
-        partial = rows.loc[rows["data"] == "local-partial", "task"].tolist()
-        if partial:
-            notes.append(f"{model}: partial local data, not comparable to published mteb scores: {', '.join(partial)}")
-    return notes
-
-
-LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
-
-
-def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Label-free selectors ranked per model: one global layer each, and per-task picks averaged over tasks.
-
-    Numbers are the selection file's own (``chosen_score``, ``last_score``, ...); ``None`` when it is absent or lacks
-    ``model, selector, scope, chosen_layer, chosen_score``.
+    ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored, so they compare like for
+    like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
+    ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
+    Figure 1's curves all average the tasks every (non-random) model scored; its caption names them.
     """
-    needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
-    if selection is None or not needed <= set(selection.columns):
-        return None
-    frame = selection.astype({"scope": str}).copy()
-    for column in ("last_score", "best_score", "gain", "regret"):
-        if column not in frame:
-            frame[column] = math.nan
-    frame["kind"] = frame["scope"].where(frame["scope"] == MEAN, "per task")
-    frame["layer"] = frame["chosen_layer"].where(frame["kind"] == MEAN)
-    board = (
-        frame.groupby(["model", "selector", "kind"], sort=False)
-        .agg(
-            layer=("layer", "first"),
-            n_tasks=("scope", "size"),
-            score=("chosen_score", "mean"),
-            last=("last_score", "mean"),
-            best=("best_score", "mean"),
-            gain=("gain", "mean"),
-            regret=("regret", "mean"),
-        )
-        .reset_index()
-        .rename(columns={"kind": "scope"})
-    )
-    board.loc[board["scope"] == MEAN, "n_tasks"] = pd.NA
-    board = board.astype({"layer": "Int64", "n_tasks": "Int64"})
-    board = board.sort_values(["model", "scope", "score"], ascending=[True, True, False], kind="stable")
-    return board[LEADERBOARD_COLUMNS].reset_index(drop=True)
+    if paper_tasks not in PAPER_TASKS:
+        raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")
+    data = runs if isinstance(runs, Runs) else load_runs([*runs, *random_runs])
+    random_models = set(load_runs(random_runs).scores["model"]) if random_runs else set()
+    output = Path(output)
+    _check_output(output, data.folders)
+    tasks = task_scores(data.scores)
+    headline, task_note = headline_tasks(tasks, random_models)
+    paper = paper_layer_means(headline, reference, paper_tasks) if paper_curves else None
+    summary = per_task_summary(tasks)
+    table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
+    with building(output) as tmp:
+        table.to_csv(tmp / "table1.csv", index=False)
+        (tmp / "table1.md").write_text(table1_markdown(table, table1_notes(summary)))
+        summary.to_csv(tmp / "per_task.csv", index=False)
+        layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
+        paper_frame, paper_note = paper if paper is not None else (None, "")
+        figures.figure1(layer_means(headline), tmp / "figure1", paper_frame, paper_note, task_note)
+        for model, rows in tasks.groupby("model", sort=True):
+            best = summary[summary["model"] == model].set_index("task")["best_layer"]
+            figures.heatmap(rows, best, str(model), tmp / f"heatmap_{figures.slug(str(model))}")
+        if data.metrics is not None:
+            figures.metric_panels(data.metrics, tmp / "metrics")
+        if data.correlation is not None:
+            figures.correlation_bars(data.correlation, tmp / "correlation")
+        board = selector_leaderboard(data.selection)
+        if board is not None:
+            board.to_csv(tmp / "selectors.csv", index=False)
+            (tmp / "selectors.md").write_text(leaderboard_markdown(board))
+        names = sorted(p.name for p in tmp.iterdir())
+    umask = os.umask(0)
+    os.umask(umask)
+    output.chmod(0o777 & ~umask)  # the temporary folder was private
+    return [output / name for name in names]
+
+
+def _check_output(output: Path, folders: Iterable[Path]) -> None:
+    """Refuse to replace anything that is not an earlier report (a run folder, a results root, a file)."""
+    resolved = output.resolve()
+    for folder in folders:
+        if resolved == folder.resolve() or resolved in folder.resolve().parents:
+            raise UserError(f"--output {str(output)!r} would replace run folder {str(folder)!r}: choose a new folder")
+    if output.exists() and not (output.is_dir() and (not any(output.iterdir()) or (output / REPORT_MARKER).exists())):
+        raise UserError(f"--output {str(output)!r} exists and is not a report folder: choose a new folder")
+
+
+def paper_layer_means(
+    scores: pd.DataFrame, reference: str | Path | None = None, which: PaperTasks = "run"
+) -> tuple[pd.DataFrame, str]:
+    """The authors' per-layer averages (a :func:`layer_means` frame) and a note saying which tasks they average."""
+    paper = load_reference(reference)
+    paper_tasks = set(paper["task"])
+    run_tasks = {_paper_name(t) for t in scores["task"].astype(str)} & paper_tasks
+    if which == "run" and run_tasks:
+        paper = paper[paper["task"].isin(run_tasks)]
+        note = f"dashed: paper curves averaged over the same {len(run_tasks)} tasks as the runs"
+    elif which == "run":
+        note = f"dashed: paper curves over all {len(paper_tasks)} paper tasks (the runs share none)"
+    else:
+        note = f"dashed: paper curves over all {len(paper_tasks)} paper tasks"
+    curves = layer_means(task_scores(paper.assign(task_type="unknown")))
+    return curves, note
+
+
+def _paper_name(task: str) -> str:
+    """The paper's name for a task: mteb's newer ``.v2`` variants score the same task on deduplicated data."""
+    return task.removesuffix(".v2")

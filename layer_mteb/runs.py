@@ -1,5 +1,6 @@
-"""Inputs of a report: run folders (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
-``correlation.csv``) and the authors' published per-layer scores, read into plain frames with one label per model."""
+"""The one reader of run folders: one run's scores with the metrics that match its settings (:func:`load_run`, for
+selection and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
+``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pandas as pd
 
 from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.errors import UserError
-from layer_mteb.results import SCORES_FILE, with_legacy_settings
+from layer_mteb.metrics.table import read_metrics
+from layer_mteb.results import SCORES_FILE, read_scores, with_legacy_settings
 
 SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
@@ -26,6 +28,62 @@ CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
 _REFERENCE_LAYER = re.compile(r"^layer_(\d+)(_last)?$")
+
+
+#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every text
+#: source that has raw metrics, else metrics of the scored readout itself.
+METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
+
+
+def load_run(
+    run: str | Path | None,
+    scores: pd.DataFrame | None,
+    metrics: pd.DataFrame | None,
+    metric_readout: str = "auto",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scores and metrics from ``run`` (unless given as frames), metrics restricted to the scores' settings.
+
+    The metrics' readout may differ from the scores' (``metric_readout``; see :data:`METRIC_READOUTS`): the paper
+    scored every layer with the final norm on top but measured its metrics on the raw stream of one forward pass.
+    The returned metrics keep their own ``readout`` column, so what was paired can be recorded.
+    """
+    if metric_readout not in METRIC_READOUTS:
+        raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
+    if scores is None or metrics is None:
+        if run is None:
+            raise UserError("give a run folder (--run) or both scores and metrics tables")
+        if scores is None:
+            if not (Path(run) / SCORES_FILE).is_file():
+                raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
+            scores = read_scores(run)
+        if metrics is None:
+            metrics = read_metrics(run)
+    if scores.empty:
+        raise UserError("the scores table is empty")
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
+    used = scores[["model", *settings, "readout"]].drop_duplicates()
+    matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
+    parts = []
+    for (model, _texts), part in matched.groupby(["model", "texts"], sort=False):
+        scored = set(used.loc[used["model"] == model, "readout"])
+        wanted = _metric_readout(metric_readout, scored, set(part["readout"]))
+        parts.append(part[part["readout"] == wanted])
+    matched = pd.concat(parts) if parts else matched
+    if matched.empty:
+        described = ", ".join(f"{c}={used[c].iloc[0]}" for c in [*settings, "readout"])
+        raise UserError(
+            f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
+            "rerun `layer-mteb metrics` with the same --model, --pooling, --max-length and --dtype"
+        )
+    return scores, matched
+
+
+def _metric_readout(choice: str, scored: set[str], available: set[str]) -> str | None:
+    if choice == "auto":
+        return "raw" if "raw" in available else next(iter(sorted(scored & available)), None)
+    if choice == "same":
+        return next(iter(sorted(scored & available)), None)
+    return choice
 
 
 @dataclass

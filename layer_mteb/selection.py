@@ -7,14 +7,17 @@ layer's real score with the last layer and with the best layer in hindsight.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
 import pandas as pd
 
 from layer_mteb._io import atomic_write
-from layer_mteb.curves import MEAN, load_run, metric_curves, score_curves, sources_for
+from layer_mteb.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.runs import load_run
 
 SELECTION_FILE = "selection.csv"
 
@@ -58,7 +61,7 @@ def select_layers(
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
     With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
     ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
-    ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.curves.METRIC_READOUTS`; the
+    ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     Ties go to the shallowest layer. "Last" is the deepest layer
     that was scored (the model's own output when all layers were run).
@@ -95,11 +98,22 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
     return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
 
 
-def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
-    """Selectors ranked by mean regret; per-task own-text sources are pooled as ``own task texts``."""
-    frame = selection.assign(texts=selection["texts"].where(~selection["texts"].str.startswith("task:"), "own texts"))
+def leaderboard(
+    selection: pd.DataFrame, by: Sequence[str] = ("selector", "texts"), within: Sequence[str] = ()
+) -> pd.DataFrame:
+    """Selectors ranked by mean regret, then mean gain: the one ranking behind ``layer-mteb select`` and the report.
+
+    Rows are grouped by ``within`` + ``by`` and ranked inside each ``within`` group (say, per model and scope);
+    per-task own-text sources (``task:<name>``) are pooled as ``own texts``. ``chosen_layer`` is the layer every
+    grouped row chose, else ``varies``; ``n_tasks`` counts distinct tasks; ``beats_last`` is the share with gain > 0.
+    """
+    frame = selection
+    if "texts" in frame.columns:
+        frame = frame.assign(
+            texts=frame["texts"].where(~frame["texts"].astype(str).str.startswith("task:"), "own texts")
+        )
     frame = frame.assign(beats_last=frame["gain"] > 0)
-    board = frame.groupby(["selector", "texts"], sort=False).agg(
+    board = frame.groupby([*within, *by], sort=False).agg(
         n_tasks=("task", "nunique"),
         chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
         chosen_score=("chosen_score", "mean"),
@@ -109,7 +123,36 @@ def leaderboard(selection: pd.DataFrame) -> pd.DataFrame:
         gain=("gain", "mean"),
         beats_last=("beats_last", "mean"),
     )
-    return board.sort_values(["regret", "gain"], ascending=[True, False]).reset_index()
+    board = board.reset_index()
+    order = [*within, "regret", "gain"]
+    ascending = [True] * len(within) + [True, False]
+    return board.sort_values(order, ascending=ascending, kind="stable").reset_index(drop=True)
+
+
+LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
+
+
+def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`leaderboard` per model: one global layer each (scope ``mean``), and per-task
+    picks averaged over tasks (scope ``per task``), in the report's column names.
+
+    Numbers are the selection file's own (``chosen_score``, ``last_score``, ...); ``None`` when it is absent or lacks
+    ``model, selector, scope, chosen_layer, chosen_score``.
+    """
+    needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
+    if selection is None or not needed <= set(selection.columns):
+        return None
+    frame = selection.astype({"scope": str})
+    for column in ("last_score", "best_score", "gain", "regret"):
+        if column not in frame:
+            frame = frame.assign(**{column: math.nan})
+    scope = frame["scope"].where(frame["scope"] == MEAN, "per task")
+    board = leaderboard(frame.assign(task=frame["scope"], scope=scope), by=["selector"], within=["model", "scope"])
+    board = board.rename(columns=dict(chosen_layer="layer", chosen_score="score", last_score="last", best_score="best"))
+    global_pick = board["scope"] == MEAN
+    board["layer"] = pd.to_numeric(board["layer"].where(global_pick), errors="coerce").astype("Int64")
+    board["n_tasks"] = board["n_tasks"].where(~global_pick).astype("Int64")
+    return board[LEADERBOARD_COLUMNS]
 
 
 def _rows_for_task(

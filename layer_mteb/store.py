@@ -116,8 +116,7 @@ class LayerCache:
                     format_size(store_bytes(n_total, n_layers, hidden)),
                     format_size(self.budget),
                 )
-            writer = SegmentWriter(self._spill_folder(), missing, n_layers, hidden)
-            try:
+            with SegmentWriter(self._spill_folder(), missing, n_layers, hidden) as writer:
                 _, n_truncated = encode_all_layers(
                     self.model,
                     missing,
@@ -128,9 +127,6 @@ class LayerCache:
                     into=writer.write,
                 )
                 segment, written = writer.finish()
-            except BaseException:
-                writer.abort()
-                raise
             self._add_segment(segment, written)
         self.n_truncated += n_truncated
 
@@ -289,15 +285,11 @@ class LayerCache:
     def _load_to_disk(self, vectors_file: Path, texts: list[str]) -> None:
         """A saved in-memory cache bigger than today's budget becomes one segment, one layer in memory at a time."""
         check_one_layer_fits(self.budget, len(texts), self.model.hidden_size)
-        writer = SegmentWriter(self._spill_folder(), texts, self.depth + 1, self.model.hidden_size)
-        try:
+        with SegmentWriter(self._spill_folder(), texts, self.depth + 1, self.model.hidden_size) as writer:
             with safe_open(vectors_file, "pt") as stored:
                 for layer in range(self.depth + 1):
                     writer.write(layer, range(len(texts)), stored.get_slice("vectors")[layer])
             segment, written = writer.finish()
-        except BaseException:
-            writer.abort()
-            raise
         self._add_segment(segment, written)
         vectors_file.unlink()  # its rows now live in the segment; keeping both would serve them twice
 

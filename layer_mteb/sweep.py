@@ -14,7 +14,6 @@ import mteb
 import pandas as pd
 from mteb.cache import ResultCache
 from mteb.results import TaskResult
-from tqdm.auto import tqdm
 
 from layer_mteb._io import write_json
 from layer_mteb.architectures import LoadedModel
@@ -26,6 +25,7 @@ from layer_mteb.loading import load_model
 from layer_mteb.merge import merge_when_all_done
 from layer_mteb.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
 from layer_mteb.prefill import evaluation_texts
+from layer_mteb.progress import progress as progress_bar
 from layer_mteb.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
 from layer_mteb.store import LayerCache, store_folder
 from layer_mteb.task_state import TaskRandomState, hold_label_lists
@@ -87,7 +87,8 @@ def sweep(
         units = units[shard[0] :: shard[1]]
     record = _Record(output_path, shard, config, task_metrics)
     current: tuple[object, object, LoadedModel, list[int]] | None = None  # one model in memory at a time
-    for model_ref, model_revision, (task, data, fingerprint) in tqdm(units, desc="tasks", disable=_quiet(progress)):
+    tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
+    for model_ref, model_revision, (task, data, fingerprint) in units:
         if current is None or current[:2] != (model_ref, model_revision):
             loaded = model_ref
             if not isinstance(loaded, LoadedModel):
@@ -110,6 +111,8 @@ def sweep(
             budget=budget,
             eval_workers=eval_workers,
         )
+        tasks_bar.update()
+    tasks_bar.close()
     record.finish()
     if distributed and output_path is not None:
         return merge_when_all_done(output_path, shard)
@@ -231,7 +234,7 @@ def _sweep_task(
             workers = 1  # a forked worker cannot run the model on the GPU if it meets a text the cache lacks
         else:
             cache.to_host()
-    bar = tqdm(total=len(layer_ids), desc=f"{task.metadata.name} layers", disable=_quiet(progress), leave=False)
+    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
     for layer, rows in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
         if store is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
             cache.save()
@@ -249,19 +252,30 @@ def _sweep_task(
         )
     entry["texts_truncated"] = cache.n_truncated
     if metrics is not None and record.output is not None:
-        from layer_mteb.metrics.table import write_metrics
-
-        frame = metrics.rows(task.metadata.name, cache.vectors(list(cache.index)), cache.config)
-        if not frame.empty:
-            write_metrics(frame, record.output)
+        _write_task_metrics(metrics, cache, task, record.output, progress)
     random_state.restore(task)  # the task object is left as the sweep found it
     task.unload_data()
     record.task_done(entry)
 
 
-def _quiet(progress: bool) -> bool | None:
-    """tqdm's ``disable``: None hides bars when stderr is not a terminal (logs, CI, captured output)."""
-    return None if progress else True
+def _write_task_metrics(metrics, cache: LayerCache, task, output: Path, progress: bool) -> None:
+    """The task's own-text metrics over every text its evaluator encodes. Token metrics stream through the forward
+    pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
+    reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
+    from layer_mteb.metrics.table import write_metrics
+
+    if not len(cache):
+        cache.fill(evaluation_texts(task) or [])  # observed through the cache's own observer
+    if not len(cache):
+        logger.warning("%s: no task metrics (its texts are not known before mteb encodes them)", task.metadata.name)
+        return
+    texts = list(cache.index)
+    if metrics.n_observed != len(texts):
+        logger.info("%s: task metrics: a forward pass over %d cached texts", task.metadata.name, len(texts))
+        metrics.observe_again(texts, cache.config, progress=progress)
+    frame = metrics.rows(task.metadata.name, cache.vectors(texts), cache.config)
+    if not frame.empty:
+        write_metrics(frame, output)
 
 
 def _evaluate(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):

@@ -228,3 +228,26 @@ def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_p
     assert set(merged["metric"]) >= {"prompt_entropy", "curvature", "dataset_entropy", "effective_rank"}
     assert np.allclose(merged["value"], merged["value_separate"], rtol=1e-4, atol=1e-6)
     assert (merged["n"] == merged["n_separate"]).all()
+
+
+@needs_data
+def test_task_metrics_from_a_warm_vector_cache_equal_the_first_run(tmp_path, monkeypatch) -> None:
+    """Vectors read back from the store skip the forward pass; --task-metrics still writes the same rows: from a
+    warm cache into a new folder, and when every score is reused too (the metrics file removed in between)."""
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "cache"))
+    model, config = tiny_gpt2(), EncodeConfig(batch_size=16)
+
+    def run(output: Path) -> pd.DataFrame:
+        sweep(model, ["STS17"], config=config, data_dir=SHARED_DATA, output=output, task_metrics=True, progress=False)
+        return pd.read_csv(output / "metrics.csv").sort_values(["layer", "metric"], ignore_index=True)
+
+    first = run(tmp_path / "first")
+    assert (tmp_path / "cache" / "vectors").is_dir()
+    assert {"prompt_entropy", "curvature", "dataset_entropy"} <= set(first["metric"])
+    assert sorted(first["layer"].unique()) == list(range(model.n_layers + 1))
+    warm = run(tmp_path / "warm")
+    (tmp_path / "first" / "metrics.csv").unlink()
+    reused = run(tmp_path / "first")
+    for again in (warm, reused):
+        assert again[["layer", "metric", "n"]].equals(first[["layer", "metric", "n"]])
+        assert np.allclose(again["value"], first["value"], rtol=1e-6, atol=1e-9)

@@ -8,7 +8,7 @@ import pytest
 
 from layer_mteb.config import SETTINGS_COLUMNS
 from layer_mteb.correlation import correlate
-from layer_mteb.publish import write_report
+from layer_mteb.report import write_report
 from layer_mteb.results import SCORE_COLUMNS, write_scores
 from layer_mteb.selection import select_layers
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mteb
 import pandas as pd
@@ -21,7 +22,7 @@ from layer_mteb.config import EncodeConfig
 from layer_mteb.encoder import LayerEncoder
 from layer_mteb.errors import UserError
 from layer_mteb.forward import length_sorted_batches, tokenize
-from layer_mteb.layer_files import segment_folders
+from layer_mteb.layer_files import SegmentWriter, segment_folders
 from layer_mteb.prefill import evaluation_texts
 from layer_mteb.store import LayerCache
 from layer_mteb.sweep import sweep
@@ -183,3 +184,15 @@ def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(bert_t
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "reference" / "scores.csv"), pd.read_csv(tmp_path / "out" / "scores.csv")
     )
+
+
+def test_an_error_while_writing_a_segment_leaves_no_files(tmp_path: Path) -> None:
+    folder = tmp_path / "layers"
+    with pytest.raises(KeyboardInterrupt), SegmentWriter(folder, ["a", "b"], n_layers=2, hidden=3) as writer:
+        writer.write(0, [0, 1], torch.ones(2, 3))
+        raise KeyboardInterrupt
+    assert list(folder.iterdir()) == []
+    with SegmentWriter(folder, ["a", "b"], n_layers=1, hidden=3) as writer:
+        writer.write(0, [1, 0], torch.ones(2, 3))
+        target, texts = writer.finish()
+    assert texts == ["b", "a"] and list(folder.iterdir()) == [target]

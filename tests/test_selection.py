@@ -118,8 +118,8 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
 
 def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(tmp_path: Path, capsys) -> None:
     from layer_mteb.cli import main
-    from layer_mteb.report import entropy_picks
     from layer_mteb.runs import load_runs
+    from layer_mteb.table1 import entropy_picks
 
     scores, metrics = run_tables(SCORES, METRICS)
     write_scores(scores, tmp_path)

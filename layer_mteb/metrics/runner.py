@@ -42,6 +42,11 @@ PROMPT_ENTROPIES: dict[str, Normalization] = {
     "prompt_entropy_logd": "logD",
 }
 
+#: sample sizes of the paper's protocol (Skean et al. 2025): MetricSettings' defaults, ``metrics --full-protocol``
+PAPER_METRIC_SIZES = {"n_prompts": 1000, "views": 16, "augment_prompts": 200}
+#: the CLI's default sizes: about a minute for MiniLM-L6 on a CPU, the same metrics on smaller samples
+QUICK_METRIC_SIZES = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
+
 
 @dataclass(frozen=True)
 class MetricSettings:
@@ -121,6 +126,18 @@ class TaskTextMetrics:
         self.parts.append(part)
         return part
 
+    @property
+    def n_observed(self) -> int:
+        """How many texts' token states this object saw (vectors read from a stored cache were never seen)."""
+        return sum(part.lengths.shape[0] for part in self.parts)
+
+    def observe_again(self, texts: Sequence[str], config: EncodeConfig, progress: bool = False) -> None:
+        """Replace what was observed by one forward pass over ``texts`` (all of them), for when their pooled vectors
+        came from a stored cache and so never went through a forward pass here."""
+        self.parts = []
+        observer = self.observe(len(texts))
+        encode_all_layers(self.model, texts, config, progress=progress, on_batch=observer, into=_discard)
+
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
         """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
         if not self.parts:
@@ -165,6 +182,15 @@ def compute_metrics(
     rows: list[dict] = []
     add = _row_adder(rows, model, config, source)
 
+    augmented = min(settings.augment_prompts, len(source.texts)) if settings.views else 0
+    logger.info(
+        "metrics of %s: %d prompts%s, %d layers (%d texts to encode)",
+        source.name,
+        len(source.texts),
+        f", {settings.views} views x {augmented} prompts" if augmented else ", no views (InfoNCE, LiDAR, DiME skipped)",
+        model.n_layers + 1,
+        len(source.texts) + settings.views * augmented,
+    )
     observer = TokenMetrics(model.n_layers + 1, len(source.texts), settings)
     pooled, _ = encode_all_layers(model, source.texts, config, progress=progress, on_batch=observer)
     for name, per_layer in observer.summary().items():
@@ -236,6 +262,10 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
         )
 
     return add
+
+
+def _discard(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
+    """A pooled-vector sink that keeps nothing: a pass run only for its token metrics."""
 
 
 def _guard(what: str, layer: int, compute: Callable[..., float], *args, **kwargs) -> float:

@@ -18,12 +18,12 @@ import pandas as pd
 
 from layer_mteb._io import atomic_write
 from layer_mteb.correlation import METHODS, permutation_test
-from layer_mteb.curves import load_run
 from layer_mteb.errors import UserError
 from layer_mteb.importing import import_metrics_table, release_scores
 from layer_mteb.paper import figures, study
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, table1_row, versus_paper
+from layer_mteb.runs import load_run
 
 logger = logging.getLogger(__name__)
 

@@ -245,7 +245,7 @@ def by_name(name: str) -> Selector:
 
 def select_run(run, name: str, metric_readout: str = "auto") -> pd.DataFrame:
     """Apply the study selector ``name`` to a run folder: one row per task it can pick for (scores ×100)."""
-    from layer_mteb.curves import load_run
+    from layer_mteb.runs import load_run
 
     selector = by_name(name)
     scores, metrics = load_run(run, None, None, metric_readout)

@@ -1,0 +1,79 @@
+"""Progress reaches logs: off a terminal (stderr a pipe, as under SLURM) the CLI logs plain progress lines."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import save_tiny_model
+
+from layer_mteb.cli import main
+from layer_mteb.progress import LogProgress
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory, bert_tokenizer):
+    folder = tmp_path_factory.mktemp("models") / "tiny-gpt2"
+    return save_tiny_model("gpt2", bert_tokenizer, folder)
+
+
+def _cli(args: list[str], interval: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LAYER_MTEB_PROGRESS_SECONDS": interval, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "layer_mteb.cli", *args],
+        capture_output=True,  # stderr is a pipe, not a terminal
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_run_logs_progress_lines_when_stderr_is_a_pipe(tiny_folder, data_dir, tmp_path):
+    args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir)]
+    done = _cli([*args, "--layers", "0,1,2", "--output", str(tmp_path / "run")], interval="0")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    for layer in (1, 2, 3):
+        assert any(f"task BIOSSES: {layer}/3 layers scored (" in line for line in lines), done.stderr
+    assert any("tasks: 1/1 done (" in line for line in lines), done.stderr
+    assert any("encoding: " in line and " texts (" in line for line in lines), done.stderr
+
+
+def test_progress_lines_are_rate_bounded(caplog):
+    """With a long interval only the last update is logged (it completes the work); close adds no duplicate."""
+    caplog.set_level(logging.INFO, logger="layer_mteb.progress")
+    bar = LogProgress(total=5, desc="task T", unit="layers scored", interval=3600)
+    for _ in range(5):
+        bar.update()
+    bar.close()
+    assert [r.getMessage()[: len("task T: 5/5 layers scored")] for r in caplog.records] == ["task T: 5/5 layers scored"]
+
+
+def test_every_update_is_logged_with_no_interval(caplog):
+    caplog.set_level(logging.INFO, logger="layer_mteb.progress")
+    bar = LogProgress(total=100, desc="encoding", unit="texts", interval=0)
+    for _ in range(3):
+        bar.update(32)
+    bar.close()  # stopped early: the last count is already logged, close adds nothing
+    counts = [r.getMessage().split(" ")[1] for r in caplog.records]
+    assert counts == ["32/100", "64/100", "96/100"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ([], "12 prompts, 4 views x 12 prompts, 3 layers (60 texts to encode)"),
+        (["--full-protocol", "--augment-prompts", "5"], "12 prompts, 16 views x 5 prompts, 3 layers (92 texts"),
+    ],
+)
+def test_metrics_states_its_sizes_before_encoding(tiny_folder, tmp_path, caplog, extra, expected):
+    """The quick defaults (4 views) and --full-protocol (16 views), an explicit size winning over either."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(f"prompt number {i} has a few words in it" for i in range(12)) + "\n")
+    args = ["metrics", "--model", str(tiny_folder), "--texts", str(texts), "--output", str(tmp_path / "run")]
+    caplog.set_level(logging.INFO, logger="layer_mteb")
+    assert main([*args, *extra]) == 0
+    assert any(expected in record.getMessage() for record in caplog.records), caplog.text
