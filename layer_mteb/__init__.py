@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from layer_mteb.store import LayerCache
     from layer_mteb.sweep import sweep
     from layer_mteb.table1 import build_table1
+    from layer_mteb.tasks import load_tasks
 
 #: public name -> the module that defines it
 _HOMES = {
@@ -42,6 +43,7 @@ _HOMES = {
     "leaderboard": "selection",
     "select_layers": "selection",
     "LayerCache": "store",
+    "load_tasks": "tasks",
     "sweep": "sweep",
 }
 
@@ -59,6 +61,7 @@ __all__ = [
     "correlate",
     "leaderboard",
     "load_model",
+    "load_tasks",
     "select_layers",
     "sweep",
     "wrap_model",

@@ -12,6 +12,8 @@ from layer_mteb.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
 from layer_mteb.console import PROG, run_reporting_errors, setup_logging
 from layer_mteb.errors import UserError
 
+RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
 MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 
 
@@ -86,7 +88,7 @@ def _add_run(commands) -> None:
         help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
     )
     run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
-    run.add_argument("--data-dir", default=None, help="folder of local task data (default: $LAYER_MTEB_DATA)")
+    run.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     _add_encode_options(run)
     run.add_argument(
@@ -106,7 +108,7 @@ def _add_run(commands) -> None:
         default=None,
         help="layers evaluated at once in worker processes (default: one per CPU core)",
     )
-    run.add_argument("--output", default=None, help="run folder (default: results/<model>)")
+    run.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
     run.add_argument(
@@ -125,7 +127,7 @@ def _add_run(commands) -> None:
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path("results") / "report"), help="report folder (results/report)")
+    report.add_argument("--output", default=str(Path(RUNS) / "report"), help="report folder (runs/report)")
     report.add_argument(
         "--random-run",
         action="append",
@@ -178,11 +180,9 @@ def _add_metrics(commands) -> None:
     metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
     metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
     metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
-    metrics.add_argument(
-        "--data-dir", default=None, help="folder of local data: WikiText2/, tasks (default: $LAYER_MTEB_DATA)"
-    )
+    metrics.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
     _add_encode_options(metrics)
-    metrics.add_argument("--output", default=None, help="run folder (default: results/<model>)")
+    metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     metrics.set_defaults(handler=_metrics)
 
 
@@ -292,9 +292,10 @@ def _encode_config(args: argparse.Namespace):
 
 
 def _output(args: argparse.Namespace) -> Path:
-    """``--output``, else ``results/<first model's name>``."""
+    """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
+    rewrites the project's own tables."""
     model = args.model if isinstance(args.model, str) else args.model[0]
-    return Path(args.output or Path("results") / Path(model).name.replace("/", "__"))
+    return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -371,6 +372,7 @@ def _metrics(args: argparse.Namespace) -> None:
     offline_unless_reachable()
     from layer_mteb.console import print_metrics
     from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
+    from layer_mteb.plan import check_writable
 
     sizes = PAPER_METRIC_SIZES if args.full_protocol else QUICK_METRIC_SIZES
     settings = MetricSettings(
@@ -382,6 +384,7 @@ def _metrics(args: argparse.Namespace) -> None:
         seed=args.seed,
     )
     output = _output(args)
+    check_writable(output)  # an unusable --output must fail now, not after minutes of computing
     frame = compute_metrics(
         args.model,
         args.texts,
@@ -398,7 +401,7 @@ def _metrics(args: argparse.Namespace) -> None:
 def _select(args: argparse.Namespace) -> None:
     from layer_mteb.console import print_leaderboard
     from layer_mteb.metrics import DIRECTIONS
-    from layer_mteb.selection import leaderboard, select_layers
+    from layer_mteb.selection import leaderboard, select_layers, selection_file
 
     if args.by is not None and args.by not in DIRECTIONS:
         from layer_mteb.paper.study import select_run
@@ -409,7 +412,7 @@ def _select(args: argparse.Namespace) -> None:
         print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
-    print_leaderboard(leaderboard(selection), Path(args.run))
+    print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
 
 
 def _correlate(args: argparse.Namespace) -> None:

@@ -76,9 +76,9 @@ def print_metrics(frame: pd.DataFrame, output: Path) -> None:
     print(f"\nmetrics: {output / 'metrics.csv'}")
 
 
-def print_leaderboard(board: pd.DataFrame, run: Path) -> None:
+def print_leaderboard(board: pd.DataFrame, path: Path) -> None:
     print(board.round(4).to_string(index=False))
-    print(f"\nselection: {run / 'selection.csv'}")
+    print(f"\nselection: {path}")
 
 
 def print_correlation(table: pd.DataFrame, run: Path) -> None:

@@ -59,7 +59,8 @@ def select_layers(
     Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
-    With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick).
+    With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
+    ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
     ``metric_readout`` chooses which metrics pick among the scores (:data:`layer_mteb.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     Ties go to the shallowest layer. "Last" is the deepest layer
@@ -69,8 +70,16 @@ def select_layers(
     frame = _select(scores, metrics, by, per_task)
     if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
-        atomic_write(Path(run) / SELECTION_FILE, lambda tmp: both.to_csv(tmp, index=False))
+        atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
     return frame
+
+
+def selection_file(by: str | list[str] | None = None) -> str:
+    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
+    ``selection.<metric>.csv``, so picking by one metric never drops the other selectors' picks."""
+    if by is None:
+        return SELECTION_FILE
+    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
 
 
 def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,10 @@ from layer_mteb.errors import UserError
 PACKAGED_TASK_FILE = Path(__file__).with_name("tasks.yaml")
 BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")
 DATA_DIR_ENV = "LAYER_MTEB_DATA"
+# the project's shared task data, one level above a checkout (the README's ``../shared/data``)
+SIBLING_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_announced: set[Path] = set()
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,10 +83,17 @@ def _parse_entry(path: Path, category: str, entry: Any) -> TaskSpec:
 
 
 def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
-    """``--data-dir``, else ``$LAYER_MTEB_DATA``, else None (tasks then load from the hub through mteb)."""
+    """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (said
+    once in the log, so a user knows where the data came from), else None (tasks then load from the hub)."""
     chosen = data_dir or os.environ.get(DATA_DIR_ENV)
     if not chosen:
-        return None
+        if not SIBLING_DATA_DIR.is_dir():
+            return None
+        if SIBLING_DATA_DIR not in _announced:
+            _announced.add(SIBLING_DATA_DIR)
+            hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
+            logger.warning("data folder: %s (beside the checkout; %s)", SIBLING_DATA_DIR, hint)
+        return SIBLING_DATA_DIR
     path = Path(chosen).expanduser()
     if not path.is_dir():
         raise UserError(f"data folder {str(path)!r} does not exist")
@@ -134,6 +146,14 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
 
         attach_local_data(task, data_dir / spec.name, spec)
     return task
+
+
+def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:
+    """The mteb tasks of a ``--tasks`` selection, as ``layer-mteb run`` scores them (the paper's split and subsets,
+    local data from the data folder where it has them), ready for ``mteb.evaluate``."""
+    folder = data_dir_from_env(data_dir)
+    task_file, specs = select_tasks(selection, folder)
+    return [load_task(spec, task_file.split, folder) for spec in specs]
 
 
 def _unknown_task_message(name: str) -> str:

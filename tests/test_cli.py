@@ -42,6 +42,14 @@ def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_p
     assert "STS17" in printed and "mean" in printed
 
 
+def test_default_output_is_runs_not_the_committed_results(tiny_folder, data_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir), "--layers", "-1"]
+    assert main(args) == 0
+    assert (tmp_path / "runs" / "tiny-gpt2" / "scores.csv").is_file()
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -59,3 +67,15 @@ def test_user_mistakes_exit_2_with_one_line(tiny_folder, data_dir, tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_metrics_output_that_is_a_file_fails_in_one_line_before_work(tmp_path, capsys, below):
+    taken = tmp_path / "taken.csv"
+    taken.write_text("mine\n")
+    output = taken / below if below else taken
+    args = ["metrics", "--model", str(tmp_path / "no-model-here"), "--texts", str(tmp_path / "no-texts.txt")]
+    assert main([*args, "--output", str(output)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not writable" in err and str(output) in err and len(err.splitlines()) == 1
+    assert taken.read_text() == "mine\n"

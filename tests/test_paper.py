@@ -77,7 +77,8 @@ def test_selection_pairs_raw_metrics_with_final_norm_scores_and_records_it(tmp_p
     chosen = select_layers(run, by="prompt_entropy", per_task=True)
     picks = chosen[chosen["selector"] == "prompt_entropy"]
     assert len(picks) > 20 and set(picks["metric_readout"]) == {"raw"}
-    assert set(pd.read_csv(run / "selection.csv").query("selector == 'prompt_entropy'")["metric_readout"]) == {"raw"}
+    stored = pd.read_csv(run / "selection.prompt_entropy.csv")  # --by one metric writes beside selection.csv
+    assert set(stored.query("selector == 'prompt_entropy'")["metric_readout"]) == {"raw"}
     with pytest.raises(UserError, match="no rows for the scored model"):
         select_layers(run, by="prompt_entropy", per_task=True, metric_readout="same")  # no final_norm metrics
 

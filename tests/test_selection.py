@@ -114,3 +114,25 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
     assert "prompt_entropy" in out and "regret" in out and (tmp_path / "selection.csv").is_file()
     assert main(["select", "--run", str(tmp_path / "missing")]) == 2
     assert "no scores.csv" in capsys.readouterr().err
+
+
+def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(tmp_path: Path, capsys) -> None:
+    from layer_mteb.cli import main
+    from layer_mteb.runs import load_runs
+    from layer_mteb.table1 import entropy_picks
+
+    scores, metrics = run_tables(SCORES, METRICS)
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    assert main(["select", "--run", str(tmp_path)]) == 0
+    full = (tmp_path / "selection.csv").read_bytes()
+    assert main(["select", "--run", str(tmp_path), "--by", "dataset_entropy", "--per-task"]) == 0
+    assert str(tmp_path / "selection.dataset_entropy.csv") in capsys.readouterr().out
+    assert (tmp_path / "selection.csv").read_bytes() == full  # the plain select's picks are kept
+    narrow = pd.read_csv(tmp_path / "selection.dataset_entropy.csv")
+    assert set(narrow["selector"]) == {"dataset_entropy", "last_layer", "middle_layer", "oracle"}
+    assert set(narrow["task"]) == {"mean", "A", "B"}
+    model = str(scores["model"].iloc[0])
+    # the report's entropy columns: prompt entropy, global pick layer 2, B on its own texts layer 3
+    selector, layers = entropy_picks(load_runs([tmp_path]).selection)[model]
+    assert selector == "prompt_entropy" and layers == {"mean": 2, "A": 2, "B": 3}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
 
+from layer_mteb import tasks
 from layer_mteb.errors import UserError
 from layer_mteb.tasks import TaskSpec, load_task, read_task_file, select_tasks
 
@@ -117,3 +119,31 @@ def test_local_folder_with_wrong_columns_is_one_clear_error(tmp_path):
     (tmp_path / "STS12" / "test.jsonl").write_text('{"text": "a", "score": 1}\n')
     with pytest.raises(UserError, match="missing column"):
         load_task(TaskSpec("STS12"), "test", tmp_path)
+
+
+def test_data_folder_is_the_flag_then_the_environment_then_the_shared_folder_beside_the_checkout(
+    tmp_path, monkeypatch, caplog
+):
+    flag, env, sibling = (tmp_path / name for name in ("flag", "env", "shared"))
+    for folder in (flag, env, sibling):
+        folder.mkdir()
+    monkeypatch.setattr(tasks, "SIBLING_DATA_DIR", sibling)
+    monkeypatch.setattr(tasks, "_announced", set())
+    monkeypatch.setenv(tasks.DATA_DIR_ENV, str(env))
+    assert tasks.data_dir_from_env(str(flag)) == flag
+    assert tasks.data_dir_from_env(None) == env
+    monkeypatch.delenv(tasks.DATA_DIR_ENV)
+    with caplog.at_level(logging.WARNING, logger="layer_mteb.tasks"):
+        assert tasks.data_dir_from_env(None) == sibling
+        assert tasks.data_dir_from_env("") == sibling
+    assert [str(sibling) in r.getMessage() for r in caplog.records] == [True]  # said once
+    monkeypatch.setattr(tasks, "SIBLING_DATA_DIR", tmp_path / "absent")
+    assert tasks.data_dir_from_env(None) is None  # then the hub
+
+
+def test_load_tasks_gives_mteb_tasks_on_the_local_copy(data_dir):
+    loaded = tasks.load_tasks("BIOSSES,STS17", data_dir=data_dir)
+    assert [t.metadata.name for t in loaded] == ["BIOSSES", "STS17"]
+    assert loaded[1].hf_subsets == ["en-en"] and loaded[0].eval_splits == ["test"]  # the paper's subset and split
+    with pytest.raises(UserError, match="unknown mteb task"):
+        tasks.load_tasks("NoSuchTask", data_dir=data_dir)
