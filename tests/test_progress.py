@@ -20,8 +20,9 @@ def tiny_folder(tmp_path_factory, bert_tokenizer):
     return save_tiny_model("gpt2", bert_tokenizer, folder)
 
 
-def _cli(args: list[str], interval: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LAYER_MTEB_PROGRESS_SECONDS": interval, "HF_HUB_OFFLINE": "1"}
+def _cli(args: list[str], interval: str, cache) -> subprocess.CompletedProcess:
+    # a cache of its own: vectors stored by another test of the same tiny model would leave nothing to encode
+    env = {**os.environ, "LAYER_MTEB_PROGRESS_SECONDS": interval, "HF_HUB_OFFLINE": "1", "LAYER_MTEB_CACHE": str(cache)}
     return subprocess.run(
         [sys.executable, "-m", "layer_mteb.cli", *args],
         capture_output=True,  # stderr is a pipe, not a terminal
@@ -33,7 +34,7 @@ def _cli(args: list[str], interval: str) -> subprocess.CompletedProcess:
 
 def test_run_logs_progress_lines_when_stderr_is_a_pipe(tiny_folder, data_dir, tmp_path):
     args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir)]
-    done = _cli([*args, "--layers", "0,1,2", "--output", str(tmp_path / "run")], interval="0")
+    done = _cli([*args, "--layers", "0,1,2", "--output", str(tmp_path / "run")], interval="0", cache=tmp_path / "cache")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     for layer in (1, 2, 3):
