@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.selection import leaderboard as leaderboard_of_rows
 
 #: The paper's rule: minimum prompt entropy of each task's own texts.
 PAPER_RULE = "prompt_entropy@own"
@@ -114,19 +115,9 @@ def evaluate(models: list[ModelData], candidates: list[Selector]) -> pd.DataFram
 
 
 def per_model(evaluation: pd.DataFrame) -> pd.DataFrame:
-    """(model, selector) -> tasks, mean chosen / last / best score, mean regret and gain."""
-    return (
-        evaluation.groupby(["model", "selector"], sort=False)
-        .agg(
-            n_tasks=("task", "size"),
-            chosen_score=("chosen_score", "mean"),
-            last_score=("last_score", "mean"),
-            best_score=("best_score", "mean"),
-            regret=("regret", "mean"),
-            gain=("gain", "mean"),
-        )
-        .reset_index()
-    )
+    """(model, selector) -> tasks, mean chosen / last / best score, regret and gain: the library's one ranking
+    (:func:`layer_mteb.selection.leaderboard`), ranked inside each model."""
+    return leaderboard_of_rows(evaluation, by=("selector",), within=("model",))
 
 
 def complete_selectors(summary: pd.DataFrame, models: list[str]) -> list[str]:
