@@ -11,6 +11,8 @@ import logging
 import math
 import os
 import re
+import shutil
+from pathlib import Path
 
 import torch
 
@@ -92,4 +94,15 @@ def check_one_layer_fits(budget: int, n_texts: int, hidden: int) -> None:
         raise UserError(
             f"--max-cache-memory {format_size(budget)} is smaller than one layer of this task's pooled vectors "
             f"({n_texts:,} texts x {hidden} floats); the smallest budget that works is {format_size(one_layer)}"
+        )
+
+
+def check_disk_fits(folder: Path, n_bytes: int, what: str) -> None:
+    """Per-layer files must fit the disk they go to: stop before encoding, not hours later with a full disk."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())  # the folder may not be made yet
+    free = shutil.disk_usage(existing).free
+    if n_bytes > free:
+        raise UserError(
+            f"{what} need {format_size(n_bytes)} on disk in {folder}, which has {format_size(free)} free; "
+            "set LAYER_MTEB_CACHE to a folder on a larger disk, or score fewer layers with --layers"
         )

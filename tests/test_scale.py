@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +87,27 @@ def test_a_budget_below_one_layer_is_one_clear_error(tiny_gpt_neox, data_dir):
     with pytest.raises(UserError, match=f"smallest budget that works is {format_size(one_layer)}"):
         cache.vectors(texts)
     assert len(cache) == 0
+
+
+def test_layer_files_that_would_not_fit_the_disk_stop_before_any_encoding(
+    tiny_gpt_neox, data_dir, tmp_path, monkeypatch
+):
+    texts = sts_texts(data_dir)
+    hidden, n_layers = tiny_gpt_neox.hidden_size, tiny_gpt_neox.n_layers + 1
+    need = store_bytes(len(texts), n_layers, hidden)
+    real_usage = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real_usage(path)._replace(free=need - 1))
+    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), tmp_path / "store", budget=store_bytes(len(texts), 1, hidden))
+    counter = ForwardCounter(tiny_gpt_neox.model)
+    try:
+        with pytest.raises(UserError, match=f"need {format_size(need)} on disk in .*LAYER_MTEB_CACHE"):
+            cache.vectors(texts)
+    finally:
+        counter.close()
+    assert counter.texts == 0 and len(cache) == 0
+    assert not segment_folders(tmp_path / "store" / "layers")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real_usage(path)._replace(free=need))
+    assert cache.vectors(texts, 0).shape == (len(texts), hidden)  # exactly enough is enough
 
 
 def test_a_too_small_budget_fails_the_run_with_one_line(tiny_gpt_neox, data_dir):
