@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from numpy.lib import format as npy
 
+from layer_mteb.budget import check_disk_fits, store_bytes
+
 logger = logging.getLogger(__name__)
 
 _TMP = ".tmp-"
@@ -31,9 +33,12 @@ class SegmentWriter:
     """Receives the pooled vectors of one fill batch by batch and appends each layer's rows to that layer's file.
 
     Used as a context manager, any exception (Ctrl-C included) inside the block removes the unfinished segment.
+    A segment that would not fit the free disk is refused before anything is written or encoded.
     """
 
     def __init__(self, folder: Path, texts: Sequence[str], n_layers: int, hidden: int):
+        need = store_bytes(len(texts), n_layers, hidden)
+        check_disk_fits(folder, need, f"pooled vectors of {len(texts):,} texts x {n_layers} layers")
         folder.mkdir(parents=True, exist_ok=True)
         self.target = folder / f"{len(segment_folders(folder)):05d}-{uuid.uuid4().hex[:8]}"
         self.tmp = folder / f"{_TMP}{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from layer_mteb._io import atomic_write, text_hash
 from layer_mteb.architectures import LoadedModel
 from layer_mteb.attention import with_model_attention
-from layer_mteb.budget import check_disk_fits, check_one_layer_fits, format_size, resolve_budget, store_bytes
+from layer_mteb.budget import check_one_layer_fits, format_size, resolve_budget, store_bytes
 from layer_mteb.config import EncodeConfig
 from layer_mteb.forward import BatchObserver, encode_all_layers
 from layer_mteb.layer_files import SegmentWriter, gather, read_segment, remove_torn, segment_folders
@@ -116,8 +116,6 @@ class LayerCache:
                     format_size(store_bytes(n_total, n_layers, hidden)),
                     format_size(self.budget),
                 )
-            what = f"pooled vectors of {len(missing):,} texts x {n_layers} layers"
-            check_disk_fits(self._spill_folder(), store_bytes(len(missing), n_layers, hidden), what)
             with SegmentWriter(self._spill_folder(), missing, n_layers, hidden) as writer:
                 _, n_truncated = encode_all_layers(
                     self.model,
@@ -287,8 +285,6 @@ class LayerCache:
     def _load_to_disk(self, vectors_file: Path, texts: list[str]) -> None:
         """A saved in-memory cache bigger than today's budget becomes one segment, one layer in memory at a time."""
         check_one_layer_fits(self.budget, len(texts), self.model.hidden_size)
-        what = f"the saved pooled vectors of {len(texts):,} texts x {self.depth + 1} layers"
-        check_disk_fits(self._spill_folder(), store_bytes(len(texts), self.depth + 1, self.model.hidden_size), what)
         with SegmentWriter(self._spill_folder(), texts, self.depth + 1, self.model.hidden_size) as writer:
             with safe_open(vectors_file, "pt") as stored:
                 for layer in range(self.depth + 1):
