@@ -87,6 +87,7 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, prin
 # on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
 test: setup
 	$(BIN)/ruff check layer_mteb tests benchmarks scripts
+	$(BIN)/lint-imports
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow"
 
 test-fast: setup
@@ -94,6 +95,7 @@ test-fast: setup
 
 lint: setup
 	$(BIN)/ruff check layer_mteb tests
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check layer_mteb tests
 
 clean:

@@ -127,7 +127,7 @@ def load_tasks(names: Sequence[str], data_dir: str | Path, limit: int | None = N
 
     A sweep unloads a task's data when it is done, so every measured run gets its own fresh objects.
     """
-    from layer_mteb.tasks import load_task, select_tasks
+    from layer_mteb.tasks.catalog import load_task, select_tasks
 
     task_file, specs = select_tasks(",".join(names), Path(data_dir))
     tasks = []

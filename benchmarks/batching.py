@@ -1,7 +1,7 @@
 """Forward throughput by batching rule: fixed text counts against token budgets, all length-sorted.
 
 The same unique task texts go through the bare model (``output_hidden_states=False``) batched by
-``layer_mteb.forward.length_sorted_batches`` under each rule; real tokens/s is what a sweep gains, padded tokens
+``layer_mteb.model.forward.length_sorted_batches`` under each rule; real tokens/s is what a sweep gains, padded tokens
 show the waste. Run twice, interleaved, so that drift on a shared machine shows.
 
     python benchmarks/batching.py --threads 1                     # SmolLM2-135M, STS17 + BIOSSES texts
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, common_options, forward_batches, machine_line, setup, table, warm_up
 
 from layer_mteb import EncodeConfig, load_model
-from layer_mteb.forward import length_sorted_batches, tokenize
+from layer_mteb.model.forward import length_sorted_batches, tokenize
 
 
 def task_texts(data_dir: Path, names: list[str]) -> list[str]:

@@ -26,7 +26,7 @@ from _common import machine_line, table
 from big_task import TASK, build_task, tiny_deep_model
 from memory import RssSampler
 
-from layer_mteb.budget import parse_size, store_bytes
+from layer_mteb.vectors.budget import parse_size, store_bytes
 
 GB = 10**9
 
@@ -36,7 +36,7 @@ def child(spec: dict) -> dict:
     import torch
 
     from layer_mteb import EncodeConfig, sweep
-    from layer_mteb.tasks import TaskSpec, load_task
+    from layer_mteb.tasks.catalog import TaskSpec, load_task
 
     torch.set_num_threads(spec["threads"])
     model = tiny_deep_model(spec["layers"], spec["hidden"])

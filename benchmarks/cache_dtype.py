@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DEFAULT_DATA, load_tasks, machine_line, table
 
-from layer_mteb.encoder import LayerEncoder
+from layer_mteb.evaluation.encoder import LayerEncoder
 
 STORES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -47,7 +47,7 @@ def scores_by_store(cache, tasks: list, layers: range) -> tuple[dict, float]:
     """{(store, task, layer): main score}, and the largest |pooled value| seen."""
     import mteb
 
-    from layer_mteb.task_state import TaskRandomState
+    from layer_mteb.tasks.state import TaskRandomState
 
     scores = {}
     for task in tasks:

@@ -2,8 +2,8 @@
 
 v2 clustering (``AbsTaskClustering``) draws its document sample and bootstrap from the task object's own random
 generator. "before" evaluates every layer on one task object in turn, as the sweep did until it restored the task's
-random state per layer (layer_mteb.task_state.TaskRandomState); "alone" is a fresh task object per layer (what a
-separate ``mteb.evaluate`` of that layer gives); "sweep" is ``layer_mteb.sweep`` of all layers today. It also
+random state per layer (layer_mteb.tasks.state.TaskRandomState); "alone" is a fresh task object per layer (what a
+separate ``mteb.evaluate`` of that layer gives); "sweep" is ``layer_mteb.evaluation.sweep`` of all layers today. It also
 counts the texts each way puts through the model.
 
     python benchmarks/layer_order.py --threads 1     # all-MiniLM-L6-v2 on TwentyNewsgroupsClustering.v2 (local)
@@ -30,9 +30,9 @@ def main() -> None:
     from _common import encode_config
 
     from layer_mteb import LayerCache, LayerEncoder, load_model, sweep
-    from layer_mteb.plan import parse_layers
-    from layer_mteb.task_state import attach_local_data
-    from layer_mteb.tasks import TaskSpec
+    from layer_mteb.evaluation.plan import parse_layers
+    from layer_mteb.tasks.catalog import TaskSpec
+    from layer_mteb.tasks.local_data import attach_local_data
 
     config = encode_config(args)
     loaded = load_model(args.model, config)

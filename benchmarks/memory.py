@@ -72,7 +72,7 @@ def child(spec: dict) -> dict:
     from transformers import AutoModel, AutoTokenizer, LlamaConfig
 
     from layer_mteb import EncodeConfig, LayerCache, wrap_model
-    from layer_mteb.forward import tokenize
+    from layer_mteb.model.forward import tokenize
 
     if spec["threads"]:
         torch.set_num_threads(spec["threads"])

@@ -1,7 +1,7 @@
 """What the all-layer cache of the paper's biggest tasks needs, and where it lives with the default budget.
 
 Computed from N (unique texts per task, counted with mteb's own loaders and samplers on hub-shaped data), L+1 and
-D, with :mod:`layer_mteb.budget`'s rule for the default budget (half the free GPU memory, at most half the host's
+D, with the budget module's rule for the default budget (half the free GPU memory, at most half the host's
 available memory) on a box with an 80 GB GPU and 128 GB of host memory. A task whose store fits the budget keeps it
 on the GPU; one that does not writes one file per layer (peak GPU for vectors: one batch). Evaluating a layer reads
 that layer (N x D) and hands mteb one row per text it asked for, gathered on the host in chunks.
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import table
 
-from layer_mteb.budget import store_bytes
+from layer_mteb.vectors.budget import store_bytes
 
 GB = 10**9
 GIB = 2**30
@@ -44,7 +44,7 @@ MODELS = {
 
 
 def default_budget(gpu_free: float, host_available: float) -> float:
-    """:func:`layer_mteb.budget.auto_budget` on a given box."""
+    """:func:`layer_mteb.vectors.budget.auto_budget` on a given box."""
     return min(gpu_free / 2, host_available / 2)
 
 

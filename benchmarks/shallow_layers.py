@@ -1,6 +1,6 @@
 """A sweep that asks only for shallow layers should cost only the shallow blocks.
 
-Runs ``layer_mteb.sweep`` cold (``vector_cache=False``) for layer ranges 0..k and for all layers, side by side,
+Runs ``sweep`` cold (``vector_cache=False``) for layer ranges 0..k and for all layers, side by side,
 and reports wall time, block calls (forward hooks on the blocks) and that every layer's score equals the full
 sweep's.
 

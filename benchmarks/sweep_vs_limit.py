@@ -1,6 +1,6 @@
 """How close the sweep gets to its floor: one bare forward pass plus mteb's evaluators, measured in the same run.
 
-1. ``sweep``: ``layer_mteb.sweep`` over all layers, cold (a fresh, empty vector-cache folder; the default
+1. ``sweep``: ``layer_mteb.evaluation.sweep`` over all layers, cold (a fresh, empty vector-cache folder; the default
    ``vector_cache=True``, so writing the cache is included).
 2. ``bare forward``: the unique texts the sweep encoded (read back from its vector cache), tokenized and run
    through the model once in the same length-sorted batches, ``output_hidden_states=False``, no readout, no pooling,
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, common_options, counting, forward_batches, load_tasks, start, table
 
 from layer_mteb import EncodeConfig, LayerCache, sweep
-from layer_mteb.architectures import LoadedModel
-from layer_mteb.encoder import model_meta
-from layer_mteb.forward import length_sorted_batches, tokenize
-from layer_mteb.store import store_folder
+from layer_mteb.evaluation.encoder import model_meta
+from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.forward import length_sorted_batches, tokenize
+from layer_mteb.vectors.store import store_folder
 
 
 class ForwardClock:

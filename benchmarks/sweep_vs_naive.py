@@ -6,7 +6,7 @@
     The truncated model is a slice of the block list of the already-loaded model, so naive pays no model loads
     (the authors loaded a model per layer): this favours naive. ``--naive-batching sorted`` favours it further:
     each call's texts are length-sorted into batches like the sweep's, so only the block passes differ.
-(b) ``layer_mteb.sweep`` with ``vector_cache=False``: a cold run, one forward pass per unique text per task.
+(b) ``layer_mteb.evaluation.sweep`` with ``vector_cache=False``: a cold run, one forward pass per unique text per task.
 
 Prints wall time, forward calls and block passes of each (counted with forward hooks), their ratios, and checks
 that both give the same score for every (task, layer).
@@ -42,9 +42,9 @@ from _common import (
 )
 
 from layer_mteb import EncodeConfig, load_model, sweep
-from layer_mteb.architectures import LoadedModel, first_blocks
-from layer_mteb.encoder import model_meta
-from layer_mteb.results import score_rows, tidy_scores
+from layer_mteb.common.results import score_rows, tidy_scores
+from layer_mteb.evaluation.encoder import model_meta
+from layer_mteb.model.architectures import LoadedModel, first_blocks
 
 
 class TruncatedModelEncoder(AbsEncoder):

@@ -1,5 +1,5 @@
 """How long does mteb's classification undersampling take on a hub-shaped train split, before and after the sweep
-holds the label column as a list (layer_mteb.task_state.hold_label_lists)?
+holds the label column as a list (layer_mteb.tasks.state.hold_label_lists)?
 
 mteb's ``AbsTaskClassification._undersample_data`` reads ``labels[i]`` for every training row, ``n_experiments``
 (10) times per layer. The split here is what the hub path gives: a ``datasets.Dataset`` saved to disk and loaded
@@ -31,7 +31,7 @@ def main() -> None:
     import mteb
     from datasets import Dataset, DatasetDict, load_from_disk
 
-    from layer_mteb.task_state import hold_label_lists
+    from layer_mteb.tasks.state import hold_label_lists
 
     rng = random.Random(0)
     rows = {

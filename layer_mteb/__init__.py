@@ -8,43 +8,43 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from layer_mteb._lazy import lazy_names
+from layer_mteb.common.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from layer_mteb.architectures import ARCHITECTURES, LoadedModel
-    from layer_mteb.config import EncodeConfig
-    from layer_mteb.correlation import correlate
-    from layer_mteb.encoder import LayerEncoder
-    from layer_mteb.errors import UserError
-    from layer_mteb.loading import PACKAGED_MODELS, load_model, wrap_model
+    from layer_mteb.analysis.correlation import correlate
+    from layer_mteb.analysis.report import write_report
+    from layer_mteb.analysis.selection import leaderboard, select_layers
+    from layer_mteb.analysis.table1 import build_table1
+    from layer_mteb.common.config import EncodeConfig
+    from layer_mteb.common.errors import UserError
+    from layer_mteb.evaluation.encoder import LayerEncoder
+    from layer_mteb.evaluation.sweep import sweep
     from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-    from layer_mteb.report import write_report
-    from layer_mteb.selection import leaderboard, select_layers
-    from layer_mteb.store import LayerCache
-    from layer_mteb.sweep import sweep
-    from layer_mteb.table1 import build_table1
-    from layer_mteb.tasks import load_tasks
+    from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
+    from layer_mteb.model.loading import PACKAGED_MODELS, load_model
+    from layer_mteb.tasks.catalog import load_tasks
+    from layer_mteb.vectors.store import LayerCache
 
 #: public name -> the module that defines it
 _HOMES = {
-    "ARCHITECTURES": "architectures",
-    "LoadedModel": "architectures",
-    "EncodeConfig": "config",
-    "correlate": "correlation",
-    "LayerEncoder": "encoder",
-    "UserError": "errors",
-    "PACKAGED_MODELS": "loading",
-    "load_model": "loading",
-    "wrap_model": "loading",
+    "ARCHITECTURES": "model.architectures",
+    "LoadedModel": "model.architectures",
+    "EncodeConfig": "common.config",
+    "correlate": "analysis.correlation",
+    "LayerEncoder": "evaluation.encoder",
+    "UserError": "common.errors",
+    "PACKAGED_MODELS": "model.loading",
+    "load_model": "model.loading",
+    "wrap_model": "model.architectures",
     "MetricSettings": "metrics.runner",
     "compute_metrics": "metrics.runner",
-    "write_report": "report",
-    "build_table1": "table1",
-    "leaderboard": "selection",
-    "select_layers": "selection",
-    "LayerCache": "store",
-    "load_tasks": "tasks",
-    "sweep": "sweep",
+    "write_report": "analysis.report",
+    "build_table1": "analysis.table1",
+    "leaderboard": "analysis.selection",
+    "select_layers": "analysis.selection",
+    "LayerCache": "vectors.store",
+    "load_tasks": "tasks.catalog",
+    "sweep": "evaluation.sweep",
 }
 
 __all__ = [

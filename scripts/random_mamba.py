@@ -11,7 +11,7 @@ import argparse
 import torch
 from transformers import AutoTokenizer, MambaConfig, MambaModel
 
-from layer_mteb.loading import packaged_folder
+from layer_mteb.model.loading import packaged_folder
 
 
 def main() -> None:

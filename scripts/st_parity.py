@@ -17,10 +17,10 @@ import pandas as pd
 from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 from sentence_transformers import SentenceTransformer
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.encoder import LayerEncoder
-from layer_mteb.loading import load_model, packaged_folder
-from layer_mteb.tasks import data_dir_from_env, load_task, read_task_file
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.model.loading import load_model, packaged_folder
+from layer_mteb.tasks.catalog import data_dir_from_env, load_task, read_task_file
 
 #: the public MTEB leaderboard's all-MiniLM-L6-v2 scores (computed with an older mteb on hub data)
 PUBLISHED = {"Banking77Classification": 0.8004, "AmazonCounterfactualClassification": 0.6364}

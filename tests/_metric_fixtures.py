@@ -34,7 +34,7 @@ def minilm_tokenizer():
 def _tiny_gpt2(tokenizer, eos_token_id: int, name: str):
     from transformers import GPT2Config, GPT2Model
 
-    from layer_mteb.loading import wrap_model
+    from layer_mteb.model.architectures import wrap_model
 
     torch.manual_seed(0)
     config = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=128, vocab_size=len(tokenizer))

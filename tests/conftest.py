@@ -124,7 +124,7 @@ def tiny_model(family: str, tokenizer, seed: int = 0):
     import torch
     from transformers import AutoModel
 
-    from layer_mteb.loading import wrap_model
+    from layer_mteb.model.architectures import wrap_model
 
     torch.manual_seed(seed)
     model = AutoModel.from_config(tiny_config(family, len(tokenizer)))
@@ -206,7 +206,7 @@ def tiny_model_of_depth(family: str, tokenizer, n_blocks: int, seed: int = 0):
     """``tiny_model`` with ``n_blocks`` blocks (3 gives first, middle and last layers that all differ)."""
     from transformers import AutoModel
 
-    from layer_mteb.loading import wrap_model
+    from layer_mteb.model.architectures import wrap_model
 
     config = tiny_config(family, len(tokenizer))
     config.update({"n_layer": n_blocks} if family == "gpt2" else {"num_hidden_layers": n_blocks})

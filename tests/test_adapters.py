@@ -9,12 +9,12 @@ import pytest
 import torch
 from conftest import RAGGED_TEXTS, save_tiny_model
 
-from layer_mteb.adapters import find_adapter_chain
-from layer_mteb.attention import attention_of
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.forward import encode_all_layers
-from layer_mteb.loading import load_model
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.model.adapters import find_adapter_chain
+from layer_mteb.model.attention import attention_of
+from layer_mteb.model.forward import encode_all_layers
+from layer_mteb.model.loading import load_model
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 from conftest import tiny_config
 
-from layer_mteb.attention import SUPPORTED_IMPLEMENTATIONS, attention_of, set_attention, with_model_attention
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.loading import wrap_model
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.model.architectures import wrap_model
+from layer_mteb.model.attention import SUPPORTED_IMPLEMENTATIONS, attention_of, set_attention, with_model_attention
 
 DECODERS = ["llama", "gemma3_text", "gpt_neox", "gpt2"]
 

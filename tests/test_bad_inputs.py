@@ -115,7 +115,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, models, data_d
     task_files(tmp_path)
     data_folders(tmp_path, data_dir)
     monkeypatch.delenv("LAYER_MTEB_DATA", raising=False)
-    monkeypatch.setattr("layer_mteb.tasks.SIBLING_DATA_DIR", tmp_path / "no-shared-data")
+    monkeypatch.setattr("layer_mteb.tasks.catalog.SIBLING_DATA_DIR", tmp_path / "no-shared-data")
     args, message = CASES[case]
     args = [a.format(models=models, tmp=tmp_path) for a in args]
     out = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""Guards for the transformers internals in ``layer_mteb.compat``: each fails loudly when transformers changes the
+"""Guards for the transformers internals in ``layer_mteb.model.compat``: each fails loudly when transformers changes the
 behaviour a workaround relies on (or no longer needs it), instead of a sweep silently going wrong."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import transformers
 from conftest import tiny_model
 from packaging.version import Version
 
-from layer_mteb.architectures import first_blocks
-from layer_mteb.compat import commit_hash, drop_gguf_quantizer, install_output_hooks
+from layer_mteb.model.architectures import first_blocks
+from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer, install_output_hooks
 
 TRANSFORMERS_5 = Version(transformers.__version__) >= Version("5")
 

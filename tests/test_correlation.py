@@ -9,8 +9,8 @@ import pytest
 from _metric_fixtures import run_tables
 from scipy import stats
 
-from layer_mteb.correlation import METHODS, association, correlate, correlation_table, permutation_test
-from layer_mteb.errors import UserError
+from layer_mteb.analysis.correlation import METHODS, association, correlate, correlation_table, permutation_test
+from layer_mteb.common.errors import UserError
 
 X = np.array([0.3, 1.2, -0.7, 2.5, 0.0, 1.9, -1.4, 0.8, 3.1])
 Y = np.array([1.0, 0.4, 2.2, -0.3, 1.7, 0.9, 2.8, -1.1, 0.5])
@@ -93,8 +93,8 @@ def test_clear_errors() -> None:
 
 def test_cli_correlate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from layer_mteb.cli import main
+    from layer_mteb.common.results import write_scores
     from layer_mteb.metrics.table import write_metrics
-    from layer_mteb.results import write_scores
 
     scores, metrics = run_tables({"A": [0.1, 0.3, 0.6, 0.5]}, {("dime", "wikitext"): [0.2, 0.5, 0.9, 0.4]})
     write_scores(scores, tmp_path)

@@ -10,11 +10,11 @@ import pytest
 from conftest import direct_vectors
 from mteb.models.abs_encoder import AbsEncoder
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.encoder import LayerEncoder, model_meta
-from layer_mteb.errors import UserError
-from layer_mteb.store import LayerCache
-from layer_mteb.tasks import TaskSpec, load_task
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.encoder import LayerEncoder, model_meta
+from layer_mteb.tasks.catalog import TaskSpec, load_task
+from layer_mteb.vectors.store import LayerCache
 
 
 class PlainEncoder(AbsEncoder):

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from _report_fixtures import alpha_correlation, alpha_metrics, alpha_scores, one_layer_scores, reference_frame
 
-from layer_mteb import figures
-from layer_mteb.table1 import layer_means, per_task_summary, task_scores
+from layer_mteb.analysis import figures
+from layer_mteb.analysis.table1 import layer_means, per_task_summary, task_scores
 
 
 def _check(paths: list[Path], stem: Path) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from layer_mteb.hub import hub_reachable
+from layer_mteb.model.hub import hub_reachable
 
 # a closed local port stands in for a hub without network, here and on a machine that has one
 UNREACHABLE = "http://127.0.0.1:9"
@@ -15,7 +15,7 @@ UNREACHABLE = "http://127.0.0.1:9"
 
 def test_a_closed_endpoint_is_unreachable_within_the_probe_timeout():
     env = {**os.environ, "HF_ENDPOINT": UNREACHABLE}
-    code = "from layer_mteb.hub import hub_reachable; print(hub_reachable(timeout=1.0))"
+    code = "from layer_mteb.model.hub import hub_reachable; print(hub_reachable(timeout=1.0))"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.stdout.strip() == "False", done.stderr

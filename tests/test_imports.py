@@ -3,6 +3,7 @@ only when a command or a public name needs them. Checked in a fresh interpreter,
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -33,11 +34,13 @@ def test_help_imports_nothing_heavy(command):
 
 def test_public_names_load_on_use_and_sweep_stays_the_function():
     import layer_mteb
-    import layer_mteb.sweep  # binds the submodule on the package; the public name must stay the function
-    from layer_mteb.sweep import sweep
+    import layer_mteb.evaluation.sweep  # the module lives in its stage; the package's public name is the function
+    from layer_mteb.evaluation.sweep import sweep
 
     assert layer_mteb.sweep is sweep
-    assert all(getattr(layer_mteb, name) is not None for name in layer_mteb.__all__)
+    for name in layer_mteb.__all__:
+        home = importlib.import_module(f"layer_mteb.{layer_mteb._HOMES[name]}")
+        assert getattr(layer_mteb, name) is getattr(home, name)
     with pytest.raises(AttributeError):
         layer_mteb.no_such_name  # noqa: B018
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from layer_mteb._io import atomic_write, building, content_hash, write_json
+from layer_mteb.common.files import atomic_write, building, content_hash, write_json
 
 
 @pytest.fixture

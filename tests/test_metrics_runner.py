@@ -16,16 +16,16 @@ import torch
 from _metric_fixtures import TEXTS, minilm_tokenizer, tiny_gpt2, tiny_gpt2_words
 from conftest import block_states
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.forward import tokenize
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics.curvature import curvature
 from layer_mteb.metrics.entropy import matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.table import METRIC_COLUMNS, read_metrics
-from layer_mteb.pooling import readout_layers
-from layer_mteb.sweep import sweep
-from layer_mteb.texts import load_texts
+from layer_mteb.metrics.texts import load_texts
+from layer_mteb.model.forward import tokenize
+from layer_mteb.model.pooling import readout_layers
 
 NO_VIEWS = MetricSettings(views=0)
 
@@ -117,7 +117,7 @@ def test_empty_texts_are_a_clear_error() -> None:
 def test_nan_hidden_states_are_a_clear_error() -> None:
     from transformers import GPT2Config, GPT2Model
 
-    from layer_mteb.loading import wrap_model
+    from layer_mteb.model.architectures import wrap_model
 
     tokenizer = minilm_tokenizer()
     broken = GPT2Model(GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=64, vocab_size=len(tokenizer)))

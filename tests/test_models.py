@@ -8,11 +8,11 @@ from conftest import FAMILIES, minilm_folder, save_tiny_model, tiny_model
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
 
-from layer_mteb.architectures import ARCHITECTURES
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.loading import load_model, wrap_model
-from layer_mteb.store import LayerCache
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.model.architectures import ARCHITECTURES, wrap_model
+from layer_mteb.model.loading import load_model
+from layer_mteb.vectors.store import LayerCache
 
 FINAL_NORMS = {
     "gpt2": "ln_f",
@@ -54,7 +54,8 @@ def test_causal_tokenizer_without_pad_token_pads_right_with_eos():
     model = GPT2Model(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=6, n_positions=32))
     loaded = wrap_model(model, tokenizer, name="tiny")
     assert loaded.name == "local/tiny"
-    assert tokenizer.pad_token == "<eos>" and tokenizer.padding_side == "right"
+    assert loaded.tokenizer.pad_token == "<eos>" and loaded.tokenizer.padding_side == "right"
+    assert tokenizer.pad_token is None and loaded.tokenizer is not tokenizer  # the caller's tokenizer is left as is
     vectors = LayerCache(loaded, EncodeConfig()).vectors(["hello world a b a b", "", "   ", "a"])
     assert torch.isfinite(vectors).all()  # empty and blank texts pool over one stand-in token
 

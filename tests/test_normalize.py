@@ -6,12 +6,12 @@ import pandas as pd
 import torch
 from conftest import RAGGED_TEXTS, ForwardCounter, minilm_folder, tiny_model
 
-from layer_mteb.attention import set_attention
-from layer_mteb.config import EncodeConfig
-from layer_mteb.encoder import LayerEncoder
-from layer_mteb.forward import encode_all_layers
-from layer_mteb.loading import load_model
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.model.attention import set_attention
+from layer_mteb.model.forward import encode_all_layers
+from layer_mteb.model.loading import load_model
 
 
 def test_normalized_last_layer_equals_sentence_transformers_encode():

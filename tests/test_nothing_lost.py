@@ -16,9 +16,9 @@ import pytest
 from conftest import save_tiny_model
 from mteb.results import TaskResult
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.sweep import sweep
 
 CONFIG = EncodeConfig(batch_size=16)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from layer_mteb.curves import MEAN, score_curves
-from layer_mteb.errors import UserError
-from layer_mteb.importing import import_folder, import_metrics_table, release_scores, write_import
-from layer_mteb.paper import study
+from layer_mteb.analysis import study
+from layer_mteb.analysis.curves import MEAN, score_curves
+from layer_mteb.analysis.importing import import_folder, import_metrics_table, release_scores, write_import
+from layer_mteb.analysis.selection import select_layers
+from layer_mteb.common.errors import UserError
 from layer_mteb.paper.table1 import table1_row
-from layer_mteb.selection import select_layers
 
 ROOT = Path(__file__).resolve().parents[1]
 #: ``../shared/reference`` beside the repository (or one level higher for a checkout in a subfolder)
@@ -110,8 +110,8 @@ def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
 
 
 def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_dir, tmp_path):
-    from layer_mteb.config import EncodeConfig
-    from layer_mteb.sweep import sweep
+    from layer_mteb.common.config import EncodeConfig
+    from layer_mteb.evaluation.sweep import sweep
 
     out = tmp_path / "run"
     scores = sweep(tiny_gpt_neox, ["STS17"], config=EncodeConfig(batch_size=32), data_dir=data_dir, output=out)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.sweep import sweep
 
 LEADERBOARD_STSBENCHMARK = 0.82032  # MTEB leaderboard, all-MiniLM-L6-v2, STSBenchmark test, cosine Spearman
 

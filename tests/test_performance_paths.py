@@ -7,12 +7,12 @@ import pytest
 import torch
 from conftest import FAMILIES, RAGGED_TEXTS, ForwardCounter, direct_vectors, tiny_config, tiny_model
 
-from layer_mteb.config import READOUTS, EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.forward import encode_all_layers, length_sorted_batches
-from layer_mteb.loading import wrap_model
-from layer_mteb.store import LayerCache
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import READOUTS, EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.model.architectures import wrap_model
+from layer_mteb.model.forward import encode_all_layers, length_sorted_batches
+from layer_mteb.vectors.store import LayerCache
 
 TEXTS = [
     *RAGGED_TEXTS,

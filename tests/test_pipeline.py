@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from layer_mteb.config import SETTINGS_COLUMNS
-from layer_mteb.correlation import correlate
-from layer_mteb.report import write_report
-from layer_mteb.results import SCORE_COLUMNS, write_scores
-from layer_mteb.selection import select_layers
+from layer_mteb.analysis.correlation import correlate
+from layer_mteb.analysis.report import write_report
+from layer_mteb.analysis.selection import select_layers
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.results import SCORE_COLUMNS, write_scores
 
 
 def test_report_uses_the_selection_and_correlation_that_select_and_correlate_wrote(tmp_path):

@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import FAMILIES, RAGGED_TEXTS, direct_vectors, tiny_model
 
-from layer_mteb.config import POOLINGS, READOUTS, EncodeConfig
-from layer_mteb.store import LayerCache
+from layer_mteb.common.config import POOLINGS, READOUTS, EncodeConfig
+from layer_mteb.vectors.store import LayerCache
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -11,7 +11,7 @@ import pytest
 from conftest import save_tiny_model
 
 from layer_mteb.cli import main
-from layer_mteb.progress import LogProgress
+from layer_mteb.common.progress import LogProgress
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_run_logs_progress_lines_when_stderr_is_a_pipe(tiny_folder, data_dir, tm
 
 def test_progress_lines_are_rate_bounded(caplog):
     """With a long interval only the last update is logged (it completes the work); close adds no duplicate."""
-    caplog.set_level(logging.INFO, logger="layer_mteb.progress")
+    caplog.set_level(logging.INFO, logger="layer_mteb.common.progress")
     bar = LogProgress(total=5, desc="task T", unit="layers scored", interval=3600)
     for _ in range(5):
         bar.update()
@@ -54,7 +54,7 @@ def test_progress_lines_are_rate_bounded(caplog):
 
 
 def test_every_update_is_logged_with_no_interval(caplog):
-    caplog.set_level(logging.INFO, logger="layer_mteb.progress")
+    caplog.set_level(logging.INFO, logger="layer_mteb.common.progress")
     bar = LogProgress(total=100, desc="encoding", unit="texts", interval=0)
     for _ in range(3):
         bar.update(32)

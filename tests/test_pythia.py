@@ -15,10 +15,11 @@ import pytest
 import torch
 from conftest import RAGGED_TEXTS, direct_vectors, minilm_folder, tiny_config
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.forward import encode_all_layers
-from layer_mteb.loading import load_model, wrap_model
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.model.architectures import wrap_model
+from layer_mteb.model.forward import encode_all_layers
+from layer_mteb.model.loading import load_model
 
 REPO = "EleutherAI/pythia-tiny-test"
 STEPS = ("step1000", "step2000")

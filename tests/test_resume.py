@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from conftest import save_tiny_model
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.sweep import sweep
 
 TASKS = "BIOSSES,STS17,TwitterSemEval2015"
 
@@ -91,7 +91,7 @@ def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_
 
 @pytest.mark.slow  # two full sweeps including a classification task
 def test_same_settings_give_bit_identical_tables(tiny_folder, data_dir):
-    from layer_mteb.loading import load_model
+    from layer_mteb.model.loading import load_model
 
     config = EncodeConfig(batch_size=8)
     tasks = "STS17,TwitterSemEval2015,AmazonCounterfactualClassification"

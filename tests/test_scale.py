@@ -18,16 +18,16 @@ import pytest
 import torch
 from conftest import ForwardCounter, save_tiny_model
 
-from layer_mteb.budget import format_size, parse_size, store_bytes
-from layer_mteb.config import EncodeConfig
-from layer_mteb.encoder import LayerEncoder
-from layer_mteb.errors import UserError
-from layer_mteb.forward import length_sorted_batches, tokenize
-from layer_mteb.layer_files import SegmentWriter, segment_folders
-from layer_mteb.prefill import evaluation_texts
-from layer_mteb.store import LayerCache
-from layer_mteb.sweep import sweep
-from layer_mteb.tasks import TaskSpec, load_task
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.model.forward import length_sorted_batches, tokenize
+from layer_mteb.tasks.catalog import TaskSpec, load_task
+from layer_mteb.vectors.budget import format_size, parse_size, store_bytes
+from layer_mteb.vectors.layer_files import SegmentWriter, segment_folders
+from layer_mteb.vectors.store import LayerCache
 
 
 def sts_texts(data_dir, name="STS17") -> list[str]:
@@ -124,7 +124,7 @@ def test_union_prefill_encodes_each_unique_text_once_with_the_same_scores(tiny_g
     for name in names:
         task = load_task(TaskSpec(name), "test", data_dir)
         task.load_data()
-        union = evaluation_texts(task)
+        union = texts_mteb_encodes(task)
         ids, _ = tokenize(tiny_gpt_neox.tokenizer, union, config.max_length)
         texts += len(union)
         batches += len(length_sorted_batches([len(i) for i in ids], config.batch_size))
@@ -145,7 +145,7 @@ def test_union_prefill_encodes_each_unique_text_once_with_the_same_scores(tiny_g
 def test_union_prefill_covers_the_classification_training_sample(data_dir):
     task = load_task(TaskSpec("Banking77Classification"), "test", data_dir)
     task.load_data()
-    texts = evaluation_texts(task)
+    texts = texts_mteb_encodes(task)
     test_texts = {json.loads(line)["text"] for line in (data_dir / "Banking77Classification" / "test.jsonl").open()}
     assert test_texts <= set(texts)
     assert len(texts) == 7696  # 3,080 test texts + the union of ten 8-per-label training samples, as mteb encodes

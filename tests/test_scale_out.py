@@ -12,10 +12,10 @@ import pytest
 from conftest import save_tiny_model
 
 from layer_mteb.cli import main
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.merge import merge_shards
-from layer_mteb.sweep import sweep
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.merge import merge_shards
+from layer_mteb.evaluation.sweep import sweep
 
 TASKS = "STS17,BIOSSES,TwitterSemEval2015"
 

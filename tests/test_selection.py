@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from _metric_fixtures import run_tables
 
-from layer_mteb.errors import UserError
+from layer_mteb.analysis.selection import leaderboard, select_layers
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import write_scores
 from layer_mteb.metrics.table import write_metrics
-from layer_mteb.results import write_scores
-from layer_mteb.selection import leaderboard, select_layers
 
 SCORES = {"A": [0.1, 0.3, 0.6, 0.5, 0.4], "B": [0.2, 0.2, 0.4, 0.7, 0.5]}  # mean: .15 .25 .5 .6 .45
 METRICS = {
@@ -117,9 +117,9 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(tmp_path: Path, capsys) -> None:
+    from layer_mteb.analysis.runs import load_runs
+    from layer_mteb.analysis.table1 import entropy_picks
     from layer_mteb.cli import main
-    from layer_mteb.runs import load_runs
-    from layer_mteb.table1 import entropy_picks
 
     scores, metrics = run_tables(SCORES, METRICS)
     write_scores(scores, tmp_path)

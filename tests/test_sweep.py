@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from conftest import ForwardCounter
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.errors import UserError
-from layer_mteb.plan import parse_layers
-from layer_mteb.results import SCORE_COLUMNS
-from layer_mteb.sweep import sweep
-from layer_mteb.tasks import TaskSpec, load_task
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import SCORE_COLUMNS
+from layer_mteb.evaluation.plan import parse_layers
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.tasks.catalog import TaskSpec, load_task
 
 
 def unique_texts(data_dir, name):

@@ -1,4 +1,4 @@
-"""What layer_mteb changes about mteb task objects (layer_mteb/task_state.py): every layer scored from the same task
+"""What layer_mteb changes about mteb task objects (layer_mteb/tasks/state.py): every layer scored from the same task
 state, label columns held as lists, local data attached in one step; each guarded against mteb changing underneath."""
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from mteb.mocks.mock_tasks.reranking import MockRerankingTask
 from mteb.mocks.mock_tasks.sts import MockSTSTask
 from threadpoolctl import threadpool_limits
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.sweep import sweep
-from layer_mteb.task_state import (
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.tasks.catalog import TaskSpec, load_task
+from layer_mteb.tasks.local_data import attach_local_data
+from layer_mteb.tasks.state import (
     TASK_RNG_ATTRIBUTES,
     ListLabelDataset,
     TaskRandomState,
-    attach_local_data,
     hold_label_lists,
 )
-from layer_mteb.tasks import TaskSpec, load_task
 
 CONFIG = EncodeConfig(batch_size=8)
 
@@ -147,7 +147,7 @@ def test_guard_the_task_rngs_are_the_ones_mteb_seeds_and_no_other(task_class):
 
 def test_guard_v2_clustering_draws_from_the_task_rng_and_restoring_it_repeats_the_draw(model):
     """The reason the sweep restores the state: mteb's v2 clustering samples from ``task.rng_state``."""
-    from layer_mteb.encoder import LayerEncoder
+    from layer_mteb.evaluation.encoder import LayerEncoder
 
     task = ManyDocsClusteringTask()
     task.load_data()

@@ -29,9 +29,9 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from threadpoolctl import threadpool_limits
 
-from layer_mteb.config import EncodeConfig
-from layer_mteb.sweep import sweep
-from layer_mteb.texts import evaluation_texts
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.tasks.texts import evaluation_split_texts
 
 #: one mock task per task type of the 32 paper tasks (mteb runs reranking through its retrieval evaluator)
 TASK_TYPES = {
@@ -137,8 +137,8 @@ def test_metrics_text_walk_on_retrieval_data_gives_queries_then_corpus_column_by
     task.load_data()
     queries = ["This is a test sentence", "This is another test sentence"]
     corpus = ["This is a positive sentence", "This is another positive sentence", "Title of d1", "Title of d2"]
-    assert evaluation_texts(task) == (queries + corpus) * 2
+    assert evaluation_split_texts(task) == (queries + corpus) * 2
 
     reranking = MockRerankingTask()  # top_ranked (query -> document ids) holds no texts
     reranking.load_data()
-    assert evaluation_texts(reranking) == queries + corpus
+    assert evaluation_split_texts(reranking) == queries + corpus

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from layer_mteb import tasks
-from layer_mteb.errors import UserError
-from layer_mteb.tasks import TaskSpec, load_task, read_task_file, select_tasks
+from layer_mteb.common.errors import UserError
+from layer_mteb.tasks import catalog as tasks
+from layer_mteb.tasks.catalog import TaskSpec, load_task, read_task_file, select_tasks
 
 
 def test_task_file_lists_the_papers_32_tasks_by_category():
@@ -133,7 +133,7 @@ def test_data_folder_is_the_flag_then_the_environment_then_the_shared_folder_bes
     assert tasks.data_dir_from_env(str(flag)) == flag
     assert tasks.data_dir_from_env(None) == env
     monkeypatch.delenv(tasks.DATA_DIR_ENV)
-    with caplog.at_level(logging.WARNING, logger="layer_mteb.tasks"):
+    with caplog.at_level(logging.WARNING, logger="layer_mteb.tasks.catalog"):
         assert tasks.data_dir_from_env(None) == sibling
         assert tasks.data_dir_from_env("") == sibling
     assert [str(sibling) in r.getMessage() for r in caplog.records] == [True]  # said once

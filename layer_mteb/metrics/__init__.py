@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from layer_mteb._lazy import lazy_names
+from layer_mteb.common.lazy import lazy_names
 
 Direction = Literal["min", "max"]
 

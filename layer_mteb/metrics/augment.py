@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from layer_mteb.errors import UserError
+from layer_mteb.common.errors import UserError
 
 _RETRIES = 5
 

@@ -1,9 +1,9 @@
 """All metrics of every layer for one text source, from the same single forward pass that yields pooled vectors.
 
 Token-level metrics (prompt entropy, curvature) are computed batch by batch in :class:`TokenMetrics`, an observer
-of :func:`layer_mteb.forward.encode_all_layers`: only one scalar per (layer, prompt) is kept, never the token states of
-all layers. Dataset entropy and effective rank use the pooled vectors; InfoNCE, LiDAR and DiME use the pooled
-vectors of augmented views (a second pass over the views only).
+of :func:`~layer_mteb.model.forward.encode_all_layers`: only one scalar per (layer, prompt) is kept, never the
+token states of all layers. Dataset entropy and effective rank use the pooled vectors; InfoNCE, LiDAR and DiME use
+the pooled vectors of augmented views (a second pass over the views only).
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from layer_mteb.architectures import LoadedModel
-from layer_mteb.attention import with_model_attention
-from layer_mteb.config import EncodeConfig, default_device
-from layer_mteb.errors import UserError
-from layer_mteb.forward import encode_all_layers
-from layer_mteb.loading import load_model
+from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import layer_columns
 from layer_mteb.metrics.augment import augment
 from layer_mteb.metrics.contrastive import dime, infonce, lidar
 from layer_mteb.metrics.curvature import token_curvatures
 from layer_mteb.metrics.entropy import Normalization, matrix_entropy, normalize_entropy, token_entropies
 from layer_mteb.metrics.table import tidy_metrics, write_metrics
-from layer_mteb.results import layer_columns
-from layer_mteb.texts import TextSource, load_texts
+from layer_mteb.metrics.texts import TextSource, load_texts
+from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.attention import with_model_attention
+from layer_mteb.model.forward import encode_all_layers
+from layer_mteb.model.loading import load_model
 
 logger = logging.getLogger(__name__)
 

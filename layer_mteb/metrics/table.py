@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb._io import atomic_write
-from layer_mteb.config import SETTINGS_COLUMNS
-from layer_mteb.errors import UserError
-from layer_mteb.results import LAYER_COLUMNS, with_legacy_settings
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import LAYER_COLUMNS, with_legacy_settings
 
 METRICS_FILE = "metrics.csv"
 METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]

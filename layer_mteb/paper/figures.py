@@ -10,7 +10,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from layer_mteb.figures import _style, save
+from layer_mteb.analysis.figures import _style, save
 
 #: Share of a model's layers that the common task set must leave complete (dropping tasks until it does).
 COVERAGE = 0.75

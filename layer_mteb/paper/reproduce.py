@@ -16,14 +16,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb._io import atomic_write
-from layer_mteb.correlation import METHODS, permutation_test
-from layer_mteb.errors import UserError
-from layer_mteb.importing import import_metrics_table, release_scores
-from layer_mteb.paper import figures, study
+from layer_mteb.analysis import study
+from layer_mteb.analysis.correlation import METHODS, permutation_test
+from layer_mteb.analysis.importing import import_metrics_table, release_scores
+from layer_mteb.analysis.runs import load_run
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import atomic_write
+from layer_mteb.paper import figures
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, table1_row, versus_paper
-from layer_mteb.runs import load_run
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ REASONS = {
 
 def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any."""
-    from layer_mteb.results import read_scores
+    from layer_mteb.common.results import read_scores
 
     scores = read_scores(run)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.markdown import integer, markdown_table, text
+from layer_mteb.analysis.markdown import integer, markdown_table, text
 
 
 def _num(value: object) -> str:

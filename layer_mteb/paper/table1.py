@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.importing import describe_missing, missing_layers
+from layer_mteb.analysis.importing import describe_missing, missing_layers
 
 #: Table 1 as printed (workshop version): best ≠ last (%), avg last, avg best.
 PAPER_TABLE1 = {

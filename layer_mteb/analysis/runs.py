@@ -1,0 +1,245 @@
+"""The one reader of run folders: one run's scores with the metrics that match its settings (:func:`load_run`, for
+selection and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
+``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.results import SCORES_FILE, read_scores, with_legacy_settings
+from layer_mteb.metrics.table import read_metrics
+
+SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
+SIDE_KEYS = {
+    "selection": ("model", "selector", "scope"),
+    "metrics": ("model", "layer", "texts", "metric"),
+    "correlation": ("model", "metric", "method", "scope"),
+}
+REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
+CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
+REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
+REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
+_REFERENCE_LAYER = re.compile(r"^layer_(\d+)(_last)?$")
+
+
+#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every text
+#: source that has raw metrics, else metrics of the scored readout itself.
+METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
+
+
+def load_run(
+    run: str | Path | None,
+    scores: pd.DataFrame | None,
+    metrics: pd.DataFrame | None,
+    metric_readout: str = "auto",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scores and metrics from ``run`` (unless given as frames), metrics restricted to the scores' settings.
+
+    The metrics' readout may differ from the scores' (``metric_readout``; see :data:`METRIC_READOUTS`): the paper
+    scored every layer with the final norm on top but measured its metrics on the raw stream of one forward pass.
+    The returned metrics keep their own ``readout`` column, so what was paired can be recorded.
+    """
+    if metric_readout not in METRIC_READOUTS:
+        raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
+    if scores is None or metrics is None:
+        if run is None:
+            raise UserError("give a run folder (--run) or both scores and metrics tables")
+        if scores is None:
+            if not (Path(run) / SCORES_FILE).is_file():
+                raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
+            scores = read_scores(run)
+        if metrics is None:
+            metrics = read_metrics(run)
+    if scores.empty:
+        raise UserError("the scores table is empty")
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
+    used = scores[["model", *settings, "readout"]].drop_duplicates()
+    matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
+    parts = []
+    for (model, _texts), part in matched.groupby(["model", "texts"], sort=False):
+        scored = set(used.loc[used["model"] == model, "readout"])
+        wanted = _metric_readout(metric_readout, scored, set(part["readout"]))
+        parts.append(part[part["readout"] == wanted])
+    matched = pd.concat(parts) if parts else matched
+    if matched.empty:
+        described = ", ".join(f"{c}={used[c].iloc[0]}" for c in [*settings, "readout"])
+        raise UserError(
+            f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
+            "rerun `layer-mteb metrics` with the same --model, --pooling, --max-length and --dtype"
+        )
+    return scores, matched
+
+
+def _metric_readout(choice: str, scored: set[str], available: set[str]) -> str | None:
+    if choice == "auto":
+        return "raw" if "raw" in available else next(iter(sorted(scored & available)), None)
+    if choice == "same":
+        return next(iter(sorted(scored & available)), None)
+    return choice
+
+
+@dataclass
+class Runs:
+    """Every run folder's frames, concatenated; ``model`` holds a label that is unique per (model, settings)."""
+
+    scores: pd.DataFrame
+    selection: pd.DataFrame | None = None
+    metrics: pd.DataFrame | None = None
+    correlation: pd.DataFrame | None = None
+    folders: list[Path] = field(default_factory=list)
+
+
+def discover_runs(root: str | Path) -> list[Path]:
+    """Run folders below ``root``: every folder holding a ``scores.csv`` (mteb's own JSON folders skipped)."""
+    root = Path(root)
+    found = {p.parent for p in root.rglob(SCORES_FILE) if "mteb" not in p.relative_to(root).parts[:-1]}
+    return sorted(found)
+
+
+def load_runs(folders: Iterable[str | Path]) -> Runs:
+    """Read run folders; a folder without a usable ``scores.csv`` is a :class:`UserError`.
+
+    The same model run with different settings (readout, pooling, ...) gets a label naming the difference, so two
+    runs never silently merge; runs of one model with the same settings (say, tasks split across two runs) merge,
+    and a (task, subset, layer) scored twice keeps the row from the folder given last.
+    """
+    folders = list(dict.fromkeys(Path(f) for f in folders))
+    if not folders:
+        raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
+    parts = [(folder, part) for folder in folders for _, part in _read_scores(folder).groupby("model", sort=False)]
+    labels = _labels([part for _, part in parts])
+    scores, sides = [], {name: [] for name in SIDE_FILES}
+    for (folder, part), label in zip(parts, labels, strict=True):
+        scores.append(part.assign(model=label))
+        alone = sum(f == folder for f, _ in parts) == 1
+        for side_name, file in SIDE_FILES.items():
+            side = _side_rows(_as_report_rows(side_name, _read_side(folder / file)), str(part["model"].iloc[0]), alone)
+            if side is not None:
+                sides[side_name].append(side.assign(model=label))
+    merged = pd.concat(scores, ignore_index=True)
+    keys = [c for c in ("model", "task", "split", "subset", "layer") if c in merged.columns]
+    merged = merged.drop_duplicates(keys, keep="last").reset_index(drop=True)
+    merged_sides = {name: _merge_side(name, frames) for name, frames in sides.items()}
+    return Runs(merged, **merged_sides, folders=folders)
+
+
+def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFrame | None:
+    """The side-file rows of ``model``; a file naming one other model counts as this run's when the run has one
+    model (the metrics code may spell the model as given on the command line rather than its hub id)."""
+    if side is None:
+        return None
+    names = side["model"].astype(str)
+    if (names == model).any():
+        return side[names == model]
+    return side if alone and names.nunique() == 1 else None
+
+
+def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
+    (selector or metric, scope): scope ``mean`` for the score averaged over tasks (its WikiText rows), else a task
+    name (its own-text rows where present, else WikiText)."""
+    if frame is None or name not in ("selection", "correlation") or "task" not in frame.columns:
+        return frame
+    if "texts" in frame.columns:
+        texts = frame["texts"].astype(str)
+        own = texts == "task:" + frame["task"].astype(str)
+        key = "selector" if name == "selection" else "metric"
+        has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
+        frame = frame[own | (~has_own & (texts == "wikitext"))]
+    frame = frame.assign(scope=frame["task"].astype(str))
+    return frame.rename(columns={"statistic": "value"}) if name == "correlation" else frame
+
+
+def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """Concatenate one kind of side file; a row repeated by merged runs keeps the copy from the folder given last."""
+    if not frames:
+        return None
+    frame = pd.concat(frames, ignore_index=True)
+    keys = [c for c in SIDE_KEYS[name] if c in frame.columns]
+    return frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
+
+
+def _read_scores(folder: Path) -> pd.DataFrame:
+    path = folder / SCORES_FILE
+    if not folder.is_dir():
+        raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
+    if not path.is_file():
+        raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read {path}: {first_line(err)}") from None
+    missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise UserError(f"{path} lacks columns {missing}: re-run `layer-mteb run` to rewrite it")
+    if frame.empty:
+        raise UserError(f"{path} has no scores yet: let `layer-mteb run` finish at least one layer")
+    frame = with_legacy_settings(frame)
+    frame["layer"] = frame["layer"].astype(int)
+    frame["n_layers"] = frame["n_layers"].astype(int)
+    return frame
+
+
+def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
+    """One label per run: the model name, plus the settings that tell apart runs of the same model."""
+    names = [str(frame["model"].iloc[0]) for frame in frames]
+    configs = [{c: str(f[c].iloc[0]) for c in CONFIG_COLUMNS if c in f.columns} for f in frames]
+    labels = []
+    for name, config in zip(names, configs, strict=True):
+        same = [c for n, c in zip(names, configs, strict=True) if n == name]
+        differing = [k for k in config if len({c.get(k) for c in same}) > 1]
+        labels.append(f"{name} ({', '.join(f'{k}={config[k]}' for k in differing)})" if differing else name)
+    return labels
+
+
+def _read_side(path: Path) -> pd.DataFrame | None:
+    """An optional per-run file; absent, unreadable or without a ``model`` column means 'not there'."""
+    if not path.is_file():
+        return None
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return None
+    return frame if "model" in frame.columns and not frame.empty else None
+
+
+def reference_path(path: str | Path | None = None) -> Path:
+    """``path``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference/...`` (from here or from the repository)."""
+    chosen = path or os.environ.get(REFERENCE_ENV)
+    if chosen:
+        candidates = [Path(chosen)]
+    else:
+        candidates = [REFERENCE_DEFAULT, Path(__file__).resolve().parents[2] / REFERENCE_DEFAULT]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise UserError(
+        f"paper reference scores not found at {str(candidates[0])!r}: pass --reference or set ${REFERENCE_ENV}"
+    )
+
+
+def load_reference(path: str | Path | None = None) -> pd.DataFrame:
+    """The authors' per-layer scores as a scores-like frame (``model`` = "Pythia-410m (paper)", integer layers).
+
+    Their files hold the last layer twice (``layer_24`` and ``layer_24_last``, same scores); the copy is dropped.
+    """
+    file = reference_path(path)
+    raw = pd.read_csv(file)
+    missing = [c for c in ("model", "layer", "task", "main_score") if c not in raw.columns]
+    if missing:
+        raise UserError(f"{file} lacks columns {missing}: expected model, layer (layer_<k>), task, main_score")
+    parsed = raw["layer"].astype(str).str.extract(_REFERENCE_LAYER)
+    frame = raw.assign(layer=pd.to_numeric(parsed[0]), duplicate=parsed[1].notna()).dropna(subset=["layer"])
+    frame = frame.sort_values("duplicate").drop_duplicates(["model", "task", "layer"], keep="first")
+    frame["layer"] = frame["layer"].astype(int)
+    frame["model"] = frame["model"].astype(str).map(lambda m: f"{m.replace('/', '-')} (paper)")
+    frame["n_layers"] = frame.groupby("model")["layer"].transform("max")
+    return frame[["model", "layer", "n_layers", "task", "main_score"]].reset_index(drop=True)

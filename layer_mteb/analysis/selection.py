@@ -1,0 +1,201 @@
+"""Label-free layer selection and its honest scorecard: for each metric, pick the layer where the metric is best
+(prompt entropy: lowest, the paper's rule; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
+layer's real score with the last layer and with the best layer in hindsight.
+
+``regret = best − chosen`` (≥ 0, 0 is perfect) and ``gain = chosen − last`` (can be negative: a selector can hurt).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypedDict
+
+import pandas as pd
+
+from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves, sources_for
+from layer_mteb.analysis.runs import load_run
+from layer_mteb.common.files import atomic_write
+from layer_mteb.metrics import DIRECTIONS
+
+SELECTION_FILE = "selection.csv"
+
+
+class SelectionRow(TypedDict):
+    """One row of ``selection.csv``: a selector's pick for a task (or ``mean``) and how it scores."""
+
+    model: str
+    task: str
+    selector: str
+    direction: str
+    texts: str
+    metric_readout: str
+    chosen_layer: int
+    chosen_relative_depth: float
+    chosen_score: float
+    last_layer: int
+    last_score: float
+    best_layer: int
+    best_score: float
+    regret: float
+    gain: float
+
+
+SELECTION_COLUMNS = list(SelectionRow.__annotations__)
+
+
+def select_layers(
+    run: str | Path | None = None,
+    *,
+    scores: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
+    by: str | list[str] | None = None,
+    per_task: bool = False,
+    metric_readout: str = "auto",
+) -> pd.DataFrame:
+    """One row per (task, selector, text source): the chosen layer and how it scores.
+
+    Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
+    it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
+    general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
+    With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
+    ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
+    ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
+    default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
+    Ties go to the shallowest layer. "Last" is the deepest layer
+    that was scored (the model's own output when all layers were run).
+    """
+    scores, metrics = load_run(run, scores, metrics, metric_readout)
+    frame = _select(scores, metrics, by, per_task)
+    if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
+        both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
+        atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
+    return frame
+
+
+def selection_file(by: str | list[str] | None = None) -> str:
+    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
+    ``selection.<metric>.csv``, so picking by one metric never drops the other selectors' picks."""
+    if by is None:
+        return SELECTION_FILE
+    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
+
+
+def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
+    rows: list[SelectionRow] = []
+    for model, model_scores in scores.groupby("model", sort=False):
+        n_layers = int(model_scores["n_layers"].iloc[0])
+        curves = score_curves(model_scores)
+        model_metrics = metrics[metrics["model"] == model]
+        metric_by = metric_curves(model_metrics, [by] if isinstance(by, str) else by)
+        readout = dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True))
+        tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
+        for task in tasks:
+            if task not in curves:
+                continue
+            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by, readout)
+    return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
+
+
+def leaderboard(
+    selection: pd.DataFrame, by: Sequence[str] = ("selector", "texts"), within: Sequence[str] = ()
+) -> pd.DataFrame:
+    """Selectors ranked by mean regret, then mean gain: the one ranking behind ``layer-mteb select`` and the report.
+
+    Rows are grouped by ``within`` + ``by`` and ranked inside each ``within`` group (say, per model and scope);
+    per-task own-text sources (``task:<name>``) are pooled as ``own texts``. ``chosen_layer`` is the layer every
+    grouped row chose, else ``varies``; ``n_tasks`` counts distinct tasks; ``beats_last`` is the share with gain > 0.
+    """
+    frame = selection
+    if "texts" in frame.columns:
+        frame = frame.assign(
+            texts=frame["texts"].where(~frame["texts"].astype(str).str.startswith("task:"), "own texts")
+        )
+    frame = frame.assign(beats_last=frame["gain"] > 0)
+    board = frame.groupby([*within, *by], sort=False).agg(
+        n_tasks=("task", "nunique"),
+        chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
+        chosen_score=("chosen_score", "mean"),
+        last_score=("last_score", "mean"),
+        best_score=("best_score", "mean"),
+        regret=("regret", "mean"),
+        gain=("gain", "mean"),
+        beats_last=("beats_last", "mean"),
+    )
+    board = board.reset_index()
+    order = [*within, "regret", "gain"]
+    ascending = [True] * len(within) + [True, False]
+    return board.sort_values(order, ascending=ascending, kind="stable").reset_index(drop=True)
+
+
+LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
+
+
+def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`leaderboard` per model: one global layer each (scope ``mean``), and per-task
+    picks averaged over tasks (scope ``per task``), in the report's column names.
+
+    Numbers are the selection file's own (``chosen_score``, ``last_score``, ...); ``None`` when it is absent or lacks
+    ``model, selector, scope, chosen_layer, chosen_score``.
+    """
+    needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
+    if selection is None or not needed <= set(selection.columns):
+        return None
+    frame = selection.astype({"scope": str})
+    for column in ("last_score", "best_score", "gain", "regret"):
+        if column not in frame:
+            frame = frame.assign(**{column: math.nan})
+    scope = frame["scope"].where(frame["scope"] == MEAN, "per task")
+    board = leaderboard(frame.assign(task=frame["scope"], scope=scope), by=["selector"], within=["model", "scope"])
+    board = board.rename(columns=dict(chosen_layer="layer", chosen_score="score", last_score="last", best_score="best"))
+    global_pick = board["scope"] == MEAN
+    board["layer"] = pd.to_numeric(board["layer"].where(global_pick), errors="coerce").astype("Int64")
+    board["n_tasks"] = board["n_tasks"].where(~global_pick).astype("Int64")
+    return board[LEADERBOARD_COLUMNS]
+
+
+def _rows_for_task(
+    model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: dict[str, str]
+) -> list[SelectionRow]:
+    last_layer = int(score.index.max())
+    best_layer = int(score.idxmax())
+    base = {
+        "model": model,
+        "task": task,
+        "last_layer": last_layer,
+        "last_score": float(score[last_layer]),
+        "best_layer": best_layer,
+        "best_score": float(score[best_layer]),
+    }
+
+    def row(selector: str, direction: str, texts: str, layer: int) -> SelectionRow:
+        chosen = float(score[layer])
+        return SelectionRow(
+            **base,
+            selector=selector,
+            direction=direction,
+            texts=texts,
+            metric_readout=readout.get(texts, "-"),
+            chosen_layer=layer,
+            chosen_relative_depth=layer / n_layers,
+            chosen_score=chosen,
+            regret=base["best_score"] - chosen,
+            gain=chosen - base["last_score"],
+        )
+
+    middle = min(score.index, key=lambda layer: (abs(layer - n_layers / 2), layer))
+    rows = [row("last_layer", "-", "-", last_layer), row("middle_layer", "-", "-", int(middle))]
+    rows.append(row("oracle", "-", "-", best_layer))
+    usable = sources_for(task, sorted({texts for _, texts in metric_by}))
+    for (metric, texts), values in metric_by.items():
+        if texts not in usable:
+            continue
+        values = values[values.index.isin(score.index)]
+        if values.empty:
+            continue
+        direction = DIRECTIONS[metric]
+        best = values.min() if direction == "min" else values.max()
+        layer = int(values.index[values == best].min())
+        rows.append(row(metric, direction, texts, layer))
+    return rows

@@ -1,0 +1,184 @@
+"""What each ``layer-mteb`` subcommand does with its parsed arguments: build the settings, call the library, print.
+The library is imported inside each command, so ``--help`` and argument errors stay instant."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from layer_mteb.common.errors import UserError
+
+RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+
+
+def import_results(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.importing import write_import
+
+    lines = write_import(
+        args.folder,
+        args.output,
+        model=args.model,
+        n_layers=args.n_layers,
+        metrics=args.metrics,
+        metrics_model=args.metrics_model,
+        normalization=args.normalization,
+    )
+    print("\n".join(lines))
+
+
+def _encode_config(args: argparse.Namespace):
+    from layer_mteb.common.config import EncodeConfig, default_device
+    from layer_mteb.vectors.budget import parse_size
+
+    return EncodeConfig(
+        readout=args.readout,
+        pooling=args.pooling,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        device=process_device(args.device or default_device()),
+        device_map=args.device_map,
+        max_batch_tokens=args.max_batch_tokens,
+        attention=args.attention,
+        normalize=args.normalize,
+        max_cache_memory=parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None,
+    )
+
+
+def _output(args: argparse.Namespace) -> Path:
+    """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
+    rewrites the project's own tables."""
+    model = args.model if isinstance(args.model, str) else args.model[0]
+    return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
+
+
+def run(args: argparse.Namespace) -> None:
+    from layer_mteb.model.hub import offline_unless_reachable
+
+    offline_unless_reachable()  # before mteb and datasets import: they read HF_HUB_OFFLINE once
+    from layer_mteb.cli.console import print_scores
+    from layer_mteb.evaluation.sweep import sweep
+
+    output = _output(args)
+    frame = sweep(
+        args.model,
+        args.tasks,
+        layers=args.layers,
+        config=_encode_config(args),
+        data_dir=args.data_dir,
+        output=output,
+        vector_cache=not args.no_vector_cache,
+        overwrite=args.overwrite,
+        revision=args.revision.split(",") if args.revision else None,
+        trust_remote_code=args.trust_remote_code,
+        shard=parse_shard(args.shard),
+        task_metrics=args.task_metrics,
+        eval_workers=args.eval_workers,
+        skip_unavailable=args.skip_unavailable,
+    )
+    if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
+        print_scores(frame, output)
+
+
+def merge(args: argparse.Namespace) -> None:
+    from layer_mteb.evaluation.merge import merge_shards
+
+    frame = merge_shards(args.output)
+    print(f"merged {len(frame)} rows into {Path(args.output) / 'scores.csv'}")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``I/N`` (0 <= I < N) -> (I, N)."""
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
+    return int(index), int(count)
+
+
+def process_device(device: str) -> str:
+    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        return f"cuda:{os.environ['LOCAL_RANK']}"
+    return device
+
+
+def report(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.report import write_report
+    from layer_mteb.cli.console import print_report
+
+    paths = write_report(
+        args.run,
+        args.output,
+        paper_curves=args.paper_curves,
+        reference=args.reference,
+        paper_tasks=args.paper_tasks,
+        entropy_selector=args.entropy_selector,
+        random_runs=args.random_run,
+    )
+    print_report(Path(args.output), paths)
+
+
+def metrics(args: argparse.Namespace) -> None:
+    from layer_mteb.model.hub import offline_unless_reachable
+
+    offline_unless_reachable()
+    from layer_mteb.cli.console import print_metrics
+    from layer_mteb.evaluation.plan import check_writable
+    from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
+
+    sizes = PAPER_METRIC_SIZES if args.full_protocol else QUICK_METRIC_SIZES
+    settings = MetricSettings(
+        n_prompts=sizes["n_prompts"] if args.n_prompts is None else args.n_prompts,
+        views=sizes["views"] if args.views is None else args.views,
+        augment_prompts=sizes["augment_prompts"] if args.augment_prompts is None else args.augment_prompts,
+        p=args.augment_p,
+        alpha=args.alpha,
+        seed=args.seed,
+    )
+    output = _output(args)
+    check_writable(output)  # an unusable --output must fail now, not after minutes of computing
+    frame = compute_metrics(
+        args.model,
+        args.texts,
+        config=_encode_config(args),
+        settings=settings,
+        data_dir=args.data_dir,
+        output=output,
+        revision=args.revision,
+        trust_remote_code=args.trust_remote_code,
+    )
+    print_metrics(frame, output)
+
+
+def select(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.selection import leaderboard, select_layers, selection_file
+    from layer_mteb.cli.console import print_leaderboard
+    from layer_mteb.metrics import DIRECTIONS
+
+    if args.by is not None and args.by not in DIRECTIONS:
+        from layer_mteb.analysis.study import select_run
+
+        picks = select_run(args.run, args.by, args.metric_readout)
+        print(picks.drop(columns="selector").round(2).to_string(index=False))
+        means = picks[["chosen_score", "last_score", "best_score", "regret", "gain"]].mean().round(2)
+        print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
+        return
+    selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
+    print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
+
+
+def correlate(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.correlation import correlate, correlation_table
+    from layer_mteb.cli.console import print_correlation
+
+    frame = correlate(
+        args.run,
+        method=args.method,
+        n_permutations=args.permutations,
+        seed=args.seed,
+        metric_readout=args.metric_readout,
+    )
+    print_correlation(correlation_table(frame), Path(args.run))

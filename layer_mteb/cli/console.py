@@ -1,0 +1,92 @@
+"""What the command line shows: logging and progress set up once, results printed, and every user mistake or full
+disk translated into one line on stderr (exit 2) instead of a traceback."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from layer_mteb.common.errors import UserError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PROG = "layer-mteb"
+
+
+def setup_logging() -> None:
+    """Warnings and errors of libraries, INFO lines of layer_mteb; the paper's tasks are superseded in mteb on
+    purpose, which the docs say once."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # the package's own INFO lines (sizes up front, progress in logs) are shown; other libraries' only from WARNING
+    logging.getLogger("layer_mteb").setLevel(logging.INFO)
+    warnings.filterwarnings("ignore", message=".*is superseded by.*")
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # keep stderr for progress of the sweep and one-line errors
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(lambda record: "is superseded by" not in record.getMessage())
+
+
+def run_reporting_errors(command: Callable[[], None]) -> int:
+    """Run ``command``; a :class:`UserError`, a full disk or a folder without write access is one line, exit 2;
+    Ctrl-C is one line saying how to resume, exit 130 (128 + SIGINT, as shells report it)."""
+    try:
+        command()
+    except UserError as err:
+        return fail(str(err))
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; finished units are saved, run the same command again to resume", file=sys.stderr)
+        return 130
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return fail(
+                f"no space left on device writing {err.filename or 'results'}; free space or use another "
+                "--output / $LAYER_MTEB_CACHE"
+            )
+        if err.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
+            return fail(f"cannot write {err.filename}: {err.strerror}; choose another --output / $LAYER_MTEB_CACHE")
+        raise
+    return 0
+
+
+def fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def print_scores(frame: pd.DataFrame, output: Path) -> None:
+    """Layers as rows, tasks as columns, one table per (model, revision); then where the files are."""
+    from layer_mteb.common.results import layer_table
+
+    for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
+        print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")
+    print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
+
+
+def print_metrics(frame: pd.DataFrame, output: Path) -> None:
+    print(frame.pivot_table(index="layer", columns="metric", values="value").round(4).to_string())
+    print(f"\nmetrics: {output / 'metrics.csv'}")
+
+
+def print_leaderboard(board: pd.DataFrame, path: Path) -> None:
+    print(board.round(4).to_string(index=False))
+    print(f"\nselection: {path}")
+
+
+def print_correlation(table: pd.DataFrame, run: Path) -> None:
+    print("across layers, metric vs score averaged over tasks:")
+    print(table.round(4).to_string())
+    print(f"\ncorrelation (also per task): {run / 'correlation.csv'}")
+
+
+def print_report(output: Path, paths: list[Path]) -> None:
+    print((output / "table1.md").read_text())
+    print(f"report: {output}  ·  {len(paths)} files: {', '.join(p.name for p in paths)}")

@@ -1,0 +1,254 @@
+"""The ``layer-mteb`` argument declarations: every subcommand, option and default, and nothing else. A usage mistake
+is one line and exit 2, like every other user error; ``--help`` shows each option's default."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from layer_mteb.cli import commands as handlers
+from layer_mteb.cli.console import PROG
+from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
+
+DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
+MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already names it or there is none to name
+    (a required option, an on/off flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: {'off' if action.default is False else '%(default)s'})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (and exit 2) like every other user error; help shows defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Score every layer of a model on MTEB tasks.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run(commands)
+    merge = commands.add_parser("merge", help="join the shard tables of a run folder into its scores.csv")
+    merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
+    merge.set_defaults(handler=handlers.merge)
+    _add_report(commands)
+    _add_metrics(commands)
+    _add_select(commands)
+    _add_correlate(commands)
+    _add_import(commands)
+    return parser
+
+
+def _add_encode_options(parser: argparse.ArgumentParser) -> None:
+    """How texts become vectors (``EncodeConfig``), the same for ``run`` and ``metrics``."""
+    parser.add_argument(
+        "--readout", choices=READOUTS, default="final_norm", help="apply the final norm to every layer, or read raw"
+    )
+    parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="how token states become one vector")
+    _add_vector_options(parser)
+    parser.add_argument("--max-length", type=int, default=512, help="tokens per text (longer texts are truncated)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations")
+    parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help="also cap each batch at this many padded tokens (default: no cap)",
+    )
+    parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    parser.add_argument(
+        "--device-map",
+        default=None,
+        help="split one large model over devices, e.g. auto (accelerate; default: all on --device)",
+    )
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+
+
+def _add_run(commands) -> None:
+    run = commands.add_parser("run", help="score every requested layer on every task (one forward pass per task)")
+    run.add_argument("--model", action="append", required=True, help=f"{MODEL_HELP}; repeat for several models")
+    run.add_argument(
+        "--revision",
+        default=None,
+        help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
+    )
+    run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
+    run.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
+    run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
+    _add_encode_options(run)
+    run.add_argument(
+        "--shard",
+        default=None,
+        help="I/N: run the I-th of N shards of the work, for SLURM array jobs (default: all of it)",
+    )
+    run.add_argument(
+        "--max-cache-memory",
+        default=None,
+        help="memory for a task's pooled vectors of all layers, e.g. 2GB or 256MB; beyond it each layer goes to its "
+        "own file on disk (default: half the free memory of the device, at most half the host's)",
+    )
+    run.add_argument(
+        "--eval-workers",
+        type=int,
+        default=None,
+        help="layers evaluated at once in worker processes (default: one per CPU core)",
+    )
+    run.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
+    run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
+    run.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="with the hub offline, run the tasks that have a local copy and list the others (default: stop)",
+    )
+    run.add_argument(
+        "--task-metrics",
+        action="store_true",
+        help="also write each task's label-free metrics (prompt entropy, ...) from the same forward pass",
+    )
+    run.set_defaults(handler=handlers.run)
+
+
+def _add_report(commands) -> None:
+    report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
+    report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
+    report.add_argument("--output", default=str(Path(handlers.RUNS) / "report"), help="report folder (runs/report)")
+    report.add_argument(
+        "--random-run",
+        action="append",
+        default=[],
+        help="a run of a randomly initialised model (repeatable): in the tables and heatmaps, not in Figure 1",
+    )
+    report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
+    report.add_argument(
+        "--reference",
+        default=None,
+        help="the authors' per-layer scores (default: $LAYER_MTEB_REFERENCE or "
+        "../shared/reference/official_pythia_layer_scores.csv)",
+    )
+    report.add_argument(
+        "--paper-tasks",
+        choices=("run", "all"),
+        default="run",
+        help="average the paper curves over the tasks the runs scored (run) or all 32 paper tasks (all)",
+    )
+    report.add_argument(
+        "--entropy-selector",
+        default=None,
+        help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)",
+    )
+    report.set_defaults(handler=handlers.report)
+
+
+def _add_metrics(commands) -> None:
+    metrics = commands.add_parser("metrics", help="representation metrics of every layer (label-free)")
+    metrics.add_argument("--model", required=True, help=MODEL_HELP)
+    metrics.add_argument(
+        "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"
+    )
+    metrics.add_argument("--texts", default="wikitext", help="wikitext | task:<TaskName> | FILE (one prompt a line)")
+    metrics.add_argument(
+        "--full-protocol",
+        action="store_true",
+        help="the paper's protocol: 1000 prompts, 16 views x 200 prompts (MiniLM-L6 on 2 CPU cores: about 14 min, "
+        "2 GB; the default, 200 prompts and 4 views x 32 prompts, takes about a minute)",
+    )
+    metrics.add_argument(
+        "--n-prompts", type=int, default=None, help="texts to use, seeded sample if more (default 200; paper: 1000)"
+    )
+    metrics.add_argument(
+        "--views", type=int, default=None, help="augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)"
+    )
+    metrics.add_argument(
+        "--augment-prompts", type=int, default=None, help="prompts that get augmented views (default 32; paper: 200)"
+    )
+    metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
+    metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
+    metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
+    metrics.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    _add_encode_options(metrics)
+    metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    metrics.set_defaults(handler=handlers.metrics)
+
+
+def _add_vector_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTIONS,
+        default=None,
+        help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
+    )
+    parser.add_argument(
+        "--normalize", action="store_true", help="L2-normalise each pooled vector (sentence-transformers' Normalize)"
+    )
+
+
+def _add_select(commands) -> None:
+    from layer_mteb.metrics import DIRECTIONS
+
+    select = commands.add_parser("select", help="pick layers by a metric and score the choice against the truth")
+    select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
+    select.add_argument(
+        "--by",
+        default=None,
+        help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
+        "e.g. dataset_entropy@own:from=0.25 or depth=0.8",
+    )
+    select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
+    _add_metric_readout(select)
+    select.set_defaults(handler=handlers.select)
+
+
+def _add_correlate(commands) -> None:
+    correlate = commands.add_parser("correlate", help="correlate each metric with the score across layers")
+    correlate.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
+    correlate.add_argument(
+        "--method", choices=["dcor", "spearman", "kendall", "all"], default="all", help="association measure"
+    )
+    correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
+    correlate.add_argument("--seed", type=int, default=0, help="seed of the shuffles")
+    _add_metric_readout(correlate)
+    correlate.set_defaults(handler=handlers.correlate)
+
+
+def _add_metric_readout(parser) -> None:
+    from layer_mteb.analysis.runs import METRIC_READOUTS
+
+    parser.add_argument(
+        "--metric-readout",
+        choices=METRIC_READOUTS,
+        default="auto",
+        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
+        "final_norm, or same (the scores' readout)",
+    )
+
+
+def _add_import(commands) -> None:
+    from layer_mteb.analysis.importing import NORMALIZATIONS
+
+    imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
+    imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
+    imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")
+    imp.add_argument("--model", default=None, help="model name for the rows (default: from the files)")
+    imp.add_argument("--n-layers", type=int, default=None, help="the model's number of layers (default: known/deepest)")
+    imp.add_argument("--metrics", default=None, help="a long-format metrics table (official_layer_metrics.csv.gz)")
+    imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
+    imp.add_argument(
+        "--normalization",
+        choices=NORMALIZATIONS,
+        default="paper",
+        help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
+    )
+    imp.set_defaults(handler=handlers.import_results)

@@ -1,0 +1,101 @@
+"""How texts become vectors: the settings that change a pooled vector, validated once, up front."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Literal, get_args
+
+from layer_mteb.common.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+Readout = Literal["final_norm", "raw"]
+Pooling = Literal["mean", "last", "first"]
+DType = Literal["float32", "bfloat16", "float16"]
+Attention = Literal["bidirectional", "causal"]
+
+READOUTS: tuple[str, ...] = get_args(Readout)
+POOLINGS: tuple[str, ...] = get_args(Pooling)
+DTYPES: tuple[str, ...] = get_args(DType)
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
+
+
+@dataclass(frozen=True)
+class EncodeConfig:
+    """Everything besides the model that decides a pooled vector (and so keys caches and results).
+
+    ``readout="final_norm"`` applies the model's final norm to every intermediate layer, as the paper's
+    truncated models did; ``"raw"`` reads the residual stream as ``output_hidden_states`` returns it.
+    ``batch_size``, ``max_batch_tokens``, ``device`` and ``device_map`` change speed and placement, not the vectors
+    meant, so they are not part of :meth:`key`. Batches are length-sorted; ``max_batch_tokens`` also caps a batch's
+    padded size (texts x longest), so batches of short texts grow and batches of long ones shrink (less padding;
+    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``).
+    ``attention`` switches a decoder between causal and bidirectional self-attention; ``None`` means the model's
+    own (bidirectional for LLM2Vec adapters, causal for other decoders; encoders are always bidirectional) and is
+    filled in once the model is loaded, so keys name what really ran. ``normalize`` scales each pooled vector to unit
+    L2 norm, as a sentence-transformers pipeline ending in ``Normalize`` does. ``max_cache_memory`` (bytes) bounds
+    the pooled vectors kept in memory per task (default: automatic); beyond it they go to disk.
+    """
+
+    readout: Readout = "final_norm"
+    pooling: Pooling = "mean"
+    max_length: int = 512
+    dtype: DType = "float32"
+    batch_size: int = 32
+    device: str = "cpu"
+    device_map: str | None = None
+    max_batch_tokens: int | None = None
+    attention: Attention | None = None
+    normalize: bool = False
+    max_cache_memory: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_choice("readout", self.readout, READOUTS)
+        if self.attention is not None:
+            _check_choice("attention", self.attention, ATTENTIONS)
+        _check_choice("pooling", self.pooling, POOLINGS)
+        _check_choice("dtype", self.dtype, DTYPES)
+        if self.max_length < 1:
+            raise UserError(f"--max-length must be a positive integer, got {self.max_length}")
+        if self.batch_size < 1:
+            raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
+        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
+            raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
+        if self.max_cache_memory is not None and self.max_cache_memory < 1:
+            raise UserError(f"--max-cache-memory must be positive, got {self.max_cache_memory} bytes")
+        if self.device.startswith("cuda") and not _cuda_available():
+            raise UserError(f"--device {self.device} was asked for but no CUDA GPU is available; use --device cpu")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def key(self) -> dict[str, str | int | bool | None]:
+        """The settings that change vectors: part of every cache key and of mteb's experiment name."""
+        return {k: v for k, v in asdict(self).items() if k in SETTINGS_COLUMNS}
+
+
+_PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map", "max_cache_memory")
+#: The encode settings as columns of every table (scores, metrics) and parts of every key: EncodeConfig's fields
+#: that change vectors, in declaration order.
+SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) if f.name not in _PLACEMENT)
+#: what the settings added later meant for tables written before they existed (a model's own attention, no norm)
+LEGACY_SETTINGS: dict[str, object] = {"attention": "native", "normalize": False}
+
+
+def default_device() -> str:
+    return "cuda" if _cuda_available() else "cpu"
+
+
+def _cuda_available() -> bool:
+    import torch  # here, not at the top: the command line parses its options without loading torch
+
+    return torch.cuda.is_available()
+
+
+def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UserError(f"--{option.replace('_', '-')} must be one of {', '.join(choices)}; got {value!r}")

@@ -1,0 +1,118 @@
+"""The tidy results table: one row per (task, layer, subset), keyed by integer layer, written atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypedDict
+
+import pandas as pd
+
+from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+from layer_mteb.common.files import atomic_write
+
+
+class LayerId(TypedDict):
+    """Which layer of which model a row is about: the first columns of scores and metrics alike."""
+
+    model: str
+    revision: str
+    layer: int
+    n_layers: int
+    relative_depth: float
+
+
+LAYER_COLUMNS = tuple(LayerId.__annotations__)
+SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
+SCORES_FILE = "scores.csv"
+#: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
+#: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
+MTEB_DECIMALS = 6
+
+
+def layer_columns(model, layer: int) -> LayerId:
+    """The :class:`LayerId` of a row about ``layer`` of ``model``."""
+    return LayerId(
+        model=model.name,
+        revision=model.revision,
+        layer=layer,
+        n_layers=model.n_layers,
+        relative_depth=layer / model.n_layers,
+    )
+
+
+def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
+    """mteb's ``TaskResult`` for one layer -> tidy rows (one per split and subset).
+
+    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb).
+    """
+    model, config, layer = encoder.model, encoder.config, encoder.layer
+    rows = []
+    for split, subsets in task_result.scores.items():
+        for scores in subsets:
+            rows.append(
+                {
+                    **layer_columns(model, layer),
+                    "task": task.metadata.name,
+                    "task_type": task.metadata.type,
+                    "split": split,
+                    "subset": scores["hf_subset"],
+                    "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
+                    **config.key(),
+                    "data": data,
+                }
+            )
+    return rows
+
+
+def tidy_scores(rows: list[dict]) -> pd.DataFrame:
+    """Score rows -> the ``scores.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
+    frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
+
+
+#: What makes two score rows the same measurement: a newer one replaces an older one, any other older row stays.
+ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
+
+
+def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
+    """``kept`` (a table already in the run folder) updated with ``new_rows``: rows of the same measurement are
+    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores."""
+    new = tidy_scores(new_rows)
+    if kept.empty:
+        return new
+    kept = with_legacy_settings(kept.copy())
+    if not new.empty:
+        keys = pd.MultiIndex.from_frame(new[ROW_KEY].astype(str))
+        kept = kept[~pd.MultiIndex.from_frame(kept[ROW_KEY].astype(str)).isin(keys)]
+    return tidy_scores([*kept.to_dict("records"), *new.to_dict("records")])
+
+
+def read_scores_if_any(run_dir: Path, name: str = SCORES_FILE) -> pd.DataFrame:
+    """The table a run folder already holds (empty when there is none)."""
+    path = run_dir / name
+    return with_legacy_settings(pd.read_csv(path)) if path.is_file() else pd.DataFrame(columns=SCORE_COLUMNS)
+
+
+def write_scores(frame: pd.DataFrame, run_dir: Path, name: str = SCORES_FILE) -> Path:
+    path = run_dir / name
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+    return path
+
+
+def read_scores(run_dir: str | Path) -> pd.DataFrame:
+    return with_legacy_settings(pd.read_csv(Path(run_dir) / SCORES_FILE))
+
+
+def with_legacy_settings(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table written before a setting column existed (or by code that left it empty) gets that column with what
+    the setting meant then."""
+    for column, value in LEGACY_SETTINGS.items():
+        frame[column] = frame[column].astype(object).fillna(value) if column in frame.columns else value
+    return frame
+
+
+def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Layers as rows, tasks as columns, plus the mean over tasks: the table a person reads first."""
+    table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
+    table["mean"] = table.mean(axis=1)
+    return table

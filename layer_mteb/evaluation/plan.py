@@ -1,0 +1,122 @@
+"""Planning a sweep before any model loads: which layers, which (task, data) units, which shard of them.
+
+Everything here is cheap and fails early with a clear error: a mistyped task or layer list should not wait for a
+model load.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.tasks.catalog import TaskSpec, load_task, select_tasks
+
+logger = logging.getLogger(__name__)
+
+
+def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
+    """``all`` | ``0,3,-1`` | ``0:12`` | ``0:25:2`` (Python slice, end exclusive) -> sorted hidden-state indices."""
+    if isinstance(layers, str):
+        text = layers.strip()
+        if text == "all":
+            return list(range(n_layers + 1))
+        try:
+            if ":" in text:
+                picked = list(range(n_layers + 1))[slice(*(int(p) if p else None for p in text.split(":")))]
+            else:
+                picked = [int(p) for p in text.split(",") if p.strip()]
+        except ValueError:
+            raise UserError(f"--layers {layers!r} is not 'all', a list like 0,3,-1 or a slice like 0:12") from None
+        if ":" in text and not picked:
+            raise UserError(f"--layers {layers!r} selects no layer of 0..{n_layers}")
+        layers = picked
+    if not layers:
+        raise UserError("--layers is empty")
+    return sorted({resolve_layer(int(layer), n_layers) for layer in layers})
+
+
+def resolve_layer(layer: int, n_layers: int) -> int:
+    """Map a possibly negative hidden-state index to 0..n_layers, or explain the valid range."""
+    if not -(n_layers + 1) <= layer <= n_layers:
+        valid = f"0..{n_layers} (or -{n_layers + 1}..-1)"
+        raise UserError(f"layer {layer} is out of range: this model has hidden states {valid}")
+    return layer % (n_layers + 1)
+
+
+def task_units(tasks, data_dir: Path | None, *, skip_unavailable: bool = False) -> list[tuple[object, str, str]]:
+    """-> [(mteb task, data origin, data fingerprint)]; resolving names here gives early, clear errors.
+
+    With the hub offline (``HF_HUB_OFFLINE``), a task without a local copy cannot load: all such tasks are named in
+    one error before any model loads, or, with ``skip_unavailable``, left out with one warning naming them.
+    """
+    if isinstance(tasks, str):
+        task_file, specs = select_tasks(tasks, data_dir)
+        split = task_file.split
+    elif all(isinstance(t, str) for t in tasks):
+        task_file, specs = select_tasks(",".join(tasks), data_dir)
+        split = task_file.split
+    else:
+        return [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
+    units = []
+    for spec in specs:
+        task = load_task(spec, split, data_dir)
+        local = data_dir / spec.name if data_dir is not None else None
+        if local is not None and local.is_dir():  # the folder's content and which of its files make which split
+            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))
+        else:
+            fingerprint = task.metadata.revision
+        units.append((task, _origin(spec, data_dir), fingerprint))
+    unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
+    if unavailable and not skip_unavailable:
+        where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
+        raise UserError(
+            f"the hub is offline and {len(unavailable)} task(s) have no local copy {where}: "
+            f"{', '.join(unavailable)}; use --tasks offline, or --skip-unavailable to run the others"
+        )
+    if unavailable:
+        logger.warning(
+            "skipping %d task(s) with no local copy (hub offline): %s", len(unavailable), ", ".join(unavailable)
+        )
+        units = [unit for unit in units if unit[1] != "hub"]
+        if not units:
+            raise UserError("no task of the selection has a local copy and the hub is offline")
+    return units
+
+
+def hub_offline() -> bool:
+    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
+    if data_dir is not None and (data_dir / spec.name).is_dir():
+        return "local-partial" if spec.partial else "local"
+    return "hub"
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before any work if results could not be written (checked on the nearest existing parent)."""
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"output folder {str(folder)!r} is not writable; choose another --output")
+
+
+def distributed_shard() -> tuple[int, int] | None:
+    """(rank, world size) when started by ``accelerate launch`` / ``torchrun`` with several processes, else None."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
+
+
+def shard_name(stem: str, suffix: str, shard: tuple[int, int] | None) -> str:
+    """``scores.csv`` for a whole run, ``scores.shard-1-of-4.csv`` for one shard of it."""
+    if shard is None or shard[1] == 1:
+        return f"{stem}{suffix}"
+    return f"{stem}.shard-{shard[0]}-of-{shard[1]}{suffix}"

@@ -1,0 +1,333 @@
+"""Running a sweep: for each task, load its data once and fill the all-layer cache once, then score every layer."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+import mteb
+import pandas as pd
+from mteb.cache import ResultCache
+from mteb.results import TaskResult
+
+from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import write_json
+from layer_mteb.common.progress import progress as progress_bar
+from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
+from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.evaluation.merge import merge_when_all_done
+from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
+from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.workers import affordable_workers, check_eval_workers, score_layers
+from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.loading import load_model
+from layer_mteb.tasks.catalog import data_dir_from_env
+from layer_mteb.tasks.state import TaskRandomState, hold_label_lists
+from layer_mteb.vectors.budget import resolve_budget
+from layer_mteb.vectors.store import LayerCache, store_folder
+
+logger = logging.getLogger(__name__)
+
+
+def sweep(
+    model: LoadedModel | str | Sequence[str],
+    tasks: str | Sequence[str] | Sequence[object] = "paper32",
+    *,
+    layers: str | Sequence[int] = "all",
+    config: EncodeConfig | None = None,
+    data_dir: str | Path | None = None,
+    output: str | Path | None = None,
+    vector_cache: bool = True,
+    overwrite: bool = False,
+    revision: str | Sequence[str] | None = None,
+    trust_remote_code: bool = False,
+    shard: tuple[int, int] | None = None,
+    task_metrics: bool = False,
+    progress: bool = True,
+    eval_workers: int | None = None,
+    skip_unavailable: bool = False,
+) -> pd.DataFrame:
+    """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
+
+    ``tasks`` is a ``--tasks`` selection (tasks.yaml[:suite], suite name, comma-separated names), a list of task
+    names, or a list of mteb task objects. Several models and revisions give independent (model, revision, task)
+    units; ``shard=(i, n)`` runs every n-th unit from the i-th (SLURM arrays), and under ``accelerate launch`` each
+    process takes its own shard and the main process merges the table. With ``output``, writes ``scores.csv`` as
+    each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded,
+    evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
+    ``task_metrics`` adds the label-free metrics of each task's own texts to ``output/metrics.csv``, computed in the
+    same forward pass that fills the cache (for the texts this run encodes). A task's pooled vectors stay in memory
+    up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it; ``eval_workers``
+    layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
+    """
+    config = config or EncodeConfig(device=default_device())
+    distributed = shard is None and distributed_shard() is not None
+    shard = shard or distributed_shard()
+    output_path = Path(output) if output is not None else None
+    if output_path is not None:
+        check_writable(output_path)
+    if task_metrics and (shard is not None or output_path is None):
+        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
+    eval_workers = check_eval_workers(eval_workers)
+    budget = resolve_budget(config.max_cache_memory, config.device)
+    data_path = data_dir_from_env(data_dir)
+    work = task_units(
+        tasks, data_path, skip_unavailable=skip_unavailable
+    )  # before any model: a mistyped task should not wait for a model load
+    models = [model] if isinstance(model, LoadedModel | str) else list(model)
+    revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
+    units = [(m, r, unit) for m in models for r in revisions for unit in work]
+    if shard is not None:
+        units = units[shard[0] :: shard[1]]
+    record = _Record(output_path, shard, config, task_metrics)
+    current: tuple[object, object, LoadedModel, list[int]] | None = None  # one model in memory at a time
+    tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
+    for model_ref, model_revision, (task, data, fingerprint) in units:
+        if current is None or current[:2] != (model_ref, model_revision):
+            loaded = model_ref
+            if not isinstance(loaded, LoadedModel):
+                loaded = load_model(model_ref, config, revision=model_revision, trust_remote_code=trust_remote_code)
+            if loaded.tokenizer.num_special_tokens_to_add() >= config.max_length:
+                raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
+            current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
+        _, _, loaded, layer_ids = current
+        store = store_folder(loaded, config, task.metadata.name) if vector_cache else None
+        _sweep_task(
+            loaded,
+            task,
+            data,
+            fingerprint,
+            layer_ids,
+            record,
+            store,
+            overwrite=overwrite,
+            progress=progress,
+            budget=budget,
+            eval_workers=eval_workers,
+        )
+        tasks_bar.update()
+    tasks_bar.close()
+    record.finish()
+    if distributed and output_path is not None:
+        return merge_when_all_done(output_path, shard)
+    return tidy_scores(record.rows)
+
+
+@dataclass
+class _Record:
+    """What a sweep has produced so far, written as it grows: scores after every unit, the log after every task."""
+
+    output: Path | None
+    shard: tuple[int, int] | None
+    config: EncodeConfig
+    task_metrics: bool = False
+    rows: list[dict] = field(default_factory=list)
+    log: list[dict] = field(default_factory=list)
+    _results: ResultCache | None = None
+
+    @property
+    def results(self) -> ResultCache | None:
+        """mteb's result cache under ``output/mteb``, made on first use (it creates its folder)."""
+        if self._results is None and self.output is not None:
+            self._results = ResultCache(self.output / "mteb")
+        return self._results
+
+    def __post_init__(self) -> None:
+        # the rows already in the folder (other tasks, layers or settings) stay; this run adds or replaces its own
+        self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
+
+    @property
+    def scores_name(self) -> str:
+        return shard_name("scores", ".csv", self.shard)
+
+    def unit_done(self, rows: list[dict]) -> None:
+        self.rows += rows
+        self._write_scores()
+
+    def _write_scores(self) -> None:
+        if self.output is not None:
+            write_scores(combine_scores(self.kept, self.rows), self.output, self.scores_name)
+
+    def task_done(self, entry: dict) -> None:
+        self.log.append(entry)
+        if self.output is not None:
+            log = {"settings": self.config.key(), "tasks": self.log}
+            write_json(self.output / shard_name("run", ".json", self.shard), log)
+
+    def finish(self) -> None:
+        self._write_scores()  # an empty shard still leaves its (empty) table for the merge
+        if self.output is not None and self.rows:
+            warn_stale_side_files(self.output)
+
+
+def _sweep_task(
+    loaded: LoadedModel,
+    task,
+    data: str,
+    fingerprint: str,
+    layer_ids: list[int],
+    record: _Record,
+    store: Path | None,
+    *,
+    overwrite: bool,
+    progress: bool,
+    budget: int,
+    eval_workers: int,
+) -> None:
+    """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    task.load_data()  # once; mteb.evaluate keeps data it did not load itself
+    hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
+    random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
+    metrics = None
+    if record.task_metrics:
+        from layer_mteb.metrics.runner import TaskTextMetrics  # the metrics stack loads only when asked for
+
+        metrics = TaskTextMetrics(loaded)
+    observe = metrics.observe if metrics is not None else None
+    # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
+    # describe every layer, so with them the forward runs in full
+    depth = loaded.n_layers if metrics is not None else max(layer_ids)
+    if overwrite and store is not None:
+        shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
+    cache = LayerCache(loaded, record.config, store, progress=progress, observe=observe, depth=depth, budget=budget)
+    entry = {
+        "model": loaded.name,
+        "revision": loaded.revision,
+        "task": task.metadata.name,
+        "data": data,
+        "texts_loaded": len(cache),
+        "texts_encoded": 0,
+        "units_evaluated": 0,
+        "units_reused": 0,
+    }
+
+    def score(layer: int) -> list[dict]:
+        encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
+        random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
+        result = _evaluate(encoder, task, record.results, overwrite)
+        return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
+
+    reused = {
+        layer: not overwrite
+        and _has_result(record.results, task, LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint))
+        for layer in layer_ids
+    }
+    # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
+    known = texts_mteb_encodes(task) if not all(reused.values()) else None
+    if known is not None:
+        cache.fill(known)
+        if store is not None and len(cache) > entry["texts_loaded"]:
+            cache.save()
+    # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
+    # find every text in it
+    first = [] if known is not None else layer_ids[:1]
+    rest = layer_ids[len(first) :]
+    workers = affordable_workers(eval_workers, len(rest), cache)
+    if workers > 1:
+        if known is None and cache.model.device.type == "cuda":
+            workers = 1  # a forked worker cannot run the model on the GPU if it meets a text the cache lacks
+        else:
+            cache.to_host()
+    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
+    for layer, rows in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
+        if store is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
+            cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+        entry["units_reused" if reused[layer] else "units_evaluated"] += 1
+        record.unit_done(rows)
+        bar.update()
+    bar.close()
+    if cache.n_truncated:
+        logger.warning(
+            "%s: %d texts were longer than %d tokens and were truncated",
+            task.metadata.name,
+            cache.n_truncated,
+            record.config.max_length,
+        )
+    entry["texts_truncated"] = cache.n_truncated
+    if metrics is not None and record.output is not None:
+        _write_task_metrics(metrics, cache, task, record.output, progress)
+    random_state.restore(task)  # the task object is left as the sweep found it
+    task.unload_data()
+    record.task_done(entry)
+
+
+def _write_task_metrics(metrics, cache: LayerCache, task, output: Path, progress: bool) -> None:
+    """The task's own-text metrics over every text its evaluator encodes. Token metrics stream through the forward
+    pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
+    reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
+    from layer_mteb.metrics.table import write_metrics
+
+    if not len(cache):
+        cache.fill(texts_mteb_encodes(task) or [])  # observed through the cache's own observer
+    if not len(cache):
+        logger.warning("%s: no task metrics (its texts are not known before mteb encodes them)", task.metadata.name)
+        return
+    texts = list(cache.index)
+    if metrics.n_observed != len(texts):
+        logger.info("%s: task metrics: a forward pass over %d cached texts", task.metadata.name, len(texts))
+        metrics.observe_again(texts, cache.config, progress=progress)
+    frame = metrics.rows(task.metadata.name, cache.vectors(texts), cache.config)
+    if not frame.empty:
+        write_metrics(frame, output)
+
+
+def _evaluate(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is superseded by.*")
+        return mteb.evaluate(
+            encoder,
+            task,
+            cache=results_cache,
+            overwrite_strategy="always" if overwrite else "only-missing",
+            show_progress_bar=False,
+        )
+
+
+def _has_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:
+    """Whether mteb will reuse a stored result; a torn or unreadable one is removed (with a warning) instead."""
+    if results_cache is None:
+        return False
+    path = results_cache.get_task_result_path(task.metadata.name, encoder.mteb_model_meta)
+    if not path.exists():
+        return False
+    try:
+        TaskResult.from_disk(path)
+    except UNREADABLE_RESULT as err:
+        aside = path.with_name(path.name + ".corrupt")
+        path.replace(aside)
+        logger.warning(
+            "unreadable result %s (%s: %s) moved to %s; it will be recomputed",
+            path,
+            type(err).__name__,
+            err,
+            aside.name,
+        )
+        return False
+    return True
+
+
+#: What reading a torn or hand-broken mteb result JSON raises: an I/O error, undecodable bytes or JSON
+#: (``ValueError`` covers ``JSONDecodeError``, ``UnicodeDecodeError`` and pydantic's ``ValidationError``), or a
+#: missing field. Anything else (a change in mteb, say) propagates: stored results are never removed on a guess.
+UNREADABLE_RESULT = (OSError, ValueError, KeyError)
+
+#: Files of a run folder computed from its scores: a sweep that changed the scores makes them stale.
+SIDE_FILES = {"selection.csv": "layer-mteb select", "correlation.csv": "layer-mteb correlate"}
+
+
+def warn_stale_side_files(output: Path) -> None:
+    """Name every side file older than the scores it was computed from, with the command that refreshes it."""
+    scores = output / "scores.csv"
+    if not scores.is_file():
+        return
+    for name, command in SIDE_FILES.items():
+        side = output / name
+        if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+            logger.warning("%s was computed from earlier scores; refresh it: %s --run %s", side, command, output)

@@ -1,0 +1,127 @@
+"""Layers of one task evaluated in parallel processes, results handed back in layer order.
+
+Once the forward pass is done, a sweep's time goes to mteb's evaluators, one layer after another. Workers are
+forked from the sweep after the task's vectors are in the cache, so each one reads them from the parent's memory
+(copy-on-write, never written) or from the per-layer files on disk: nothing is pickled but the layer number going
+out and the score rows coming back. Each worker evaluates a layer exactly as the sweep would in-process (same task
+object, same per-layer preparation), so scores are bit-identical to one worker. Ctrl-C stops the workers (they ignore
+the signal themselves and are terminated by the sweep) and leaves the rows of finished layers written.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+
+import torch
+from threadpoolctl import threadpool_limits
+
+from layer_mteb.common.errors import UserError
+from layer_mteb.vectors.budget import host_available, store_bytes
+
+logger = logging.getLogger(__name__)
+
+ScoreLayer = Callable[[int], list[dict]]
+
+_score_layer: ScoreLayer | None = None  # set in the sweep just before forking; read by the forked workers
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_eval_workers() -> int:
+    """One worker per usable CPU core (each evaluator runs on one thread): no core runs two evaluator threads."""
+    return usable_cpus()
+
+
+def check_eval_workers(workers: int | None) -> int:
+    if workers is None:
+        return default_eval_workers()
+    if workers < 1:
+        raise UserError(f"--eval-workers must be a positive integer, got {workers}")
+    return workers
+
+
+def affordable_workers(requested: int, n_layers: int, cache) -> int:
+    """At most ``requested`` and one per layer, and no more than host memory holds: a worker holds about one
+    layer's vectors of the task several times over (the rows handed to mteb and the evaluator's own copies)."""
+    per_worker = _COPIES * store_bytes(max(len(cache), 1), 1, cache.model.hidden_size)
+    return max(1, min(requested, n_layers, host_available() // per_worker))
+
+
+_COPIES = 4
+
+
+def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -> Iterator[tuple[int, list[dict]]]:
+    """(layer, score rows) for each of ``layers``, in that order; ``workers`` > 1 evaluates them in forked processes.
+
+    ``score_layer`` must not need anything a forked child lacks (a CUDA context, open GPU tensors): the sweep moves
+    the task's vectors to host memory before asking for more than one worker.
+    """
+    workers = min(workers, len(layers))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for layer in layers:
+            with one_thread():
+                rows = score_layer(layer)
+            yield layer, rows
+        return
+    global _score_layer
+    _score_layer = score_layer
+    pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker)
+    try:
+        yield from zip(layers, pool.imap(_run, layers), strict=True)
+        pool.close()
+    except BaseException:  # Ctrl-C or a failing layer: stop every worker before passing it on
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        _score_layer = None
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Evaluators on one BLAS/OpenMP and torch thread, whatever the number of workers.
+
+    A logistic regression or similarity matrix can differ in its last bits with the number of BLAS threads (and
+    the difference grows over solver iterations), so every evaluation runs on one thread: scores are then the same
+    for any ``--eval-workers``, and parallelism comes from the workers, not from threads fighting over cores.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _start_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep decides when workers stop
+    _die_with_parent()
+    torch.set_num_threads(1)
+    threadpool_limits(1)
+
+
+def _die_with_parent() -> None:
+    """A sweep killed with SIGKILL takes its workers with it (Linux), so none writes a result after a rerun began."""
+    # not Linux: no prctl; workers still stop once the sweep's pipe to them closes
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _run(layer: int) -> list[dict]:
+    assert _score_layer is not None
+    return _score_layer(layer)

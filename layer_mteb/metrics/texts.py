@@ -1,0 +1,84 @@
+"""Where the texts for representation metrics come from: WikiText paragraphs, an mteb task's own evaluation texts
+(label-free, so usable for per-task layer selection), or a plain text file with one prompt per line."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layer_mteb.common.errors import UserError
+from layer_mteb.tasks.catalog import data_dir_from_env
+from layer_mteb.tasks.texts import task_texts
+
+WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
+_NOT_TEXT = ("label", "lang", "score")
+
+
+@dataclass(frozen=True)
+class TextSource:
+    """The texts a metrics run used, and how they were chosen (recorded in ``metrics.csv``)."""
+
+    name: str  # "wikitext", "task:<TaskName>" or "file:<file name>"
+    texts: tuple[str, ...]
+    task: str | None = None
+    n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
+    n_dropped: int = 0  # empty texts, headings, duplicates and (WikiText) prompts under ``min_tokens`` tokens
+
+
+def load_texts(
+    source: str,
+    *,
+    tokenizer: Any = None,
+    n_prompts: int = 1000,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+    min_tokens: int = 30,
+) -> TextSource:
+    """Resolve ``--texts``: ``wikitext``, ``task:<TaskName>`` or a path; sample ``n_prompts`` of them (seeded).
+
+    WikiText drops headings and paragraphs under ``min_tokens`` tokens of ``tokenizer`` (special tokens counted),
+    as in the paper. Every source drops empty texts and duplicates; a sample keeps the source's order.
+    """
+    if n_prompts < 2:
+        raise UserError(f"--n-prompts must be at least 2 (dataset entropy needs two texts), got {n_prompts}")
+    if source == "wikitext":
+        raw, name, task = _wikitext(data_dir), "wikitext", None
+    elif source.startswith("task:"):
+        task = source.removeprefix("task:").strip()
+        if not task:
+            raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
+        raw, name = task_texts(task, data_dir), f"task:{task}"
+    elif Path(source).expanduser().is_file():
+        path = Path(source).expanduser()
+        raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None
+    else:
+        raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
+    texts = list(dict.fromkeys(t.strip() for t in raw if t.strip()))
+    if source == "wikitext":
+        texts = _long_enough([t for t in texts if not t.startswith("=")], tokenizer, min_tokens)
+    if len(texts) < 2:
+        raise UserError(f"--texts {source}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
+    chosen = texts
+    if len(texts) > n_prompts:
+        keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
+        chosen = [texts[i] for i in keep]
+    return TextSource(name, tuple(chosen), task, len(texts), len(raw) - len(texts))
+
+
+def _wikitext(data_dir: str | Path | None) -> list[str]:
+    folder = data_dir_from_env(data_dir)
+    if folder is None or not (folder / WIKITEXT_FILE).is_file():
+        where = f"{folder}/" if folder else ""
+        raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+    with (folder / WIKITEXT_FILE).open(encoding="utf-8") as handle:
+        return [json.loads(line)["text"] for line in handle if line.strip()]
+
+
+def _long_enough(texts: list[str], tokenizer: Any, min_tokens: int) -> list[str]:
+    if tokenizer is None or min_tokens <= 1:
+        return texts
+    ids = tokenizer(texts, truncation=True, max_length=min_tokens)["input_ids"]
+    return [text for text, row in zip(texts, ids, strict=True) if len(row) >= min_tokens]

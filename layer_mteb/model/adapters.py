@@ -1,0 +1,182 @@
+"""PEFT adapter chains: a model folder or hub id that holds only an adapter, on a base that may be an adapter too.
+
+LLM2Vec publishes its encoders this way: ``…-mntp-unsup-simcse`` is a LoRA adapter whose ``adapter_config.json``
+names ``…-mntp`` as its base, itself a LoRA adapter on ``meta-llama/Meta-Llama-3-8B-Instruct``. Loading follows the
+``base_model_name_or_path`` links down to a plain model, loads it, then applies and merges each adapter with ``peft``
+from the bottom up, so the result is an ordinary transformers model (no adapter code runs at encode time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layer_mteb.common.config import Attention, EncodeConfig
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.model.architectures import LoadedModel, wrap_model
+from layer_mteb.model.attention import set_attention
+
+ADAPTER_CONFIG = "adapter_config.json"
+_MAX_LINKS = 16
+_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+
+
+@dataclass(frozen=True)
+class AdapterLink:
+    """One adapter of a chain: a local folder or a hub id (at a revision)."""
+
+    source: str
+    revision: str | None
+    llm2vec: bool
+
+    @property
+    def is_folder(self) -> bool:
+        return Path(self.source).expanduser().is_dir()
+
+
+@dataclass(frozen=True)
+class AdapterChain:
+    """A plain base model and the adapters on it, in the order they are applied (the base's own adapter first)."""
+
+    base: str
+    base_revision: str | None
+    adapters: tuple[AdapterLink, ...]
+
+    @property
+    def attention(self) -> Attention:
+        """LLM2Vec adapters were trained with bidirectional attention; any other adapter keeps its decoder causal."""
+        return "bidirectional" if any(link.llm2vec for link in self.adapters) else "causal"
+
+
+def find_adapter_chain(source: str, revision: str | None = None) -> AdapterChain | None:
+    """The chain under ``source`` (a folder or hub id), or None when ``source`` is a plain model."""
+    links: list[AdapterLink] = []
+    current, current_revision = source, revision
+    while (config := _read_json(current, ADAPTER_CONFIG, current_revision)) is not None:
+        if len(links) >= _MAX_LINKS or any(link.source == current for link in links):
+            raise UserError(f"the adapters under {source!r} name each other as base models in a loop")
+        base = config.get("base_model_name_or_path")
+        if not base:
+            raise UserError(f"adapter {current!r} names no base model (base_model_name_or_path in {ADAPTER_CONFIG})")
+        links.append(AdapterLink(current, current_revision, _is_llm2vec(current, current_revision)))
+        if _looks_like_path(base) and not Path(base).expanduser().exists():
+            raise UserError(f"adapter {current!r} names base model {base!r}, which does not exist")
+        current, current_revision = base, config.get("revision")
+    if not links:
+        return None
+    return AdapterChain(current, current_revision, tuple(reversed(links)))
+
+
+def merge_adapters(
+    base: LoadedModel, chain: AdapterChain, config: EncodeConfig, *, name: str, trust_remote_code: bool = False
+) -> LoadedModel:
+    """Apply and merge each adapter of ``chain`` in order onto its loaded ``base``, take the nearest tokenizer, and
+    set the attention: ``config.attention`` overrides the chain's own (bidirectional for LLM2Vec, else causal)."""
+    model = base.model
+    for link in chain.adapters:
+        model = _merge_adapter(model, link, base.name)
+    tokenizer = _nearest_tokenizer(chain, trust_remote_code) or base.tokenizer
+    fingerprints = [_fingerprint(link) for link in chain.adapters]
+    loaded = wrap_model(model, tokenizer, name=name, revision=text_hash(base.revision, *fingerprints))
+    set_attention(loaded, config.attention or chain.attention)
+    return loaded
+
+
+def _merge_adapter(model: Any, link: AdapterLink, base_name: str) -> Any:
+    """Apply one adapter with peft, check that every one of its weights found its module, and merge it."""
+    from peft import PeftModel, get_peft_model_state_dict
+    from peft.utils import load_peft_weights
+
+    options = {} if link.is_folder or link.revision is None else {"revision": link.revision}
+    try:
+        adapted = PeftModel.from_pretrained(model, link.source, **options)
+        saved = set(load_peft_weights(link.source, **options))
+    except (ValueError, RuntimeError, KeyError, OSError) as err:
+        raise UserError(f"cannot apply adapter {link.source!r} to {base_name}: {first_line(err)}") from None
+    placed = set(get_peft_model_state_dict(adapted))
+    if not saved <= placed:
+        example = sorted(saved - placed)[0]
+        raise UserError(
+            f"adapter {link.source!r} does not fit {base_name}: {len(saved - placed)} of its {len(saved)} weights "
+            f"have no matching module (e.g. {example}); was it trained on another architecture?"
+        )
+    return adapted.merge_and_unload()
+
+
+def _nearest_tokenizer(chain: AdapterChain, trust_remote_code: bool) -> Any | None:
+    """The tokenizer of the adapter nearest the top that ships one (LLM2Vec's ``-mntp`` folders do)."""
+    from transformers import AutoTokenizer
+
+    for link in reversed(chain.adapters):
+        if any(_exists(link.source, f, link.revision) for f in _TOKENIZER_FILES):
+            options = {} if link.is_folder or link.revision is None else {"revision": link.revision}
+            return AutoTokenizer.from_pretrained(link.source, trust_remote_code=trust_remote_code, **options)
+    return None
+
+
+def _is_llm2vec(source: str, revision: str | None) -> bool:
+    """An LLM2Vec adapter: McGill-NLP's naming, an ``llm2vec_config.json``, or a config whose remote code is their
+    bidirectional encoder class (``LlamaEncoderModel``, ``MistralEncoderModel``, ``…BiModel``)."""
+    if Path(source.rstrip("/")).name.lower().startswith("llm2vec"):
+        return True
+    if _exists(source, "llm2vec_config.json", revision):
+        return True
+    config = _read_json(source, "config.json", revision) or {}
+    classes = [*(config.get("auto_map") or {}).values(), *(config.get("architectures") or [])]
+    return any(str(c).endswith(("EncoderModel", "BiModel")) for c in classes)
+
+
+def _fingerprint(link: AdapterLink) -> str:
+    if link.is_folder:
+        return content_hash(Path(link.source).expanduser())
+    return f"{link.source}@{_commit(link) or link.revision or 'main'}"
+
+
+def _commit(link: AdapterLink) -> str | None:
+    from transformers.utils import cached_file
+    from transformers.utils.hub import extract_commit_hash
+
+    path = cached_file(link.source, ADAPTER_CONFIG, revision=link.revision, _raise_exceptions_for_missing_entries=False)
+    return extract_commit_hash(path, None) if path else None
+
+
+def _read_json(source: str, filename: str, revision: str | None) -> dict | None:
+    path = _locate(source, filename, revision)
+    if path is None:
+        return None
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read {filename} of {source!r}: {first_line(err)}") from None
+
+
+def _exists(source: str, filename: str, revision: str | None) -> bool:
+    return _locate(source, filename, revision) is not None
+
+
+def _locate(source: str, filename: str, revision: str | None) -> str | None:
+    """A file of a folder, or of a hub repo (downloaded or already cached); None when it has no such file."""
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return str(folder / filename) if (folder / filename).is_file() else None
+    if _looks_like_path(source) or source.count("/") != 1:
+        return None
+    from transformers.utils import cached_file
+
+    try:
+        return cached_file(
+            source,
+            filename,
+            revision=revision,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
+    except (OSError, ValueError):  # no access to this repo: loading it later explains why
+        return None
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()

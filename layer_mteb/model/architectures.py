@@ -1,0 +1,173 @@
+"""The one table of architectures, and the loaded model seen through it: blocks, final norm, hidden states.
+
+Everything architecture-specific lives in :data:`ARCHITECTURES`: what kind of model it is, where its blocks are and
+which module is its final norm. An unknown architecture is a clear error, not a guess. :func:`first_blocks` runs
+only the shallow blocks a sweep needs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from layer_mteb.common.errors import UserError
+from layer_mteb.model.compat import install_output_hooks
+
+ModelKind = Literal["causal", "encoder", "ssm"]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Where a base model (``AutoModel``, no LM head) keeps its blocks and its final norm.
+
+    ``embeddings_first``: transformers' ``hidden_states[k]`` is the output of block k, ``hidden_states[0]`` the
+    embeddings. transformers' Mamba and Mamba2 return the outputs of blocks 1..L and then the last one again,
+    normed; :meth:`LoadedModel.hidden_states` rebuilds the usual tuple for them.
+    """
+
+    kind: ModelKind
+    blocks: str
+    final_norm: str | None
+    embeddings_first: bool = True
+
+
+_DECODER = Architecture("causal", "layers", "norm")
+_BERT_LIKE = Architecture("encoder", "encoder.layer", None)
+_SSM = Architecture("ssm", "layers", "norm_f", embeddings_first=False)
+
+#: ``config.model_type`` -> architecture. Add a line here to support a new family.
+ARCHITECTURES: dict[str, Architecture] = {
+    "gpt2": Architecture("causal", "h", "ln_f"),
+    "gpt_neox": Architecture("causal", "layers", "final_layer_norm"),
+    "llama": _DECODER,
+    "mistral": _DECODER,
+    "qwen2": _DECODER,
+    "qwen3": _DECODER,
+    "gemma": _DECODER,
+    "gemma2": _DECODER,
+    "gemma3_text": _DECODER,
+    "bert": _BERT_LIKE,
+    "roberta": _BERT_LIKE,
+    "xlm-roberta": _BERT_LIKE,
+    "mpnet": _BERT_LIKE,
+    "mamba": _SSM,
+    "mamba2": _SSM,
+}
+
+
+@dataclass
+class LoadedModel:
+    """A base model with its tokenizer, identity (mteb-style ``org/model`` name + revision) and architecture."""
+
+    model: nn.Module
+    tokenizer: Any
+    name: str
+    revision: str
+    architecture: Architecture
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        """The model's blocks in order: block k's output is layer k."""
+        return attrgetter(self.architecture.blocks)(self.model)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def final_norm(self) -> nn.Module | None:
+        path = self.architecture.final_norm
+        return None if path is None else attrgetter(path)(self.model)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def forward_options(self) -> dict[str, bool]:
+        """Keyword arguments for every forward: no KV or state cache for decoders and SSMs (nothing is generated)."""
+        return {"use_cache": False} if self.architecture.kind != "encoder" else {}
+
+    def hidden_states(self, **inputs: Any) -> tuple[torch.Tensor, ...]:
+        """The L+1 hidden states of one forward pass, the same for every family: ``[0]`` the embeddings (the input
+        of block 1), ``[k]`` the output of block k, the last one after the final norm."""
+        states = self.model(**inputs, output_hidden_states=True).hidden_states
+        if self.architecture.embeddings_first:
+            return states
+        # (block 1, ..., block L, norm(block L)) -> (embeddings, block 1, ..., block L-1, norm(block L))
+        embeddings = self.model.get_input_embeddings()(inputs["input_ids"])
+        return (embeddings, *states[:-2], states[-1])
+
+
+@contextmanager
+def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
+    """Run only the first ``depth`` blocks, with the final norm switched off (the readout applies it).
+
+    Blocks past the deepest layer a sweep asks for are never computed, and the hidden states 0..depth are the ones
+    the full model gives (right padding, no cache: nothing downstream of a block feeds back into it). The block
+    list and the norm are swapped back on exit, even on error; the weights are shared, never copied.
+    """
+    install_output_hooks(model.model)
+    blocks_parent, blocks_name = _parent(model.model, model.architecture.blocks)
+    blocks = getattr(blocks_parent, blocks_name)
+    swaps = [(blocks_parent, blocks_name, blocks, nn.ModuleList(list(blocks)[:depth]))]
+    if model.architecture.final_norm is not None:
+        norm_parent, norm_name = _parent(model.model, model.architecture.final_norm)
+        swaps.append((norm_parent, norm_name, getattr(norm_parent, norm_name), nn.Identity()))
+    try:
+        for parent, name, _, stand_in in swaps:
+            setattr(parent, name, stand_in)
+        yield
+    finally:
+        for parent, name, original, _ in swaps:
+            setattr(parent, name, original)
+
+
+def _parent(obj: Any, dotted: str) -> tuple[Any, str]:
+    parent, _, name = dotted.rpartition(".")
+    return (attrgetter(parent)(obj) if parent else obj), name
+
+
+def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "no_revision_available") -> LoadedModel:
+    """Wrap an already-built model (e.g. a tiny ``from_config`` model in a test) the way ``load_model`` does.
+
+    The caller's tokenizer is left as it is: one that pads on the left or has no pad token is copied first."""
+    model = getattr(model, "base_model", model)
+    model_type = model.config.model_type
+    if model_type not in ARCHITECTURES:
+        known = ", ".join(sorted(ARCHITECTURES))
+        raise UserError(f"architecture {model_type!r} is not supported yet (known: {known})")
+    tokenizer = _right_padding(tokenizer)
+    model.eval()
+    return LoadedModel(model, tokenizer, _mteb_name(name), revision, ARCHITECTURES[model_type])
+
+
+def _right_padding(tokenizer: Any) -> Any:
+    """A tokenizer that pads on the right with a pad token (a copy when the given one needs changing): right padding
+    keeps absolute-position models exact; causal tokenizers often lack a pad token."""
+    if tokenizer.padding_side == "right" and tokenizer.pad_token is not None:
+        return tokenizer
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        fallback = tokenizer.eos_token or tokenizer.bos_token or tokenizer.unk_token
+        if fallback is None:
+            raise UserError("the tokenizer has no pad, eos, bos or unk token to pad with")
+        tokenizer.pad_token = fallback
+    return tokenizer
+
+
+def _mteb_name(name: str) -> str:
+    """mteb wants ``org/model``."""
+    return name if name.count("/") == 1 else f"local/{name.replace('/', '__')}"

@@ -1,0 +1,73 @@
+"""Causal or bidirectional self-attention for decoder models, with transformers' own switch (no model code).
+
+LLM2Vec turns a decoder into an encoder by letting every token attend to every other real token. transformers 5
+supports this as a documented option: ``is_causal=False`` ("use decoder Attention modules as encoders"). Set on the
+config, the forward wrapper of every supported decoder passes it to each attention call, and the mask factory
+(``create_causal_mask`` / ``create_sliding_window_causal_mask``) builds a bidirectional mask that still masks
+padding, for eager and SDPA attention alike. Each attention module's own ``is_causal`` flag is switched as well: it
+is what SDPA falls back on when a batch has no padding and no flag is passed (transformers before the wrapper read
+only that flag). Gemma's ``use_bidirectional_attention`` is left alone: it also resizes Gemma 3's sliding window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from torch import nn
+
+from layer_mteb.common.config import Attention, EncodeConfig
+from layer_mteb.common.errors import UserError
+
+if TYPE_CHECKING:
+    from layer_mteb.model.architectures import LoadedModel
+
+#: attention implementations checked to honour the switch (tests/test_attention.py runs each one)
+SUPPORTED_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+def attention_of(loaded: LoadedModel) -> Attention:
+    """How ``loaded`` attends now: encoders always bidirectionally; decoders and SSMs causally unless switched."""
+    if loaded.architecture.kind == "encoder":
+        return "bidirectional"
+    return "causal" if getattr(loaded.model.config, "is_causal", True) else "bidirectional"
+
+
+def set_attention(loaded: LoadedModel, mode: Attention) -> None:
+    """Make a decoder's self-attention ``mode``; encoders (bidirectional) and SSMs (causal) accept only their own."""
+    if attention_of(loaded) == mode:
+        return
+    kind = loaded.architecture.kind
+    if kind != "causal":
+        what = "an encoder reads bidirectionally" if kind == "encoder" else "a state-space model reads causally"
+        raise UserError(f"--attention {mode} does not apply to {loaded.name}: {what}; leave --attention unset")
+    implementation = getattr(loaded.model.config, "_attn_implementation", None)
+    if implementation not in SUPPORTED_IMPLEMENTATIONS:
+        raise UserError(
+            f"--attention {mode} is supported with attention implementations {', '.join(SUPPORTED_IMPLEMENTATIONS)}; "
+            f"{loaded.name} uses {implementation!r}"
+        )
+    _set_flag(loaded.model, causal=mode == "causal")
+
+
+def with_model_attention(config: EncodeConfig, loaded: LoadedModel) -> EncodeConfig:
+    """``config`` with ``attention`` filled in from the model, so keys and result rows name what really ran.
+
+    A config that asks for one mode while the model runs the other is a mistake (vectors would be keyed wrongly).
+    """
+    actual = attention_of(loaded)
+    if config.attention is not None and config.attention != actual:
+        raise UserError(
+            f"the settings ask for {config.attention} attention but {loaded.name} runs {actual} attention; "
+            "load it with load_model(..., config) or call layer_mteb.model.attention.set_attention first"
+        )
+    return config if config.attention == actual else replace(config, attention=actual)
+
+
+def _set_flag(model: nn.Module, *, causal: bool) -> None:
+    configs = {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}
+    for config in configs.values():
+        config.is_causal = causal
+    for module in model.modules():
+        if isinstance(getattr(module, "is_causal", None), bool) and not getattr(module, "is_cross_attention", False):
+            module.is_causal = causal

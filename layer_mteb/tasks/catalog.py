@@ -1,0 +1,141 @@
+"""Which tasks to run: ``tasks.yaml`` and its suites, mteb task lookup with the paper's subsets and split, and
+offline copies of task data read through the real mteb task class (its metadata, evaluator and main score kept)."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.tasks.local_data import attach_local_data
+from layer_mteb.tasks.spec import TaskFile, TaskSpec
+
+PACKAGED_TASK_FILE = Path(__file__).resolve().parents[1] / "tasks.yaml"
+BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")
+DATA_DIR_ENV = "LAYER_MTEB_DATA"
+# the project's shared task data, one level above a checkout (the README's ``../shared/data``)
+SIBLING_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+_announced: set[Path] = set()
+logger = logging.getLogger(__name__)
+
+
+def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
+    """Parse and validate a tasks.yaml; every schema problem is one line naming the file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise UserError(f"cannot read task file {str(path)!r}: {first_line(err)}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), dict) or not raw["tasks"]:
+        raise UserError(f"{path}: expected a mapping with a non-empty 'tasks:' section of categories")
+    specs = []
+    for category, entries in raw["tasks"].items():
+        if not isinstance(entries, list):
+            raise UserError(f"{path}: category {category!r} must hold a list of tasks")
+        for entry in entries:
+            specs.append(_parse_entry(path, str(category), entry))
+    suites = raw.get("suites") or {}
+    if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
+        raise UserError(f"{path}: 'suites:' must map suite names to lists of task names")
+    return TaskFile(str(raw.get("split", "test")), tuple(specs), {k: tuple(v) for k, v in suites.items()})
+
+
+def _parse_entry(path: Path, category: str, entry: Any) -> TaskSpec:
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise UserError(f"{path}: every task under {category!r} needs a 'name:' (got {entry!r})")
+    unknown = set(entry) - {"name", "subsets", "fast", "local"}
+    if unknown:
+        raise UserError(f"{path}: task {entry['name']!r} has unknown keys {sorted(unknown)}")
+    local = dict(entry.get("local") or {})
+    partial = local.pop("partial", None)
+    files = {split: tuple(names if isinstance(names, list) else [names]) for split, names in local.items()}
+    subsets = entry.get("subsets")
+    return TaskSpec(entry["name"], category, tuple(subsets) if subsets else None, entry.get("fast"), files, partial)
+
+
+def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
+    """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (said
+    once in the log, so a user knows where the data came from), else None (tasks then load from the hub)."""
+    chosen = data_dir or os.environ.get(DATA_DIR_ENV)
+    if not chosen:
+        if not SIBLING_DATA_DIR.is_dir():
+            return None
+        if SIBLING_DATA_DIR not in _announced:
+            _announced.add(SIBLING_DATA_DIR)
+            hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
+            logger.warning("data folder: %s (beside the checkout; %s)", SIBLING_DATA_DIR, hint)
+        return SIBLING_DATA_DIR
+    path = Path(chosen).expanduser()
+    if not path.is_dir():
+        raise UserError(f"data folder {str(path)!r} does not exist")
+    return path
+
+
+def select_tasks(selection: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
+    """Resolve ``--tasks``: ``FILE.yaml[:SUITE]``, a suite name, or comma-separated mteb task names."""
+    file_part, _, suite = selection.partition(":")
+    if file_part.endswith((".yaml", ".yml")):
+        task_file = read_task_file(file_part)
+        return task_file, _suite(task_file, suite or "paper32", data_dir)
+    task_file = read_task_file()
+    if selection in BUILTIN_SUITES or selection in task_file.suites:
+        return task_file, _suite(task_file, selection, data_dir)
+    names = [n.strip() for n in selection.split(",") if n.strip()]
+    if not names:
+        raise UserError("--tasks is empty: give a tasks.yaml, a suite name or task names")
+    return task_file, [task_file.spec(n) for n in names]
+
+
+def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskSpec]:
+    if suite == "paper32":
+        return list(task_file.tasks)
+    if suite == "paper32-fast":
+        return [TaskSpec(t.fast, t.category, t.subsets) if t.fast else t for t in task_file.tasks]
+    if suite == "offline":
+        if data_dir is None:
+            raise UserError(f"the 'offline' suite needs a data folder: --data-dir DIR or ${DATA_DIR_ENV}")
+        present = [t for t in task_file.tasks if (data_dir / t.name).is_dir()]
+        if not present:
+            raise UserError(f"no task of the task file has a folder in {data_dir}")
+        return present
+    if suite not in task_file.suites:
+        known = ", ".join([*BUILTIN_SUITES, *task_file.suites])
+        raise UserError(f"unknown suite {suite!r}; known suites: {known}")
+    return [task_file.spec(name) for name in task_file.suites[suite]]
+
+
+def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
+    """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets; local data when a folder exists."""
+    import mteb
+
+    try:
+        task = mteb.get_task(spec.name, eval_splits=[split], hf_subsets=list(spec.subsets) if spec.subsets else None)
+    except KeyError:
+        raise UserError(_unknown_task_message(spec.name)) from None
+    if data_dir is not None and (data_dir / spec.name).is_dir():
+        attach_local_data(task, data_dir / spec.name, spec)
+    return task
+
+
+def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:
+    """The mteb tasks of a ``--tasks`` selection, as ``layer-mteb run`` scores them (the paper's split and subsets,
+    local data from the data folder where it has them), ready for ``mteb.evaluate``."""
+    folder = data_dir_from_env(data_dir)
+    task_file, specs = select_tasks(selection, folder)
+    return [load_task(spec, task_file.split, folder) for spec in specs]
+
+
+def _unknown_task_message(name: str) -> str:
+    import mteb
+
+    known = [t.metadata.name for t in mteb.get_tasks(exclude_superseded=False)]
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown mteb task {name!r}{hint}"

@@ -1,0 +1,108 @@
+"""How much memory the pooled vectors of a task may take before they go to per-layer files on disk.
+
+A budget is a size (``--max-cache-memory 2GB``) or, by default, half of the free memory of the compute device,
+capped by half of the host's available memory (the vectors pass through the host on their way to mteb and to the
+vector cache on disk). Sizes are decimal like the option (``1GB`` = 10^9 bytes); ``GiB``/``MiB`` are binary.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import torch
+
+from layer_mteb.common.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20}
+_UNITS |= {"GIB": 2**30, "TIB": 2**40, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+#: bytes of one pooled value (float32: what mteb is handed and what the store keeps)
+VALUE_BYTES = 4
+
+
+def parse_size(text: str) -> int:
+    """``2GB`` | ``256MB`` | ``1.5GiB`` | ``1000000`` -> bytes."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in _UNITS:
+        raise UserError(f"--max-cache-memory {text!r} is not a size like 2GB, 256MB or 1.5GiB")
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise UserError(f"--max-cache-memory must be positive, got {text!r}")
+    return size
+
+
+def format_size(n_bytes: float) -> str:
+    """Bytes as the option would take them, rounded up to the shown precision (so the text is a working budget)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n_bytes >= scale:
+            return f"{math.ceil(n_bytes / scale * 10) / 10:g}{unit}"
+    return f"{int(n_bytes)}B"
+
+
+def store_bytes(n_texts: int, n_layers: int, hidden: int) -> int:
+    """The all-layer store of ``n_texts`` texts: ``n_layers`` (hidden states kept, L+1) x N x D float32 values."""
+    return n_layers * n_texts * hidden * VALUE_BYTES
+
+
+def host_available() -> int:
+    """MemAvailable of /proc/meminfo (what Linux can hand out without swapping); total physical memory elsewhere."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def auto_budget(device: str) -> int:
+    """Half the free memory of ``device`` (the rest is for the forward pass and mteb), at most half the host's."""
+    host = host_available() // 2
+    if device.startswith("cuda") and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return min(free // 2, host)
+    return host
+
+
+def resolve_budget(budget: int | None, device: str) -> int:
+    """The budget in bytes, stating an automatic one in the log."""
+    if budget is not None:
+        return budget
+    chosen = auto_budget(device)
+    logger.info(
+        "pooled-vector budget %s (half the free memory of %s, at most half the host's); "
+        "beyond it each layer goes to its own file on disk (set --max-cache-memory to change)",
+        format_size(chosen),
+        device,
+    )
+    return chosen
+
+
+def check_one_layer_fits(budget: int, n_texts: int, hidden: int) -> None:
+    """A budget must hold one layer of the task's vectors: evaluating a layer reads that layer whole."""
+    one_layer = store_bytes(n_texts, 1, hidden)
+    if one_layer > budget:
+        raise UserError(
+            f"--max-cache-memory {format_size(budget)} is smaller than one layer of this task's pooled vectors "
+            f"({n_texts:,} texts x {hidden} floats); the smallest budget that works is {format_size(one_layer)}"
+        )
+
+
+def check_disk_fits(folder: Path, n_bytes: int, what: str) -> None:
+    """Per-layer files must fit the disk they go to: stop before encoding, not hours later with a full disk."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())  # the folder may not be made yet
+    free = shutil.disk_usage(existing).free
+    if n_bytes > free:
+        raise UserError(
+            f"{what} need {format_size(n_bytes)} on disk in {folder}, which has {format_size(free)} free; "
+            "set LAYER_MTEB_CACHE to a folder on a larger disk, or score fewer layers with --layers"
+        )
