@@ -66,3 +66,26 @@ def test_the_cycle_finder_finds_a_cycle():
     graph.add_import(importer="pkg.b", imported="pkg.a")
     graph.add_import(importer="pkg.b", imported="pkg.c")
     assert _cycles(graph) == [["pkg.a", "pkg.b"]]
+
+
+def test_the_module_map_names_every_module():
+    """docs/design.md's module map lists every module of every stage, in that stage's rows."""
+    import re
+
+    from conftest import REPO
+
+    rows: dict[str, str] = {}
+    stage = ""
+    for line in (REPO / "docs" / "design.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not line.startswith("|"):
+            continue
+        stage = cells[0].strip("`/") or stage
+        rows[stage] = rows.get(stage, "") + cells[1]
+    missing = []
+    for path in sorted((REPO / "layer_mteb").glob("*/*.py")):
+        if path.name in {"__init__.py", "__main__.py"}:
+            continue
+        if not re.search(rf"`{re.escape(path.name)}`", rows.get(path.parent.name, "")):
+            missing.append(f"{path.parent.name}/{path.name}")
+    assert missing == []
