@@ -12,6 +12,7 @@ from layer_mteb.common.lazy import lazy_names
 
 if TYPE_CHECKING:
     from layer_mteb.analysis.correlation import correlate
+    from layer_mteb.analysis.mteb_results import mteb_layer_scores
     from layer_mteb.analysis.report import write_report
     from layer_mteb.analysis.selection import leaderboard, select_layers
     from layer_mteb.analysis.table1 import build_table1
@@ -31,6 +32,7 @@ _HOMES = {
     "LoadedModel": "model.architectures",
     "EncodeConfig": "common.config",
     "correlate": "analysis.correlation",
+    "mteb_layer_scores": "analysis.mteb_results",
     "LayerEncoder": "evaluation.encoder",
     "UserError": "common.errors",
     "PACKAGED_MODELS": "model.loading",
@@ -62,6 +64,7 @@ __all__ = [
     "leaderboard",
     "load_model",
     "load_tasks",
+    "mteb_layer_scores",
     "select_layers",
     "sweep",
     "wrap_model",
