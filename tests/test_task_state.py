@@ -196,14 +196,34 @@ def test_held_labels_give_mtebs_undersampling_exactly(mapped_split):
     plain = [task._undersample_data(task.dataset["train"], i)[2] for i in range(3)]
     hold_label_lists(task)
     held = task.dataset["train"]
-    assert isinstance(held, ListLabelDataset) and isinstance(task.dataset["test"], ListLabelDataset)
+    assert type(held) is ListLabelDataset and type(task.dataset["test"]) is ListLabelDataset
+    assert held.list_columns == ("label",)
     # mteb selects the label and input columns before undersampling: the held class must survive that
     kept = DatasetDict(task.dataset).select_columns(["text", "label"])["train"]
     assert isinstance(kept, ListLabelDataset)
     assert [task._undersample_data(kept, i)[2] for i in range(3)] == plain
     assert held["label"] == list(mapped_split["label"]) and isinstance(held["label"], list)
+    assert held[7] == mapped_split[7] and held["text"][:5] == mapped_split["text"][:5]
     assert held.select([5, 1])["label"] == [mapped_split[5]["label"], mapped_split[1]["label"]]
     assert pickle.loads(pickle.dumps(held))["label"] == held["label"]
+    hold_label_lists(task)
+    assert task.dataset["train"] is held  # held once
+
+
+def test_a_held_selection_keeps_the_selected_rows_in_their_order(mapped_split):
+    """A split that is a selection of another (mteb's subsampling gives those) is held with its own rows."""
+    picked = [2999, 5, 17, 5, 0]
+    selection = mapped_split.select(picked)
+    held = ListLabelDataset.holding(selection, ("label", "not a column"))
+    assert held.list_columns == ("label",)
+    assert held["label"] == [mapped_split[i]["label"] for i in picked]
+    assert held.to_list() == selection.to_list()
+    assert held.features == selection.features and held.split == selection.split
+
+
+def test_formatted_splits_are_left_as_they_are(mapped_split):
+    formatted = mapped_split.with_format("numpy")
+    assert ListLabelDataset.holding(formatted, ("label",)) is formatted
 
 
 def test_only_classification_tasks_are_held():
