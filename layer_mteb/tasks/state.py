@@ -2,8 +2,8 @@
 attributes (tests/test_task_state.py fails loudly when mteb changes them; the private mteb behaviour relied on is
 named in :mod:`layer_mteb.tasks.mteb_compat`):
 
-- :func:`layer_mteb.tasks.local_data.attach_local_data`: the task reads a local folder instead of the hub
-  (``AbsTask.load_data`` / ``data_loaded`` / ``dataset``);
+- :func:`load_data_once`: the task's data loaded unless it is already (local data comes loaded from
+  :func:`layer_mteb.tasks.catalog.load_task`), saying whether this call loaded it, so only that data is unloaded;
 - :func:`hold_label_lists`: a classification task's label columns answer with plain lists, so mteb's row-by-row
   label reads during undersampling are list lookups instead of lazy ``datasets`` reads;
 - :class:`TaskRandomState`: the task's own random generators (``AbsTask.rng_state`` / ``np_rng``), saved after the
@@ -48,6 +48,22 @@ class TaskRandomState:
         """Put the saved generators back (copies, so the saved state itself never advances)."""
         for name, generator in self.generators.items():
             setattr(task, name, copy.deepcopy(generator))
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+def load_data_once(task) -> bool:
+    """Load ``task``'s data unless it is loaded already; True when this call loaded it.
+
+    A caller unloads only the data it loaded itself, as ``mteb.evaluate`` does: a task from
+    :func:`layer_mteb.tasks.catalog.load_task` on a local folder holds its data from the start, and unloading it
+    would leave the hub as the only place to load it from again.
+    """
+    if task.data_loaded:
+        return False
+    task.load_data()
+    return True
 
 
 # --------------------------------------------------------------------------------------------- label columns
