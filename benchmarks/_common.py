@@ -125,7 +125,7 @@ def machine_line(device: str) -> str:
 def load_tasks(names: Sequence[str], data_dir: str | Path, limit: int | None = None) -> list:
     """Fresh mteb task objects for ``names`` on local data, loaded, each split cut to its first ``limit`` rows.
 
-    A sweep unloads a task's data when it is done, so every measured run gets its own fresh objects.
+    Every measured run gets its own fresh objects, so that no run starts from the state another left.
     """
     from layer_mteb.tasks.catalog import load_task, select_tasks
 

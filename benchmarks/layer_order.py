@@ -32,7 +32,7 @@ def main() -> None:
     from layer_mteb import LayerCache, LayerEncoder, load_model, sweep
     from layer_mteb.evaluation.plan import parse_layers
     from layer_mteb.tasks.catalog import TaskSpec
-    from layer_mteb.tasks.local_data import attach_local_data
+    from layer_mteb.tasks.local_data import load_local_data
 
     config = encode_config(args)
     loaded = load_model(args.model, config)
@@ -40,8 +40,7 @@ def main() -> None:
 
     def fresh_task():
         task = mteb.get_task(args.task, eval_splits=["test"])
-        attach_local_data(task, Path(args.data_dir) / args.folder, TaskSpec(args.folder))
-        task.load_data()
+        load_local_data(task, Path(args.data_dir) / args.folder, TaskSpec(args.folder))
         return task
 
     def score(task, cache, layer) -> float:

@@ -3,16 +3,24 @@ behaviour a workaround relies on (or no longer needs it), instead of a sweep sil
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
 import torch
 import transformers
-from conftest import tiny_model
+from conftest import tiny_config, tiny_model
 from packaging.version import Version
 
 from layer_mteb.model.architectures import first_blocks
-from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer, install_output_hooks
+from layer_mteb.model.compat import (
+    attention_implementation,
+    commit_hash,
+    drop_gguf_quantizer,
+    hub_file,
+    install_output_hooks,
+    snapshot_commit,
+)
 
 TRANSFORMERS_5 = Version(transformers.__version__) >= Version("5")
 
@@ -80,3 +88,39 @@ def test_commit_hash_comes_from_the_hub_cache_snapshot(bert_tokenizer, tmp_path,
     assert commit_hash(model, "org/not-cached") is None
     model.config._commit_hash = "abc123"  # transformers < 5
     assert commit_hash(model, "org/tiny") == "abc123"
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_attention_implementation_is_the_one_the_model_was_loaded_with(bert_tokenizer, implementation):
+    from transformers import AutoModel
+
+    config = tiny_config("llama", len(bert_tokenizer))
+    model = AutoModel.from_config(config, attn_implementation=implementation)
+    assert attention_implementation(model) == implementation
+
+
+def test_hub_file_switches_are_the_ones_transformers_reads():
+    from transformers.utils import hub
+
+    switches = {"_raise_exceptions_for_missing_entries", "_raise_exceptions_for_connection_errors"}
+    assert switches <= set(inspect.signature(hub.cached_files).parameters), "cached_file switches renamed"
+    assert inspect.signature(hub.extract_commit_hash).parameters.keys() == {"resolved_file", "commit_hash"}
+
+
+def test_hub_file_finds_cached_files_and_says_none_for_missing_ones(tmp_path, monkeypatch):
+    """Offline (as the tests run): a cached file is found with its commit; a missing one is None, not an error."""
+    import huggingface_hub.constants
+
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    snapshot = tmp_path / "models--org--adapter" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "adapter_config.json").write_text("{}")
+    (tmp_path / "models--org--adapter" / "refs").mkdir()
+    (tmp_path / "models--org--adapter" / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    path = hub_file("org/adapter", "adapter_config.json", None)
+    assert path == str(snapshot / "adapter_config.json") and snapshot_commit(path) == commit
+    # a file the cache does not hold is missing offline, not an error, with or without unreachable_ok
+    assert hub_file("org/adapter", "tokenizer.json", None, unreachable_ok=True) is None
+    assert hub_file("org/adapter", "tokenizer.json", None) is None
+    assert snapshot_commit(str(tmp_path / "plain" / "adapter_config.json")) is None

@@ -1,5 +1,6 @@
-"""What layer_mteb changes about mteb task objects (layer_mteb/tasks/state.py): every layer scored from the same task
-state, label columns held as lists, local data attached in one step; each guarded against mteb changing underneath."""
+"""What layer_mteb changes about mteb task objects (layer_mteb/tasks/state.py, tasks/local_data.py): every layer scored
+from the same task state, label columns held as lists, local data handed over as loaded data; each guarded against
+mteb changing underneath."""
 
 from __future__ import annotations
 
@@ -22,14 +23,17 @@ from mteb.mocks.mock_tasks.sts import MockSTSTask
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import TaskSpec, load_task
-from layer_mteb.tasks.local_data import attach_local_data
+from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.state import (
     TASK_RNG_ATTRIBUTES,
     ListLabelDataset,
     TaskRandomState,
     hold_label_lists,
+    load_data_once,
 )
 
 CONFIG = EncodeConfig(batch_size=8)
@@ -147,8 +151,6 @@ def test_guard_the_task_rngs_are_the_ones_mteb_seeds_and_no_other(task_class):
 
 def test_guard_v2_clustering_draws_from_the_task_rng_and_restoring_it_repeats_the_draw(model):
     """The reason the sweep restores the state: mteb's v2 clustering samples from ``task.rng_state``."""
-    from layer_mteb.evaluation.encoder import LayerEncoder
-
     task = ManyDocsClusteringTask()
     task.load_data()
     saved = TaskRandomState.of(task)
@@ -196,14 +198,34 @@ def test_held_labels_give_mtebs_undersampling_exactly(mapped_split):
     plain = [task._undersample_data(task.dataset["train"], i)[2] for i in range(3)]
     hold_label_lists(task)
     held = task.dataset["train"]
-    assert isinstance(held, ListLabelDataset) and isinstance(task.dataset["test"], ListLabelDataset)
+    assert type(held) is ListLabelDataset and type(task.dataset["test"]) is ListLabelDataset
+    assert held.list_columns == ("label",)
     # mteb selects the label and input columns before undersampling: the held class must survive that
     kept = DatasetDict(task.dataset).select_columns(["text", "label"])["train"]
     assert isinstance(kept, ListLabelDataset)
     assert [task._undersample_data(kept, i)[2] for i in range(3)] == plain
     assert held["label"] == list(mapped_split["label"]) and isinstance(held["label"], list)
+    assert held[7] == mapped_split[7] and held["text"][:5] == mapped_split["text"][:5]
     assert held.select([5, 1])["label"] == [mapped_split[5]["label"], mapped_split[1]["label"]]
     assert pickle.loads(pickle.dumps(held))["label"] == held["label"]
+    hold_label_lists(task)
+    assert task.dataset["train"] is held  # held once
+
+
+def test_a_held_selection_keeps_the_selected_rows_in_their_order(mapped_split):
+    """A split that is a selection of another (mteb's subsampling gives those) is held with its own rows."""
+    picked = [2999, 5, 17, 5, 0]
+    selection = mapped_split.select(picked)
+    held = ListLabelDataset.holding(selection, ("label", "not a column"))
+    assert held.list_columns == ("label",)
+    assert held["label"] == [mapped_split[i]["label"] for i in picked]
+    assert held.to_list() == selection.to_list()
+    assert held.features == selection.features and held.split == selection.split
+
+
+def test_formatted_splits_are_left_as_they_are(mapped_split):
+    formatted = mapped_split.with_format("numpy")
+    assert ListLabelDataset.holding(formatted, ("label",)) is formatted
 
 
 def test_only_classification_tasks_are_held():
@@ -217,30 +239,54 @@ def test_only_classification_tasks_are_held():
 # --------------------------------------------------------------------------------------------- local data
 
 
-def test_guard_the_mteb_api_local_data_relies_on():
-    """``attach_local_data`` replaces ``load_data`` as mteb calls it and relies on ``unload_data`` resetting it."""
-    parameters = inspect.signature(AbsTask.load_data).parameters
-    assert "num_proc" in parameters and any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    assert "load_data(num_proc=num_proc, timer=timer)" in inspect.getsource(inspect.getmodule(mteb.evaluate))
-    assert "AbsTaskClusteringLegacy" in mteb.abstasks.__all__
-    source = inspect.getsource(AbsTask.unload_data)
-    assert "self.dataset = None" in source and "self.data_loaded = False" in source
-
-
-def test_attached_local_data_loads_reloads_and_pickles(data_dir):
+def test_guard_mteb_uses_data_a_task_already_holds_and_leaves_it_loaded(model, data_dir):
+    """Local data reaches mteb as loaded data: ``evaluate`` and ``load_data`` must neither reload nor unload it."""
+    assert AbsTask.data_loaded is False and "dataset" in inspect.get_annotations(AbsTask)
+    assert "AbsTaskClusteringLegacy" in mteb.abstasks.__all__  # how local clustering data picks its shape
     task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
-    assert task.load_data.func.__name__ == "load_local_data"
-    task.load_data(num_proc=None, timer=None)
+    held = task.dataset
+    task.load_data()  # would reach for the (offline) hub if mteb did not check data_loaded first
+    assert task.dataset is held
+    result = mteb.evaluate(LayerEncoder(model, 1, config=CONFIG), task, cache=None, show_progress_bar=False)
+    assert 0 < abs(result.task_results[0].get_score()) <= 1
+    assert task.data_loaded and task.dataset is held
+
+
+def test_a_local_task_comes_loaded_as_its_own_mteb_class_and_pickles(data_dir):
+    task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
+    assert type(task) is type(mteb.get_task("BIOSSES"))
+    assert not {"load_data", "unload_data", "evaluate"} & set(vars(task))  # no method replaced on the object
+    assert task.data_loaded
     rows = len(task.dataset["test"])
     assert rows == sum(1 for line in (data_dir / "BIOSSES" / "test.jsonl").open() if line.strip())
-    task.unload_data()
-    assert task.dataset is None and not task.data_loaded
     copy = pickle.loads(pickle.dumps(task))
-    copy.load_data()
-    assert len(copy.dataset["test"]) == rows and copy.dataset is not task.dataset
+    assert copy.data_loaded and copy.dataset["test"].to_list() == task.dataset["test"].to_list()
+    assert load_data_once(copy) is False
 
 
-def test_attach_local_data_checks_the_folder_first(tmp_path):
+def test_load_data_once_says_whether_it_loaded():
+    task = MockSTSTask()
+    assert load_data_once(task) is True and task.data_loaded
+    assert load_data_once(task) is False
+
+
+def test_a_sweep_leaves_a_local_task_loaded_for_the_next_one(model, data_dir):
+    task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
+    run = {"config": CONFIG, "vector_cache": False, "progress": False, "layers": "0,3"}
+    first = scores(sweep(model, [task], **run))
+    assert task.data_loaded  # unloaded, it could only load again from the hub
+    assert scores(sweep(model, [task], **run)) == first
+
+
+def test_a_bad_local_folder_fails_before_the_task_is_used(tmp_path):
     task = mteb.get_task("BIOSSES")
-    with pytest.raises(Exception, match=r"no test\.jsonl"):
-        attach_local_data(task, tmp_path, TaskSpec("BIOSSES"))
+    with pytest.raises(UserError, match=r"no test\.jsonl"):
+        load_local_data(task, tmp_path, TaskSpec("BIOSSES"))
+    assert not task.data_loaded
+
+
+def test_a_bad_local_folder_fails_a_sweep_before_any_model_loads(tmp_path):
+    (tmp_path / "STS12").mkdir()
+    (tmp_path / "STS12" / "test.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{"text": ')
+    with pytest.raises(UserError, match="not valid JSON"):  # the model name would fail to load, were it tried
+        sweep("no-such-org/no-such-model", "STS12", data_dir=tmp_path, progress=False)

@@ -18,6 +18,8 @@ from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.sts import AbsTaskSTS
 
+from layer_mteb.tasks.mteb_compat import queries_with_positives, retrieval_texts, undersample
+
 
 def texts_mteb_encodes(task) -> list[str] | None:
     """The unique texts mteb's evaluator of ``task`` encodes (in first-seen order), or None when not known ahead.
@@ -71,21 +73,16 @@ def _classification_texts(task) -> Iterator[str]:
         # the same undersampling mteb runs (its RandomState is seeded from task.seed on every call)
         sample, selected = None, set()
         for experiment in range(task.n_experiments):
-            _, sample, picked = task._undersample_data(train, experiment, sample)
+            sample, picked = undersample(task, train, experiment, sample)
             selected.update(picked)
         yield from train.select(sorted(selected))[task.input_column_name]
         yield from data[split][task.input_column_name]
 
 
 def _retrieval(task) -> Iterator[str]:
-    from mteb._create_dataloaders import _retrieval_texts
-    from mteb.abstasks.retrieval import _filter_queries_without_positives
-    from mteb.types import PromptType
-
     for _, data in _splits_retrieval(task):
-        _, queries = _filter_queries_without_positives(data["relevant_docs"], data["queries"])
-        yield from _retrieval_texts(data["corpus"], PromptType.document)
-        yield from _retrieval_texts(queries, PromptType.query)
+        yield from retrieval_texts(data["corpus"], document=True)
+        yield from retrieval_texts(queries_with_positives(data["relevant_docs"], data["queries"]), document=False)
 
 
 def _splits_retrieval(task) -> Iterator[tuple[str, object]]:

@@ -28,7 +28,7 @@ from layer_mteb.evaluation.workers import affordable_workers, check_eval_workers
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.catalog import data_dir_from_env
-from layer_mteb.tasks.state import TaskRandomState, hold_label_lists
+from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
 from layer_mteb.vectors.budget import resolve_budget
 from layer_mteb.vectors.store import LayerCache, store_folder
 
@@ -181,7 +181,7 @@ def _sweep_task(
     eval_workers: int,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
-    task.load_data()  # once; mteb.evaluate keeps data it did not load itself
+    loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
     hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
     metrics = None
@@ -254,7 +254,8 @@ def _sweep_task(
     if metrics is not None and record.output is not None:
         _write_task_metrics(metrics, cache, task, record.output, progress)
     random_state.restore(task)  # the task object is left as the sweep found it
-    task.unload_data()
+    if loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays for the next unit
+        task.unload_data()
     record.task_done(entry)
 
 

@@ -18,10 +18,10 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 
-import torch
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.threads import torch_threads
 from layer_mteb.vectors.budget import host_available, store_bytes
 
 logger = logging.getLogger(__name__)
@@ -96,20 +96,13 @@ def one_thread() -> Iterator[None]:
     the difference grows over solver iterations), so every evaluation runs on one thread: scores are then the same
     for any ``--eval-workers``, and parallelism comes from the workers, not from threads fighting over cores.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(1):
-            yield
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), threadpool_limits(1):
+        yield
 
 
 def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep decides when workers stop
     _die_with_parent()
-    torch.set_num_threads(1)
-    threadpool_limits(1)
 
 
 def _die_with_parent() -> None:
@@ -124,4 +117,5 @@ _PR_SET_PDEATHSIG = 1
 
 def _run(layer: int) -> list[dict]:
     assert _score_layer is not None
-    return _score_layer(layer)
+    with one_thread():  # as in the sweep's own process
+        return _score_layer(layer)

@@ -16,6 +16,8 @@ from typing import Literal, get_args
 
 import torch
 
+from layer_mteb.common.threads import torch_threads
+
 Normalization = Literal["raw", "logN", "logD", "maxEntropy"]
 NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
 _RELATIVE_TOL = 1e-10
@@ -59,12 +61,8 @@ def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
     if tensor.device.type != "cpu":
         yield
         return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def renyi_entropy(eigenvalues: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:

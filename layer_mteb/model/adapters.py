@@ -18,6 +18,7 @@ from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import content_hash, text_hash
 from layer_mteb.model.architectures import LoadedModel, wrap_model
 from layer_mteb.model.attention import set_attention
+from layer_mteb.model.compat import hub_file, snapshot_commit
 
 ADAPTER_CONFIG = "adapter_config.json"
 _MAX_LINKS = 16
@@ -136,11 +137,8 @@ def _fingerprint(link: AdapterLink) -> str:
 
 
 def _commit(link: AdapterLink) -> str | None:
-    from transformers.utils import cached_file
-    from transformers.utils.hub import extract_commit_hash
-
-    path = cached_file(link.source, ADAPTER_CONFIG, revision=link.revision, _raise_exceptions_for_missing_entries=False)
-    return extract_commit_hash(path, None) if path else None
+    path = hub_file(link.source, ADAPTER_CONFIG, link.revision)
+    return snapshot_commit(path) if path else None
 
 
 def _read_json(source: str, filename: str, revision: str | None) -> dict | None:
@@ -164,16 +162,8 @@ def _locate(source: str, filename: str, revision: str | None) -> str | None:
         return str(folder / filename) if (folder / filename).is_file() else None
     if _looks_like_path(source) or source.count("/") != 1:
         return None
-    from transformers.utils import cached_file
-
     try:
-        return cached_file(
-            source,
-            filename,
-            revision=revision,
-            _raise_exceptions_for_missing_entries=False,
-            _raise_exceptions_for_connection_errors=False,
-        )
+        return hub_file(source, filename, revision, unreachable_ok=True)
     except (OSError, ValueError):  # no access to this repo: loading it later explains why
         return None
 

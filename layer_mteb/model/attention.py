@@ -18,6 +18,7 @@ from torch import nn
 
 from layer_mteb.common.config import Attention, EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.model.compat import attention_implementation
 
 if TYPE_CHECKING:
     from layer_mteb.model.architectures import LoadedModel
@@ -41,7 +42,7 @@ def set_attention(loaded: LoadedModel, mode: Attention) -> None:
     if kind != "causal":
         what = "an encoder reads bidirectionally" if kind == "encoder" else "a state-space model reads causally"
         raise UserError(f"--attention {mode} does not apply to {loaded.name}: {what}; leave --attention unset")
-    implementation = getattr(loaded.model.config, "_attn_implementation", None)
+    implementation = attention_implementation(loaded.model)
     if implementation not in SUPPORTED_IMPLEMENTATIONS:
         raise UserError(
             f"--attention {mode} is supported with attention implementations {', '.join(SUPPORTED_IMPLEMENTATIONS)}; "

@@ -51,3 +51,41 @@ def commit_hash(model: nn.Module, hub_id: str) -> str | None:
 
     path = try_to_load_from_cache(hub_id, "config.json")
     return Path(path).parent.name if isinstance(path, str) else None
+
+
+def attention_implementation(model: nn.Module) -> str | None:
+    """The attention implementation a loaded model runs (``"eager"``, ``"sdpa"``, ...), or None when it has none.
+
+    transformers resolves the ``attn_implementation`` a model was asked for when it loads and keeps the result only
+    in the private ``config._attn_implementation``; there is no public accessor.
+    """
+    return getattr(model.config, "_attn_implementation", None)
+
+
+def hub_file(source: str, filename: str, revision: str | None, *, unreachable_ok: bool = False) -> str | None:
+    """The local path of ``filename`` of hub repo ``source`` (from the cache, or downloaded), or None when the repo has
+    no such file (and, with ``unreachable_ok``, when the hub cannot be reached and the file is not cached).
+
+    transformers' ``cached_file`` raises in both cases unless given its private switches
+    ``_raise_exceptions_for_missing_entries`` and ``_raise_exceptions_for_connection_errors``.
+    """
+    from transformers.utils import cached_file
+
+    return cached_file(
+        source,
+        filename,
+        revision=revision,
+        _raise_exceptions_for_missing_entries=False,
+        _raise_exceptions_for_connection_errors=not unreachable_ok,
+    )
+
+
+def snapshot_commit(path: str) -> str | None:
+    """The hub commit of a file in the hub cache (the ``snapshots/<commit>/`` folder it lies in), or None.
+
+    Read with transformers' ``utils.hub.extract_commit_hash``, an undocumented helper, so that a cache layout change
+    is met the way transformers itself meets it.
+    """
+    from transformers.utils.hub import extract_commit_hash
+
+    return extract_commit_hash(path, None)

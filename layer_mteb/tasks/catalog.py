@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.tasks.local_data import attach_local_data
+from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.spec import TaskFile, TaskSpec
 
 PACKAGED_TASK_FILE = Path(__file__).resolve().parents[1] / "tasks.yaml"
@@ -112,7 +112,11 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
 
 
 def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
-    """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets; local data when a folder exists."""
+    """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets.
+
+    When ``data_dir`` has a folder for it, the task comes with that folder's data loaded (mteb then neither loads
+    nor unloads it); ``task.unload_data()`` drops it for good, and ``load_task`` again reads it anew.
+    """
     import mteb
 
     try:
@@ -120,7 +124,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     except KeyError:
         raise UserError(_unknown_task_message(spec.name)) from None
     if data_dir is not None and (data_dir / spec.name).is_dir():
-        attach_local_data(task, data_dir / spec.name, spec)
+        load_local_data(task, data_dir / spec.name, spec)
     return task
 
 

@@ -1,10 +1,10 @@
 """Offline copies of task data: a folder of JSONL files read into the ``datasets`` shape the task's own mteb class
-expects (its metadata, evaluator and main score kept), checked before any model loads."""
+expects (its metadata, evaluator and main score kept) and handed to the task as its loaded data, before any model
+loads."""
 
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,22 +12,14 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.tasks.spec import TaskSpec
 
 
-def attach_local_data(task, folder: Path, spec: TaskSpec) -> None:
-    """Make ``task`` load ``folder`` (read into the shape its mteb class expects) instead of its hub dataset.
+def load_local_data(task, folder: Path, spec: TaskSpec) -> None:
+    """Load ``folder`` into ``task`` now, as its data: ``task.dataset`` filled and ``task.data_loaded`` set.
 
-    The folder is checked first, so a bad folder fails before any model is loaded. The task keeps its class,
-    metadata, evaluator and main score; only its ``load_data`` is the local reader (an instance attribute, a
-    ``partial`` of a module-level function, so the task still pickles). mteb calls
-    ``load_data(num_proc=..., timer=...)`` when ``data_loaded`` is false and ``unload_data`` resets it.
+    The task keeps its class, metadata, evaluator and main score. mteb's own ``evaluate`` (and ``load_data``) use
+    data a task already holds and unload only data they loaded themselves, so the task is scored on the folder
+    everywhere without any of its methods replaced; it pickles with its data. Reading the whole folder here is
+    also the early check: a missing split or column or an empty file fails in one line before any model loads.
     """
-    check_local_folder(task, folder, spec)
-    task.load_data = partial(load_local_data, task, folder, spec)
-
-
-def load_local_data(task, folder: Path, spec: TaskSpec, num_proc: int | None = None, **kwargs: Any) -> None:
-    """``AbsTask.load_data`` for a local folder: fills ``task.dataset`` once, as mteb's own loader does."""
-    if task.data_loaded:
-        return
     task.dataset = read_local_dataset(task, folder, spec)
     task.data_loaded = True
 
@@ -48,12 +40,6 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     return dataset
 
 
-def check_local_folder(task, folder: Path, spec: TaskSpec) -> None:
-    """Fail before any model is loaded on a folder that lacks a split, a column or rows (reads one row a file)."""
-    for split in _needed_splits(task):
-        _shape(task, task.metadata.type, _read_split(folder, split, spec, limit=1), folder, split)
-
-
 def _needed_splits(task) -> list[str]:
     splits = list(task.eval_splits)
     if task.metadata.type == "Classification":
@@ -61,7 +47,7 @@ def _needed_splits(task) -> list[str]:
     return list(dict.fromkeys(splits))
 
 
-def _read_split(folder: Path, split: str, spec: TaskSpec, limit: int | None = None) -> list[dict[str, Any]]:
+def _read_split(folder: Path, split: str, spec: TaskSpec) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in spec.local_files.get(split, (f"{split}.jsonl",)):
         path = folder / name
@@ -74,8 +60,6 @@ def _read_split(folder: Path, split: str, spec: TaskSpec, limit: int | None = No
                         rows.append(json.loads(line))
                     except json.JSONDecodeError:
                         raise UserError(f"{path}: a line is not valid JSON: {line[:60]!r}") from None
-                if limit is not None and len(rows) >= limit:
-                    break
     if not rows:
         raise UserError(f"{folder}: the {split!r} split is empty")
     return rows

@@ -1,10 +1,11 @@
-"""Everything layer_mteb changes about an mteb task object, in one place, each relying on a named part of mteb's API
-(tests/test_task_state.py fails loudly when mteb changes it):
+"""What layer_mteb changes about the state of an mteb task object, in one place, each through mteb's public task
+attributes (tests/test_task_state.py fails loudly when mteb changes them; the private mteb behaviour relied on is
+named in :mod:`layer_mteb.tasks.mteb_compat`):
 
-- :func:`attach_local_data`: the task reads a local folder instead of the hub (``AbsTask.load_data`` /
-  ``data_loaded`` / ``dataset``);
+- :func:`load_data_once`: the task's data loaded unless it is already (local data comes loaded from
+  :func:`layer_mteb.tasks.catalog.load_task`), saying whether this call loaded it, so only that data is unloaded;
 - :func:`hold_label_lists`: a classification task's label columns answer with plain lists, so mteb's row-by-row
-  label reads (``AbsTaskClassification._undersample_data``) are list lookups instead of lazy ``datasets`` reads;
+  label reads during undersampling are list lookups instead of lazy ``datasets`` reads;
 - :class:`TaskRandomState`: the task's own random generators (``AbsTask.rng_state`` / ``np_rng``), saved after the
   data is loaded and put back before each layer's evaluation, so every layer is scored from the state a fresh
   ``mteb.evaluate`` of that layer alone would see.
@@ -13,7 +14,8 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import MutableMapping
+import secrets
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ from datasets import Dataset
 #: The random generators mteb's ``AbsTask.__init__`` seeds on the task object itself (``random.Random`` and a numpy
 #: ``Generator``). v2 clustering draws its document sample and bootstrap from ``rng_state``; multilabel
 #: classification shuffles with ``np_rng``. Everything else an evaluation draws is seeded afresh per evaluation
-#: (evaluators call mteb's ``_set_seed``; classification undersampling builds ``RandomState(task.seed)``).
+#: (``mteb_compat.EVALUATORS_SEED_THEMSELVES``; classification undersampling seeds itself from ``task.seed``).
 TASK_RNG_ATTRIBUTES = ("rng_state", "np_rng")
 
 
@@ -48,18 +50,34 @@ class TaskRandomState:
             setattr(task, name, copy.deepcopy(generator))
 
 
+# --------------------------------------------------------------------------------------------- data
+
+
+def load_data_once(task) -> bool:
+    """Load ``task``'s data unless it is loaded already; True when this call loaded it.
+
+    A caller unloads only the data it loaded itself, as ``mteb.evaluate`` does: a task from
+    :func:`layer_mteb.tasks.catalog.load_task` on a local folder holds its data from the start, and unloading it
+    would leave the hub as the only place to load it from again.
+    """
+    if task.data_loaded:
+        return False
+    task.load_data()
+    return True
+
+
 # --------------------------------------------------------------------------------------------- label columns
 
 
 def hold_label_lists(task) -> None:
     """Give every split of a classification task a label column that answers with a plain list.
 
-    mteb's ``_undersample_data`` does ``labels = split[label_column]`` and then ``labels[i]`` for every training
-    row, ten times per layer. With ``datasets`` >= 4 the column is a lazy ``Column`` and each ``labels[i]`` formats
-    one row (about 0.1 ms in memory, 0.25-0.5 ms memory-mapped): minutes per layer on a 200k-row split. A
-    :class:`ListLabelDataset` answers each whole-column request with one Arrow read (milliseconds; mteb asks once
-    per call) instead; the values, and so every score, are the same (benchmarks/undersampling.py: 290x on a
-    memory-mapped 200k-row split). Other task types and already-held splits are left as they are.
+    mteb's undersampling (:func:`layer_mteb.tasks.mteb_compat.undersample`) reads ``labels = split[label_column]``
+    and then ``labels[i]`` for every training row, ten times per layer. With ``datasets`` >= 4 the column is a lazy
+    ``Column`` and each ``labels[i]`` formats one row (about 0.1 ms in memory, 0.25-0.5 ms memory-mapped): minutes
+    per layer on a 200k-row split. A :class:`ListLabelDataset` answers each whole-column request with one Arrow read
+    (milliseconds; mteb asks once per call) instead; the values, and so every score, are the same
+    (benchmarks/undersampling.py). Other task types and already-held splits are left as they are.
     """
     from mteb.abstasks import AbsTaskClassification
 
@@ -69,10 +87,10 @@ def hold_label_lists(task) -> None:
 
 
 def _hold(node: MutableMapping, columns: tuple[str, ...]) -> None:
-    """Wrap every ``Dataset`` below ``node`` (splits, or subsets of splits) in place."""
+    """Replace every ``Dataset`` below ``node`` (splits, or subsets of splits) by its held copy, in place."""
     for key, value in node.items():
         if isinstance(value, Dataset):
-            node[key] = ListLabelDataset.wrap(value, columns)
+            node[key] = ListLabelDataset.holding(value, columns)
         elif isinstance(value, MutableMapping):
             _hold(value, columns)
 
@@ -80,22 +98,28 @@ def _hold(node: MutableMapping, columns: tuple[str, ...]) -> None:
 class ListLabelDataset(Dataset):
     """A ``datasets.Dataset`` whose ``list_columns`` answer ``dataset[column]`` with a list (one Arrow read).
 
-    Everything else is the plain ``Dataset``: transforms that keep the rows (``select_columns``) keep the class,
-    those that change them (``select``) give a plain ``Dataset`` back.
+    Built through ``Dataset``'s own constructor (:meth:`holding`); everything else is the plain ``Dataset``:
+    transforms that keep the rows (``select_columns``) keep the class, those that change them (``select``) give a
+    plain ``Dataset`` back.
     """
 
-    list_columns: tuple[str, ...] = ()
+    def __init__(self, *args: Any, list_columns: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.list_columns = tuple(column for column in list_columns if column in self.column_names)
 
     @classmethod
-    def wrap(cls, dataset: Dataset, columns: tuple[str, ...]) -> Dataset:
+    def holding(cls, dataset: Dataset, columns: Sequence[str]) -> Dataset:
+        """``dataset``'s rows, in its order, with ``columns`` held; a formatted split (which may need every column
+        per row) or an already held one is returned as it is."""
         if isinstance(dataset, cls) or dataset.format["type"] is not None:
-            return dataset  # a formatted split may need every column per row: it stays as it is
-        held = copy.copy(dataset)
-        held.__class__ = cls
-        held.list_columns = tuple(c for c in columns if c in dataset.column_names)
-        return held
+            return dataset
+        rows = dataset.with_format("arrow")[:]  # a zero-copy slice, unless the split is a selection of another
+        # a fingerprint only names the cache files of later transforms: a fresh one, as hashing the rows would read
+        # them all (a second on 200k rows)
+        fingerprint = secrets.token_hex(8)
+        return cls(rows, info=dataset.info, split=dataset.split, fingerprint=fingerprint, list_columns=columns)
 
     def __getitem__(self, key):
-        if isinstance(key, str) and key in self.list_columns:
+        if isinstance(key, str) and key in self.list_columns and self.format["type"] is None:
             return Dataset.__getitem__(self.with_format("arrow"), key).to_pylist()
         return super().__getitem__(key)

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.files import atomic_write, text_hash
+from layer_mteb.common.threads import torch_threads
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import BatchObserver, encode_all_layers
@@ -86,12 +87,8 @@ class LayerCache:
         missing = list(dict.fromkeys(t for t in texts if t not in self.index))
         if not missing:
             return
-        evaluation_threads = torch.get_num_threads()  # evaluators run on one thread; the forward on all of them
-        torch.set_num_threads(self._forward_threads)
-        try:
+        with torch_threads(self._forward_threads):  # evaluators run on one thread; the forward on all of them
             self._fill(missing)
-        finally:
-            torch.set_num_threads(evaluation_threads)
 
     def _fill(self, missing: list[str]) -> None:
         hidden, n_layers = self.model.hidden_size, self.depth + 1

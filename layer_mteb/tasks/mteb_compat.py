@@ -1,0 +1,67 @@
+"""Every private mteb name layer_mteb relies on, gathered here so that an mteb upgrade breaks one module.
+
+Each function wraps one private mteb helper, and each constant names one private behaviour the package's logic
+assumes; the docstrings say what is relied on and why. ``tests/test_mteb_compat.py`` holds a guard for each that
+fails loudly (a missing name, a changed signature, a different output on mteb's own mock tasks) when mteb changes
+underneath, instead of a sweep silently encoding other texts or scoring from another state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Private mteb names relied on, by where they live (the guards check each still exists with this signature).
+PRIVATE_NAMES = {
+    "mteb.abstasks.classification.AbsTaskClassification._undersample_data": (
+        "self",
+        "dataset",
+        "experiment_num",
+        "idxs",
+    ),
+    "mteb._create_dataloaders._retrieval_texts": ("dataset", "prompt_type"),
+    "mteb.abstasks.retrieval._filter_queries_without_positives": ("relevant_docs", "queries"),
+    "mteb._set_seed._set_seed": ("seed",),
+}
+
+
+def undersample(task, train, experiment: int, order: list[int] | None) -> tuple[list[int], list[int]]:
+    """(shuffled row order, selected rows) of one of mteb's classification training samples.
+
+    mteb's ``AbsTaskClassification._undersample_data(dataset, experiment_num, idxs)`` draws the per-label training
+    sample of experiment ``experiment``, continuing from the previous experiment's shuffled order (None: the
+    first). It seeds its own ``RandomState(task.seed)`` on every call, so calling it here selects exactly the rows
+    mteb's evaluator will. It reads ``train[task.label_column_name]`` once and then indexes it row by row (what
+    :func:`layer_mteb.tasks.state.hold_label_lists` speeds up).
+    """
+    _, shuffled, selected = task._undersample_data(train, experiment, order)
+    return shuffled, selected
+
+
+def retrieval_texts(rows, *, document: bool) -> list[str]:
+    """The text of each corpus document (``document=True``) or query, as mteb's retrieval evaluator encodes it.
+
+    mteb's ``_create_dataloaders._retrieval_texts`` joins a document's title and text and appends a query's
+    instruction, the same function its retrieval dataloaders use.
+    """
+    from mteb._create_dataloaders import _retrieval_texts
+    from mteb.types import PromptType
+
+    return _retrieval_texts(rows, PromptType.document if document else PromptType.query)
+
+
+def queries_with_positives(relevant_docs: Any, queries):
+    """The queries mteb's retrieval evaluation keeps: those with at least one relevant document.
+
+    mteb's ``abstasks.retrieval._filter_queries_without_positives`` returns (relevant docs, queries) and is what
+    ``AbsTaskRetrieval._evaluate_subset`` applies before encoding the queries.
+    """
+    from mteb.abstasks.retrieval import _filter_queries_without_positives
+
+    return _filter_queries_without_positives(relevant_docs, queries)[1]
+
+
+#: What the sweep's per-layer random state assumes about mteb (``layer_mteb.tasks.state.TaskRandomState``): every
+#: evaluator seeds its own generators afresh when it is created (``mteb._evaluators.evaluator.Evaluator.__init__``
+#: calls the private ``mteb._set_seed._set_seed(seed)``), so the only random state that carries over from one
+#: layer's evaluation to the next is the task object's own ``rng_state`` and ``np_rng``.
+EVALUATORS_SEED_THEMSELVES = "mteb._evaluators.evaluator.Evaluator"
