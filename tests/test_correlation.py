@@ -101,3 +101,21 @@ def test_cli_correlate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     write_metrics(metrics, tmp_path)
     assert main(["correlate", "--run", str(tmp_path), "--method", "spearman", "--permutations", "20"]) == 0
     assert "dime" in capsys.readouterr().out and (tmp_path / "correlation.csv").is_file()
+
+
+def test_three_layers_are_enough_and_own_texts_give_a_mean_row() -> None:
+    from layer_mteb.analysis.correlation import OWN_TEXTS
+    from layer_mteb.analysis.rules import MIN_LAYERS
+
+    assert MIN_LAYERS == 3
+    scores, metrics = run_tables(
+        {"A": [0.75, 0.25, 0.75], "B": [0.25, 0.5, 0.75]},  # mean .5 .375 .75
+        {("dime", "task:A"): [1.0, 4.0, 2.0], ("dime", "task:B"): [3.0, 2.0, 2.0]},  # mean 2 3 2
+    )
+    frame = correlate(scores=scores, metrics=metrics, method="spearman", n_permutations=10)
+    rows = frame.set_index(["texts", "task"])["statistic"]
+    assert rows[("task:A", "A")] == pytest.approx(stats.spearmanr([1, 4, 2], [0.75, 0.25, 0.75]).statistic)
+    assert rows[(OWN_TEXTS, "mean")] == pytest.approx(-(3**0.5) / 2)  # ranks (1.5, 3, 1.5) vs (2, 1, 3)
+    assert set(frame["n_layers"]) == {3}
+    with pytest.raises(UserError, match="fewer than 3 layers"):
+        correlate(scores=scores[scores["layer"] < 2], metrics=metrics[metrics["layer"] < 2], n_permutations=10)

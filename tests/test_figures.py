@@ -60,3 +60,23 @@ def test_unexpected_side_files_are_skipped(tmp_path):
     assert figures.correlation_bars(renamed, tmp_path / "c") == []
     assert figures.correlation_bars(alpha_correlation().assign(value=float("nan")), tmp_path / "c") == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_figure1_common_tasks_drop_the_task_that_leaves_layers_incomplete():
+    from layer_mteb.analysis.rules import common_tasks, complete_layer_means
+    from layer_mteb.analysis.table1 import headline_tasks
+
+    rows = [("m1", t, layer) for t in ("T1", "T2", "T3") for layer in range(5)]
+    rows += [("m2", t, layer) for t in ("T1", "T2") for layer in range(5)]
+    rows += [("m2", "T3", layer) for layer in (0, 4)]  # m2's T3 lacks layers 1–3: 2 of 5 layers complete
+    rows += [("m2", "T4", layer) for layer in range(5)]  # only m2 has T4: never shared
+    frame = pd.DataFrame(rows, columns=["model", "task", "layer"]).assign(n_layers=4, task_type="STS")
+    frame["main_score"] = 0.1 * frame["layer"] + frame["task"].str[1].astype(int) / 100
+    assert common_tasks(frame) == ["T1", "T2"]  # dropping T3 completes every layer of m2
+    assert common_tasks(frame, coverage=0.4) == ["T1", "T2", "T3"]  # 2 of 5 complete layers are enough here
+    curves = complete_layer_means(task_scores(frame), ["T1", "T2", "T3"])
+    assert curves[curves["model"] == "m2"]["layer"].tolist() == [0, 4]  # a gap, never a mean over fewer tasks
+    assert curves.query("model == 'm1' and layer == 1")["main_score"].iloc[0] == pytest.approx(0.12)
+    rows_of, curves_of, caption = headline_tasks(task_scores(frame))
+    assert set(rows_of["task"]) == {"T1", "T2"} and caption.startswith("every curve: mean over the same 2 tasks")
+    assert len(curves_of) == 10 and set(curves_of["n_tasks"]) == {2}

@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from layer_mteb.analysis import study
+from layer_mteb.analysis import selectors, study
 from layer_mteb.analysis.curves import MEAN, score_curves
 from layer_mteb.analysis.importing import import_folder, import_metrics_table, release_scores, write_import
 from layer_mteb.analysis.selection import select_layers
 from layer_mteb.common.errors import UserError
-from layer_mteb.paper.table1 import table1_row
+from layer_mteb.paper.table1 import table1
 
 ROOT = Path(__file__).resolve().parents[1]
 #: ``../shared/reference`` beside the repository (or one level higher for a checkout in a subfolder)
@@ -51,7 +51,7 @@ def test_table1_for_pythia_410m_matches_a_hand_computation():
     last = [scores[24] for scores in by_task.values()]
     best = [max(scores.values()) for scores in by_task.values()]
     share = sum(max(s.values()) > s[24] for s in by_task.values()) / 32
-    row = table1_row(release_scores(REFERENCE / "official_layer_scores.csv", ["Pythia/410m"]), "Pythia/410m")
+    row = table1(release_scores(REFERENCE / "official_layer_scores.csv", ["Pythia/410m"])).iloc[0]
     assert (row["n_tasks"], row["last_layer"]) == (32, 24)
     assert row["best_not_last"] == pytest.approx(100 * share) == 100.0
     assert row["avg_last"] == pytest.approx(100 * sum(last) / 32)
@@ -67,8 +67,8 @@ def test_a_missing_layer_is_named_and_never_averaged(tmp_path):
     assert any("STS12: 3" in line for line in lines)
     scores = pd.read_csv(tmp_path / "run" / "scores.csv")
     assert 3 not in score_curves(scores)[MEAN].index  # the mean never averages 31 tasks at one layer and 32 at others
-    row = table1_row(scores, "Pythia/14m")
-    assert "STS12: 3" in row["note"]
+    row = table1(scores).iloc[0]
+    assert "STS12 (no layer 3)" in row["note"]
 
 
 def test_selection_pairs_raw_metrics_with_final_norm_scores_and_records_it(tmp_path):
@@ -87,12 +87,12 @@ def test_leave_one_model_out_never_reads_the_held_out_scores():
     names = ["Pythia/14m", "Pythia/70m", "Pythia/160m"]
     scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    candidates = [study.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", study.PAPER_RULE)]
+    candidates = [selectors.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", selectors.PAPER_RULE)]
     models = study.study_models(scores, metrics)
     before = study.leave_one_model_out(models, candidates).set_index("held_out")
     held = models[0]
     upside_down = held.scores.iloc[::-1].set_axis(held.scores.index)  # the held-out model's scores, reversed
-    changed = [study.ModelData(held.name, held.n_layers, upside_down, held.metrics), *models[1:]]
+    changed = [selectors.ModelData(held.name, held.n_layers, upside_down, held.metrics), *models[1:]]
     after = study.leave_one_model_out(changed, candidates).set_index("held_out")
     assert after.loc[held.name, "chosen_selector"] == before.loc[held.name, "chosen_selector"]
     assert after.loc[held.name, "regret"] != pytest.approx(before.loc[held.name, "regret"])  # scored after the pick
@@ -103,7 +103,7 @@ def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
     scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={"Pythia/410m": "Pythia/410m"})
     [model] = study.study_models(scores, metrics)
-    summary = study.per_model(study.evaluate([model], [study.by_name(study.PAPER_RULE)])).iloc[0]
+    summary = study.per_model(selectors.evaluate([model], [selectors.by_name(selectors.PAPER_RULE)])).iloc[0]
     assert summary["n_tasks"] == 24
     assert (round(summary["chosen_score"], 2), round(summary["last_score"], 2)) == (45.99, 43.18)
     assert round(summary["best_score"], 2) == 49.37

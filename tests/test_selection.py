@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ from layer_mteb.metrics.table import write_metrics
 SCORES = {"A": [0.1, 0.3, 0.6, 0.5, 0.4], "B": [0.2, 0.2, 0.4, 0.7, 0.5]}  # mean: .15 .25 .5 .6 .45
 METRICS = {
     ("prompt_entropy", "wikitext"): [0.9, 0.8, 0.5, 0.6, 0.7],  # min at 2
-    ("dataset_entropy", "wikitext"): [0.1, 0.2, 0.3, 0.4, 0.4],  # max at 3 and 4: the shallower wins
+    ("dataset_entropy", "wikitext"): [0.1, 0.2, 0.3, 0.4, 0.4],  # max at 3 and 4: the deeper wins (rules)
     ("prompt_entropy", "task:B"): [0.9, 0.9, 0.8, 0.3, 0.5],  # B's own texts: min at 3
 }
 
@@ -39,7 +40,7 @@ def test_global_selection_against_the_mean_score() -> None:
     assert entropy["regret"] == pytest.approx(0.1) and entropy["gain"] == pytest.approx(0.05)
     assert entropy["chosen_relative_depth"] == pytest.approx(0.5)
     dataset = _pick(frame, "mean", "dataset_entropy", "wikitext")
-    assert dataset["direction"] == "max" and dataset["chosen_layer"] == 3 and dataset["regret"] == pytest.approx(0)
+    assert dataset["direction"] == "max" and dataset["chosen_layer"] == 4 and dataset["regret"] == pytest.approx(0.15)
     assert _pick(frame, "mean", "last_layer")["gain"] == 0
     assert _pick(frame, "mean", "middle_layer")["chosen_layer"] == 2
     assert _pick(frame, "mean", "oracle")["regret"] == 0
@@ -136,3 +137,71 @@ def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(
     # the report's entropy columns: prompt entropy, global pick layer 2, B on its own texts layer 3
     selector, layers = entropy_picks(load_runs([tmp_path]).selection)[model]
     assert selector == "prompt_entropy" and layers == {"mean": 2, "A": 2, "B": 3}
+
+
+# --- the rules of analysis.rules, as every consumer applies them ---------------------------------------------------
+
+TIED = {"A": [0.2, 0.5, 0.5, 0.3, 0.4]}  # best at 1 and 2 (a tie): layer 2
+TIED_METRIC = {("prompt_entropy", "wikitext"): [0.9, 0.1, 0.5, 0.1, 0.7]}  # min at 1 and 3 (a tie): layer 3
+
+
+def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None:
+    from layer_mteb.analysis import selectors, study
+    from layer_mteb.analysis.rules import extremum_layer, nearest_layer
+    from layer_mteb.analysis.table1 import per_task_summary, task_scores
+
+    assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie
+    assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-6, 0.3])) == 1
+    assert extremum_layer(pd.Series([0.9, 0.1, 0.5, 0.1]), "min") == 3
+    assert nearest_layer([0, 1, 2, 3], 1.5) == 2 and nearest_layer([0, 1, 2, 3], 1.4) == 1
+    scores, metrics = run_tables(TIED, TIED_METRIC)
+    assert per_task_summary(task_scores(scores)).iloc[0]["best_layer"] == 2
+    frame = select_layers(scores=scores, metrics=metrics, per_task=True)
+    assert _pick(frame, "A", "oracle")["chosen_layer"] == 2
+    assert set(frame["best_layer"]) == {2}
+    assert _pick(frame, "A", "prompt_entropy", "wikitext")["chosen_layer"] == 3
+    [model] = study.study_models(scores, metrics.assign(texts="task:A"), min_tasks=1)
+    picks = selectors.evaluate([model], [selectors.by_name("prompt_entropy@own")]).iloc[0]
+    assert (picks["chosen_layer"], picks["best_layer"]) == (3, 2)
+    assert picks["chosen_score"] == pytest.approx(30.0) and picks["regret"] == pytest.approx(20.0)  # the study: ×100
+
+
+def test_the_last_layer_is_n_layers_in_table1_selection_the_study_and_the_paper() -> None:
+    from layer_mteb.analysis import study
+    from layer_mteb.analysis.table1 import build_table1
+    from layer_mteb.paper.table1 import table1
+
+    scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:B"): METRICS[("prompt_entropy", "task:B")]})
+    scores = scores[~((scores["task"] == "B") & (scores["layer"] == 4))]  # B lacks the last layer, 4
+    row = build_table1(scores).iloc[0]
+    assert (row["n_tasks"], row["avg_last"], row["avg_best"]) == (1, 0.4, 0.6)  # A only: B is never compared with 3
+    paper = table1(scores).iloc[0]
+    assert (paper["n_tasks"], paper["last_layer"]) == (1, 4) and paper["avg_last"] == pytest.approx(40.0)
+    assert "left out (no score at the last layer, 4): B" in paper["note"]
+    frame = select_layers(scores=scores, metrics=metrics, per_task=True)
+    own_b = _pick(frame, "B", "prompt_entropy", "task:B")
+    assert own_b["last_layer"] == 4 and math.isnan(own_b["last_score"]) and math.isnan(own_b["gain"])
+    assert own_b["regret"] == pytest.approx(0.0)  # still scored against B's best layer
+    assert not ((frame["task"] == "B") & (frame["selector"] == "last_layer")).any()  # no last layer to pick
+    assert _pick(frame, "A", "last_layer")["chosen_layer"] == 4
+    assert study.study_models(scores, metrics, min_tasks=1) == []  # B, the one task with own texts, has no last
+
+
+def test_select_by_a_study_selector_uses_the_same_engine_units_and_file(tmp_path: Path, capsys) -> None:
+    from layer_mteb.cli import main
+
+    scores, metrics = run_tables(SCORES, METRICS)
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    assert main(["select", "--run", str(tmp_path), "--by", "depth=0.8"]) == 0
+    out = capsys.readouterr().out
+    assert "regret" in out and str(tmp_path / "selection.depth=0.8.csv") in out
+    stored = pd.read_csv(tmp_path / "selection.depth=0.8.csv")
+    assert list(stored.columns) == list(select_layers(scores=scores, metrics=metrics).columns)
+    depth = stored[(stored["selector"] == "depth=0.8") & (stored["task"] == "mean")].iloc[0]
+    assert depth["chosen_layer"] == 3 and depth["chosen_score"] == pytest.approx(0.6)  # 0–1, as every selector
+    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 0  # own texts: per task
+    own = pd.read_csv(tmp_path / "selection.prompt_entropy@own.csv").query("selector == 'prompt_entropy@own'")
+    assert own[["task", "texts", "chosen_layer"]].values.tolist() == [["B", "task:B", 3]]
+    assert main(["select", "--run", str(tmp_path), "--by", "nonsense@own"]) == 2
+    assert "unknown metric or selector" in capsys.readouterr().err

@@ -2,12 +2,15 @@
 and Kendall τ (monotone association, −1…1), each with a seeded permutation p-value.
 
 One point per layer: the metric of that layer against its score averaged over tasks (``task == "mean"``) and
-against each task's score. A task's own-text metrics are correlated with that task only.
+against each task's score. A task's own-text metrics are correlated with that task only, and, averaged over the
+tasks that have them, with the mean score over those tasks (``texts == "own texts"``). The one correlation
+pipeline: ``layer-mteb correlate`` and ``python -m layer_mteb.paper`` both call :func:`correlate`.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, TypedDict, get_args
 
@@ -15,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves, sources_for
+from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
@@ -24,6 +28,8 @@ logger = logging.getLogger(__name__)
 Method = Literal["dcor", "spearman", "kendall"]
 METHODS: tuple[str, ...] = get_args(Method)
 CORRELATION_FILE = "correlation.csv"
+#: ``texts`` of the rows correlating the mean score with a metric averaged over each task's own texts
+OWN_TEXTS = "own texts"
 
 
 class CorrelationRow(TypedDict):
@@ -113,8 +119,8 @@ def correlate(
 
     Metrics are paired with scores as in selection (``metric_readout``, default the paper's: raw-stream metrics).
 
-    Pairs with fewer than 3 layers, or a metric or score that does not vary across layers (correlation undefined),
-    are skipped with a warning rather than written as NaN.
+    Pairs with fewer than :data:`~.rules.MIN_LAYERS` layers, or a metric or score that does not vary across layers
+    (correlation undefined), are skipped with a warning rather than written as NaN.
     """
     methods = list(METHODS) if method == "all" else [method]
     for name in methods:
@@ -125,39 +131,51 @@ def correlate(
     scores, metrics = load_run(run, scores, metrics, metric_readout)
     rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
-        curves = score_curves(model_scores)
-        by_metric = metric_curves(metrics[metrics["model"] == model])
-        all_texts = sorted({texts for _, texts in by_metric})
-        for task in sorted(curves, key=lambda name: (name != MEAN, name)):
-            score, usable = curves[task], sources_for(task, all_texts)
-            for (metric, texts), values in by_metric.items():
-                if texts not in usable:
-                    continue
-                layers = values.index.intersection(score.index)
-                x, y = values[layers].to_numpy(), score[layers].to_numpy()
-                if len(layers) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-                    logger.warning("skipping %s (%s) vs %s: fewer than 3 layers or no variation", metric, texts, task)
-                    continue
-                for name in methods:
-                    statistic, p_value = permutation_test(x, y, name, n_permutations=n_permutations, seed=seed)
-                    rows.append(
-                        CorrelationRow(
-                            model=model,
-                            metric=metric,
-                            texts=texts,
-                            task=task,
-                            method=name,
-                            statistic=statistic,
-                            p_value=p_value,
-                            n_layers=len(layers),
-                        )
-                    )
+        skipped = []
+        for metric, texts, task, values, score in _pairs(model_scores, metrics[metrics["model"] == model]):
+            layers = values.dropna().index.intersection(score.dropna().index)
+            x, y = values[layers].to_numpy(), score[layers].to_numpy()
+            if len(layers) < MIN_LAYERS or np.ptp(x) == 0 or np.ptp(y) == 0:
+                skipped.append(f"{metric} ({texts}) vs {task}")
+                continue
+            for name in methods:
+                statistic, p_value = permutation_test(x, y, name, n_permutations=n_permutations, seed=seed)
+                key = {"model": model, "metric": metric, "texts": texts, "task": task, "method": name}
+                rows.append(CorrelationRow(**key, statistic=statistic, p_value=p_value, n_layers=len(layers)))
+        if skipped:
+            more = "; ..." if len(skipped) > 3 else ""
+            logger.warning(
+                "%s: %d pair(s) skipped, fewer than %d layers or no variation (%s%s)",
+                model,
+                len(skipped),
+                MIN_LAYERS,
+                "; ".join(skipped[:3]),
+                more,
+            )
     if not rows:
-        raise UserError("nothing to correlate: scores and metrics share fewer than 3 layers that vary")
+        raise UserError(f"nothing to correlate: scores and metrics share fewer than {MIN_LAYERS} layers that vary")
     frame = pd.DataFrame(rows, columns=CORRELATION_COLUMNS)
     if run is not None:
         atomic_write(Path(run) / CORRELATION_FILE, lambda tmp: frame.to_csv(tmp, index=False))
     return frame
+
+
+def _pairs(scores: pd.DataFrame, metrics: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.Series, pd.Series]]:
+    """(metric, texts, task, metric curve, score curve) for one model: each task (and the ``mean`` score) against
+    every general source and the task's own texts; then the ``mean`` score over the tasks with own-text metrics
+    against each metric averaged over those tasks' own texts (texts ``own texts``), on layers holding all of them."""
+    curves = score_curves(scores)
+    by_metric = metric_curves(metrics)
+    all_texts = sorted({texts for _, texts in by_metric})
+    for task in sorted(curves, key=lambda name: (name != MEAN, name)):
+        usable = sources_for(task, all_texts)
+        yield from ((m, t, task, v, curves[task]) for (m, t), v in by_metric.items() if t in usable)
+    for metric in dict.fromkeys(m for m, _ in by_metric):
+        own = {t: v for (m, t), v in by_metric.items() if m == metric and t.removeprefix("task:") in curves}
+        own = {t: v for t, v in own.items() if t.startswith("task:") and t != f"task:{MEAN}"}
+        if own:
+            tasks = pd.DataFrame({t: curves[t.removeprefix("task:")] for t in own}).dropna().mean(axis=1)
+            yield metric, OWN_TEXTS, MEAN, pd.DataFrame(own).dropna().mean(axis=1), tasks
 
 
 def correlation_table(frame: pd.DataFrame, task: str = MEAN) -> pd.DataFrame:

@@ -160,6 +160,15 @@ def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
     return tidy_scores(frame[SCORE_COLUMNS].to_dict("records"))
 
 
+def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
+    """The one reader of the release's ``layer`` labels: ``layer_<k>`` -> integer ``k``. Rows of other labels are
+    dropped; the ``layer_<L>_last`` copy of a layer is kept only where ``layer_<L>`` itself is absent."""
+    parsed = raw["layer"].astype(str).str.extract(_LAYER_DIR)
+    raw = raw.assign(layer=pd.to_numeric(parsed[0]), is_copy=parsed[1].notna()).dropna(subset=["layer"])
+    raw = raw.sort_values("is_copy", kind="stable").drop_duplicates(["model", "layer", "task"])
+    return raw.assign(layer=raw["layer"].astype(int))
+
+
 def release_scores(path: str | Path, models: list[str] | None = None) -> pd.DataFrame:
     """The authors' ``official_layer_scores.csv`` (``model,layer,task,main_score,...``) as score rows."""
     raw = pd.read_csv(path)
@@ -168,9 +177,7 @@ def release_scores(path: str | Path, models: list[str] | None = None) -> pd.Data
         if unknown:
             raise UserError(f"{path} has no model(s) {', '.join(unknown)}")
         raw = raw[raw["model"].isin(models)]
-    parsed = raw["layer"].str.extract(_LAYER_DIR)
-    raw = raw.assign(layer=parsed[0].astype(int), is_copy=parsed[1].notna())
-    raw = raw.sort_values("is_copy", kind="stable").drop_duplicates(["model", "layer", "task"])
+    raw = release_layers(raw)
     frame = raw.assign(
         revision=raw["model"].str.partition("@")[2].replace("", "main"),
         task_type=None,

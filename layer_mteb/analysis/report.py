@@ -49,7 +49,8 @@ def write_report(
     ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored, so they compare like for
     like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
     ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
-    Figure 1's curves all average the tasks every (non-random) model scored; its caption names them.
+    Figure 1's curves all average one task set (:func:`~.rules.common_tasks` over the non-random models); its
+    caption names them.
     """
     if paper_tasks not in PAPER_TASKS:
         raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")
@@ -58,7 +59,7 @@ def write_report(
     output = Path(output)
     _check_output(output, data.folders)
     tasks = task_scores(data.scores)
-    headline, task_note = headline_tasks(tasks, random_models)
+    headline, curves, task_note = headline_tasks(tasks, random_models)
     paper = paper_layer_means(headline, reference, paper_tasks) if paper_curves else None
     summary = per_task_summary(tasks)
     table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
@@ -68,7 +69,7 @@ def write_report(
         summary.to_csv(tmp / "per_task.csv", index=False)
         layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
         paper_frame, paper_note = paper if paper is not None else (None, "")
-        figures.figure1(layer_means(headline), tmp / "figure1", paper_frame, paper_note, task_note)
+        figures.figure1(curves, tmp / "figure1", paper_frame, paper_note, task_note)
         for model, rows in tasks.groupby("model", sort=True):
             best = summary[summary["model"] == model].set_index("task")["best_layer"]
             figures.heatmap(rows, best, str(model), tmp / f"heatmap_{figures.slug(str(model))}")

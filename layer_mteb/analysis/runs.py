@@ -5,13 +5,13 @@ selection and correlation); several runs for a report (``scores.csv`` plus optio
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.results import SCORES_FILE, read_scores, with_legacy_settings
@@ -27,7 +27,6 @@ REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
-_REFERENCE_LAYER = re.compile(r"^layer_(\d+)(_last)?$")
 
 
 #: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every text
@@ -229,17 +228,14 @@ def reference_path(path: str | Path | None = None) -> Path:
 def load_reference(path: str | Path | None = None) -> pd.DataFrame:
     """The authors' per-layer scores as a scores-like frame (``model`` = "Pythia-410m (paper)", integer layers).
 
-    Their files hold the last layer twice (``layer_24`` and ``layer_24_last``, same scores); the copy is dropped.
+    Read by :func:`~.importing.release_scores`, the one reader of the release's files: their last layer appears
+    twice (``layer_24`` and ``layer_24_last``, same scores) and the copy is dropped.
     """
     file = reference_path(path)
     raw = pd.read_csv(file)
     missing = [c for c in ("model", "layer", "task", "main_score") if c not in raw.columns]
     if missing:
         raise UserError(f"{file} lacks columns {missing}: expected model, layer (layer_<k>), task, main_score")
-    parsed = raw["layer"].astype(str).str.extract(_REFERENCE_LAYER)
-    frame = raw.assign(layer=pd.to_numeric(parsed[0]), duplicate=parsed[1].notna()).dropna(subset=["layer"])
-    frame = frame.sort_values("duplicate").drop_duplicates(["model", "task", "layer"], keep="first")
-    frame["layer"] = frame["layer"].astype(int)
+    frame = release_scores(file)
     frame["model"] = frame["model"].astype(str).map(lambda m: f"{m.replace('/', '-')} (paper)")
-    frame["n_layers"] = frame.groupby("model")["layer"].transform("max")
     return frame[["model", "layer", "n_layers", "task", "main_score"]].reset_index(drop=True)

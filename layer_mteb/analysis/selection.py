@@ -14,8 +14,9 @@ from typing import TypedDict
 
 import pandas as pd
 
-from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves, sources_for
+from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.runs import load_run
+from layer_mteb.analysis.selectors import BASELINES, ModelData, Selector, by_name, evaluate
 from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics import DIRECTIONS
 
@@ -63,10 +64,12 @@ def select_layers(
     ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
     ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
-    Ties go to the shallowest layer. "Last" is the deepest layer
-    that was scored (the model's own output when all layers were run).
+    ``by`` may also name a selector of the paper's study (:func:`~.selectors.by_name`, e.g.
+    ``dataset_entropy@own:from=0.25``; one on own texts picks per task). Ties go to the deeper layer and "last" is
+    layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
     scores, metrics = load_run(run, scores, metrics, metric_readout)
+    per_task = per_task or needs_own_texts(by)
     frame = _select(scores, metrics, by, per_task)
     if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
@@ -76,26 +79,42 @@ def select_layers(
 
 def selection_file(by: str | list[str] | None = None) -> str:
     """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
-    ``selection.<metric>.csv``, so picking by one metric never drops the other selectors' picks."""
+    ``selection.<by>.csv`` (a metric or any selector name), so picking by one never drops the other selectors' picks."""
     if by is None:
         return SELECTION_FILE
     return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
 
 
 def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
-    rows: list[SelectionRow] = []
+    study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS else None
+    names = None if by is None or study is not None else [by] if isinstance(by, str) else list(by)
+    frames = []
     for model, model_scores in scores.groupby("model", sort=False):
-        n_layers = int(model_scores["n_layers"].iloc[0])
         curves = score_curves(model_scores)
         model_metrics = metrics[metrics["model"] == model]
-        metric_by = metric_curves(model_metrics, [by] if isinstance(by, str) else by)
-        readout = dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True))
+        metric_by = metric_curves(model_metrics, names)
+        data = ModelData(
+            name=str(model),
+            n_layers=int(model_scores["n_layers"].iloc[0]),
+            scores=pd.DataFrame(curves),
+            metrics=metric_by,
+            readout=dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True)),
+        )
+        candidates = [Selector(name) for name in BASELINES]
+        if study is not None:
+            candidates.append(study)
+        else:
+            sources = dict.fromkeys((m, "own" if t.startswith("task:") else t) for m, t in metric_by)
+            candidates += [Selector(metric, metric, source) for metric, source in sources]
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
-        for task in tasks:
-            if task not in curves:
-                continue
-            rows += _rows_for_task(model, n_layers, task, curves[task], metric_by, readout)
-    return pd.DataFrame(rows, columns=SELECTION_COLUMNS)
+        frames.append(evaluate([data], candidates, tasks))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SELECTION_COLUMNS)
+    return frame[SELECTION_COLUMNS]
+
+
+def needs_own_texts(by: str | list[str] | None) -> bool:
+    """Whether ``by`` names a study selector on each task's own texts, which can pick only per task."""
+    return isinstance(by, str) and by not in DIRECTIONS and by_name(by).source == "own"
 
 
 def leaderboard(
@@ -153,49 +172,3 @@ def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
     board["layer"] = pd.to_numeric(board["layer"].where(global_pick), errors="coerce").astype("Int64")
     board["n_tasks"] = board["n_tasks"].where(~global_pick).astype("Int64")
     return board[LEADERBOARD_COLUMNS]
-
-
-def _rows_for_task(
-    model: str, n_layers: int, task: str, score: pd.Series, metric_by: dict, readout: dict[str, str]
-) -> list[SelectionRow]:
-    last_layer = int(score.index.max())
-    best_layer = int(score.idxmax())
-    base = {
-        "model": model,
-        "task": task,
-        "last_layer": last_layer,
-        "last_score": float(score[last_layer]),
-        "best_layer": best_layer,
-        "best_score": float(score[best_layer]),
-    }
-
-    def row(selector: str, direction: str, texts: str, layer: int) -> SelectionRow:
-        chosen = float(score[layer])
-        return SelectionRow(
-            **base,
-            selector=selector,
-            direction=direction,
-            texts=texts,
-            metric_readout=readout.get(texts, "-"),
-            chosen_layer=layer,
-            chosen_relative_depth=layer / n_layers,
-            chosen_score=chosen,
-            regret=base["best_score"] - chosen,
-            gain=chosen - base["last_score"],
-        )
-
-    middle = min(score.index, key=lambda layer: (abs(layer - n_layers / 2), layer))
-    rows = [row("last_layer", "-", "-", last_layer), row("middle_layer", "-", "-", int(middle))]
-    rows.append(row("oracle", "-", "-", best_layer))
-    usable = sources_for(task, sorted({texts for _, texts in metric_by}))
-    for (metric, texts), values in metric_by.items():
-        if texts not in usable:
-            continue
-        values = values[values.index.isin(score.index)]
-        if values.empty:
-            continue
-        direction = DIRECTIONS[metric]
-        best = values.min() if direction == "min" else values.max()
-        layer = int(values.index[values == best].min())
-        rows.append(row(metric, direction, texts, layer))
-    return rows

@@ -5,7 +5,8 @@ Rules (also printed under the Markdown table):
 
 - A task counts once: its splits and subsets are averaged first, per layer.
 - The last layer is the model's final hidden state (layer ``n_layers``). Ties go to the deeper layer, so a task's
-  best layer is "not the last" only when some earlier layer is strictly better (by more than ``tol``).
+  best layer is "not the last" only when some earlier layer is strictly better (by more than ``tol``). Both rules
+  are :mod:`~.rules`', shared with selection, the study and the paper.
 - Table 1 compares tasks that have a last-layer score; a task without one is left out (and named in the notes).
   A task missing other layers uses the layers it has (per-task best over the layers present).
 - The best single layer is the layer with the highest average over the compared tasks, among the layers scored on
@@ -20,9 +21,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from layer_mteb.analysis.curves import MEAN
+from layer_mteb.analysis.rules import TIE_TOL, common_tasks, complete_layer_means, extremum_layer, last_score
 from layer_mteb.common.errors import UserError
 
-TIE_TOL = 1e-9
 ALL_TYPES = "all"
 TABLE1_COLUMNS = [
     "model",
@@ -69,10 +70,9 @@ def per_task_summary(tasks: pd.DataFrame, tol: float = TIE_TOL) -> pd.DataFrame:
     rows = []
     for (model, task), group in tasks.groupby(["model", "task"], sort=True):
         n_layers = int(group["n_layers"].iloc[0])
-        best_score = float(group["main_score"].max())
-        best_layer = int(group.loc[group["main_score"] >= best_score - tol, "layer"].max())
-        last = group.loc[group["layer"] == n_layers, "main_score"]
-        last_score = float(last.iloc[0]) if len(last) else math.nan
+        curve = group.set_index("layer")["main_score"]
+        best_layer = extremum_layer(curve, "max", tol)
+        best_score, last = float(curve[best_layer]), last_score(curve, n_layers)
         rows.append(
             {
                 "model": model,
@@ -81,11 +81,11 @@ def per_task_summary(tasks: pd.DataFrame, tol: float = TIE_TOL) -> pd.DataFrame:
                 "n_layers": n_layers,
                 "layers_scored": len(group),
                 "missing_layers": sorted(model_layers[model] - set(group["layer"])),
-                "last_score": last_score,
+                "last_score": last,
                 "best_layer": best_layer,
                 "best_score": best_score,
-                "best_not_last": pd.NA if math.isnan(last_score) else best_score > last_score + tol,
-                "gain": best_score - last_score,
+                "best_not_last": pd.NA if math.isnan(last) else best_score > last + tol,
+                "gain": best_score - last,
                 "data": group["data"].iloc[0],
             }
         )
@@ -106,18 +106,19 @@ def layer_means(tasks: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[pd.DataFrame, str]:
-    """Figure 1's rows and caption: the models not ``left_out`` (random-weight controls), each restricted to the
-    tasks every one of them scored, so every curve averages the same task set (named in the caption)."""
+def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Figure 1's rows, curves and caption: the models not ``left_out`` (random-weight controls) over the task set
+    of :func:`~.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a gap."""
     frame = tasks[~tasks["model"].isin(set(left_out))]
     if frame.empty:
         frame = tasks
-    shared = set.intersection(*(set(rows["task"]) for _, rows in frame.groupby("model")))
-    if not shared:
-        return frame, "each curve averages its own model's tasks (no task was scored by every model)"
-    names = sorted(shared)
+    names = common_tasks(frame)
+    if not names:
+        caption = "each curve averages its own model's tasks (no task was scored by every model)"
+        return frame, layer_means(frame), caption
     listed = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names) - 12} more)"
-    return frame[frame["task"].isin(shared)], f"every curve: mean over the same {len(names)} tasks ({listed})"
+    rows = frame[frame["task"].isin(names)]
+    return rows, complete_layer_means(rows, names), f"every curve: mean over the same {len(names)} tasks ({listed})"
 
 
 def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float, float]:
@@ -125,8 +126,8 @@ def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float,
     means = tasks.pivot(index="layer", columns="task", values="main_score").dropna().mean(axis=1)
     if means.empty:
         return math.nan, math.nan
-    best = float(means.max())
-    return float(means.index[means >= best - tol].max()), best
+    layer = extremum_layer(means, "max", tol)
+    return float(layer), float(means[layer])
 
 
 def entropy_picks(selection: pd.DataFrame | None, selector: str | None = None) -> dict[str, tuple[str, dict]]:

@@ -156,16 +156,7 @@ def metrics(args: argparse.Namespace) -> None:
 def select(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.selection import leaderboard, select_layers, selection_file
     from layer_mteb.cli.console import print_leaderboard
-    from layer_mteb.metrics import DIRECTIONS
 
-    if args.by is not None and args.by not in DIRECTIONS:
-        from layer_mteb.analysis.study import select_run
-
-        picks = select_run(args.run, args.by, args.metric_readout)
-        print(picks.drop(columns="selector").round(2).to_string(index=False))
-        means = picks[["chosen_score", "last_score", "best_score", "regret", "gain"]].mean().round(2)
-        print(f"\n{args.by} over {len(picks)} tasks (scores ×100): " + ", ".join(f"{k} {v}" for k, v in means.items()))
-        return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
 

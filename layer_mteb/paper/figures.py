@@ -1,6 +1,7 @@
 """Figures of the paper regenerated from the release: Figure 1 (score vs relative depth) and the Pythia-410m training
-progression. Every curve of one panel averages the same task set; a layer some of those tasks lack is left out of
-its curve (a gap), never averaged over fewer tasks. Saved as PNG and PDF without creation dates."""
+progression. Every curve of one panel averages the same task set (the library's Figure 1 rule,
+:func:`~layer_mteb.analysis.rules.common_tasks`); a layer some of those tasks lack is a gap, never averaged over fewer
+tasks. Saved as PNG and PDF without creation dates."""
 
 from __future__ import annotations
 
@@ -11,55 +12,31 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from layer_mteb.analysis.figures import _style, save
-
-#: Share of a model's layers that the common task set must leave complete (dropping tasks until it does).
-COVERAGE = 0.75
-
-
-def tables(scores: pd.DataFrame, models: list[str]) -> dict[str, pd.DataFrame]:
-    return {
-        m: scores[scores["model"] == m].pivot_table(index="layer", columns="task", values="main_score") for m in models
-    }
+from layer_mteb.analysis.rules import COVERAGE, common_tasks, complete_layer_means
+from layer_mteb.analysis.table1 import task_scores
 
 
-def common_tasks(tables: dict[str, pd.DataFrame], coverage: float = COVERAGE) -> list[str]:
-    """The largest task set found by dropping, one at a time, the task whose removal completes the most layers,
-    until every model has at least ``coverage`` of its layers scored on all remaining tasks."""
-    tasks = sorted(set.intersection(*(set(t.columns) for t in tables.values())))
-
-    def complete(chosen: list[str]) -> list[float]:
-        return [t[chosen].notna().all(axis=1).mean() for t in tables.values()]
-
-    while tasks and min(complete(tasks)) < coverage:
-        tasks.remove(max(tasks, key=lambda t: (sum(complete([x for x in tasks if x != t])), t)))
-    return tasks
-
-
-def mean_curves(tables: dict[str, pd.DataFrame], tasks: list[str]) -> pd.DataFrame:
-    """model, layer, relative depth, mean score ×100 over ``tasks`` at each layer that has all of them."""
-    rows = []
-    for model, table in tables.items():
-        complete = table[tasks].dropna()
-        depth = table.index.max()
-        for layer, value in (complete.mean(axis=1) * 100).items():
-            rows.append({"model": model, "layer": layer, "relative_depth": layer / depth, "score": value})
-    return pd.DataFrame(rows)
+def curves_of(scores: pd.DataFrame, models: list[str], coverage: float = COVERAGE) -> tuple[pd.DataFrame, list[str]]:
+    """``models``' Figure 1 curves (score ×100 per layer, over :func:`~layer_mteb.analysis.rules.common_tasks`, gaps
+    where a layer lacks one of them) and that task set."""
+    tasks = task_scores(scores[scores["model"].isin(models)])
+    chosen = common_tasks(tasks, coverage)
+    curves = complete_layer_means(tasks, chosen)
+    order = {model: i for i, model in enumerate(models)}
+    curves = curves.sort_values(["model", "layer"], key=lambda c: c.map(order) if c.name == "model" else c)
+    return curves.assign(score=curves["main_score"] * 100), chosen
 
 
 def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: Path) -> list[Path]:
     """Left: the release's models; right: this project's runs; each panel over its own common task set."""
-    left_tables = tables(release, models)
-    left_tasks = common_tasks(left_tables)
-    right_tables = tables(ours, ours["model"].drop_duplicates().tolist())
-    right_tasks = common_tasks(right_tables)
+    panels = [
+        (*curves_of(release, models), "authors' release"),
+        (*curves_of(ours, ours["model"].drop_duplicates().tolist()), "this project's runs"),
+    ]
     with _style():
         fig = Figure(figsize=(13, 4.8), layout="constrained")
         axes = fig.subplots(1, 2)
-        for ax, panel, tasks, title in (
-            (axes[0], left_tables, left_tasks, "authors' release"),
-            (axes[1], right_tables, right_tasks, "this project's runs"),
-        ):
-            curves = mean_curves(panel, tasks)
+        for ax, (curves, tasks, title) in zip(axes, panels, strict=True):
             sns.lineplot(
                 data=curves, x="relative_depth", y="score", hue="model", style="model", markers=True, ax=ax, lw=2
             )
@@ -73,9 +50,8 @@ def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: 
 def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list[Path]:
     """Pythia-410m from step1 to step128000 and the final model: score and own-text prompt entropy vs depth."""
     order = sorted(scores["model"].unique(), key=_step)
-    by_step = tables(scores, order)
-    tasks = common_tasks(by_step, coverage=1.0)
-    curves = mean_curves(by_step, tasks).assign(checkpoint=lambda f: f["model"].map(_label))
+    curves, tasks = curves_of(scores, order, coverage=1.0)
+    curves = curves.assign(checkpoint=curves["model"].map(_label))
     own_texts = metrics["texts"].str.startswith("task:")
     entropy = metrics[metrics["model"].isin(order) & (metrics["metric"] == "prompt_entropy") & own_texts]
     ent_tasks = set.intersection(*(set(p["task"]) for _, p in entropy.groupby("model")))

@@ -13,18 +13,17 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from layer_mteb.analysis import study
-from layer_mteb.analysis.correlation import METHODS, permutation_test
+from layer_mteb.analysis.correlation import correlate
 from layer_mteb.analysis.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.paper import figures
 from layer_mteb.paper.summary import summary_markdown
-from layer_mteb.paper.table1 import PAPER_TABLE1, table1, table1_row, versus_paper
+from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     rows = table1(release, finals).assign(source="release")
     every = pd.concat([rows, table1(our_scores).assign(source="ours")], ignore_index=True)
     write("table1.csv", every)
-    alt = table1_row(release, "LLM2Vec-mntp-unsup-simcse/8B", last_layer=31)
+    alt = table1(with_last_layer(release, "LLM2Vec-mntp-unsup-simcse/8B", 31)).iloc[0]
     reasons = dict(REASONS)
     reasons["LLM2Vec-mntp-unsup-simcse/8B"] = reasons["LLM2Vec-mntp-unsup-simcse/8B"].format(
         alt=f"{alt['best_not_last']:.1f} % / {alt['avg_last']:.1f} / {alt['avg_best']:.1f}"
@@ -84,8 +83,8 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
 
     written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
-        "Figure 1, release panel": figures.common_tasks(figures.tables(release, FIGURE1_MODELS)),
-        "Figure 1, our panel": figures.common_tasks(figures.tables(our_scores, our_scores["model"].unique().tolist())),
+        "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
+        "Figure 1, our panel": figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
     }
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += figures.progression(checkpoints, release_metrics, output / "progression")
@@ -97,7 +96,7 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     models = study.study_models(all_scores[~all_scores["model"].str.contains("@")], all_metrics)
     evaluation = study.per_model(study.evaluate(models, study.selectors()))
     write("selectors.csv", evaluation)
-    board = study.leaderboard(evaluation)
+    board = study.across_models(evaluation)
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
@@ -109,46 +108,19 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
-    """dCor, Spearman ρ, Kendall τ (permutation p-values) between each metric and the score across layers: per
-    task on the task's own texts, and per model between the metric averaged over tasks and the mean score."""
-    rows = []
-    for model, part in metrics.groupby("model", sort=False):
-        table = scores[scores["model"] == model].pivot_table(index="layer", columns="task", values="main_score")
-        if table.empty:
+    """The library's correlations (:func:`~layer_mteb.analysis.correlation.correlate`) of each model's own-text
+    metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
+    own = metrics[metrics["texts"].str.startswith("task:")]
+    frames = []
+    for model, part in own.groupby("model", sort=False):
+        model_scores = scores[scores["model"] == model]
+        if model_scores.empty:
             continue
-        own = part[part["texts"].str.startswith("task:")]
-        for metric, values in own.groupby("metric"):
-            curves = values.pivot_table(index="layer", columns="task", values="value")
-            tasks = [t for t in curves.columns if t in table.columns]
-            for task in tasks:
-                rows += _tests(model, metric, task, curves[task], table[task], permutations)
-            complete_scores, complete_metric = table[tasks].dropna(), curves[tasks].dropna()
-            rows += _tests(
-                model, metric, "mean", complete_metric.mean(axis=1), complete_scores.mean(axis=1), permutations
-            )
-    return pd.DataFrame(rows)
-
-
-def _tests(model: str, metric: str, task: str, metric_curve, score_curve, permutations: int) -> list[dict]:
-    layers = metric_curve.dropna().index.intersection(score_curve.dropna().index)
-    x, y = metric_curve[layers].to_numpy(), score_curve[layers].to_numpy()
-    if len(layers) < 4 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return []
-    found = []
-    for method in METHODS:
-        statistic, p_value = permutation_test(x, y, method, n_permutations=permutations, seed=0)
-        found.append(
-            {
-                "model": model,
-                "metric": metric,
-                "task": task,
-                "method": method,
-                "statistic": statistic,
-                "p_value": p_value,
-                "n_layers": len(layers),
-            }
-        )
-    return found
+        try:
+            frames.append(correlate(scores=model_scores, metrics=part, n_permutations=permutations, seed=0))
+        except UserError as err:
+            logger.warning("%s: no correlations (%s)", model, err)
+    return pd.concat(frames, ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> int:

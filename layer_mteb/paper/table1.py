@@ -1,11 +1,11 @@
-"""The paper's Table 1 from per-layer scores: share of tasks whose best layer is not the last, average score of the
-last layer and of each task's best layer (×100), with the printed values beside the recomputed ones."""
+"""The paper's Table 1 from per-layer scores: the library's Table 1 (one tie rule, one last layer: see
+:mod:`layer_mteb.analysis.rules`) ×100, with the printed values beside the recomputed ones."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.analysis.importing import describe_missing, missing_layers
+from layer_mteb.analysis.table1 import build_table1, per_task_summary, table1_notes, task_scores
 
 #: Table 1 as printed (workshop version): best ≠ last (%), avg last, avg best.
 PAPER_TABLE1 = {
@@ -16,37 +16,37 @@ PAPER_TABLE1 = {
 COLUMNS = ["model", "n_tasks", "last_layer", "best_not_last", "avg_last", "avg_best", "note"]
 
 
-def table1_row(scores: pd.DataFrame, model: str, last_layer: int | None = None) -> dict:
-    """One model's row. "Last" is the model's final layer (``n_layers``) when scored, else the deepest scored layer
-    (said in ``note``); only tasks scored at that layer count, and each task's best is over the layers it has."""
-    part = scores[scores["model"] == model]
-    table = part.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
-    n_layers = int(part["n_layers"].iloc[0])
-    notes = []
-    if last_layer is None:
-        last_layer = n_layers if n_layers in table.index else int(table.index.max())
-    if last_layer != n_layers:
-        notes.append(f"layer {last_layer} taken as last (the model has {n_layers})")
-    table = table.loc[:, table.loc[last_layer].notna()]
-    if table.shape[1] < part["task"].nunique():
-        notes.append(f"{part['task'].nunique() - table.shape[1]} task(s) lack layer {last_layer}")
-    notes += describe_missing(missing_layers(part[part["task"].isin(table.columns)]))
-    last, best = table.loc[last_layer], table.max()
-    return {
-        "model": model,
-        "n_tasks": table.shape[1],
-        "last_layer": last_layer,
-        "best_not_last": 100.0 * float((best > last).mean()),
-        "avg_last": 100.0 * float(last.mean()),
-        "avg_best": 100.0 * float(best.mean()),
-        "note": "; ".join(notes),
-    }
-
-
 def table1(scores: pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
-    """Rows for ``models`` (default: every model in ``scores``, in order of appearance)."""
+    """The library's Table 1 (:func:`~layer_mteb.analysis.table1.build_table1`, all task types) for ``models``
+    (default: every model, in order of appearance), ×100 as the paper prints it; ``note`` names the tasks left out
+    for lack of a last-layer score and the layers other tasks miss."""
     names = models or scores["model"].drop_duplicates().tolist()
-    return pd.DataFrame([table1_row(scores, name) for name in names], columns=COLUMNS)
+    part = scores[scores["model"].isin(names)]
+    table = build_table1(part).query("task_type == 'all'").set_index("model")
+    summary = per_task_summary(task_scores(part))
+    rows = []
+    for name in names:
+        row = table.loc[name]
+        notes = table1_notes(summary[summary["model"] == name])
+        rows.append(
+            {
+                "model": name,
+                "n_tasks": int(row["n_tasks"]),
+                "last_layer": int(row["n_layers"]),
+                "best_not_last": row["best_not_last_pct"],
+                "avg_last": 100.0 * row["avg_last"],
+                "avg_best": 100.0 * row["avg_best"],
+                "note": "; ".join(n.removeprefix(f"{name}: ") for n in notes),
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def with_last_layer(scores: pd.DataFrame, model: str, last_layer: int) -> pd.DataFrame:
+    """``model``'s scores as if ``last_layer`` were its last (deeper layers dropped): how the paper counted a model
+    whose output layer it did not score."""
+    part = scores[(scores["model"] == model) & (scores["layer"] <= last_layer)]
+    return part.assign(n_layers=last_layer)
 
 
 def versus_paper(release: pd.DataFrame, reasons: dict[str, str]) -> pd.DataFrame:
@@ -59,10 +59,14 @@ def versus_paper(release: pd.DataFrame, reasons: dict[str, str]) -> pd.DataFrame
                 "paper row": label,
                 "release model": model,
                 "paper": f"{pct:.1f} % / {last:.1f} / {best:.1f}",
-                "release": f"{ours.best_not_last:.1f} % / {ours.avg_last:.1f} / {ours.avg_best:.1f}",
-                "difference": f"{ours.best_not_last - pct:+.1f} / {ours.avg_last - last:+.1f} / "
-                f"{ours.avg_best - best:+.1f}",
+                "release": f"{_num(ours.best_not_last)} % / {_num(ours.avg_last)} / {_num(ours.avg_best)}",
+                "difference": f"{_num(ours.best_not_last - pct, '+')} / {_num(ours.avg_last - last, '+')} / "
+                f"{_num(ours.avg_best - best, '+')}",
                 "why": reasons.get(model, ""),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _num(value: float, sign: str = "") -> str:
+    return "—" if pd.isna(value) else f"{value:{sign}.1f}"

@@ -1,0 +1,72 @@
+"""The analysis rules, each defined once and used by Table 1, selection, the selector study, correlation and both
+Figure 1s (``layer-mteb report``, the notebook and ``python -m layer_mteb.paper``); ``docs/report.md`` says why.
+
+- **Last layer**: the model's final hidden state, layer ``n_layers``. A task without a score there has no last layer:
+  it is left out of every comparison with the last layer (and named), never compared with a shallower layer.
+- **Ties go to the deeper layer**: among layers within :data:`TIE_TOL` of the best value (a score, or a metric in its
+  direction), the deepest wins; so does the deeper of two layers equally near a target depth.
+- **Correlations** need :data:`MIN_LAYERS` layers with both a metric value and a score, both varying.
+- **Figure 1's tasks**: :func:`common_tasks`; a curve is drawn only at layers holding every one of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+TIE_TOL = 1e-9
+#: Fewest layers a correlation is computed over (with fewer, every rank statistic is nearly arbitrary).
+MIN_LAYERS = 3
+#: Share of each model's layers Figure 1's task set must leave complete.
+COVERAGE = 0.75
+
+
+def extremum_layer(values: pd.Series, direction: str = "max", tol: float = TIE_TOL) -> int:
+    """The layer (index) of the best value, ``max`` or ``min``; ties (within ``tol``) go to the deeper layer."""
+    best = values.max() if direction == "max" else values.min()
+    near = values >= best - tol if direction == "max" else values <= best + tol
+    return int(values.index[near].max())
+
+
+def nearest_layer(layers: Iterable[int], target: float) -> int:
+    """The layer nearest ``target`` (a layer number, possibly fractional); the deeper of two equally near."""
+    return int(min(layers, key=lambda k: (abs(k - target), -k)))
+
+
+def last_score(curve: pd.Series, n_layers: int) -> float:
+    """The score at the last layer (``n_layers``), NaN when the curve has none there."""
+    return float(curve[n_layers]) if n_layers in curve.index and not pd.isna(curve[n_layers]) else math.nan
+
+
+def common_tasks(scores: pd.DataFrame, coverage: float = COVERAGE) -> list[str]:
+    """Figure 1's task set over the models of ``scores`` (``model, task, layer, main_score``): start from the tasks
+    every model scored and drop, one at a time, the task whose removal completes the most layers (ties: the later
+    name), until every model has at least ``coverage`` of its scored layers holding all remaining tasks."""
+    tables = [
+        part.pivot_table(index="layer", columns="task", values="main_score") for _, part in scores.groupby("model")
+    ]
+    if not tables:
+        return []
+    tasks = sorted(set.intersection(*(set(t.columns) for t in tables)))
+
+    def complete(chosen: list[str]) -> list[float]:
+        return [t[chosen].notna().all(axis=1).mean() for t in tables]
+
+    while tasks and min(complete(tasks)) < coverage:
+        tasks.remove(max(tasks, key=lambda t: (sum(complete([x for x in tasks if x != t])), t)))
+    return tasks
+
+
+def complete_layer_means(tasks: pd.DataFrame, chosen: list[str]) -> pd.DataFrame:
+    """Per model and layer, the mean score over ``chosen`` tasks at the layers that hold all of them (a layer lacking
+    one is a gap in the curve, never an average over fewer tasks); ``tasks`` has one score per (model, task, layer)
+    and ``n_layers`` (:func:`~.table1.task_scores`)."""
+    rows = tasks[tasks["task"].isin(chosen)]
+    grouped = rows.groupby(["model", "layer"], sort=True).agg(
+        n_layers=("n_layers", "first"), main_score=("main_score", "mean"), n_tasks=("task", "nunique")
+    )
+    out = grouped[grouped["n_tasks"] == len(chosen)].reset_index()
+    depth = out["layer"] / out["n_layers"].where(out["n_layers"] > 0)
+    return out.assign(relative_depth=depth.fillna(1.0))
