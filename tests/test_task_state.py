@@ -22,6 +22,7 @@ from mteb.mocks.mock_tasks.sts import MockSTSTask
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.tasks.local_data import attach_local_data
@@ -242,5 +243,7 @@ def test_attached_local_data_loads_reloads_and_pickles(data_dir):
 
 def test_attach_local_data_checks_the_folder_first(tmp_path):
     task = mteb.get_task("BIOSSES")
-    with pytest.raises(Exception, match=r"no test\.jsonl"):
+    with pytest.raises(UserError) as raised:
         attach_local_data(task, tmp_path, TaskSpec("BIOSSES"))
+    assert str(raised.value) == f"{tmp_path}: no test.jsonl for the 'test' split this task needs"
+    assert "load_data" not in vars(task)  # the task is left as it was: it would still load from the hub
