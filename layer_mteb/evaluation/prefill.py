@@ -33,12 +33,13 @@ def texts_mteb_encodes(task) -> list[str] | None:
         columns = (task.input1_column_name, task.input2_column_name)
         texts = _columns(task, columns, v1_rows=True) if all(isinstance(c, str) for c in columns) else None
     elif isinstance(task, AbsTaskClassification):
-        texts = _classification(task) if isinstance(task.input_column_name, str) else None
+        known = isinstance(task.input_column_name, str) and not task.is_cross_validation
+        texts = _classification_texts(task) if known else None
     elif isinstance(task, AbsTaskRetrieval):
         texts = _retrieval(task)
     else:
         return None
-    return None if texts is None else list(dict.fromkeys(_strings(texts)))
+    return None if texts is None else list(dict.fromkeys(t for t in texts if isinstance(t, str)))
 
 
 def _splits(task) -> Iterator[tuple[str, object]]:
@@ -59,12 +60,6 @@ def _columns(task, columns: Iterable[str], *, v1_rows: bool = False) -> Iterator
             yield from rows[column]
 
 
-def _classification(task) -> Iterator[str] | None:
-    if task.is_cross_validation:
-        return None
-    return _classification_texts(task)
-
-
 def _classification_texts(task) -> Iterator[str]:
     for split, data in _splits(task):
         train = data[task.train_split]
@@ -82,16 +77,8 @@ def _retrieval(task) -> Iterator[str]:
     from mteb.abstasks.retrieval import _filter_queries_without_positives
     from mteb.types import PromptType
 
-    for _, data in _splits_retrieval(task):
-        _, queries = _filter_queries_without_positives(data["relevant_docs"], data["queries"])
-        yield from _retrieval_texts(data["corpus"], PromptType.document)
-        yield from _retrieval_texts(queries, PromptType.query)
-
-
-def _splits_retrieval(task) -> Iterator[tuple[str, object]]:
     for split, data in _splits(task):
-        yield split, data[split]
-
-
-def _strings(texts: Iterable[object]) -> Iterator[str]:
-    return (t for t in texts if isinstance(t, str))
+        rows = data[split]
+        _, queries = _filter_queries_without_positives(rows["relevant_docs"], rows["queries"])
+        yield from _retrieval_texts(rows["corpus"], PromptType.document)
+        yield from _retrieval_texts(queries, PromptType.query)
