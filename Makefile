@@ -87,6 +87,7 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on five real offline tasks, prin
 # on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
 test: setup
 	$(BIN)/ruff check layer_mteb tests benchmarks scripts
+	$(BIN)/vulture
 	$(BIN)/lint-imports
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow"
 
@@ -95,6 +96,7 @@ test-fast: setup
 
 lint: setup
 	$(BIN)/ruff check layer_mteb tests
+	$(BIN)/vulture
 	$(BIN)/lint-imports
 	$(BIN)/ruff format --check layer_mteb tests
 

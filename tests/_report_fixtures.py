@@ -114,10 +114,14 @@ def alpha_correlation() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "metric", "method", "scope", "value", "p_value"])
 
 
+#: the paper reference's scores per task and layer (Pythia-14m, 2 blocks)
+REFERENCE_SCORES = {"T1": [0.2, 0.4, 0.3], "T2": [0.4, 0.6, 0.5], "X": [0.9, 0.9, 0.9]}
+
+
 def reference_frame() -> pd.DataFrame:
     """The authors' file layout: ``layer_<k>`` labels, the last layer repeated as ``layer_<L>_last``."""
     rows = []
-    for task, values in {"T1": [0.2, 0.4, 0.3], "T2": [0.4, 0.6, 0.5], "X": [0.9, 0.9, 0.9]}.items():
+    for task, values in REFERENCE_SCORES.items():
         rows += [("Pythia/14m", f"layer_{k}", task, v) for k, v in enumerate(values)]
         rows.append(("Pythia/14m", "layer_2_last", task, values[-1]))
     return pd.DataFrame(rows, columns=["model", "layer", "task", "main_score"])

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import torch
 from conftest import save_tiny_model, tiny_model
@@ -41,6 +42,7 @@ def task_files(root):
         "schema.yaml": "tasks: [STS12]\n",
         "broken.yaml": "tasks: [",
         "noname.yaml": "tasks:\n  STS:\n    - {nam: STS12}\n",
+        "twice.yaml": "tasks:\n  STS: [STS12]\n  STS: [BIOSSES]\n",
     }
     for name, text in files.items():
         (root / name).write_text(text)
@@ -78,6 +80,7 @@ CASES = {
     "empty tasks.yaml": (["--tasks", "{tmp}/empty.yaml"], "non-empty 'tasks:'"),
     "tasks.yaml wrong schema": (["--tasks", "{tmp}/schema.yaml"], "mapping"),
     "tasks.yaml unparsable": (["--tasks", "{tmp}/broken.yaml"], "cannot read task file"),
+    "tasks.yaml with a key twice": (["--tasks", "{tmp}/twice.yaml"], "duplicate key 'STS' at line 3 (first at line 2)"),
     "tasks.yaml entry without name": (["--tasks", "{tmp}/noname.yaml"], "needs a 'name:'"),
     "missing tasks.yaml": (["--tasks", "{tmp}/missing.yaml"], "cannot read task file"),
     # layers
@@ -161,7 +164,9 @@ def test_gguf_without_the_gguf_package_names_the_install(models, monkeypatch, ca
         ]
     )
     assert code == 2
-    assert "pip install gguf" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("layer-mteb: error:") and "pip install gguf" in err[0], err
+    assert not (tmp_path / "out").exists()
 
 
 def test_no_space_left_is_one_line(models, data_dir, tmp_path):
@@ -222,4 +227,9 @@ def test_empty_and_blank_texts_are_encoded_not_errors(models, tmp_path, capsys):
             "--no-vector-cache",
         ]
     )
-    assert code == 0
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "error" not in err.lower() and "nan" not in err.lower(), err
+    scores = pd.read_csv(tmp_path / "out" / "scores.csv")
+    assert scores["task"].tolist() == ["STS12"] * 3 and scores["layer"].tolist() == [0, 1, 2]
+    assert scores["main_score"].between(-1, 1).all()  # every layer scored over all three pairs, none NaN

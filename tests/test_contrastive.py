@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -57,12 +58,62 @@ def test_infonce_true_pairs_score_below_shuffled_pairs() -> None:
     assert infonce(a, b) < infonce(a, shuffled) - 1.0
 
 
-def test_deterministic_under_a_seed() -> None:
-    a, b = _randn(40, 8), _randn(40, 8, seed=1)
-    assert dime(a, b, seed=3) == dime(a, b, seed=3)
-    assert dime(a, b, seed=3) != dime(a, b, seed=4)
+def test_infonce_of_a_known_permutation_is_exact() -> None:
+    # each row's partner is orthogonal to it (logit 0) while one other row matches it exactly (logit 1 / τ = 10)
+    n = 16
+    views = torch.eye(n) * 3.0
+    assert infonce(views, views.roll(1, dims=0)) == pytest.approx(math.log(math.exp(10) + n - 1), rel=1e-9)
+    # relabelling the prompts of both views together changes nothing
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    a, b = _randn(n, 8), _randn(n, 8, seed=1)
+    assert infonce(a[order], b[order]) == pytest.approx(infonce(a, b), rel=1e-12)
+
+
+def _entropy_of_kernel(kernel: np.ndarray) -> float:
+    p = np.linalg.eigvalsh(kernel).clip(min=0)
+    p = p[p > 1e-12] / p.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def _cosine_kernel(z: torch.Tensor) -> np.ndarray:
+    centred = z.numpy() - z.numpy().mean(axis=0)
+    unit = centred / np.linalg.norm(centred, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def test_dime_is_the_entropy_gap_to_the_permutations_its_seed_draws() -> None:
+    """DiME = mean over P of S(K_a ∘ P K_b Pᵀ) − S(K_a ∘ K_b), computed here from the definition with numpy, for the
+    permutations ``torch.randperm`` draws from the given seed, whatever the global random state."""
+    a = _randn(12, 5)
+    b = a + 0.3 * _randn(12, 5, seed=1)
+    ka, kb = _cosine_kernel(a), _cosine_kernel(b)
+    generator = torch.Generator().manual_seed(3)
+    orders = [torch.randperm(12, generator=generator).numpy() for _ in range(4)]
+    shuffled = [_entropy_of_kernel(ka * kb[order][:, order]) for order in orders]
+    want = sum(shuffled) / 4 - _entropy_of_kernel(ka * kb)
+    torch.manual_seed(99)  # the global generator is not the one DiME draws from
+    assert dime(a, b, n_permutations=4, seed=3) == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert dime(a, b, n_permutations=4, seed=4) != pytest.approx(want, rel=1e-6)
+
+
+def test_dime_is_zero_when_one_view_cannot_tell_prompts_apart() -> None:
+    # b's prompts are the corners of a regular simplex: every permutation leaves K_b as it is
+    n = 6
+    simplex = torch.eye(n, dtype=torch.float64) - 1 / n
+    assert dime(_randn(n, n), simplex, seed=5) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_lidar_ignores_the_order_of_prompts_and_views_and_a_rotation() -> None:
     views = _randn(10, 4, 8)
-    assert lidar(views) == lidar(views.clone())
+    generator = torch.Generator().manual_seed(0)
+    prompts = torch.randperm(10, generator=generator)
+    per_prompt = torch.stack([views[i, torch.randperm(4, generator=generator)] for i in range(10)])
+    rotation, _ = torch.linalg.qr(_randn(8, 8, seed=2))
+    want = lidar(views)
+    assert lidar(per_prompt[prompts]) == pytest.approx(want, rel=1e-9)
+    assert lidar(views @ rotation) == pytest.approx(want, rel=1e-9)
+    mixed = views.transpose(0, 1).reshape(10, 4, 8)  # views regrouped across prompts: a different answer
+    assert lidar(mixed) != pytest.approx(want, rel=1e-3)
 
 
 def test_clear_errors() -> None:

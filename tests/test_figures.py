@@ -1,23 +1,73 @@
-"""Every figure is written as a readable PNG and a non-empty PDF; side files of the wrong shape are skipped."""
+"""Every figure plots the data it is given: the lines' x/y values, their labels, the heatmap's cells and best-layer
+boxes, the bars' lengths, and the task sets named in the captions, read back from the drawn figure; each is saved
+as PNG and PDF. Side files of the wrong shape are skipped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.image
+import numpy as np
 import pandas as pd
 import pytest
-from _report_fixtures import alpha_correlation, alpha_metrics, alpha_scores, one_layer_scores, reference_frame
+from _report_fixtures import (
+    alpha_correlation,
+    alpha_metrics,
+    alpha_scores,
+    one_layer_scores,
+    write_reference,
+    write_results,
+)
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
 
 from layer_mteb.analysis import figures
-from layer_mteb.analysis.table1 import layer_means, per_task_summary, task_scores
+from layer_mteb.analysis.report import paper_layer_means, write_report
+from layer_mteb.analysis.table1 import headline_tasks, layer_means, per_task_summary, task_scores
 
 
-def _check(paths: list[Path], stem: Path) -> None:
+@pytest.fixture
+def drawn(monkeypatch) -> dict[str, Figure]:
+    """Each figure as it is saved, by file stem: the real figure, read back after the real save."""
+    saved: dict[str, Figure] = {}
+    original = Figure.savefig
+
+    def keep(fig: Figure, path, *args, **kwargs):
+        saved[Path(path).stem] = fig
+        return original(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
+def _check_files(paths: list[Path], stem: Path) -> None:
     assert sorted(paths) == [stem.with_suffix(".pdf"), stem.with_suffix(".png")]
-    assert all(p.stat().st_size > 0 for p in paths)
     image = matplotlib.image.imread(stem.with_suffix(".png"))
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def _lines(ax: Axes, legend=None) -> dict[str, tuple[list[float], list[float]]]:
+    """label -> (x, y) of every drawn line; seaborn draws its lines unlabelled (its legend entries are separate
+    proxies without data), so those are named through the legend entry of the same colour."""
+    legend = legend or ax.get_legend()
+    colours = {
+        to_rgba(h.get_color()): t.get_text() for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True)
+    }
+    lines = {}
+    for line in ax.get_lines():
+        if len(line.get_xdata()) == 0:
+            continue
+        label = line.get_label() if not line.get_label().startswith("_") else colours[to_rgba(line.get_color())]
+        assert label not in lines, f"two lines for {label}"
+        lines[label] = ([float(x) for x in line.get_xdata()], [float(y) for y in line.get_ydata()])
+    return lines
+
+
+def _assert_lines(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for label, (x, y) in want.items():
+        assert got[label][0] == pytest.approx(x) and got[label][1] == pytest.approx(y), label
 
 
 @pytest.fixture(scope="module")
@@ -25,32 +75,98 @@ def tasks() -> pd.DataFrame:
     return task_scores(pd.concat([alpha_scores(), one_layer_scores()]))
 
 
-@pytest.mark.parametrize("with_paper", [False, True])
-def test_figure1(tmp_path, tasks, with_paper):
-    paper = None
-    if with_paper:
-        raw = reference_frame()
-        raw = raw[~raw["layer"].str.endswith("_last")].assign(layer=lambda f: f["layer"].str[6:].astype(int))
-        paper = layer_means(task_scores(raw.assign(model="Pythia-14m (paper)", n_layers=2)))
+# toy/alpha and toy/one-layer share T1 and T2 (see _report_fixtures): Figure 1 averages those two for both models
+HEADLINE = {
+    "toy/alpha": ([0, 1 / 3, 2 / 3, 1], [45.0, 70.0, 65.0, 72.5]),
+    "toy/one-layer": ([0, 1], [40.0, 35.0]),
+}
+PAPER_ON_T1_T2 = {"Pythia-14m (paper)": ([0, 0.5, 1], [30.0, 50.0, 40.0])}
+
+
+def test_figure1_plots_each_models_mean_over_the_shared_tasks_named_in_its_caption(tmp_path, tasks, drawn):
+    headline, task_note = headline_tasks(tasks)
+    assert task_note == "every curve: mean over the same 2 tasks (T1, T2)"
+    paper, paper_note = paper_layer_means(headline, write_reference(tmp_path / "ref.csv"), "run")
     stem = tmp_path / "figure1"
-    _check(figures.figure1(layer_means(tasks), stem, paper, "dashed: paper curves" if with_paper else ""), stem)
+    _check_files(figures.figure1(layer_means(headline), stem, paper, paper_note, task_note), stem)
+    [ax] = drawn["figure1"].axes
+    _assert_lines(_lines(ax), HEADLINE | PAPER_ON_T1_T2)
+    styles = {line.get_label(): line.get_linestyle() for line in ax.get_lines() if len(line.get_xdata())}
+    assert styles["Pythia-14m (paper)"] != "-"  # the paper's curve is dashed, the runs' solid
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [*HEADLINE, *PAPER_ON_T1_T2]
+    assert task_note in ax.get_title() and "dashed: paper curves averaged over the same 2 tasks" in ax.get_title()
 
 
-def test_heatmap(tmp_path, tasks):
+def test_the_reports_figure1_and_heatmaps_show_the_runs(tmp_path, drawn):
+    alpha, one = write_results(tmp_path / "results")
+    reference = write_reference(tmp_path / "ref.csv")
+    write_report([alpha, one], tmp_path / "report", paper_curves=True, reference=reference)
+    [ax] = drawn["figure1"].axes
+    _assert_lines(_lines(ax), HEADLINE | PAPER_ON_T1_T2)
+    assert "(T1, T2)" in ax.get_title()
+    assert {"heatmap_toy_alpha", "heatmap_toy_one-layer", "metrics", "correlation"} <= set(drawn)
+
+
+def test_heatmap_cells_are_the_scores_and_boxes_mark_each_tasks_best_layer(tmp_path, tasks, drawn):
     alpha = tasks[tasks["model"] == "toy/alpha"]
     best = per_task_summary(alpha).set_index("task")["best_layer"]
     stem = tmp_path / f"heatmap_{figures.slug('toy/alpha')}"
     assert stem.name == "heatmap_toy_alpha"
-    _check(figures.heatmap(alpha, best, "toy/alpha", stem), stem)
+    _check_files(figures.heatmap(alpha, best, "toy/alpha", stem), stem)
+    [ax, _colour_bar] = drawn["heatmap_toy_alpha"].axes
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    assert rows == ["T3 (Classification)", "T4 (Classification)", "T5 (Clustering)", "T1 (STS)", "T2 (STS)"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
+    cells = np.ma.filled(ax.collections[0].get_array().reshape(5, 4).astype(float), np.nan)
+    want = [[40, 60, 60, 30], [55, np.nan, 50, 45], [20, 30, 25, np.nan], [50, 60, 70, 65], [40, 80, 60, 80]]
+    np.testing.assert_allclose(cells, want)
+    boxes = sorted((int(p.get_y()), int(p.get_x())) for p in ax.patches if p.get_edgecolor() == to_rgba("red"))
+    # best layers, ties to the deeper one: T3 2, T4 0, T5 1, T1 2, T2 3
+    assert boxes == [(0, 2), (1, 0), (2, 1), (3, 2), (4, 3)]
+    assert ax.get_title().startswith("toy/alpha:")
 
 
-def test_metric_panels_and_correlation_bars(tmp_path):
-    _check(figures.metric_panels(alpha_metrics(), tmp_path / "metrics"), tmp_path / "metrics")
-    no_depth = alpha_metrics().drop(columns="relative_depth")
-    _check(figures.metric_panels(no_depth, tmp_path / "m2"), tmp_path / "m2")
-    _check(figures.correlation_bars(alpha_correlation(), tmp_path / "corr"), tmp_path / "corr")
-    per_task_only = alpha_correlation().query("scope != 'mean'")
-    _check(figures.correlation_bars(per_task_only, tmp_path / "corr2"), tmp_path / "corr2")
+def test_metric_panels_plot_each_metric_on_wikitext(tmp_path, drawn):
+    metrics = alpha_metrics()
+    metrics.loc[metrics["texts"] == "T1", "value"] += 10  # the task's own texts: not what Figure 2 shows
+    stem = tmp_path / "metrics"
+    _check_files(figures.metric_panels(metrics, stem), stem)
+    fig = drawn["metrics"]
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert sorted(panels) == ["curvature", "prompt_entropy"]
+    depth = [0, 1 / 3, 2 / 3, 1]
+    _assert_lines(_lines(panels["prompt_entropy"], fig.legends[0]), {"toy/alpha": (depth, [0.9, 0.6, 0.5, 0.7])})
+    _assert_lines(_lines(panels["curvature"], fig.legends[0]), {"toy/alpha": (depth, [1.2, 1.0, 0.9, 0.8])})
+    assert fig.get_suptitle() == "Representation metrics by layer depth on wikitext"
+    no_depth = metrics.drop(columns="relative_depth")  # relative depth from n_layers: the same lines
+    figures.metric_panels(no_depth, tmp_path / "m2")
+    panel = next(ax for ax in drawn["m2"].axes if ax.get_title() == "prompt_entropy")
+    _assert_lines(_lines(panel, drawn["m2"].legends[0]), {"toy/alpha": (depth, [0.9, 0.6, 0.5, 0.7])})
+
+
+def _bars(ax: Axes) -> list[list[float]]:
+    return [[round(float(bar.get_width()), 9) for bar in container] for container in ax.containers]
+
+
+def test_correlation_bars_are_the_mean_scope_values_with_stars_for_small_p(tmp_path, drawn):
+    correlation = alpha_correlation()
+    correlation.loc[correlation["scope"] == "T1", "value"] = 0.1  # one task's correlation: not the mean scope's
+    stem = tmp_path / "corr"
+    _check_files(figures.correlation_bars(correlation, stem), stem)
+    dcor, signed = drawn["corr"].axes
+    assert dcor.get_title(loc="left") == "toy/alpha\ndistance correlation (dCor)"
+    assert signed.get_title(loc="left") == "signed: spearman, kendall"
+    assert [t.get_text() for t in dcor.get_yticklabels()] == ["curvature", "prompt_entropy"]
+    assert _bars(dcor) == [[0.8, 0.8]] and _bars(signed) == [[-0.6, -0.6], [-0.4, -0.4]]
+    assert len(dcor.texts) == len(signed.texts) == 0  # p = 0.05 earns no star
+    small_p = correlation.copy()
+    small_p.loc[(small_p["metric"] == "curvature") & (small_p["method"] == "dcor"), "p_value"] = 0.001
+    figures.correlation_bars(small_p, tmp_path / "corr2")
+    assert [t.get_text().strip() for t in drawn["corr2"].axes[0].texts] == ["**"]
+    per_task_only = correlation.query("scope != 'mean'")
+    figures.correlation_bars(per_task_only, tmp_path / "corr3")
+    assert _bars(drawn["corr3"].axes[0]) == [[0.1, 0.1]]
+    assert "(mean over per-task correlations)" in drawn["corr3"].get_suptitle()
 
 
 def test_unexpected_side_files_are_skipped(tmp_path):

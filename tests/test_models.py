@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import FAMILIES, minilm_folder, save_tiny_model, tiny_model
+from conftest import FAMILIES, minilm_folder, save_tiny_model, tiny_config, tiny_model
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
+from transformers import AutoConfig, AutoModel, GPT2Config, GPT2Model, PreTrainedTokenizerFast
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -36,8 +36,37 @@ def test_architecture_table_finds_blocks_and_final_norm(family, bert_tokenizer):
     assert loaded.architecture.kind == {"bert": "encoder", "mamba": "ssm", "mamba2": "ssm"}.get(family, "causal")
 
 
-def test_every_supported_type_is_listed_once():
-    assert {"gpt2", "gpt_neox", "llama", "gemma3_text", "bert", "mpnet", "mamba", "mamba2"} <= set(ARCHITECTURES)
+def _tiny_config_of_type(model_type: str, vocab_size: int):
+    """A 2-block config of any listed type: the families of conftest as they are, the others from generic sizes."""
+    if model_type in FAMILIES:
+        return tiny_config(model_type, vocab_size)
+    sizes = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1}
+    sizes |= {"intermediate_size": 64, "max_position_embeddings": 128, "head_dim": 16, "vocab_size": vocab_size}
+    return AutoConfig.for_model(model_type, **sizes)
+
+
+@pytest.mark.parametrize("model_type", sorted(ARCHITECTURES))
+def test_every_table_entry_names_the_blocks_and_the_last_module_of_a_real_model(model_type, bert_tokenizer):
+    """The table's paths resolve on a model of that type built by transformers: 2 blocks, and the last hidden state
+    is the output of the listed final norm (or of the last block where the table lists none)."""
+    torch.manual_seed(0)
+    model = AutoModel.from_config(_tiny_config_of_type(model_type, len(bert_tokenizer)))
+    loaded = wrap_model(model, bert_tokenizer, name=f"test/{model_type}")
+    assert loaded.architecture is ARCHITECTURES[model_type] and loaded.n_layers == 2
+    last = loaded.final_norm if loaded.architecture.final_norm else loaded.blocks[-1]
+    outputs = []
+    handle = last.register_forward_hook(
+        lambda module, args, out: outputs.append(out[0] if isinstance(out, tuple) else out)
+    )
+    try:
+        with torch.inference_mode():
+            states = loaded.hidden_states(
+                **bert_tokenizer(["a short text", "another"], return_tensors="pt", padding=True)
+            )
+    finally:
+        handle.remove()
+    assert len(states) == 3 and len(outputs) == 1
+    assert torch.equal(states[-1], outputs[0])
 
 
 def causal_tokenizer_without_pad():

@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 from _report_fixtures import (
+    REFERENCE_SCORES,
     alpha_scores,
     alpha_selection,
     one_layer_scores,
@@ -140,7 +141,17 @@ def test_reference_drops_the_duplicated_last_layer_and_averages_the_run_tasks(tm
     curves, note = paper_layer_means(alpha_scores(), path, "all")
     assert curves["main_score"].tolist() == pytest.approx([0.5, 0.633333, 0.566667], rel=1e-5)
     assert "all 3 paper tasks" in note
-    assert len(reference_frame()) == 12
+    kept = reference.set_index(["task", "layer"])["main_score"].to_dict()
+    assert kept == {(t, k): v for t, vs in REFERENCE_SCORES.items() for k, v in enumerate(vs)}
+    assert reference["n_layers"].unique().tolist() == [2]
+
+
+def test_reference_keeps_the_numbered_layer_when_its_last_copy_differs(tmp_path):
+    raw = reference_frame()
+    raw.loc[raw["layer"] == "layer_2_last", "main_score"] = 0.0  # only the numbered row is the paper's layer 2
+    raw.to_csv(tmp_path / "ref.csv", index=False)
+    reference = load_reference(tmp_path / "ref.csv")
+    assert reference.loc[reference["layer"] == 2, "main_score"].tolist() == [0.3, 0.5, 0.9]
 
 
 def test_cli_report_writes_every_file(tmp_path, capsys):

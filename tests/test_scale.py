@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import mteb
@@ -17,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import ForwardCounter, save_tiny_model
+from numpy.lib import format as npy
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -175,33 +175,57 @@ def test_disk_store_sweep_equals_in_memory_sweep(tiny_gpt_neox, data_dir):
     pd.testing.assert_frame_equal(want.drop(columns="max_cache_memory", errors="ignore"), got, check_exact=True)
 
 
-def run_cli(folder, data_dir, out, cache, budget):
+def run_cli(folder, data_dir, out, cache, budget, *, program: str | None = None) -> subprocess.CompletedProcess:
+    """``layer-mteb run`` on STS17 with a vector store on disk (``program``: a script standing in for the CLI)."""
     env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    argv = [sys.executable, "-m", "layer_mteb.cli", "run", "--model", str(folder), "--tasks", "STS17"]
-    argv += ["--data-dir", str(data_dir), "--output", str(out), "--batch-size", "4", "--max-cache-memory", budget]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    start = ["-c", program] if program else ["-m", "layer_mteb.cli"]
+    argv = [sys.executable, *start, "run", "--model", str(folder), "--tasks", "STS17", "--data-dir", str(data_dir)]
+    argv += ["--output", str(out), "--batch-size", "4", "--max-cache-memory", budget]
+    return subprocess.run(argv, env=env, capture_output=True, text=True)
 
 
-@pytest.mark.timeout(600)
+# The CLI killed (SIGKILL, as by the OOM killer or kill -9) at a fixed point: right after the fifth batch of layer 0
+# reaches the disk, the segment unfinished. The kill is real; only its moment is fixed, so the test does not depend
+# on how fast the run is.
+KILLED_AFTER_FIVE_BATCHES = """
+import os, signal, sys
+from layer_mteb.cli import main
+from layer_mteb.vectors.layer_files import SegmentWriter
+
+write = SegmentWriter.write
+batches = 0
+
+def write_then_die(self, layer, rows, vectors):
+    global batches
+    write(self, layer, rows, vectors)
+    batches += layer == 0
+    if batches == 5:
+        for handle in self.files:
+            handle.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+SegmentWriter.write = write_then_die
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(bert_tokenizer, data_dir, tmp_path):
     folder = save_tiny_model("gpt_neox", bert_tokenizer, tmp_path / "tiny")
-    budget = format_size(store_bytes(len(sts_texts(data_dir)), 1, 32))
+    n_texts = len(sts_texts(data_dir))
+    budget = format_size(store_bytes(n_texts, 1, 32))
     reference = run_cli(folder, data_dir, tmp_path / "reference", tmp_path / "reference-cache", budget)
-    assert reference.wait(timeout=300) == 0, reference.stderr.read()
-    process = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        torn = list((tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy"))
-        if torn and torn[0].stat().st_size > 4096:  # some batches written, the segment not finished
-            break
-        time.sleep(0.01)
-    assert process.poll() is None, "the run ended before it could be killed mid-write"
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    (store,) = {p.parent.parent for p in (tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy")}
+    assert reference.returncode == 0, reference.stderr
+    killed = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget, program=KILLED_AFTER_FIVE_BATCHES)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    [torn] = (tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy")
+    with torn.open("rb") as handle:
+        npy.read_magic(handle)
+        shape, _, _ = npy.read_array_header_2_0(handle)
+        assert shape == (n_texts, 32) and len(handle.read()) == 5 * 4 * 32 * 4  # five batches of 4 rows, float32
+    store = torn.parent.parent.parent
     assert segment_folders(store / "layers") == []  # the torn segment is not one a rerun would read
     rerun = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget)
-    assert rerun.wait(timeout=300) == 0, rerun.stderr.read()
+    assert rerun.returncode == 0, rerun.stderr
     assert list((store / "layers").glob(".tmp-*")) == []
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "reference" / "scores.csv"), pd.read_csv(tmp_path / "out" / "scores.csv")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -96,12 +94,14 @@ def test_parse_layers_explains_bad_input(text, message):
         parse_layers(text, 4)
 
 
-def test_torn_vector_cache_and_result_files_are_recomputed_with_a_warning(tiny_gpt_neox, data_dir, tmp_path, caplog):
+def test_torn_vector_cache_and_result_files_are_recomputed_with_a_warning(
+    tiny_gpt_neox, data_dir, tmp_path, caplog, monkeypatch
+):
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "cache"))  # a cache of this test's own
     out = tmp_path / "run"
     config = EncodeConfig(batch_size=32, max_length=48)
     first = sweep(tiny_gpt_neox, ["STS17"], config=config, data_dir=data_dir, output=out, progress=False)
-    stores = Path(os.environ["LAYER_MTEB_CACHE"]).glob("vectors/**/STS17/vectors.safetensors")
-    vectors = max(stores, key=lambda p: p.stat().st_mtime)  # the one this sweep just wrote
+    [vectors] = (tmp_path / "cache").glob("vectors/**/STS17/vectors.safetensors")  # the one this sweep wrote
     vectors.write_bytes(vectors.read_bytes()[:100])  # torn: a killed writer without atomic rename
     result = sorted((out / "mteb").rglob("STS17.json"))[0]
     result.write_text(result.read_text()[:50])

@@ -75,6 +75,46 @@ def test_bad_task_files_are_one_clear_error(tmp_path, content, message):
         select_tasks(str(path))
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            "tasks:\n  STS:\n    - name: STS12\n      fast: STS12\n      fast: STS13\n",
+            "bad.yaml: duplicate key 'fast' at line 5 (first at line 4); keep one of them",
+        ),
+        (
+            "tasks:\n  STS: [STS12]\n  Clustering: [RedditClustering]\n  STS: [STS13]\n",
+            "bad.yaml: duplicate key 'STS' at line 4 (first at line 2); keep one of them",
+        ),
+        ("tasks: {STS: [STS12], STS: [STS13]}\n", "duplicate key 'STS' at line 1 (first at line 1)"),
+        (
+            "tasks:\n  STS: [STS12\n  Clustering: [RedditClustering]\n",
+            "bad.yaml': while parsing a flow sequence: expected ',' or ']', but got ':' at line 3, column 13",
+        ),
+        ("tasks:\n  STS: STS12: x\n", "bad.yaml': mapping values are not allowed here at line 2, column 13"),
+    ],
+)
+def test_task_files_are_read_strictly_with_the_line_of_the_problem(tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(UserError) as raised:
+        read_task_file(path)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_key_beside_a_merge_overrides_the_merged_one(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {name: STS12, fast: STS13}\ntasks:\n  STS:\n    - {<<: *b, fast: STS14}\n")
+    assert read_task_file(path).spec("STS12").fast == "STS14"  # YAML's merge rule, not a duplicate key
+
+
+def test_the_packaged_task_file_keeps_the_local_copies_described_once():
+    task_file = read_task_file()
+    mtop, news = task_file.spec("MTOPIntentClassification"), task_file.spec("TwentyNewsgroupsClustering")
+    assert mtop.local_files == {"train": ("validation.jsonl",)} and mtop.partial.startswith("1237 of mteb's 4386")
+    assert news.local_files == {"test": ("test.jsonl",)} and news.partial.startswith("subject lines")
+
+
 def test_unknown_task_suggests_close_names():
     with pytest.raises(UserError, match="did you mean STSBenchmark"):
         load_task(TaskSpec("STSBenchmarc"))

@@ -38,14 +38,11 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def default_eval_workers() -> int:
-    """One worker per usable CPU core (each evaluator runs on one thread): no core runs two evaluator threads."""
-    return usable_cpus()
-
-
 def check_eval_workers(workers: int | None) -> int:
+    """``--eval-workers``; by default one worker per usable CPU core (each evaluator runs on one thread), so no core
+    runs two evaluator threads."""
     if workers is None:
-        return default_eval_workers()
+        return usable_cpus()
     if workers < 1:
         raise UserError(f"--eval-workers must be a positive integer, got {workers}")
     return workers

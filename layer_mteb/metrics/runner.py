@@ -142,7 +142,7 @@ class TaskTextMetrics:
         """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
         if not self.parts:
             return tidy_metrics([])
-        source = TextSource(f"task:{task}", (), task, pooled.shape[1], 0)
+        source = TextSource(f"task:{task}", (), task, pooled.shape[1])
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source)
         summaries = [part.summary() for part in self.parts]
@@ -244,7 +244,7 @@ def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> Te
     unique = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))
     if len(unique) < 2:
         raise UserError(f"need at least 2 non-empty, distinct texts for metrics, got {len(unique)}")
-    return TextSource("custom", tuple(unique), None, len(unique), len(texts) - len(unique))
+    return TextSource("custom", tuple(unique), None, len(unique))
 
 
 def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource) -> Callable:

@@ -19,13 +19,12 @@ _NOT_TEXT = ("label", "lang", "score")
 
 @dataclass(frozen=True)
 class TextSource:
-    """The texts a metrics run used, and how they were chosen (recorded in ``metrics.csv``)."""
+    """The texts a metrics run used and how many were usable (``name`` is the ``texts`` column of ``metrics.csv``)."""
 
     name: str  # "wikitext", "task:<TaskName>" or "file:<file name>"
     texts: tuple[str, ...]
     task: str | None = None
     n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
-    n_dropped: int = 0  # empty texts, headings, duplicates and (WikiText) prompts under ``min_tokens`` tokens
 
 
 def load_texts(
@@ -65,7 +64,7 @@ def load_texts(
     if len(texts) > n_prompts:
         keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
         chosen = [texts[i] for i in keep]
-    return TextSource(name, tuple(chosen), task, len(texts), len(raw) - len(texts))
+    return TextSource(name, tuple(chosen), task, len(texts))
 
 
 def _wikitext(data_dir: str | Path | None) -> list[str]:

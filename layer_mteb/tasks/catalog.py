@@ -27,10 +27,7 @@ logger = logging.getLogger(__name__)
 def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
     """Parse and validate a tasks.yaml; every schema problem is one line naming the file."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise UserError(f"cannot read task file {str(path)!r}: {first_line(err)}") from None
+    raw = _load_yaml(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), dict) or not raw["tasks"]:
         raise UserError(f"{path}: expected a mapping with a non-empty 'tasks:' section of categories")
     specs = []
@@ -43,6 +40,49 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
         raise UserError(f"{path}: 'suites:' must map suite names to lists of task names")
     return TaskFile(str(raw.get("split", "test")), tuple(specs), {k: tuple(v) for k, v in suites.items()})
+
+
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping key given twice (lines count from 1)."""
+
+    def __init__(self, key: Any, line: int, first: int):
+        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first})")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: the plain loader keeps the
+    last one silently, so a block pasted twice (or edited in one copy only) would hide the other."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` merges; keys written beside it override the merged ones, as YAML says
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, line, seen[key])
+                seen[key] = line
+            except TypeError:
+                continue  # an unhashable key: PyYAML's own error names it below
+        return super().construct_mapping(node, deep=deep)
+
+
+def _load_yaml(path: Path) -> Any:
+    """The file's YAML, read strictly; unreadable files, syntax errors (with line and column) and duplicate keys
+    (with the key and its line) are one line each."""
+    try:
+        return yaml.load(path.read_text(), Loader=_StrictLoader)  # a SafeLoader: no arbitrary objects
+    except _DuplicateKey as err:
+        raise UserError(f"{path}: {err}; keep one of them") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = ": ".join(p for p in (err.context, err.problem) if p)
+        raise UserError(f"cannot read task file {str(path)!r}: {problem}{where}") from None
+    except (OSError, yaml.YAMLError) as err:
+        raise UserError(f"cannot read task file {str(path)!r}: {first_line(err)}") from None
 
 
 def _parse_entry(path: Path, category: str, entry: Any) -> TaskSpec:
