@@ -31,12 +31,14 @@ def main() -> None:
 
     from layer_mteb import LayerCache, LayerEncoder, load_model, sweep
     from layer_mteb.evaluation.plan import parse_layers
+    from layer_mteb.evaluation.settings import resolve_settings
     from layer_mteb.tasks.catalog import TaskSpec
     from layer_mteb.tasks.local_data import load_local_data
 
     config = encode_config(args)
     loaded = load_model(args.model, config)
     layers = parse_layers("all", loaded.n_layers)
+    settings = resolve_settings(loaded, config)
 
     def fresh_task():
         task = mteb.get_task(args.task, eval_splits=["test"])
@@ -44,14 +46,14 @@ def main() -> None:
         return task
 
     def score(task, cache, layer) -> float:
-        encoder = LayerEncoder(loaded, layer, cache=cache)
+        encoder = LayerEncoder(cache, layer, settings=settings)
         return mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()
 
-    shared_task, shared_cache = fresh_task(), LayerCache(loaded, config)
+    shared_task, shared_cache = fresh_task(), LayerCache(loaded, settings.encode, budget=settings.budget)
     before = {k: score(shared_task, shared_cache, k) for k in layers}
     alone, alone_texts = {}, 0
     for k in layers:
-        cache = LayerCache(loaded, config)
+        cache = LayerCache(loaded, settings.encode, budget=settings.budget)
         alone[k] = score(fresh_task(), cache, k)
         alone_texts = max(alone_texts, len(cache))
     frame = sweep(loaded, [fresh_task()], layers="all", config=config, vector_cache=False, progress=False)

@@ -35,6 +35,7 @@ from _common import Timer, common_options, counting, forward_batches, load_tasks
 
 from layer_mteb import EncodeConfig, LayerCache, sweep
 from layer_mteb.evaluation.encoder import model_meta
+from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import length_sorted_batches, tokenize
 from layer_mteb.vectors.store import store_folder
@@ -67,7 +68,8 @@ class PrecomputedEncoder(AbsEncoder):
 
     def __init__(self, loaded: LoadedModel, layer: int, config: EncodeConfig, index: dict[str, int], vectors):
         self.index, self.vectors = index, vectors
-        self._meta = model_meta(loaded, layer, config).model_copy(update={"name": "bench/precomputed"})
+        meta = model_meta(loaded, layer, resolve_settings(loaded, config))
+        self._meta = meta.model_copy(update={"name": "bench/precomputed"})
 
     @property
     def mteb_model_meta(self):
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             with counting(loaded) as counter, Timer(config.device) as sweep_timer:
                 sweep(loaded, tasks, layers="all", config=config, progress=False, eval_workers=args.eval_workers)
             clock.close()
-            stored = [LayerCache(loaded, config, store_folder(loaded, config, task.metadata.name)) for task in tasks]
+            settings = resolve_settings(loaded, config)
+            stored = [LayerCache(loaded, config, store_folder(loaded, settings, task.metadata.name)) for task in tasks]
         texts = [list(cache.index) for cache in stored]
         n_texts = sum(len(t) for t in texts)
         assert counter.texts == n_texts, f"sweep ran {counter.texts} texts through the model for {n_texts} unique"

@@ -46,7 +46,7 @@ def main() -> None:
             pipelines.append(
                 (
                     f"layer_mteb last layer, normalize={normalize}",
-                    lambda c=config, m=loaded: LayerEncoder(m, -1, config=c),
+                    lambda c=config, m=loaded: LayerEncoder.from_model(m, -1, config=c),
                 )
             )
     for spec in specs:

@@ -11,6 +11,7 @@ from conftest import RAGGED_TEXTS, save_tiny_model
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.model.adapters import find_adapter_chain
 from layer_mteb.model.attention import attention_of
 from layer_mteb.model.forward import encode_all_layers
@@ -85,6 +86,7 @@ def test_chain_is_found_in_application_order(llm2vec_chain):
 def test_every_layer_equals_merging_by_hand_with_bidirectional_attention(llm2vec_chain, bert_tokenizer):
     loaded = load_model(str(llm2vec_chain["simcse"]))
     assert attention_of(loaded) == "bidirectional"
+    assert resolve_settings(loaded, EncodeConfig()).encode.attention == "bidirectional"  # what every record names
     texts = [t for t in RAGGED_TEXTS if t]  # 3 to 42 tokens in one batch
     vectors, _ = encode_all_layers(loaded, texts, EncodeConfig(batch_size=8))
     for i, text in enumerate(texts):

@@ -13,6 +13,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.encoder import LayerEncoder, model_meta
+from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import LayerCache
 
@@ -22,7 +23,9 @@ class PlainEncoder(AbsEncoder):
 
     def __init__(self, loaded, layer, config):
         self.loaded, self.layer, self.config = loaded, layer, config
-        self._meta = model_meta(loaded, layer, config).model_copy(update={"name": "test/plain"})
+        self._meta = model_meta(loaded, layer, resolve_settings(loaded, config)).model_copy(
+            update={"name": "test/plain"}
+        )
 
     @property
     def mteb_model_meta(self):
@@ -62,11 +65,10 @@ def test_cached_layer_scores_equal_plain_encoder_scores(task_name, subsets, tiny
     if task_name == "AmazonCounterfactualClassification":
         task.dataset["en"]["test"] = task.dataset["en"]["test"].select(range(200))
     config = EncodeConfig(batch_size=16)
-    cache = LayerCache(tiny_gpt_neox, config)
+    settings = resolve_settings(tiny_gpt_neox, config)
+    cache = LayerCache(tiny_gpt_neox, settings.encode, budget=settings.budget)
     for layer in range(tiny_gpt_neox.n_layers + 1):
-        cached = mteb.evaluate(
-            LayerEncoder(tiny_gpt_neox, layer, cache=cache), task, cache=None, show_progress_bar=False
-        )
+        cached = mteb.evaluate(LayerEncoder(cache, layer, settings=settings), task, cache=None, show_progress_bar=False)
         plain = mteb.evaluate(PlainEncoder(tiny_gpt_neox, layer, config), task, cache=None, show_progress_bar=False)
         got, want = cached.task_results[0].get_score(), plain.task_results[0].get_score()
         assert got == pytest.approx(want, abs=1e-6), f"layer {layer}"
@@ -74,15 +76,26 @@ def test_cached_layer_scores_equal_plain_encoder_scores(task_name, subsets, tiny
 
 
 def test_meta_keeps_layers_and_settings_apart(tiny_gpt_neox):
-    a = LayerEncoder(tiny_gpt_neox, 1).mteb_model_meta
-    b = LayerEncoder(tiny_gpt_neox, 2).mteb_model_meta
-    c = LayerEncoder(tiny_gpt_neox, 1, config=EncodeConfig(readout="raw")).mteb_model_meta
+    a = LayerEncoder.from_model(tiny_gpt_neox, 1).mteb_model_meta
+    b = LayerEncoder.from_model(tiny_gpt_neox, 2).mteb_model_meta
+    c = LayerEncoder.from_model(tiny_gpt_neox, 1, config=EncodeConfig(readout="raw")).mteb_model_meta
     assert a.name == "test/tiny-gpt_neox"
     assert len({a.experiment_name, b.experiment_name, c.experiment_name}) == 3
     assert a.experiment_kwargs["layer"] == 1 and c.experiment_kwargs["readout"] == "raw"
 
 
 def test_negative_layer_counts_from_the_end_and_out_of_range_explains(tiny_gpt_neox):
-    assert LayerEncoder(tiny_gpt_neox, -1).layer == tiny_gpt_neox.n_layers
+    assert LayerEncoder.from_model(tiny_gpt_neox, -1).layer == tiny_gpt_neox.n_layers
     with pytest.raises(UserError, match=r"hidden states 0\.\.2"):
-        LayerEncoder(tiny_gpt_neox, 3)
+        LayerEncoder.from_model(tiny_gpt_neox, 3)
+
+
+def test_an_encoder_is_a_view_of_a_cache_and_never_loads_a_model(tiny_gpt_neox):
+    """Building one from a name is the factory's job; a view whose settings are not its vectors' is refused."""
+    settings = resolve_settings(tiny_gpt_neox, EncodeConfig())
+    with pytest.raises(TypeError, match="from_model"):
+        LayerEncoder("minilm-l6", 1, settings=settings)
+    open_attention = LayerCache(tiny_gpt_neox, EncodeConfig())  # the model's own attention, named by the settings
+    assert LayerEncoder(open_attention, 1, settings=settings).config.attention == "causal"
+    with pytest.raises(ValueError, match="made with"):
+        LayerEncoder(LayerCache(tiny_gpt_neox, EncodeConfig(readout="raw")), 1, settings=settings)

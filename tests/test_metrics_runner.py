@@ -220,7 +220,7 @@ def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_p
         progress=False,
     )
     streamed = pd.read_csv(tmp_path / "metrics.csv")
-    assert set(streamed["texts"]) == {"task:STS17"}
+    assert set(streamed["texts"]) == {"encoded:STS17"} and set(streamed["task"]) == {"STS17"}
     rows = [json.loads(line) for line in (SHARED_DATA / "STS17" / "test.jsonl").open()]
     texts = list(dict.fromkeys(r[k] for k in ("sentence1", "sentence2") for r in rows))
     separate = compute_metrics(model, texts, config=config, settings=MetricSettings(views=0), progress=False)
@@ -251,3 +251,35 @@ def test_task_metrics_from_a_warm_vector_cache_equal_the_first_run(tmp_path, mon
     for again in (warm, reused):
         assert again[["layer", "metric", "n"]].equals(first[["layer", "metric", "n"]])
         assert np.allclose(again["value"], first["value"], rtol=1e-6, atol=1e-9)
+
+
+@needs_data
+def test_a_tasks_evaluation_texts_and_its_encoded_texts_keep_their_own_rows(tmp_path) -> None:
+    """``metrics --texts task:X`` (evaluation splits, sampled) and ``run --task-metrics`` (every text mteb encodes)
+    are different sources with different labels: in one folder, neither replaces the other's rows."""
+    model, config = tiny_gpt2(), EncodeConfig(batch_size=16)
+    settings = MetricSettings(n_prompts=40, views=0)
+
+    def evaluation_texts() -> None:
+        compute_metrics(model, "task:STS17", config=config, settings=settings, data_dir=SHARED_DATA, output=tmp_path)
+
+    evaluation_texts()
+    sweep(
+        model,
+        ["STS17"],
+        layers="-1",
+        config=config,
+        data_dir=SHARED_DATA,
+        output=tmp_path,
+        task_metrics=True,
+        vector_cache=False,
+        progress=False,
+    )
+    evaluation_texts()  # and back: the sweep's rows stay too
+    stored = read_metrics(tmp_path)
+    n = stored.groupby("texts")["n"].max()
+    assert set(n.index) == {"task:STS17", "encoded:STS17"} and set(stored["task"]) == {"STS17"}
+    assert n["task:STS17"] == 40 and n["encoded:STS17"] > 40  # a 40-prompt sample vs every encoded text
+    for texts in ("task:STS17", "encoded:STS17"):
+        part = stored[stored["texts"] == texts]
+        assert sorted(part["layer"].unique()) == list(range(model.n_layers + 1))

@@ -31,10 +31,10 @@ def test_normalized_last_layer_equals_sentence_transformers_encode():
 
 def test_experiment_kwargs_change_with_attention_and_normalize(bert_tokenizer):
     loaded = tiny_model("llama", bert_tokenizer)
-    plain = LayerEncoder(loaded, -1).mteb_model_meta
-    normalized = LayerEncoder(loaded, -1, config=EncodeConfig(normalize=True)).mteb_model_meta
+    plain = LayerEncoder.from_model(loaded, -1).mteb_model_meta
+    normalized = LayerEncoder.from_model(loaded, -1, config=EncodeConfig(normalize=True)).mteb_model_meta
     set_attention(loaded, "bidirectional")
-    bidirectional = LayerEncoder(loaded, -1).mteb_model_meta
+    bidirectional = LayerEncoder.from_model(loaded, -1).mteb_model_meta
     assert plain.experiment_kwargs["attention"] == "causal" and not plain.experiment_kwargs["normalize"]
     assert normalized.experiment_kwargs["normalize"] is True
     assert bidirectional.experiment_kwargs["attention"] == "bidirectional"

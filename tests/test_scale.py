@@ -136,7 +136,7 @@ def test_union_prefill_encodes_each_unique_text_once_with_the_same_scores(tiny_g
     assert (counter.texts, counter.calls) == (texts, batches)
     for name in names:  # the lazy path: a plain encoder, filled by mteb's own calls
         task = load_task(TaskSpec(name), "test", data_dir)
-        encoder = LayerEncoder(tiny_gpt_neox, -1, config=config)
+        encoder = LayerEncoder.from_model(tiny_gpt_neox, -1, config=config)
         lazy = mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()
         got = frame[(frame["task"] == name) & (frame["layer"] == tiny_gpt_neox.n_layers)]["main_score"]
         assert got.iloc[0] == pytest.approx(lazy, abs=2e-6)  # the table keeps 6 decimals

@@ -6,14 +6,16 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import ForwardCounter
+from conftest import ForwardCounter, tiny_model
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import SCORE_COLUMNS
 from layer_mteb.evaluation.plan import parse_layers
+from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import TaskSpec, load_task
+from layer_mteb.vectors.store import store_folder
 
 
 def unique_texts(data_dir, name):
@@ -113,3 +115,30 @@ def test_torn_vector_cache_and_result_files_are_recomputed_with_a_warning(
     assert counter.texts > 0  # the torn cache was not trusted
     assert "unreadable cache" in caplog.text and "unreadable result" in caplog.text
     pd.testing.assert_frame_equal(first, again, check_exact=True)
+
+
+def test_run_log_scores_mteb_experiment_and_vector_store_all_name_the_attention_that_ran(
+    bert_tokenizer, data_dir, tmp_path
+):
+    """A decoder swept with the default ``attention=None`` runs causally, and every record of the run says so; an
+    older run.json in the folder (attention null, one settings object for the file) stays readable and kept."""
+    loaded = tiny_model("llama", bert_tokenizer)
+    out = tmp_path / "run"
+    out.mkdir()
+    old_settings = {**EncodeConfig().key(), "attention": None}
+    old_entry = {"model": "old/model", "revision": "r", "task": "STS12", "units_evaluated": 3}
+    (out / "run.json").write_text(json.dumps({"settings": old_settings, "tasks": [old_entry]}))
+    frame = sweep(
+        loaded, ["BIOSSES"], layers="-1", config=EncodeConfig(), data_dir=data_dir, output=out, progress=False
+    )
+    entries = {entry["model"]: entry for entry in json.loads((out / "run.json").read_text())["tasks"]}
+    assert entries["old/model"]["settings"]["attention"] is None and entries["old/model"]["units_evaluated"] == 3
+    entry = entries[loaded.name]
+    assert entry["settings"]["attention"] == "causal" and entry["data"] == "local" and entry["eval_workers"] >= 1
+    assert set(frame["attention"]) == set(pd.read_csv(out / "scores.csv")["attention"]) == {"causal"}
+    (meta,) = (out / "mteb").rglob("model_meta.json")
+    assert json.loads(meta.read_text())["experiment_kwargs"]["attention"] == "causal"
+    assert "attention_causal" in meta.parent.name
+    asked_causal = resolve_settings(loaded, EncodeConfig(attention="causal"))
+    assert store_folder(loaded, asked_causal, "BIOSSES").is_dir()  # the key of what ran, not of what was asked
+    assert entry["settings"] == asked_causal.key()

@@ -154,7 +154,7 @@ def test_guard_v2_clustering_draws_from_the_task_rng_and_restoring_it_repeats_th
     task = ManyDocsClusteringTask()
     task.load_data()
     saved = TaskRandomState.of(task)
-    encoder = LayerEncoder(model, 2, config=CONFIG)
+    encoder = LayerEncoder.from_model(model, 2, config=CONFIG)
 
     def main_score() -> float:
         return mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()

@@ -19,6 +19,7 @@ from layer_mteb.analysis.runs import load_run
 from layer_mteb.analysis.selectors import BASELINES, ModelData, Selector, by_name, evaluate
 from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS
 
 SELECTION_FILE = "selection.csv"
 
@@ -104,7 +105,10 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
         if study is not None:
             candidates.append(study)
         else:
-            sources = dict.fromkeys((m, "own" if t.startswith("task:") else t) for m, t in metric_by)
+            # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
+            # `run --task-metrics` describe a different text set and are not a selector's source
+            general = [(m, t) for m, t in metric_by if not t.startswith(ENCODED_TEXTS)]
+            sources = dict.fromkeys((m, "own" if t.startswith(TASK_TEXTS) else t) for m, t in general)
             candidates += [Selector(metric, metric, source) for metric, source in sources]
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         frames.append(evaluate([data], candidates, tasks))

@@ -1,7 +1,8 @@
-"""``LayerEncoder``: one layer of a model as an mteb encoder, reading pooled vectors from the all-layer cache."""
+"""``LayerEncoder``: one layer of the all-layer cache as an mteb encoder."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -10,38 +11,59 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.plan import resolve_layer
+from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.vectors.store import LayerCache
 
 
 class LayerEncoder(AbsEncoder):
-    """Mean-pooled (by default) hidden state ``layer`` of ``model``, usable directly with ``mteb.evaluate``.
+    """Pooled hidden state ``layer`` of the vectors in ``cache``, usable directly with ``mteb.evaluate``.
 
-    ``layer`` counts hidden states: 0 is the embedding output, ``n_layers`` the last block; negative values count
-    from the end. Several ``LayerEncoder`` views may share one :class:`LayerCache`, so a text is encoded once for
-    all layers. The layer and encode settings go into ``ModelMeta.experiment_kwargs``: mteb's result cache keeps
-    each layer's results apart.
+    A view of (vectors, layer): it never loads a model (:meth:`from_model` does, from a name). ``layer`` counts
+    hidden states: 0 is the embedding output, ``n_layers`` the last block; negative values count from the end.
+    Several views may share one :class:`LayerCache`, so a text is encoded once for all layers. ``settings`` are
+    the resolved settings the cache's vectors were made with; they and the layer go into
+    ``ModelMeta.experiment_kwargs``, so mteb's result cache keeps each layer's and each setting's results apart.
     """
 
-    def __init__(
-        self,
+    def __init__(self, cache: LayerCache, layer: int = -1, *, settings: RunSettings):
+        if not isinstance(cache, LayerCache):
+            raise TypeError(f"LayerEncoder views a LayerCache, not {cache!r}; LayerEncoder.from_model builds one")
+        made = cache.config  # may leave the attention open (the model's own): the settings name it
+        if made.attention is None:
+            made = replace(made, attention=settings.encode.attention)
+        if made.key() != settings.key():
+            raise ValueError(f"the cache's vectors were made with {made.key()}, not with {settings.key()}")
+        self.cache, self.settings = cache, settings
+        self.model = cache.model
+        self.layer = resolve_layer(layer, self.model.n_layers)
+        self._meta = model_meta(self.model, self.layer, settings)
+
+    @classmethod
+    def from_model(
+        cls,
         model: LoadedModel | str,
         layer: int = -1,
         *,
         config: EncodeConfig | None = None,
-        cache: LayerCache | None = None,
-        data_fingerprint: str | None = None,
-    ):
-        if cache is not None:
-            model, config = cache.model, cache.config
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+    ) -> LayerEncoder:
+        """``layer`` of ``model`` (a :class:`LoadedModel`, or a name :func:`load_model` takes) over a cache of its
+        own, with ``config`` resolved for it (:func:`resolve_settings`)."""
         config = config or EncodeConfig()
-        self.model = model if isinstance(model, LoadedModel) else load_model(model, config)
-        self.layer = resolve_layer(layer, self.model.n_layers)
-        self.cache = cache if cache is not None else LayerCache(self.model, config)
-        self.config = self.cache.config  # with the attention the model really runs
-        self._meta = model_meta(self.model, self.layer, self.config, data_fingerprint)
+        if not isinstance(model, LoadedModel):
+            model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
+        settings = resolve_settings(model, config)
+        return cls(LayerCache(model, settings.encode, budget=settings.budget), layer, settings=settings)
+
+    @property
+    def config(self) -> EncodeConfig:
+        """The encode settings that ran (the attention filled in)."""
+        return self.settings.encode
 
     @property
     def mteb_model_meta(self) -> ModelMeta:
@@ -58,15 +80,13 @@ class LayerEncoder(AbsEncoder):
         return vectors
 
 
-def model_meta(model: LoadedModel, layer: int, config: EncodeConfig, data_fingerprint: str | None = None) -> ModelMeta:
+def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMeta:
     """A real ``ModelMeta``: the model's own name and revision, with the layer and encode settings as experiment.
 
     mteb keys stored results by (name, revision, experiment_kwargs, task) only, so everything else that changes a
-    score (layer, readout, pooling, max length, dtype, and the data when it is a local copy) goes in here.
+    score (layer, readout, pooling, max length, dtype, attention, and the data when it is a local copy) goes in
+    here, from the resolved ``settings``.
     """
-    experiment = {"layer": layer, "n_layers": model.n_layers, **config.key()}
-    if data_fingerprint is not None:
-        experiment["data"] = data_fingerprint
     n_parameters = sum(p.numel() for p in model.model.parameters())
     return ModelMeta(
         loader=None,
@@ -76,7 +96,7 @@ def model_meta(model: LoadedModel, layer: int, config: EncodeConfig, data_finger
         languages=None,
         n_parameters=n_parameters,
         memory_usage_mb=None,
-        max_tokens=config.max_length,
+        max_tokens=settings.encode.max_length,
         embed_dim=model.hidden_size,
         license=None,
         open_weights=True,
@@ -86,5 +106,5 @@ def model_meta(model: LoadedModel, layer: int, config: EncodeConfig, data_finger
         similarity_fn_name=ScoringFunction.COSINE,
         use_instructions=False,
         training_datasets=None,
-        experiment_kwargs=experiment,
+        experiment_kwargs=settings.experiment(layer, model.n_layers),
     )

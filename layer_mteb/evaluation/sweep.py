@@ -17,19 +17,20 @@ from mteb.results import TaskResult
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import write_json
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
+from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.workers import affordable_workers, check_eval_workers, score_layers
+from layer_mteb.evaluation.runlog import read_run_log, write_run_log
+from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, check_eval_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.catalog import data_dir_from_env
 from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
-from layer_mteb.vectors.budget import resolve_budget
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)
@@ -59,58 +60,33 @@ def sweep(
     names, or a list of mteb task objects. Several models and revisions give independent (model, revision, task)
     units; ``shard=(i, n)`` runs every n-th unit from the i-th (SLURM arrays), and under ``accelerate launch`` each
     process takes its own shard and the main process merges the table. With ``output``, writes ``scores.csv`` as
-    each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (what was encoded,
-    evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
-    ``task_metrics`` adds the label-free metrics of each task's own texts to ``output/metrics.csv``, computed in the
-    same forward pass that fills the cache (for the texts this run encodes). A task's pooled vectors stay in memory
+    each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task, the settings
+    it ran with, as :func:`~layer_mteb.evaluation.settings.resolve_settings` decided them once for it, and what was
+    encoded, evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
+    ``task_metrics`` adds the label-free metrics of the texts mteb encodes for each task (``encoded:<task>`` in
+    ``output/metrics.csv``), computed in the forward pass that fills the cache. A task's pooled vectors stay in memory
     up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it; ``eval_workers``
     layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
     """
     config = config or EncodeConfig(device=default_device())
     distributed = shard is None and distributed_shard() is not None
     shard = shard or distributed_shard()
-    output_path = Path(output) if output is not None else None
-    if output_path is not None:
-        check_writable(output_path)
-    if task_metrics and (shard is not None or output_path is None):
-        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
+    output_path = _checked_output(output, shard, task_metrics)
     eval_workers = check_eval_workers(eval_workers)
-    budget = resolve_budget(config.max_cache_memory, config.device)
     data_path = data_dir_from_env(data_dir)
     work = task_units(
         tasks, data_path, skip_unavailable=skip_unavailable
     )  # before any model: a mistyped task should not wait for a model load
-    models = [model] if isinstance(model, LoadedModel | str) else list(model)
-    revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
-    units = [(m, r, unit) for m in models for r in revisions for unit in work]
-    if shard is not None:
-        units = units[shard[0] :: shard[1]]
-    record = _Record(output_path, shard, config, task_metrics)
-    current: tuple[object, object, LoadedModel, list[int]] | None = None  # one model in memory at a time
+    units = _units(model, revision, work, shard)
+    record = _Record(output_path, shard, task_metrics)
+    in_memory = _ModelInMemory(config, layers, trust_remote_code)
     tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
     for model_ref, model_revision, (task, data, fingerprint) in units:
-        if current is None or current[:2] != (model_ref, model_revision):
-            loaded = model_ref
-            if not isinstance(loaded, LoadedModel):
-                loaded = load_model(model_ref, config, revision=model_revision, trust_remote_code=trust_remote_code)
-            if loaded.tokenizer.num_special_tokens_to_add() >= config.max_length:
-                raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
-            current = (model_ref, model_revision, loaded, parse_layers(layers, loaded.n_layers))
-        _, _, loaded, layer_ids = current
-        store = store_folder(loaded, config, task.metadata.name) if vector_cache else None
-        _sweep_task(
-            loaded,
-            task,
-            data,
-            fingerprint,
-            layer_ids,
-            record,
-            store,
-            overwrite=overwrite,
-            progress=progress,
-            budget=budget,
-            eval_workers=eval_workers,
-        )
+        loaded, layer_ids = in_memory.get(model_ref, model_revision)
+        # every choice the request leaves open is made here, once, and only read from now on
+        settings = resolve_settings(loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint)
+        store = store_folder(loaded, settings, task.metadata.name) if vector_cache else None
+        _sweep_task(loaded, task, settings, layer_ids, record, store, overwrite=overwrite, progress=progress)
         tasks_bar.update()
     tasks_bar.close()
     record.finish()
@@ -119,13 +95,53 @@ def sweep(
     return tidy_scores(record.rows)
 
 
+def _units(model, revision, work: list, shard: tuple[int, int] | None) -> list[tuple[object, object, tuple]]:
+    """(model, revision, task unit) for every combination, in model order; a shard takes every n-th of them."""
+    models = [model] if isinstance(model, LoadedModel | str) else list(model)
+    revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
+    units = [(m, r, unit) for m in models for r in revisions for unit in work]
+    return units if shard is None else units[shard[0] :: shard[1]]
+
+
+def _checked_output(output: str | Path | None, shard: tuple[int, int] | None, task_metrics: bool) -> Path | None:
+    """The run folder, checked before any work: writable, and one process when task metrics go into it."""
+    output_path = Path(output) if output is not None else None
+    if output_path is not None:
+        check_writable(output_path)
+    if task_metrics and (shard is not None or output_path is None):
+        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
+    return output_path
+
+
+@dataclass
+class _ModelInMemory:
+    """One model in memory at a time: loaded for its first unit, kept while the next units are its own."""
+
+    config: EncodeConfig
+    layers: str | Sequence[int]
+    trust_remote_code: bool
+    _current: tuple[object, object, LoadedModel, list[int]] | None = None
+
+    def get(self, ref: LoadedModel | str, revision: str | None) -> tuple[LoadedModel, list[int]]:
+        """The loaded model and the layers to score of it."""
+        if self._current is None or self._current[:2] != (ref, revision):
+            loaded = ref
+            if not isinstance(loaded, LoadedModel):
+                loaded = load_model(ref, self.config, revision=revision, trust_remote_code=self.trust_remote_code)
+            if loaded.tokenizer.num_special_tokens_to_add() >= self.config.max_length:
+                raise UserError(
+                    f"--max-length {self.config.max_length} leaves no room for this tokenizer's special tokens"
+                )
+            self._current = (ref, revision, loaded, parse_layers(self.layers, loaded.n_layers))
+        return self._current[2], self._current[3]
+
+
 @dataclass
 class _Record:
     """What a sweep has produced so far, written as it grows: scores after every unit, the log after every task."""
 
     output: Path | None
     shard: tuple[int, int] | None
-    config: EncodeConfig
     task_metrics: bool = False
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
@@ -139,12 +155,17 @@ class _Record:
         return self._results
 
     def __post_init__(self) -> None:
-        # the rows already in the folder (other tasks, layers or settings) stay; this run adds or replaces its own
+        # what the folder already holds (other tasks, layers or settings) stays; this run adds or replaces its own
         self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
+        self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
 
     @property
     def scores_name(self) -> str:
         return shard_name("scores", ".csv", self.shard)
+
+    @property
+    def log_name(self) -> str:
+        return shard_name("run", ".json", self.shard)
 
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows
@@ -157,8 +178,7 @@ class _Record:
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
         if self.output is not None:
-            log = {"settings": self.config.key(), "tasks": self.log}
-            write_json(self.output / shard_name("run", ".json", self.shard), log)
+            write_run_log(self.output / self.log_name, self.kept_log, self.log)
 
     def finish(self) -> None:
         self._write_scores()  # an empty shard still leaves its (empty) table for the merge
@@ -169,38 +189,33 @@ class _Record:
 def _sweep_task(
     loaded: LoadedModel,
     task,
-    data: str,
-    fingerprint: str,
+    settings: RunSettings,
     layer_ids: list[int],
     record: _Record,
     store: Path | None,
     *,
     overwrite: bool,
     progress: bool,
-    budget: int,
-    eval_workers: int,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
     hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
-    metrics = None
-    if record.task_metrics:
-        from layer_mteb.metrics.runner import TaskTextMetrics  # the metrics stack loads only when asked for
-
-        metrics = TaskTextMetrics(loaded)
+    metrics = _task_text_metrics(loaded) if record.task_metrics else None
     observe = metrics.observe if metrics is not None else None
     # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
     # describe every layer, so with them the forward runs in full
     depth = loaded.n_layers if metrics is not None else max(layer_ids)
     if overwrite and store is not None:
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
-    cache = LayerCache(loaded, record.config, store, progress=progress, observe=observe, depth=depth, budget=budget)
+    cache = LayerCache(
+        loaded, settings.encode, store, progress=progress, observe=observe, depth=depth, budget=settings.budget
+    )
     entry = {
         "model": loaded.name,
         "revision": loaded.revision,
         "task": task.metadata.name,
-        "data": data,
+        **settings.record(),
         "texts_loaded": len(cache),
         "texts_encoded": 0,
         "units_evaluated": 0,
@@ -208,58 +223,86 @@ def _sweep_task(
     }
 
     def score(layer: int) -> list[dict]:
-        encoder = LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint)
+        encoder = LayerEncoder(cache, layer, settings=settings)
         random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
         result = _evaluate(encoder, task, record.results, overwrite)
-        return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
+        return score_rows(result.task_results[0], task=task, encoder=encoder, data=settings.data)
 
-    reused = {
-        layer: not overwrite
-        and _has_result(record.results, task, LayerEncoder(loaded, layer, cache=cache, data_fingerprint=fingerprint))
-        for layer in layer_ids
-    }
-    # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
-    known = texts_mteb_encodes(task) if not all(reused.values()) else None
-    if known is not None:
-        cache.fill(known)
-        if store is not None and len(cache) > entry["texts_loaded"]:
-            cache.save()
-    # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
-    # find every text in it
-    first = [] if known is not None else layer_ids[:1]
-    rest = layer_ids[len(first) :]
-    workers = affordable_workers(eval_workers, len(rest), cache)
-    if workers > 1:
-        if known is None and cache.model.device.type == "cuda":
-            workers = 1  # a forked worker cannot run the model on the GPU if it meets a text the cache lacks
-        else:
-            cache.to_host()
-    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
-    for layer, rows in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
-        if store is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
-            cache.save()
-        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
-        entry["units_reused" if reused[layer] else "units_evaluated"] += 1
-        record.unit_done(rows)
-        bar.update()
-    bar.close()
+    _score_layers(score, task, cache, settings, layer_ids, record, entry, overwrite=overwrite, progress=progress)
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
             task.metadata.name,
             cache.n_truncated,
-            record.config.max_length,
+            settings.encode.max_length,
         )
     entry["texts_truncated"] = cache.n_truncated
     if metrics is not None and record.output is not None:
-        _write_task_metrics(metrics, cache, task, record.output, progress)
+        _write_task_metrics(metrics, cache, task, settings, record.output, progress)
     random_state.restore(task)  # the task object is left as the sweep found it
     if loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays for the next unit
         task.unload_data()
     record.task_done(entry)
 
 
-def _write_task_metrics(metrics, cache: LayerCache, task, output: Path, progress: bool) -> None:
+def _task_text_metrics(loaded: LoadedModel):
+    """The observer of a task's own-text metrics; the metrics stack loads only when they are asked for."""
+    from layer_mteb.metrics.runner import TaskTextMetrics
+
+    return TaskTextMetrics(loaded)
+
+
+def _score_layers(
+    score: ScoreLayer,
+    task,
+    cache: LayerCache,
+    settings: RunSettings,
+    layer_ids: list[int],
+    record: _Record,
+    entry: dict,
+    *,
+    overwrite: bool,
+    progress: bool,
+) -> None:
+    """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
+    ``entry`` counting what was encoded, evaluated and reused."""
+    reused = {
+        layer: not overwrite and _has_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
+        for layer in layer_ids
+    }
+    # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
+    known = texts_mteb_encodes(task) if not all(reused.values()) else None
+    if known is not None:
+        cache.fill(known)
+        if cache.path is not None and len(cache) > entry["texts_loaded"]:
+            cache.save()
+    # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
+    # find every text in it
+    first = [] if known is not None else layer_ids[:1]
+    rest = layer_ids[len(first) :]
+    workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache, known is not None)
+    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
+    for layer, rows in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
+        if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
+            cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+        entry["units_reused" if reused[layer] else "units_evaluated"] += 1
+        record.unit_done(rows)
+        bar.update()
+    bar.close()
+
+
+def _workers(requested: int, n_layers: int, cache: LayerCache, prefilled: bool) -> int:
+    """Evaluation workers for ``n_layers`` layers: as many as asked for and the host's memory affords."""
+    workers = affordable_workers(requested, n_layers, cache)
+    if workers > 1:
+        if not prefilled and cache.model.device.type == "cuda":
+            return 1  # a forked worker cannot run the model on the GPU if it meets a text the cache lacks
+        cache.to_host()
+    return workers
+
+
+def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings, output: Path, progress: bool) -> None:
     """The task's own-text metrics over every text its evaluator encodes. Token metrics stream through the forward
     pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
     reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
@@ -273,8 +316,8 @@ def _write_task_metrics(metrics, cache: LayerCache, task, output: Path, progress
     texts = list(cache.index)
     if metrics.n_observed != len(texts):
         logger.info("%s: task metrics: a forward pass over %d cached texts", task.metadata.name, len(texts))
-        metrics.observe_again(texts, cache.config, progress=progress)
-    frame = metrics.rows(task.metadata.name, cache.vectors(texts), cache.config)
+        metrics.observe_again(texts, settings.encode, progress=progress)
+    frame = metrics.rows(task.metadata.name, cache.vectors(texts), settings.encode)
     if not frame.empty:
         write_metrics(frame, output)
 

@@ -26,7 +26,7 @@ from layer_mteb.metrics.contrastive import dime, infonce, lidar
 from layer_mteb.metrics.curvature import token_curvatures
 from layer_mteb.metrics.entropy import Normalization, matrix_entropy, normalize_entropy, token_entropies
 from layer_mteb.metrics.table import tidy_metrics, write_metrics
-from layer_mteb.metrics.texts import TextSource, load_texts
+from layer_mteb.metrics.texts import ENCODED_TEXTS, TextSource, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import encode_all_layers
@@ -112,7 +112,7 @@ class TokenMetrics:
 
 
 class TaskTextMetrics:
-    """Label-free metrics of a task's own texts, gathered while the sweep fills its all-layer cache (no second pass):
+    """Label-free metrics of the texts mteb encodes for a task, gathered while the sweep fills its all-layer cache:
     token metrics through :meth:`observe` (one :class:`TokenMetrics` per fill), dataset entropy and effective rank
     from the cached pooled vectors of every unique text."""
 
@@ -139,10 +139,11 @@ class TaskTextMetrics:
         encode_all_layers(self.model, texts, config, progress=progress, on_batch=observer, into=_discard)
 
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
-        """Tidy ``metrics.csv`` rows (texts ``task:<task>``); empty when this run encoded none of the task's texts."""
+        """Tidy ``metrics.csv`` rows, texts ``encoded:<task>``: every text the task's evaluator encodes, which is
+        not the ``task:<task>`` source (its evaluation splits); empty when this run encoded none of them."""
         if not self.parts:
             return tidy_metrics([])
-        source = TextSource(f"task:{task}", (), task, pooled.shape[1])
+        source = TextSource(f"{ENCODED_TEXTS}{task}", (), task, pooled.shape[1])
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source)
         summaries = [part.summary() for part in self.parts]

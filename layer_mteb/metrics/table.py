@@ -1,14 +1,16 @@
 """``metrics.csv``: one row per (model, text source, layer, metric), next to ``scores.csv`` in a run folder.
 
 Columns: ``model``, ``revision``, ``layer`` (hidden-state index, 0 = embeddings), ``n_layers``, ``relative_depth``,
-``texts`` (``wikitext``, ``task:<TaskName>``, ``file:<name>`` or ``custom``), ``task`` (the task for
-``task:`` sources, else empty), ``metric`` (a key of :data:`layer_mteb.metrics.DIRECTIONS`), ``value``, ``n`` (prompts
-or texts the value is over: short prompts drop out of token metrics), and the encode settings ``readout``,
-``pooling``, ``max_length``, ``dtype``, ``attention``, ``normalize`` (selection and correlation only use rows whose
-settings match the scores).
+``texts`` (``wikitext``, ``task:<TaskName>`` = its evaluation-split texts, ``encoded:<TaskName>`` = every text its
+evaluator encodes, ``file:<name>`` or ``custom``; see :mod:`.texts`), ``task`` (the task for ``task:`` and
+``encoded:`` sources, else empty), ``metric`` (a key of :data:`layer_mteb.metrics.DIRECTIONS`), ``value``, ``n``
+(prompts or texts the value is over: short prompts drop out of token metrics), and the encode settings
+``readout``, ``pooling``, ``max_length``, ``dtype``, ``attention``, ``normalize`` (selection and correlation only use
+rows whose settings match the scores).
 
 Running ``metrics`` again for another text source adds its rows; rerunning a source with the same encode settings
-replaces that source's rows, so a run folder can hold WikiText metrics and each task's own-text metrics together.
+replaces that source's rows, so a run folder can hold WikiText metrics and each task's own-text metrics together
+(``task:`` and ``encoded:`` rows of one task are different sources: neither replaces the other).
 """
 
 from __future__ import annotations

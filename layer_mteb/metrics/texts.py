@@ -1,5 +1,10 @@
 """Where the texts for representation metrics come from: WikiText paragraphs, an mteb task's own evaluation texts
-(label-free, so usable for per-task layer selection), or a plain text file with one prompt per line."""
+(label-free, so usable for per-task layer selection), or a plain text file with one prompt per line.
+
+Each source has one label in ``metrics.csv`` and each label one meaning: ``task:<Task>`` is the texts of the task's
+evaluation split(s) (``metrics --texts task:<Task>``, sampled down to ``--n-prompts``); ``encoded:<Task>`` is every
+text mteb's evaluator encodes for the task (``run --task-metrics``: for classification also its training sample).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from layer_mteb.tasks.catalog import data_dir_from_env
 from layer_mteb.tasks.texts import task_texts
 
 WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
+#: label prefixes of a task's texts: its evaluation split(s), and everything its evaluator encodes
+TASK_TEXTS, ENCODED_TEXTS = "task:", "encoded:"
 _NOT_TEXT = ("label", "lang", "score")
 
 
@@ -21,7 +28,7 @@ _NOT_TEXT = ("label", "lang", "score")
 class TextSource:
     """The texts a metrics run used and how many were usable (``name`` is the ``texts`` column of ``metrics.csv``)."""
 
-    name: str  # "wikitext", "task:<TaskName>" or "file:<file name>"
+    name: str  # "wikitext", "task:<TaskName>", "encoded:<TaskName>", "file:<file name>" or "custom"
     texts: tuple[str, ...]
     task: str | None = None
     n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
@@ -45,11 +52,11 @@ def load_texts(
         raise UserError(f"--n-prompts must be at least 2 (dataset entropy needs two texts), got {n_prompts}")
     if source == "wikitext":
         raw, name, task = _wikitext(data_dir), "wikitext", None
-    elif source.startswith("task:"):
-        task = source.removeprefix("task:").strip()
+    elif source.startswith(TASK_TEXTS):
+        task = source.removeprefix(TASK_TEXTS).strip()
         if not task:
             raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
-        raw, name = task_texts(task, data_dir), f"task:{task}"
+        raw, name = task_texts(task, data_dir), f"{TASK_TEXTS}{task}"
     elif Path(source).expanduser().is_file():
         path = Path(source).expanduser()
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None

@@ -24,9 +24,9 @@ from safetensors.torch import load_file, save_file
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.files import atomic_write, text_hash
+from layer_mteb.common.settings import RunSettings
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.model.architectures import LoadedModel
-from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import BatchObserver, encode_all_layers
 from layer_mteb.model.loading import cache_root
 from layer_mteb.vectors.budget import check_one_layer_fits, format_size, resolve_budget, store_bytes
@@ -38,11 +38,12 @@ logger = logging.getLogger(__name__)
 class LayerCache:
     """Pooled vectors of layers 0..``depth`` (default: all L+1) for every text seen so far.
 
-    Within the memory budget (``budget`` bytes; default ``config.max_cache_memory``, else automatic, see
-    :mod:`.budget`) they live on the compute device as one [depth+1, N, D] tensor. A fill that would pass
-    the budget goes to per-layer files on disk instead (:mod:`.layer_files`), written batch by batch, under
-    ``path/layers`` when the cache has a path and in a temporary folder otherwise; reading a layer then reads that
-    layer's files only.
+    Within the memory budget (``budget`` bytes: a sweep passes the one its :class:`RunSettings` hold; left out,
+    ``config.max_cache_memory``, else automatic, see :mod:`.budget`) they live on the compute device as one
+    [depth+1, N, D] tensor. A fill that would pass the budget goes to per-layer files on disk instead
+    (:mod:`.layer_files`), written batch by batch, under ``path/layers`` when the cache has a path and in a
+    temporary folder otherwise; reading a layer then reads that layer's files only. ``config`` is kept as given:
+    the attention is whatever the loaded model runs (a sweep's :class:`RunSettings` name it).
     """
 
     def __init__(
@@ -57,14 +58,14 @@ class LayerCache:
         budget: int | None = None,
     ):
         self.model = model
-        self.config = with_model_attention(config, model)
+        self.config = config
         self.path = path
         self.progress = progress
         self.observe = observe  # n new texts -> an observer of that fill's batches (token metrics stream here)
         self.depth = model.n_layers if depth is None else depth
         if not 0 <= self.depth <= model.n_layers:
             raise ValueError(f"depth {depth} is outside 0..{model.n_layers}")
-        self.budget = resolve_budget(config.max_cache_memory if budget is None else budget, config.device)
+        self.budget = budget if budget is not None else resolve_budget(config.max_cache_memory, config.device)
         self.index: dict[str, int] = {}
         self._vectors = torch.empty(self.depth + 1, 0, model.hidden_size, device=config.device)
         self._segments: list[Path] = []  # on disk, rows after the in-memory ones, in order
@@ -294,8 +295,8 @@ class LayerCache:
 _CHUNK_ROWS = 1 << 16  # rows gathered per step when handing a layer to mteb
 
 
-def store_folder(model: LoadedModel, config: EncodeConfig, task_name: str) -> Path:
+def store_folder(model: LoadedModel, settings: RunSettings, task_name: str) -> Path:
     """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
-    served stale vectors; the key only has to separate models, revisions and encode settings."""
-    settings = text_hash(model.revision, sorted(with_model_attention(config, model).key().items()))
-    return cache_root() / "vectors" / model.name.replace("/", "__") / settings / task_name
+    served stale vectors; the key only has to separate models, revisions and the encode settings that ran."""
+    key = text_hash(model.revision, sorted(settings.key().items()))
+    return cache_root() / "vectors" / model.name.replace("/", "__") / key / task_name

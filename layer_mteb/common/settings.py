@@ -1,0 +1,54 @@
+"""The settings of one (model, task) unit, decided once before encoding and only read afterwards.
+
+An :class:`~layer_mteb.common.config.EncodeConfig` is what a user asks for: its ``attention`` may be ``None`` (the
+model's own) and its ``max_cache_memory`` ``None`` (automatic). :class:`RunSettings` is what then runs: every such
+choice made, so ``run.json``, ``scores.csv``, mteb's ``experiment_kwargs`` and the vector-cache key are all written
+from one object and cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from layer_mteb.common.config import EncodeConfig
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one (model, task) runs with: the encode settings with the attention the model really runs, the memory
+    budget in bytes, the number of evaluation workers, and where the task data came from (``hub``, ``local``,
+    ``local-partial``, ``given``) with its fingerprint. Built by
+    :func:`layer_mteb.evaluation.settings.resolve_settings`."""
+
+    encode: EncodeConfig
+    budget: int
+    eval_workers: int = 1
+    data: str | None = None
+    data_fingerprint: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.encode.attention is None:
+            raise ValueError("RunSettings need the attention the model runs; build them with resolve_settings")
+        if self.budget < 1 or self.eval_workers < 1:
+            raise ValueError(f"budget and eval_workers must be positive, got {self.budget}, {self.eval_workers}")
+
+    def key(self) -> dict[str, str | int | bool | None]:
+        """The settings that change vectors (the columns of every table, the parts of every key)."""
+        return self.encode.key()
+
+    def experiment(self, layer: int, n_layers: int) -> dict[str, object]:
+        """mteb's ``experiment_kwargs`` for ``layer``: mteb keys stored results by (name, revision, these, task)."""
+        experiment: dict[str, object] = {"layer": layer, "n_layers": n_layers, **self.key()}
+        if self.data_fingerprint is not None:
+            experiment["data"] = self.data_fingerprint
+        return experiment
+
+    def record(self) -> dict[str, object]:
+        """The settings as ``run.json`` states them for one task."""
+        return {
+            "settings": self.key(),
+            "data": self.data,
+            "data_fingerprint": self.data_fingerprint,
+            "max_cache_memory": self.budget,
+            "eval_workers": self.eval_workers,
+        }

@@ -1,0 +1,46 @@
+"""``run.json``: what a sweep encoded, evaluated and reused, one entry per (model, task) with the settings it ran.
+
+Each entry carries its resolved settings (:meth:`~layer_mteb.common.settings.RunSettings.record`), so the log
+names the attention that ran, as ``scores.csv`` does. A later sweep into the same folder replaces the entries of
+the units it ran again and keeps the others. Folders written before entries had their own settings stay readable:
+their entries take the file's top-level ``settings`` (where ``attention`` may be ``null``, the model's own).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from layer_mteb.common.files import write_json
+
+logger = logging.getLogger(__name__)
+
+
+def read_run_log(path: Path) -> list[dict]:
+    """The entries of an existing ``run.json`` (none when there is none; an unreadable one is named and left)."""
+    if not path.is_file():
+        return []
+    try:
+        log = json.loads(path.read_text())
+        entries = [dict(entry) for entry in log["tasks"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        logger.warning(
+            "%s is unreadable (%s: %s); it is rewritten with this run's tasks only", path, type(err).__name__, err
+        )
+        return []
+    shared = log.get("settings")  # the old layout: one settings object for the whole file
+    for entry in entries:
+        entry.setdefault("settings", shared)
+    return entries
+
+
+def write_run_log(path: Path, kept: list[dict], new: list[dict]) -> None:
+    """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced."""
+    redone = {_unit(entry) for entry in new}
+    write_json(path, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+
+
+def _unit(entry: dict) -> tuple[object, ...]:
+    settings = json.dumps(entry.get("settings"), sort_keys=True)
+    return entry.get("model"), entry.get("revision"), entry.get("task"), settings
