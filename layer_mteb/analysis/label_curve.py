@@ -38,11 +38,12 @@ def curve_rows(
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
     data_dir: str | Path | None = None,
+    tasks: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per (task, K) of ``run``. A task with fewer examples than K uses all of them (``labels_used``), so
+    """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses all of them (``labels_used``), so
     every K averages over the same tasks."""
     rows = []
-    for unit in run_tasks(run, data_dir=data_dir):
+    for unit in run_tasks(run, tasks=tasks, data_dir=data_dir):
         n = len(unit.examples)
         for k in ks:
             started = time.perf_counter()
