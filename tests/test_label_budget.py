@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from layer_mteb.analysis.label_budget import pick_layers, run_tasks, select_with_labels
+from layer_mteb.analysis.label_curve import labels_needed, plot_curve
 from layer_mteb.analysis.labelled import layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
@@ -134,3 +135,31 @@ def test_select_labels_from_the_command_line(planted_run, tiny_folder, data_dir,
     written = pd.read_csv(planted_run / "selection.labels-8.csv")
     assert written[["task", "chosen_layer", "draws"]].values.tolist() == [["BIOSSES", SIGNAL_LAYER, 3]]
     assert "selection.labels-8.csv" in capsys.readouterr().out
+
+
+def test_labels_needed_reads_the_curve_against_each_baseline(tmp_path):
+    curve = pd.DataFrame(
+        {
+            "model": "m",
+            "task": ["a", "b"] * 3,
+            "k": [8, 8, 64, 64, "full", "full"],
+            "mean_regret": [0.10, 0.06, 0.014, 0.004, 0.0, 0.0],
+        }
+    )
+    baselines = pd.DataFrame(
+        {
+            "model": "m",
+            "baseline": ["last layer", "paper rule"],
+            "selector": ["last_layer", "prompt_entropy"],
+            "texts": ["-", "wikitext"],
+            "mean_regret": [0.005, 0.09],
+        }
+    )
+    needed = labels_needed(curve, baselines).set_index("target")["labels"]
+    assert needed.to_dict() == {
+        "within 1 point of the best": 64,
+        "beats the last layer": "full",
+        "beats the paper rule": 8,
+    }
+    plot_curve(curve, baselines, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 0

@@ -40,8 +40,8 @@ def curve_rows(
     data_dir: str | Path | None = None,
     tasks: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses all of them (``labels_used``), so
-    every K averages over the same tasks."""
+    """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses
+    all of them (``labels_used``), so every K averages over the same tasks."""
     rows = []
     for unit in run_tasks(run, tasks=tasks, data_dir=data_dir):
         n = len(unit.examples)
