@@ -213,7 +213,7 @@ def _add_select(commands) -> None:
         type=_labels_budget,
         default=None,
         help="pick each task's layer by scoring every layer on K labelled test examples (or 'full'), from the "
-        "run's cached vectors, instead of by a metric",
+        "run's cached vectors, instead of by a metric (default: off, pick by metrics)",
     )
     select.add_argument("--draws", type=int, default=10, help="seeded draws of K examples per task (with --labels)")
     select.add_argument("--seed", type=int, default=0, help="seed of the draws (with --labels)")
