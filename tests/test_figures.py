@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from layer_mteb.analysis import figures
 from layer_mteb.analysis.report import paper_layer_means, write_report
-from layer_mteb.analysis.table1 import headline_tasks, layer_means, per_task_summary, task_scores
+from layer_mteb.analysis.table1 import headline_tasks, per_task_summary, task_scores
 
 
 @pytest.fixture
@@ -80,15 +80,16 @@ HEADLINE = {
     "toy/alpha": ([0, 1 / 3, 2 / 3, 1], [45.0, 70.0, 65.0, 72.5]),
     "toy/one-layer": ([0, 1], [40.0, 35.0]),
 }
-PAPER_ON_T1_T2 = {"Pythia-14m (paper)": ([0, 0.5, 1], [30.0, 50.0, 40.0])}
+# the reference fixture holds layers 0-2 of Pythia-14m, whose depth is 6 (the release's one depth table)
+PAPER_ON_T1_T2 = {"Pythia-14m (paper)": ([0, 1 / 6, 2 / 6], [30.0, 50.0, 40.0])}
 
 
 def test_figure1_plots_each_models_mean_over_the_shared_tasks_named_in_its_caption(tmp_path, tasks, drawn):
-    headline, task_note = headline_tasks(tasks)
+    headline, curves, task_note = headline_tasks(tasks)
     assert task_note == "every curve: mean over the same 2 tasks (T1, T2)"
     paper, paper_note = paper_layer_means(headline, write_reference(tmp_path / "ref.csv"), "run")
     stem = tmp_path / "figure1"
-    _check_files(figures.figure1(layer_means(headline), stem, paper, paper_note, task_note), stem)
+    _check_files(figures.figure1(curves, stem, paper, paper_note, task_note), stem)
     [ax] = drawn["figure1"].axes
     _assert_lines(_lines(ax), HEADLINE | PAPER_ON_T1_T2)
     styles = {line.get_label(): line.get_linestyle() for line in ax.get_lines() if len(line.get_xdata())}

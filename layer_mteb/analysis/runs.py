@@ -113,7 +113,7 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     folders = list(dict.fromkeys(Path(f) for f in folders))
     if not folders:
         raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
-    parts = [(folder, part) for folder in folders for _, part in _read_scores(folder).groupby("model", sort=False)]
+    parts = [(folder, part) for folder in folders for _, part in read_run_scores(folder).groupby("model", sort=False)]
     labels = _labels([part for _, part in parts])
     scores, sides = [], {name: [] for name in SIDE_FILES}
     for (folder, part), label in zip(parts, labels, strict=True):
@@ -166,7 +166,7 @@ def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:
     return frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
 
 
-def _read_scores(folder: Path) -> pd.DataFrame:
+def read_run_scores(folder: Path) -> pd.DataFrame:
     path = folder / SCORES_FILE
     if not folder.is_dir():
         raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")

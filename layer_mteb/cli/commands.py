@@ -157,8 +157,26 @@ def select(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.selection import leaderboard, select_layers, selection_file
     from layer_mteb.cli.console import print_leaderboard
 
+    if args.labels is not None:
+        select_by_labels(args)
+        return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
+
+
+def select_by_labels(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.label_budget import labels_file, select_with_labels
+    from layer_mteb.common.files import atomic_write
+
+    picks = select_with_labels(args.run, args.labels, draws=args.draws, seed=args.seed, model=args.model)
+    path = Path(args.run) / labels_file(args.labels)
+    atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))
+    shown = ["task", "chosen_layer", "chosen_score", "best_layer", "regret", "gain", "mean_regret", "regret_std"]
+    print(picks[[*shown, "picks", "seconds"]].round(4).to_string(index=False))
+    means = picks[["regret", "gain", "mean_regret"]].mean().round(4)
+    summary = ", ".join(f"{k} {v}" for k, v in means.items())
+    print(f"\nK={args.labels}, {args.draws} draws, {len(picks)} tasks: {summary}")
+    print(f"wrote {path}")
 
 
 def correlate(args: argparse.Namespace) -> None:

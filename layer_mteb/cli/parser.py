@@ -208,7 +208,28 @@ def _add_select(commands) -> None:
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
     _add_metric_readout(select)
+    select.add_argument(
+        "--labels",
+        type=_labels_budget,
+        default=None,
+        help="pick each task's layer by scoring every layer on K labelled test examples (or 'full'), from the "
+        "run's cached vectors, instead of by a metric (default: off, pick by metrics)",
+    )
+    select.add_argument("--draws", type=int, default=10, help="seeded draws of K examples per task (with --labels)")
+    select.add_argument("--seed", type=int, default=0, help="seed of the draws (with --labels)")
+    select.add_argument(
+        "--model", default=None, help="with --labels: how to load the run's model (default: its name in scores.csv)"
+    )
     select.set_defaults(handler=handlers.select)
+
+
+def _labels_budget(value: str) -> int | str:
+    if value == "full":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--labels takes a number of examples or 'full', not {value!r}") from None
 
 
 def _add_correlate(commands) -> None:

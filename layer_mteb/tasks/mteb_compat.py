@@ -21,6 +21,13 @@ PRIVATE_NAMES = {
     "mteb._create_dataloaders._retrieval_texts": ("dataset", "prompt_type"),
     "mteb.abstasks.retrieval._filter_queries_without_positives": ("relevant_docs", "queries"),
     "mteb._set_seed._set_seed": ("seed",),
+    "mteb.abstasks.sts.AbsTaskSTS._normalize": ("self", "x"),
+    "mteb.abstasks.sts.AbsTaskSTS._calculate_scores": ("self", "scores", "normalized_scores"),
+    "mteb.abstasks.pair_classification.AbsTaskPairClassification._compute_metrics": (
+        "self",
+        "similarity_scores",
+        "labels",
+    ),
 }
 
 
@@ -65,3 +72,20 @@ def queries_with_positives(relevant_docs: Any, queries):
 #: calls the private ``mteb._set_seed._set_seed(seed)``), so the only random state that carries over from one
 #: layer's evaluation to the next is the task object's own ``rng_state`` and ``np_rng``.
 EVALUATORS_SEED_THEMSELVES = "mteb._evaluators.evaluator.Evaluator"
+
+
+def sts_gold(task, score: float) -> float:
+    """A gold STS score on the scale mteb correlates against: ``AbsTaskSTS._normalize`` (min/max score to 0..1)."""
+    return task._normalize(score)
+
+
+def sts_metrics(task, similarities: dict, gold: list[float]) -> dict:
+    """mteb's STS metrics (``cosine_spearman``, ...) of the evaluator's similarities: ``AbsTaskSTS._calculate_scores``,
+    so a labelled pick on K pairs is scored exactly as mteb scores the full split."""
+    return task._calculate_scores(similarities, gold)
+
+
+def pair_metrics(task, distances: dict, labels: list[int]) -> dict:
+    """mteb's pair-classification metrics (``max_ap``, ...) of the evaluator's similarities and distances:
+    ``AbsTaskPairClassification._compute_metrics``."""
+    return task._compute_metrics(distances, labels)

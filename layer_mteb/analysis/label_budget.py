@@ -1,0 +1,222 @@
+"""Layer selection from K labelled examples: score every layer on K examples drawn from the task's test split, pick
+the best, and judge the pick by the full-split score mteb computed for it (the run's ``scores.csv``).
+
+Every layer is scored from the run's pooled-vector store (:mod:`layer_mteb.vectors.store`): no forward pass when it
+is warm, one pass that refills it when it is not. Draws are seeded (draw ``d`` of seed ``s`` takes the same
+examples whatever K's neighbours or the layers are), and every layer of a draw is scored on the same examples.
+``regret = best − chosen`` and ``gain = chosen − last``, in mteb's units, as in :mod:`.selection`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from layer_mteb.analysis.labelled import LabelledExamples, labelled_examples, layer_scores
+from layer_mteb.analysis.runs import read_run_scores
+from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.model.loading import PACKAGED_MODELS, load_model
+from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
+from layer_mteb.vectors.store import LayerCache, store_folder
+
+DEFAULT_DRAWS = 10
+FULL = "full"  # K meaning every labelled example of the split (one draw)
+
+
+@dataclass
+class TaskLayers:
+    """One (task, subset) of a run: mteb's full-split score per scored layer, the labelled examples and their
+    pooled vectors of those layers ([n_layers_scored, len(examples.texts), D])."""
+
+    model: str
+    task: str
+    subset: str
+    scores: pd.Series  # layer -> main_score, ascending layers
+    examples: LabelledExamples
+    vectors: np.ndarray
+    texts_encoded: int = 0
+    load_seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.task if self.subset in ("default", "") else f"{self.task}/{self.subset}"
+
+
+def run_tasks(
+    run: str | Path,
+    *,
+    tasks: Sequence[str] | None = None,
+    model: str | None = None,
+    data_dir: str | Path | None = None,
+) -> Iterator[TaskLayers]:
+    """The (task, subset) units of ``run``'s ``scores.csv`` with their vectors, one at a time.
+
+    ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
+    folder, say); a packaged model is found from its hub id and revision.
+    """
+    scores = _one_setting(read_run_scores(Path(run)))
+    if tasks is not None:
+        unknown = sorted(set(tasks) - set(scores["task"]))
+        if unknown:
+            raise UserError(f"{run}/scores.csv has no rows for task(s) {', '.join(unknown)}")
+        scores = scores[scores["task"].isin(tasks)]
+    name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
+    config = _config(scores)
+    loaded = load_model(model or _model_ref(name, revision), config, revision=None if model else revision)
+    settings = resolve_settings(loaded, config)
+    folder = data_dir_from_env(data_dir)
+    for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
+        started = time.perf_counter()
+        _, (spec,) = select_tasks(str(task_name), folder)
+        task = load_task(spec, str(split), folder)
+        task.load_data()
+        examples = labelled_examples(task, str(subset), str(split))
+        curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
+        depth = int(curve.index.max())
+        store = store_folder(loaded, settings, str(task_name))
+        cache = LayerCache(loaded, settings.encode, store, depth=depth, budget=settings.budget)
+        encoded = sum(t not in cache.index for t in dict.fromkeys(examples.texts))
+        vectors = cache.vectors(examples.texts).cpu().numpy()[curve.index.to_numpy()]
+        if encoded:
+            cache.save()
+        yield TaskLayers(
+            name, str(task_name), str(subset), curve, examples, vectors, encoded, time.perf_counter() - started
+        )
+
+
+def _one_setting(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
+    own) give way to rows of the same layer that name the attention."""
+    if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
+        raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
+    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
+    if len(scores[settings].drop_duplicates()) > 1:
+        raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
+    named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
+    if "attention" in scores.columns and named["attention"].nunique() > 1:
+        raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
+    ordered = pd.concat([scores.drop(named.index), named])
+    return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
+
+
+def _config(scores: pd.DataFrame) -> EncodeConfig:
+    row = scores.iloc[-1]
+    attention = str(row.get("attention", "native"))
+    return EncodeConfig(
+        readout=str(row["readout"]),
+        pooling=str(row["pooling"]),
+        max_length=int(row["max_length"]),
+        dtype=str(row["dtype"]),
+        attention=None if attention in ("native", "nan") else attention,
+        normalize=str(row.get("normalize", False)) == "True",
+        device=default_device(),
+    )
+
+
+def _model_ref(name: str, revision: str) -> str:
+    """A packaged model's short name when the run names its hub id and packaged revision, else the name itself."""
+    for short, packaged in PACKAGED_MODELS.items():
+        if packaged.hub_id == name and revision.startswith(packaged.distributions[0] + "-"):
+            return short
+    return name
+
+
+def labels_file(k: int | str) -> str:
+    """Where ``layer-mteb select --labels K`` writes its picks in the run folder, one file per K."""
+    return f"selection.labels-{k}.csv"
+
+
+def check_budget(k: int | str) -> None:
+    """K is a number of examples (at least 2: one example ranks nothing) or ``"full"``."""
+    if k != FULL and (not isinstance(k, int) or isinstance(k, bool) or k < 2):
+        raise UserError(f"--labels must be a number of examples of at least 2, or {FULL!r}; got {k!r}")
+
+
+def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
+    """The example rows of one draw: ``k`` of ``n`` without replacement, from a generator seeded by (seed, draw);
+    every row for ``k == "full"``. A K larger than the split is a :class:`UserError`."""
+    if k == FULL:
+        return np.arange(n)
+    check_budget(k)
+    if k > n:
+        raise UserError(f"--labels {k} is more than the {n} labelled examples of the split")
+    return np.sort(np.random.default_rng([seed, draw]).choice(n, size=k, replace=False))
+
+
+def pick_layers(unit: TaskLayers, k: int | str, draws: int = DEFAULT_DRAWS, seed: int = 0) -> list[int]:
+    """The layer picked in each draw: the best score on the draw's examples, ties to the shallowest layer.
+
+    A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer,
+    what a user without usable labels would take.
+    """
+    layers = unit.scores.index.to_numpy()
+    if k != FULL and isinstance(k, int) and k > len(unit.examples):
+        raise UserError(f"--labels {k} is more than the {len(unit.examples)} labelled examples of {unit.name}")
+    picks = []
+    for draw in range(1 if k == FULL else draws):
+        rows = draw_rows(len(unit.examples), k, draw, seed)
+        scores = layer_scores(unit.examples, unit.vectors, rows, seed=unit.examples.task.seed)
+        finite = np.isfinite(scores)
+        picks.append(int(layers[np.argmax(np.where(finite, scores, -np.inf))] if finite.any() else layers[-1]))
+    return picks
+
+
+def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
+    """The picks scored by mteb's full-split scores: the most frequent pick (ties: shallowest) with its score,
+    regret and gain, and regret and gain over the draws (mean, standard deviation)."""
+    curve = unit.scores
+    best, last = float(curve.max()), float(curve.iloc[-1])
+    counts = Counter(picks)
+    chosen = min(counts, key=lambda layer: (-counts[layer], layer))
+    regrets = best - curve.loc[list(picks)].to_numpy()
+    gains = curve.loc[list(picks)].to_numpy() - last
+    return {
+        "chosen_layer": chosen,
+        "chosen_score": float(curve[chosen]),
+        "best_layer": int(curve.idxmax()),
+        "best_score": best,
+        "last_score": last,
+        "regret": best - float(curve[chosen]),
+        "gain": float(curve[chosen]) - last,
+        "mean_regret": float(regrets.mean()),
+        "regret_std": float(regrets.std()),
+        "mean_gain": float(gains.mean()),
+        "picks": " ".join(f"{layer}:{counts[layer]}" for layer in sorted(counts)),
+    }
+
+
+def select_with_labels(
+    run: str | Path,
+    k: int | str,
+    *,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    tasks: Sequence[str] | None = None,
+    model: str | None = None,
+    data_dir: str | Path | None = None,
+) -> pd.DataFrame:
+    """One row per (task, subset) of ``run``: the layer K labelled examples pick, judged on the full split.
+
+    ``seconds`` is the time to score every layer in every draw (vectors in memory); ``texts_encoded`` counts the
+    texts the vector store lacked (0 when it was warm).
+    """
+    check_budget(k)
+    if draws < 1:
+        raise UserError(f"--draws must be at least 1; got {draws}")
+    rows = []
+    for unit in run_tasks(run, tasks=tasks, model=model, data_dir=data_dir):
+        started = time.perf_counter()
+        picks = pick_layers(unit, k, draws, seed)
+        row = {"model": unit.model, "task": unit.name, "k": k, "draws": len(picks), "n_examples": len(unit.examples)}
+        row |= judge(unit, picks)
+        row |= {"seconds": time.perf_counter() - started, "texts_encoded": unit.texts_encoded}
+        rows.append(row)
+    return pd.DataFrame(rows)

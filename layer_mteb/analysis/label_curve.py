@@ -1,0 +1,205 @@
+"""The label-budget curve: mean regret of a labelled layer pick against the number of labels K, per model and task,
+beside the label-free picks (the last layer, the paper's rule, the best label-free selector) of the same runs.
+
+``python -m layer_mteb.analysis.label_curve --run RUN [--run RUN ...] --output results/paper`` writes
+``label_budget.csv`` (model, task, k, draws, mean_regret, mean_gain, ...), ``label_budget_baselines.csv`` and
+``label_budget.png``; rerunning it with more runs adds their models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from layer_mteb.analysis.label_budget import DEFAULT_DRAWS, FULL, _one_setting, judge, pick_layers, run_tasks
+from layer_mteb.analysis.runs import read_run_scores
+from layer_mteb.analysis.selection import leaderboard, select_layers
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import atomic_write
+from layer_mteb.metrics.table import read_metrics
+
+logger = logging.getLogger(__name__)
+
+KS: tuple[int | str, ...] = (8, 16, 32, 64, 128, 256, FULL)
+CURVE_FILE, BASELINE_FILE, FIGURE_FILE = "label_budget.csv", "label_budget_baselines.csv", "label_budget.png"
+#: the paper's rule: lowest prompt entropy of WikiText prompts (raw stream), one layer for every task
+PAPER_RULE = ("prompt_entropy", "wikitext")
+
+
+def curve_rows(
+    run: str | Path,
+    ks: Sequence[int | str] = KS,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    data_dir: str | Path | None = None,
+    tasks: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses
+    all of them (``labels_used``), so every K averages over the same tasks."""
+    rows = []
+    for unit in run_tasks(run, tasks=tasks, data_dir=data_dir):
+        n = len(unit.examples)
+        for k in ks:
+            started = time.perf_counter()
+            used: int | str = FULL if k == FULL or int(k) >= n else int(k)
+            picks = pick_layers(unit, used, draws, seed)
+            judged = judge(unit, picks)
+            rows.append(
+                {
+                    "model": unit.model,
+                    "task": unit.name,
+                    "k": k,
+                    "draws": len(picks),
+                    "mean_regret": judged["mean_regret"],
+                    "mean_gain": judged["mean_gain"],
+                    "regret_std": judged["regret_std"],
+                    "labels_used": n if used == FULL else used,
+                    "n_examples": n,
+                    "seconds": time.perf_counter() - started,
+                }
+            )
+        logger.info("%s %s: %d examples, %d texts encoded", unit.model, unit.name, n, unit.texts_encoded)
+    return pd.DataFrame(rows)
+
+
+def baseline_rows(run: str | Path) -> pd.DataFrame:
+    """Mean regret and gain over the run's tasks of the last layer, the paper's rule and the best label-free
+    selector (lowest mean regret; the oracle excluded), from the same full-split scores. Without ``metrics.csv``
+    only the last layer."""
+    scores = _one_setting(read_run_scores(Path(run)))
+    model = str(scores["model"].iloc[0])
+    try:
+        selection = select_layers(scores=scores, metrics=read_metrics(run), per_task=True)
+    except UserError as err:
+        logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", run, err)
+        selection = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
+    board = leaderboard(selection[selection["selector"] != "oracle"])
+    rows = []
+    for name, pick in (
+        ("last layer", board["selector"] == "last_layer"),
+        ("paper rule", (board["selector"] == PAPER_RULE[0]) & (board["texts"] == PAPER_RULE[1])),
+        ("best label-free", board.index == board.index.min()),
+    ):
+        if pick.any():
+            best = board[pick].iloc[0]
+            rows.append(
+                {
+                    "model": model,
+                    "baseline": name,
+                    "selector": best["selector"],
+                    "texts": best["texts"],
+                    "n_tasks": int(best["n_tasks"]),
+                    "mean_regret": best["regret"],
+                    "mean_gain": best["gain"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _no_metrics() -> pd.DataFrame:
+    return pd.DataFrame(columns=["model", "layer", "texts", "metric", "value", "readout"])
+
+
+def labels_needed(curve: pd.DataFrame, baselines: pd.DataFrame, within: float = 0.01) -> pd.DataFrame:
+    """Per model: the smallest K whose mean regret over tasks is below each baseline's, and within ``within``
+    (1 point) of the best layer; empty where no K tried gets there."""
+    means = curve.groupby(["model", "k"], sort=False)["mean_regret"].mean()
+    rows = []
+    for model, per_k in means.groupby(level="model", sort=False):
+        per_k = per_k.droplevel("model")
+        targets = {"within 1 point of the best": within}
+        targets |= {
+            f"beats the {b}": r
+            for b, r in baselines.loc[baselines["model"] == model, ["baseline", "mean_regret"]].itertuples(index=False)
+        }
+        for target, regret in targets.items():
+            good = [
+                k for k, value in per_k.items() if value < regret or (target.startswith("within") and value <= regret)
+            ]
+            rows.append(
+                {
+                    "model": model,
+                    "target": target,
+                    "target_regret": regret,
+                    "labels": good[0] if good else "not reached",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def plot_curve(curve: pd.DataFrame, baselines: pd.DataFrame, path: Path) -> None:
+    """Mean regret (points) against K, one panel per model, the baselines as horizontal lines."""
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(curve["model"]))
+    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False, sharey=True)
+    for ax, model in zip(axes[0], models, strict=True):
+        means = curve[curve["model"] == model].groupby("k", sort=False)["mean_regret"].mean() * 100
+        positions = np.arange(len(means))
+        ax.plot(positions, means.to_numpy(), marker="o", color="black", label="labelled pick (K labels)")
+        for (_, row), style in zip(baselines[baselines["model"] == model].iterrows(), ("--", "-.", ":"), strict=False):
+            label = f"{row['baseline']} ({row['selector']}{'' if row['texts'] == '-' else ', ' + str(row['texts'])})"
+            ax.axhline(row["mean_regret"] * 100, linestyle=style, color="tab:red", alpha=0.8, label=label)
+        ax.axhline(1.0, color="grey", linewidth=0.8, label="1 point")
+        ax.set_xticks(positions, [str(k) for k in means.index])
+        ax.set_title(model.split("/")[-1])
+        ax.set_xlabel("labelled examples K")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("mean regret over tasks (points)")
+    figure.tight_layout()
+    atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
+    plt.close(figure)
+
+
+def write_curve(
+    runs: Sequence[str | Path],
+    output: str | Path,
+    *,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    ks: Sequence[int | str] = KS,
+    data_dir: str | Path | None = None,
+) -> pd.DataFrame:
+    """Measure the runs' models and merge them into ``output``'s files (rows of other models stay)."""
+    output = Path(output)
+    curve = pd.concat([curve_rows(run, ks, draws, seed, data_dir) for run in runs], ignore_index=True)
+    baselines = pd.concat([baseline_rows(run) for run in runs], ignore_index=True)
+    curve, baselines = _merged(output / CURVE_FILE, curve), _merged(output / BASELINE_FILE, baselines)
+    output.mkdir(parents=True, exist_ok=True)
+    atomic_write(output / CURVE_FILE, lambda tmp: curve.to_csv(tmp, index=False, float_format="%.6f"))
+    atomic_write(output / BASELINE_FILE, lambda tmp: baselines.to_csv(tmp, index=False, float_format="%.6f"))
+    plot_curve(curve, baselines, output / FIGURE_FILE)
+    return labels_needed(curve, baselines)
+
+
+def _merged(path: Path, new: pd.DataFrame) -> pd.DataFrame:
+    if not path.is_file():
+        return new
+    kept = pd.read_csv(path)
+    return pd.concat([kept[~kept["model"].isin(set(new["model"]))], new], ignore_index=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m layer_mteb.analysis.label_curve", description=__doc__)
+    parser.add_argument("--run", action="append", required=True, help="a run folder (repeat for several models)")
+    parser.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
+    parser.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="draws of K examples per task and K")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draws")
+    parser.add_argument("--data-dir", default=None, help="task data folder (default: $LAYER_MTEB_DATA)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        needed = write_curve(args.run, args.output, draws=args.draws, seed=args.seed, data_dir=args.data_dir)
+    except UserError as err:
+        parser.exit(2, f"error: {err}\n")
+    print(needed.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Label-budget selection: real mteb scores of real local data, a tiny saved model, and a vector store whose one
+layer is made to carry the gold similarity, so the right pick is known."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from layer_mteb.analysis.label_budget import pick_layers, run_tasks, select_with_labels
+from layer_mteb.analysis.label_curve import labels_needed, plot_curve
+from layer_mteb.analysis.labelled import layer_scores
+from layer_mteb.cli.main import main
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.model.loading import load_model
+from layer_mteb.tasks.catalog import load_task, select_tasks
+from layer_mteb.vectors.store import store_folder
+from tests.conftest import save_tiny_model
+
+CONFIG = EncodeConfig(batch_size=64)
+SIGNAL_LAYER = 1
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    """The session's temporary cache, for module fixtures too (they are set up before the per-test one)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYER_MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "layer_mteb_cache"))
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(bert_tokenizer, tmp_path_factory, module_cache):
+    return save_tiny_model("bert", bert_tokenizer, tmp_path_factory.mktemp("tiny-bert"))
+
+
+def _scored_run(folder, tasks, data_dir, out):
+    """A real sweep of the saved tiny model (mteb's own evaluators) into the run folder ``out``."""
+    sweep(load_model(str(folder), CONFIG), tasks, config=CONFIG, data_dir=data_dir, output=out, progress=False)
+    return out
+
+
+def _plant_signal(folder, data_dir) -> None:
+    """A vector store for BIOSSES whose layer 1 makes each pair's cosine follow its gold score; layers 0 and 2 are
+    noise. Written in the store's own format (safetensors + texts.json) where the sweep will look for it."""
+    loaded = load_model(str(folder), CONFIG)
+    _, (spec,) = select_tasks("BIOSSES", data_dir)
+    task = load_task(spec, "test", data_dir)
+    task.load_data()
+    rows = task.dataset["default"]["test"] if "default" in task.dataset else task.dataset["test"]
+    texts = list(dict.fromkeys([*rows["sentence1"], *rows["sentence2"]]))
+    index = {t: i for i, t in enumerate(texts)}
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((loaded.n_layers + 1, len(texts), loaded.hidden_size)).astype(np.float32)
+    for first, second, score in zip(rows["sentence1"], rows["sentence2"], rows["score"], strict=True):
+        weight = score / 4.0  # BIOSSES scores run 0..4: the pair's second vector leans towards the first by it
+        vectors[SIGNAL_LAYER, index[second]] = weight * vectors[SIGNAL_LAYER, index[first]] + (
+            1 - weight
+        ) * rng.standard_normal(loaded.hidden_size)
+    store = store_folder(loaded, resolve_settings(loaded, CONFIG), "BIOSSES")
+    store.mkdir(parents=True, exist_ok=True)
+    save_file({"vectors": torch.from_numpy(vectors)}, store / "vectors.safetensors")
+    (store / "texts.json").write_text(json.dumps(texts))
+
+
+@pytest.fixture(scope="module")
+def planted_run(tiny_folder, data_dir, tmp_path_factory, module_cache):
+    _plant_signal(tiny_folder, data_dir)
+    return _scored_run(tiny_folder, ["BIOSSES"], data_dir, tmp_path_factory.mktemp("planted"))
+
+
+def test_a_layer_that_carries_the_labels_is_picked_from_few_of_them(planted_run, tiny_folder, data_dir):
+    scores = pd.read_csv(planted_run / "scores.csv").set_index("layer")["main_score"]
+    assert scores.idxmax() == SIGNAL_LAYER and scores[SIGNAL_LAYER] > scores.drop(SIGNAL_LAYER).max() + 0.3
+    picks = select_with_labels(planted_run, 8, draws=5, model=str(tiny_folder), data_dir=data_dir)
+    row = picks.iloc[0]
+    assert row["texts_encoded"] == 0  # the planted store served every text: no forward pass
+    assert row["chosen_layer"] == SIGNAL_LAYER and row["picks"] == f"{SIGNAL_LAYER}:5"
+    assert row["regret"] == 0 and row["mean_regret"] == 0
+    assert row["gain"] == pytest.approx(scores[SIGNAL_LAYER] - scores[scores.index.max()])
+
+
+def test_the_same_seed_gives_the_same_picks(planted_run, tiny_folder, data_dir):
+    (unit,) = run_tasks(planted_run, model=str(tiny_folder), data_dir=data_dir)
+    noise = replace(unit, scores=unit.scores.loc[[0, 2]], vectors=unit.vectors[[0, 2]])  # no layer carries labels
+    first = pick_layers(noise, 8, draws=6, seed=3)
+    assert pick_layers(noise, 8, draws=6, seed=3) == first
+    assert set(first) <= {0, 2}
+
+
+def test_a_budget_larger_than_the_split_is_one_clear_error(planted_run, tiny_folder, data_dir, capsys):
+    with pytest.raises(UserError, match="--labels 500 is more than the 100 labelled examples of BIOSSES"):
+        select_with_labels(planted_run, 500, model=str(tiny_folder), data_dir=data_dir)
+    assert main(["select", "--run", str(planted_run), "--labels", "1"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    assert not list(planted_run.glob("selection.labels-*"))  # nothing half-written
+
+
+def test_scoring_every_label_reproduces_mtebs_own_scores(tiny_folder, data_dir, tmp_path):
+    """On the full split, the per-draw scorers give what mteb computed (STS: cosine Spearman; pair
+    classification: max AP), to the 6 decimals mteb stores."""
+    run = _scored_run(tiny_folder, ["STS17", "TwitterSemEval2015"], data_dir, tmp_path / "run")
+    for unit in run_tasks(run, model=str(tiny_folder), data_dir=data_dir):
+        full = layer_scores(unit.examples, unit.vectors, np.arange(len(unit.examples)))
+        np.testing.assert_allclose(full, unit.scores.to_numpy(), atol=2e-6, err_msg=unit.name)
+
+
+@pytest.mark.slow
+def test_a_cold_store_is_refilled_once_and_gives_the_same_picks(tiny_folder, data_dir, tmp_path):
+    run = _scored_run(tiny_folder, ["STS17"], data_dir, tmp_path / "run")
+    warm = select_with_labels(run, 16, draws=4, model=str(tiny_folder), data_dir=data_dir)
+    loaded = load_model(str(tiny_folder), CONFIG)
+    shutil.rmtree(store_folder(loaded, resolve_settings(loaded, CONFIG), "STS17"))
+    cold = select_with_labels(run, 16, draws=4, model=str(tiny_folder), data_dir=data_dir)
+    again = select_with_labels(run, 16, draws=4, model=str(tiny_folder), data_dir=data_dir)
+    assert warm.iloc[0]["texts_encoded"] == 0 and cold.iloc[0]["texts_encoded"] > 0
+    assert again.iloc[0]["texts_encoded"] == 0
+    columns = ["chosen_layer", "picks", "mean_regret"]
+    pd.testing.assert_frame_equal(warm[columns], cold[columns])
+
+
+def test_select_labels_from_the_command_line(planted_run, tiny_folder, data_dir, capsys, monkeypatch):
+    monkeypatch.setenv("LAYER_MTEB_DATA", str(data_dir))
+    argv = ["select", "--run", str(planted_run), "--labels", "8", "--draws", "3", "--model", str(tiny_folder)]
+    assert main(argv) == 0
+    written = pd.read_csv(planted_run / "selection.labels-8.csv")
+    assert written[["task", "chosen_layer", "draws"]].values.tolist() == [["BIOSSES", SIGNAL_LAYER, 3]]
+    assert "selection.labels-8.csv" in capsys.readouterr().out
+
+
+def test_labels_needed_reads_the_curve_against_each_baseline(tmp_path):
+    curve = pd.DataFrame(
+        {
+            "model": "m",
+            "task": ["a", "b"] * 3,
+            "k": [8, 8, 64, 64, "full", "full"],
+            "mean_regret": [0.10, 0.06, 0.014, 0.004, 0.0, 0.0],
+        }
+    )
+    baselines = pd.DataFrame(
+        {
+            "model": "m",
+            "baseline": ["last layer", "paper rule"],
+            "selector": ["last_layer", "prompt_entropy"],
+            "texts": ["-", "wikitext"],
+            "mean_regret": [0.005, 0.09],
+        }
+    )
+    needed = labels_needed(curve, baselines).set_index("target")["labels"]
+    assert needed.to_dict() == {
+        "within 1 point of the best": 64,
+        "beats the last layer": "full",
+        "beats the paper rule": 8,
+    }
+    plot_curve(curve, baselines, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 0
