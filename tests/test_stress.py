@@ -122,3 +122,27 @@ def test_bad_settings_are_one_user_error():
         StressSettings(tests=("loudness",))
     with pytest.raises(UserError, match="randomness"):
         StressSettings(randomness=(1.5,))
+
+
+def test_regenerated_pythia_length_curve_equals_the_release_means(tmp_path):
+    import pandas as pd
+    from conftest import REPO
+
+    from layer_mteb.paper.prompt_length import RELEASE_FILE, reproduce
+
+    reference = REPO.parent / "shared" / "reference"
+    if not (reference / RELEASE_FILE).is_file():
+        pytest.skip(f"{RELEASE_FILE} not found in {reference}")
+    run = tmp_path / "run"
+    settings = _settings(tests=("length", "randomness"))
+    run_stress(tiny_gpt2(), _file(tmp_path, LONG), config=CONFIG, settings=settings, output=run, progress=False)
+    written = reproduce(reference, [run], tmp_path / "paper")
+    curves = pd.read_csv(tmp_path / "paper" / "prompt_length.csv")
+    release = pd.read_csv(reference / RELEASE_FILE)
+    expected = release.groupby(["prompt_length", "layer", "normalization"])["value"].mean()
+    ours = curves[curves["model"] == "Pythia/410m"].set_index(["prompt_length", "layer", "normalization"])["mean"]
+    assert len(ours) == len(expected) == 6 * 25 * 2
+    np.testing.assert_allclose(ours.sort_index(), expected.sort_index(), atol=1e-6, rtol=0)
+    assert set(curves["model"]) == {"Pythia/410m", "test/tiny"}
+    names = {p.name for p in written}
+    assert {"prompt_length.png", "stress_test_tiny.png", "bimodality_test_tiny.pdf"} <= names
