@@ -13,7 +13,7 @@ from typing import Literal
 
 import pandas as pd
 
-from layer_mteb.analysis import figures
+from layer_mteb.analysis import figures, stress_figures
 from layer_mteb.analysis.markdown import leaderboard_markdown, table1_markdown
 from layer_mteb.analysis.runs import Runs, load_reference, load_runs
 from layer_mteb.analysis.selection import selector_leaderboard
@@ -77,6 +77,8 @@ def write_report(
             figures.metric_panels(data.metrics, tmp / "metrics")
         if data.correlation is not None:
             figures.correlation_bars(data.correlation, tmp / "correlation")
+        for folder in data.folders:
+            stress_figures.run_figures(folder, tmp)
         board = selector_leaderboard(data.selection)
         if board is not None:
             board.to_csv(tmp / "selectors.csv", index=False)

@@ -153,6 +153,47 @@ def metrics(args: argparse.Namespace) -> None:
     print_metrics(frame, output)
 
 
+def stress(args: argparse.Namespace) -> None:
+    from layer_mteb.model.hub import offline_unless_reachable
+
+    offline_unless_reachable()
+    from layer_mteb.evaluation.plan import check_writable
+    from layer_mteb.metrics.stress import LENGTHS, PAPER_STRESS_SIZES, QUICK_STRESS_SIZES, StressSettings, run_stress
+
+    sizes = PAPER_STRESS_SIZES if args.paper_sizes else QUICK_STRESS_SIZES
+    try:
+        lengths = tuple(int(n) for n in args.lengths.split(",")) if args.lengths else LENGTHS
+    except ValueError:
+        raise UserError(f"--lengths must be comma-separated token counts, got {args.lengths!r}") from None
+    settings = StressSettings(
+        tests=tuple(t.strip() for t in args.tests.split(",") if t.strip()),
+        n_prompts=sizes["n_prompts"] if args.n_prompts is None else args.n_prompts,
+        length_prompts=sizes["length_prompts"] if args.length_prompts is None else args.length_prompts,
+        lengths=lengths,
+        alpha=args.alpha,
+        seed=args.seed,
+    )
+    output = _output(args)
+    check_writable(output)
+    values, dips = run_stress(
+        args.model,
+        args.texts,
+        config=_encode_config(args),
+        settings=settings,
+        data_dir=args.data_dir,
+        output=output,
+        compress=args.gzip,
+    )
+    means = values[values["normalization"] == "maxEntropy"].groupby(["test", "level", "layer"])["value"].mean()
+    print(means.unstack("layer").round(3).to_string())
+    for (test, level), part in dips.groupby(["test", "level"]):
+        top = part.sort_values(["dip", "layer"], ascending=[False, True]).iloc[0]
+        print(
+            f"{test} {level:g}: most bimodal layer {int(top['layer'])} (dip {top['dip']:.3f}, p {top['p_value']:.3g})"
+        )
+    print(f"written to {output}")
+
+
 def select(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.selection import leaderboard, select_layers, selection_file
     from layer_mteb.cli.console import print_leaderboard

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.set_defaults(handler=handlers.merge)
     _add_report(commands)
     _add_metrics(commands)
+    _add_stress(commands)
     _add_select(commands)
     _add_correlate(commands)
     _add_import(commands)
@@ -181,6 +182,28 @@ def _add_metrics(commands) -> None:
     _add_encode_options(metrics)
     metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     metrics.set_defaults(handler=handlers.metrics)
+
+
+def _add_stress(commands) -> None:
+    stress = commands.add_parser(
+        "stress", help="prompt entropy of every layer under randomness, repetition and length (per prompt), dip test"
+    )
+    stress.add_argument("--model", required=True, help=MODEL_HELP)
+    stress.add_argument("--texts", default="wikitext", help="prompts to perturb: wikitext | task:<TaskName> | FILE")
+    stress.add_argument("--tests", default="randomness,repetition,length", help="comma-separated stress tests")
+    stress.add_argument(
+        "--paper-sizes", action="store_true", help="the paper's sizes: 1000 prompts per level (default: 50 and 10)"
+    )
+    stress.add_argument("--n-prompts", type=int, default=None, help="prompts per randomness/repetition level")
+    stress.add_argument("--length-prompts", type=int, default=None, help="random prompts per length")
+    stress.add_argument("--lengths", default=None, help="prompt lengths, e.g. 64,128 (default 64 ... 2048)")
+    stress.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
+    stress.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the perturbations")
+    stress.add_argument("--gzip", action="store_true", help="write stress.csv.gz instead of stress.csv")
+    stress.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    _add_encode_options(stress)
+    stress.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    stress.set_defaults(handler=handlers.stress)
 
 
 def _add_vector_options(parser: argparse.ArgumentParser) -> None:

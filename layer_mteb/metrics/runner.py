@@ -241,7 +241,9 @@ def _invariance_metrics(model, config, settings: MetricSettings, source: TextSou
 
 def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> TextSource:
     if isinstance(texts, str):
-        return load_texts(texts, tokenizer=model.tokenizer, n_prompts=settings.n_prompts, data_dir=data_dir)
+        return load_texts(
+            texts, tokenizer=model.tokenizer, n_prompts=settings.n_prompts, data_dir=data_dir, seed=settings.seed
+        )
     unique = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))
     if len(unique) < 2:
         raise UserError(f"need at least 2 non-empty, distinct texts for metrics, got {len(unique)}")

@@ -52,13 +52,29 @@ def encode_all_layers(
     is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
     one batch.
     """
-    depth = model.n_layers if depth is None else depth
     token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
     if n_truncated:
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
+    out = encode_token_ids(model, token_ids, config, progress=progress, on_batch=on_batch, depth=depth, into=into)
+    return out, n_truncated
+
+
+def encode_token_ids(
+    model: LoadedModel,
+    token_ids: Sequence[np.ndarray],
+    config: EncodeConfig,
+    *,
+    progress: bool = False,
+    on_batch: BatchObserver | None = None,
+    depth: int | None = None,
+    into: PooledSink | None = None,
+) -> torch.Tensor | None:
+    """:func:`encode_all_layers` for prompts given as token ids (special tokens included, fed as they are): for
+    callers that build or perturb the ids themselves, so a prompt's length is exactly what they chose."""
+    depth = model.n_layers if depth is None else depth
     out = None
     if into is None:
-        out = torch.empty(depth + 1, len(texts), model.hidden_size, device=config.device)
+        out = torch.empty(depth + 1, len(token_ids), model.hidden_size, device=config.device)
 
         def into(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
             out[layer, torch.tensor(rows, device=out.device)] = vectors.to(out.device)
@@ -68,7 +84,7 @@ def encode_all_layers(
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
     batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
-    bar = progress_bar(len(texts), "encoding", "texts", enabled=progress)
+    bar = progress_bar(len(token_ids), "encoding", "texts", enabled=progress)
     with torch.inference_mode(), running:
         for batch in batches:
             padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
@@ -90,7 +106,7 @@ def encode_all_layers(
                 into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
             bar.update(len(batch))
     bar.close()
-    return out, n_truncated
+    return out
 
 
 def tokenize(

@@ -21,7 +21,7 @@ from layer_mteb.analysis.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
-from layer_mteb.paper import figures
+from layer_mteb.paper import figures, prompt_length
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
 
@@ -100,6 +100,7 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
+    written += prompt_length.reproduce(reference, runs, output)
     markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations)
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")

@@ -1,0 +1,54 @@
+"""Bimodality of per-prompt entropy (the paper's Figure 4): Hartigan's dip test, per layer, with the ``diptest``
+package the authors used. The dip is the largest distance between the sample's distribution function and the
+closest unimodal one (0 … 0.25); its p-value interpolates the tabulated null distribution of a uniform sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from layer_mteb.common.errors import UserError
+
+#: the per-prompt normalisation the dip test reads: ÷ min(log N, log D), the paper's prompt entropy
+DIP_NORMALIZATION = "maxEntropy"
+DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
+#: the smallest sample the dip test is run on (its tables start at n = 4)
+MIN_SAMPLE = 4
+
+
+def dip_test(values: np.ndarray) -> tuple[float, float]:
+    """(dip statistic, p-value) of a sample; a constant sample is perfectly unimodal (dip 0, p 1)."""
+    try:
+        import diptest
+    except ImportError:
+        raise UserError("the dip test needs the diptest package: pip install 'layer_mteb[metrics]'") from None
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) < MIN_SAMPLE:
+        raise ValueError(f"the dip test needs at least {MIN_SAMPLE} values, got {len(x)}")
+    if np.ptp(x) == 0:
+        return 0.0, 1.0
+    dip, p_value = diptest.diptest(x)
+    return float(dip), float(p_value)
+
+
+def dip_table(values: pd.DataFrame) -> pd.DataFrame:
+    """One dip test per (model, texts, readout, test, level, layer) of a ``stress.csv`` frame, on the
+    :data:`DIP_NORMALIZATION` values; groups under :data:`MIN_SAMPLE` prompts are left out."""
+    chosen = values[values["normalization"] == DIP_NORMALIZATION]
+    keys = ["model", "texts", "readout", "test", "level", "layer"]
+    rows = []
+    for key, group in chosen.groupby(keys, sort=True):
+        if len(group) < MIN_SAMPLE:
+            continue
+        dip, p_value = dip_test(group["value"].to_numpy())
+        rows.append({**dict(zip(keys, key, strict=True)), "dip": dip, "p_value": p_value, "n": len(group)})
+    return pd.DataFrame(rows, columns=DIP_COLUMNS)
+
+
+def most_bimodal_layer(dips: pd.DataFrame) -> int:
+    """The layer of largest dip (ties: the shallower layer) of one (model, test, level)'s rows."""
+    if dips.empty:
+        raise ValueError("no dip rows to choose a layer from")
+    ordered = dips.sort_values(["dip", "layer"], ascending=[False, True], kind="stable")
+    return int(ordered["layer"].iloc[0])

@@ -1,0 +1,215 @@
+"""Prompt-entropy stress tests (the paper's Figure 3) and bimodality (its Figure 4) for any model.
+
+Each perturbed prompt goes through one forward pass, and its token states of every layer stream through
+:class:`~layer_mteb.metrics.runner.TokenMetrics` (the ``metrics`` code: same readout, normalisations and prompt
+sample), which keeps one scalar per (layer, prompt). Written to a run folder:
+
+- ``stress.csv`` (or ``stress.csv.gz``): model, test, level, prompt, layer, normalization, value, texts, readout;
+  one row per prompt. ``level`` is p for randomness and repetition, the prompt length in tokens for length.
+- ``dip.csv``: model, texts, test, level, layer, dip, p_value, n, readout: Hartigan's dip test of the per-prompt
+  entropies (÷ min(log N, log D)) of every layer; test ``none`` is the unperturbed prompts.
+- ``stress.json``: the settings and the wall time.
+
+A prompt whose tokens are all identical (a repeated token before position information enters) has entropy 0, the
+minimum, rather than being left out as ``metrics`` leaves it: here that is the limit the repetition test moves to.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
+from layer_mteb.metrics.bimodality import dip_table
+from layer_mteb.metrics.entropy import normalize_entropy
+from layer_mteb.metrics.perturb import TESTS, perturb, random_prompts, special_ends, vocabulary_size
+from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics
+from layer_mteb.metrics.stress_table import STRESS_COLUMNS, record_run, write_stress
+from layer_mteb.metrics.texts import load_texts
+from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.attention import with_model_attention
+from layer_mteb.model.forward import encode_token_ids, tokenize
+from layer_mteb.model.loading import load_model
+
+logger = logging.getLogger(__name__)
+
+#: the authors' grids (their notebook): p in linspace(0, 1, 10), linspace(0, 0.9, 9), lengths 64 … 2048
+RANDOMNESS_LEVELS: tuple[float, ...] = tuple(float(p) for p in np.linspace(0, 1, 10))
+REPETITION_LEVELS: tuple[float, ...] = tuple(float(p) for p in np.linspace(0, 0.9, 9))
+LENGTHS: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
+#: the paper's sample sizes (``stress --paper-sizes``) and the default: about a minute for MiniLM-L6 on a CPU
+PAPER_STRESS_SIZES = {"n_prompts": 1000, "length_prompts": 1000}
+QUICK_STRESS_SIZES = {"n_prompts": 50, "length_prompts": 10}
+#: padded tokens per batch when the caller sets no cap: 2048-token prompts would otherwise come 32 at a time
+DEFAULT_BATCH_TOKENS = 16384
+#: the readable form of each normalisation, as in the release: raw nats, ÷ log N, ÷ log D, ÷ min(log N, log D)
+NORMALIZATIONS = tuple(dict.fromkeys(PROMPT_ENTROPIES.values()))
+
+
+@dataclass(frozen=True)
+class StressSettings:
+    """What to perturb and how much (defaults: the paper's grids and sizes)."""
+
+    tests: tuple[str, ...] = TESTS
+    n_prompts: int = 1000
+    length_prompts: int = 1000
+    randomness: tuple[float, ...] = RANDOMNESS_LEVELS
+    repetition: tuple[float, ...] = REPETITION_LEVELS
+    lengths: tuple[int, ...] = LENGTHS
+    alpha: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.tests if t not in TESTS]
+        if unknown or not self.tests:
+            raise UserError(f"--tests must name some of {', '.join(TESTS)}; got {','.join(self.tests) or 'none'}")
+        for name in ("randomness", "repetition"):
+            bad = [p for p in getattr(self, name) if not 0 <= p <= 1]
+            if bad or not getattr(self, name):
+                raise UserError(f"--{name} levels must be probabilities in [0, 1], got {bad or 'none'}")
+        if not self.lengths or min(self.lengths) < 4:
+            raise UserError(f"--lengths must be token counts of at least 4, got {list(self.lengths)}")
+        if self.n_prompts < 4 or self.length_prompts < 4:
+            raise UserError("--n-prompts and --length-prompts must be at least 4 (the dip test's smallest sample)")
+        if not self.alpha > 0:
+            raise UserError(f"--alpha must be positive, got {self.alpha}")
+
+
+def model_context(model: LoadedModel) -> int:
+    """Tokens the model can attend over: its position table, or the tokenizer's limit where that is smaller."""
+    config = model.model.config
+    positions = next(
+        (getattr(config, k) for k in ("max_position_embeddings", "n_positions") if getattr(config, k, None)), None
+    )
+    limit = getattr(model.tokenizer, "model_max_length", None)
+    bounds = [int(b) for b in (positions, limit) if b is not None and b < 10**7]
+    return min(bounds) if bounds else max(LENGTHS)
+
+
+def run_stress(
+    model: LoadedModel | str,
+    texts: str = "wikitext",
+    *,
+    config: EncodeConfig | None = None,
+    settings: StressSettings | None = None,
+    data_dir: str | Path | None = None,
+    output: str | Path | None = None,
+    compress: bool = False,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(``stress.csv`` frame, ``dip.csv`` frame) of ``model``; with ``output``, both are merged into that folder."""
+    started = time.perf_counter()
+    config = config or EncodeConfig(device=default_device())
+    settings = settings or StressSettings()
+    if not isinstance(model, LoadedModel):
+        model = load_model(model, config)
+    config = with_model_attention(config, model)
+    if config.max_batch_tokens is None:
+        config = EncodeConfig(**{**asdict(config), "max_batch_tokens": DEFAULT_BATCH_TOKENS})
+    run = _Run(model, config, settings, progress)
+    parts = []
+    if {"randomness", "repetition"} & set(settings.tests):
+        source = load_texts(
+            texts, tokenizer=model.tokenizer, n_prompts=settings.n_prompts, data_dir=data_dir, seed=settings.seed
+        )
+        parts += run.perturbed(source.name, tokenize(model.tokenizer, source.texts, config.max_length)[0])
+    if "length" in settings.tests:
+        parts += run.lengths()
+    values = pd.concat(parts, ignore_index=True)[STRESS_COLUMNS]
+    dips = dip_table(values)
+    plain = dips[(dips["level"] == 0) & dips["test"].isin(["randomness", "repetition"])]
+    plain = plain.drop_duplicates(["model", "texts", "readout", "layer"]).assign(test="none")
+    dips = pd.concat([plain, dips], ignore_index=True) if not plain.empty else dips
+    if output is not None:
+        seconds = time.perf_counter() - started
+        write_stress(values, dips, output, compress=compress)
+        about = {"model": model.name, "revision": model.revision, "texts": texts, "readout": config.readout}
+        entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
+        record_run(output, {**entry, "encode": config.key()})
+    return values, dips
+
+
+class _Run:
+    """The forward passes of one stress run: one per perturbed prompt, entropies streamed per batch."""
+
+    def __init__(self, model: LoadedModel, config: EncodeConfig, settings: StressSettings, progress: bool):
+        self.model, self.config, self.settings, self.progress = model, config, settings, progress
+        self.ends = special_ends(model.tokenizer)
+        rows = model.model.get_input_embeddings().num_embeddings
+        self.vocab = vocabulary_size(model.tokenizer, rows)
+
+    def perturbed(self, texts: str, ids: list[np.ndarray]) -> list[pd.DataFrame]:
+        """Randomness and repetition levels of the prompts ``ids`` (p = 0: the prompts as ``metrics`` sees them)."""
+        plain = None
+        parts = []
+        for test in ("randomness", "repetition"):
+            if test not in self.settings.tests:
+                continue
+            for p in getattr(self.settings, test):
+                if p == 0:
+                    plain = plain if plain is not None else self.entropies(ids)
+                    found = plain
+                else:
+                    kwargs = {"seed": self.settings.seed, "vocab": self.vocab, "ends": self.ends}
+                    found = self.entropies([perturb(row, test, p, prompt=i, **kwargs) for i, row in enumerate(ids)])
+                parts.append(self.frame(found, texts, test, p))
+        return parts
+
+    def lengths(self) -> list[pd.DataFrame]:
+        """Random-token prompts of each length up to the model's context (longer ones are skipped, and said so)."""
+        context = model_context(self.model)
+        kept = [n for n in self.settings.lengths if n <= context]
+        if len(kept) < len(self.settings.lengths):
+            logger.warning("lengths over %s's context of %d tokens skipped", self.model.name, context)
+        if not kept:
+            raise UserError(f"every --lengths value exceeds {self.model.name}'s context of {context} tokens")
+        parts = []
+        for length in kept:
+            prompts = random_prompts(
+                self.settings.length_prompts, length, seed=self.settings.seed, vocab=self.vocab, ends=self.ends
+            )
+            parts.append(self.frame(self.entropies(prompts), "random", "length", length))
+        return parts
+
+    def entropies(self, ids: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """normalisation -> [L+1, n] per-prompt prompt entropies (NaN: a prompt under 2 tokens)."""
+        observer = TokenMetrics(self.model.n_layers + 1, len(ids), MetricSettings(views=0, alpha=self.settings.alpha))
+        encode_token_ids(self.model, ids, self.config, progress=self.progress, on_batch=observer, into=_discard)
+        tokens = observer.lengths.clamp(min=2)
+        # all tokens identical (>= 2 of them, nothing left after centring): the minimum entropy, 0
+        defined = observer.entropy_valid | (observer.lengths >= 2)
+        d = max(observer.hidden_size, 2)
+        out = {}
+        for normalization in NORMALIZATIONS:
+            value = normalize_entropy(observer.entropy, normalization, tokens, d)
+            out[normalization] = torch.where(defined, value, torch.full_like(value, float("nan"))).numpy()
+        return out
+
+    def frame(self, found: dict[str, np.ndarray], texts: str, test: str, level: float) -> pd.DataFrame:
+        """Tidy rows of one (test, level); prompts under 2 tokens have no entropy and are dropped (with a note)."""
+        n_states, n = next(iter(found.values())).shape
+        layer, prompt = np.repeat(np.arange(n_states), n), np.tile(np.arange(n), n_states)
+        parts = [
+            pd.DataFrame(
+                {"prompt": prompt, "layer": layer, "normalization": normalization, "value": values.reshape(-1)}
+            )
+            for normalization, values in found.items()
+        ]
+        frame = pd.concat(parts, ignore_index=True).assign(
+            model=self.model.name, test=test, level=float(level), texts=texts, readout=self.config.readout
+        )
+        missing = frame["value"].isna()
+        if missing.any():
+            logger.warning("%s %s: %d prompt(s) under 2 tokens have no entropy", test, level, missing.sum() // n_states)
+        return frame[~missing]
+
+
+def _discard(layer: int, rows, vectors: torch.Tensor) -> None:
+    """Pooled vectors are not needed here: only the token states' entropies are kept."""

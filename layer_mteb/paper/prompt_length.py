@@ -1,0 +1,66 @@
+"""The paper's prompt-length stress test regenerated from the authors' release (Pythia-410m, 1000 random-token
+prompts per length, ``official_prompt_length_entropy.csv.gz``), beside this project's models' length curves.
+
+Writes ``prompt_length.csv`` (model, prompt_length, layer, normalization, mean, std over prompts), the figure
+``prompt_length.png/.pdf`` (raw and ÷ min(log N, log D) entropy against relative depth, one line per length) and
+each run's stress and bimodality figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from layer_mteb.analysis.figures import _style, save
+from layer_mteb.analysis.stress_figures import level_lines, run_figures, stress_curves
+from layer_mteb.common.files import atomic_write
+from layer_mteb.metrics.stress_table import read_stress
+
+RELEASE_FILE = "official_prompt_length_entropy.csv.gz"
+COLUMNS = ["model", "prompt_length", "layer", "normalization", "mean", "std"]
+
+
+def release_curves(reference: Path) -> pd.DataFrame:
+    """Mean and std over prompts of the released per-prompt values."""
+    frame = pd.read_csv(reference / RELEASE_FILE)
+    grouped = frame.groupby(["model", "prompt_length", "layer", "normalization"], sort=True)["value"]
+    return grouped.agg(mean="mean", std="std").reset_index()[COLUMNS]
+
+
+def our_curves(runs: list[Path]) -> pd.DataFrame:
+    """The length test of every run that has one, in the release's normalisations."""
+    parts = []
+    for run in runs:
+        values = read_stress(run, missing_ok=True)
+        values = values[(values["test"] == "length") & values["normalization"].isin(["raw", "maxEntropy"])]
+        if not values.empty:
+            curves = stress_curves(values).rename(columns={"level": "prompt_length"})
+            parts.append(curves.assign(prompt_length=curves["prompt_length"].astype(int))[COLUMNS])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def reproduce(reference: Path, runs: list[Path], output: Path) -> list[Path]:
+    curves = pd.concat([release_curves(reference), our_curves(runs)], ignore_index=True)
+    path = output / "prompt_length.csv"
+    atomic_write(path, lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
+    written = [path, *_figure(curves, output / "prompt_length")]
+    for run in runs:
+        written += run_figures(run, output / "stress")
+    return written
+
+
+def _figure(curves: pd.DataFrame, stem: Path) -> list[Path]:
+    models = list(dict.fromkeys(curves["model"]))
+    with _style():
+        fig = Figure(figsize=(4.2 * len(models), 6.5), layout="constrained")
+        axes = fig.subplots(2, len(models), squeeze=False)
+        for column, model in enumerate(models):
+            part = curves[curves["model"] == model]
+            part = part.assign(depth=part["layer"] / part["layer"].max(), level=part["prompt_length"])
+            for row, normalization in enumerate(("raw", "maxEntropy")):
+                ax = axes[row, column]
+                level_lines(ax, part[part["normalization"] == normalization], "depth", "tokens", cmap="magma_r")
+                ax.set(title=model if row == 0 else "", xlabel="relative depth", ylabel=f"entropy ({normalization})")
+        return save(fig, stem)
