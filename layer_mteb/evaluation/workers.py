@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 
 from threadpoolctl import threadpool_limits
 
@@ -97,9 +97,15 @@ def one_thread() -> Iterator[None]:
         yield
 
 
+#: Held open for a worker's whole life: a forked worker drops to one thread before its first torch op and never
+#: grows the pool back (torch's OpenMP pool, inherited from the parent, can hang a child that sets more threads).
+_WORKER_THREADS = ExitStack()
+
+
 def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep decides when workers stop
     _die_with_parent()
+    _WORKER_THREADS.enter_context(one_thread())
 
 
 def _die_with_parent() -> None:
@@ -114,5 +120,4 @@ _PR_SET_PDEATHSIG = 1
 
 def _run(layer: int) -> list[dict]:
     assert _score_layer is not None
-    with one_thread():  # as in the sweep's own process
-        return _score_layer(layer)
+    return _score_layer(layer)
