@@ -247,7 +247,8 @@ def test_guard_mteb_uses_data_a_task_already_holds_and_leaves_it_loaded(model, d
     held = task.dataset
     task.load_data()  # would reach for the (offline) hub if mteb did not check data_loaded first
     assert task.dataset is held
-    result = mteb.evaluate(LayerEncoder(model, 1, config=CONFIG), task, cache=None, show_progress_bar=False)
+    encoder = LayerEncoder.from_model(model, 1, config=CONFIG)
+    result = mteb.evaluate(encoder, task, cache=None, show_progress_bar=False)
     assert 0 < abs(result.task_results[0].get_score()) <= 1
     assert task.data_loaded and task.dataset is held
 
