@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from _metric_fixtures import TEXTS, tiny_gpt2, word_tokenizer
+from conftest import tiny_config
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.metrics.bimodality import dip_test
@@ -20,24 +21,14 @@ LONG = [t for t in TEXTS if len(t.split()) > 4]
 
 def _tiny_llama_words():
     """A 2-block Llama (rotary positions: none at the embedding layer) whose tokenizer adds no special tokens."""
-    from transformers import LlamaConfig, LlamaModel
+    from transformers import LlamaModel
 
     from layer_mteb.model.architectures import wrap_model
 
     tokenizer = word_tokenizer()
     torch.manual_seed(0)
-    config = LlamaConfig(
-        num_hidden_layers=2,
-        hidden_size=32,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-        max_position_embeddings=128,
-        vocab_size=len(tokenizer),
-        bos_token_id=1,
-        eos_token_id=1,
-        pad_token_id=1,
-    )
+    config = tiny_config("llama", len(tokenizer))  # the suite's tiny Llama, with this tokenizer's special ids
+    config.update({"bos_token_id": 1, "eos_token_id": 1, "pad_token_id": 1})
     return wrap_model(LlamaModel(config), tokenizer, name="test/tiny-llama")
 
 
