@@ -62,7 +62,7 @@ def run_tasks(
     ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
     folder, say); a packaged model is found from its hub id and revision.
     """
-    scores = _one_setting(read_run_scores(Path(run)))
+    scores = one_setting(read_run_scores(Path(run)))
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
         if unknown:
@@ -92,7 +92,7 @@ def run_tasks(
         )
 
 
-def _one_setting(scores: pd.DataFrame) -> pd.DataFrame:
+def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
     """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
     own) give way to rows of the same layer that name the attention."""
     if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.label_budget import DEFAULT_DRAWS, FULL, _one_setting, judge, pick_layers, run_tasks
+from layer_mteb.analysis.label_budget import DEFAULT_DRAWS, FULL, judge, one_setting, pick_layers, run_tasks
 from layer_mteb.analysis.runs import read_run_scores
 from layer_mteb.analysis.selection import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
@@ -72,7 +72,7 @@ def baseline_rows(run: str | Path) -> pd.DataFrame:
     """Mean regret and gain over the run's tasks of the last layer, the paper's rule and the best label-free
     selector (lowest mean regret; the oracle excluded), from the same full-split scores. Without ``metrics.csv``
     only the last layer."""
-    scores = _one_setting(read_run_scores(Path(run)))
+    scores = one_setting(read_run_scores(Path(run)))
     model = str(scores["model"].iloc[0])
     try:
         selection = select_layers(scores=scores, metrics=read_metrics(run), per_task=True)

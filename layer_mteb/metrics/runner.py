@@ -136,7 +136,7 @@ class TaskTextMetrics:
         came from a stored cache and so never went through a forward pass here."""
         self.parts = []
         observer = self.observe(len(texts))
-        encode_all_layers(self.model, texts, config, progress=progress, on_batch=observer, into=_discard)
+        encode_all_layers(self.model, texts, config, progress=progress, on_batch=observer, into=discard_vectors)
 
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
         """Tidy ``metrics.csv`` rows, texts ``encoded:<task>``: every text the task's evaluator encodes, which is
@@ -267,7 +267,7 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
     return add
 
 
-def _discard(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
+def discard_vectors(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
     """A pooled-vector sink that keeps nothing: a pass run only for its token metrics."""
 
 

@@ -30,7 +30,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.bimodality import dip_table
 from layer_mteb.metrics.entropy import normalize_entropy
 from layer_mteb.metrics.perturb import TESTS, perturb, random_prompts, special_ends, vocabulary_size
-from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics
+from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
 from layer_mteb.metrics.stress_table import STRESS_COLUMNS, record_run, write_stress
 from layer_mteb.metrics.texts import load_texts
 from layer_mteb.model.architectures import LoadedModel
@@ -181,7 +181,7 @@ class _Run:
     def entropies(self, ids: list[np.ndarray]) -> dict[str, np.ndarray]:
         """normalisation -> [L+1, n] per-prompt prompt entropies (NaN: a prompt under 2 tokens)."""
         observer = TokenMetrics(self.model.n_layers + 1, len(ids), MetricSettings(views=0, alpha=self.settings.alpha))
-        encode_token_ids(self.model, ids, self.config, progress=self.progress, on_batch=observer, into=_discard)
+        encode_token_ids(self.model, ids, self.config, progress=self.progress, on_batch=observer, into=discard_vectors)
         tokens = observer.lengths.clamp(min=2)
         # all tokens identical (>= 2 of them, nothing left after centring): the minimum entropy, 0
         defined = observer.entropy_valid | (observer.lengths >= 2)
@@ -209,7 +209,3 @@ class _Run:
         if missing.any():
             logger.warning("%s %s: %d prompt(s) under 2 tokens have no entropy", test, level, missing.sum() // n_states)
         return frame[~missing]
-
-
-def _discard(layer: int, rows, vectors: torch.Tensor) -> None:
-    """Pooled vectors are not needed here: only the token states' entropies are kept."""
