@@ -13,6 +13,8 @@ import logging
 from pathlib import Path
 
 from layer_mteb.common.files import write_json
+from layer_mteb.common.timing import peak_rss_bytes
+from layer_mteb.evaluation.workers import usable_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,26 @@ def write_run_log(path: Path, kept: list[dict], new: list[dict]) -> None:
     """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced."""
     redone = {_unit(entry) for entry in new}
     write_json(path, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+
+
+def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_encoded: int) -> dict[str, object]:
+    """A task's time breakdown for its ``run.json`` entry.
+
+    ``seconds``: the task's wall time and each phase (``evaluators`` summed over layers, whichever process ran
+    them). ``forward_texts_per_second``: texts encoded per second in the model. ``overhead_ratio``: wall time over
+    the time the two unavoidable parts would take back to back, the model's forward and the evaluators spread over
+    the cores that ran them (1.0 = nothing else costs time); None when nothing was encoded or evaluated.
+    ``peak_rss_bytes``: the process's peak so far (and of its finished evaluation workers), not this task's alone.
+    """
+    seconds = {"wall": wall, **phases}
+    forward, evaluators = phases.get("forward", 0.0), phases.get("evaluators", 0.0)
+    bare = forward + evaluators / max(1, min(eval_workers, usable_cpus()))
+    return {
+        "seconds": {phase: round(value, 3) for phase, value in seconds.items()},
+        "forward_texts_per_second": round(texts_encoded / forward, 1) if forward > 0 and texts_encoded else None,
+        "overhead_ratio": round(wall / bare, 3) if bare > 0 else None,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
 
 
 def _unit(entry: dict) -> tuple[object, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.runlog import read_run_log, write_run_log
+from layer_mteb.evaluation.runlog import read_run_log, time_record, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, check_eval_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel
@@ -198,7 +199,9 @@ def _sweep_task(
     progress: bool,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
-    loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
+    start = time.perf_counter()
+    loaded_here = load_data_once(task)
+    load_seconds = time.perf_counter() - start  # once; mteb.evaluate keeps data it did not load itself
     hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
     metrics = _task_text_metrics(loaded) if record.task_metrics else None
@@ -228,7 +231,9 @@ def _sweep_task(
         result = _evaluate(encoder, task, record.results, overwrite)
         return score_rows(result.task_results[0], task=task, encoder=encoder, data=settings.data)
 
-    _score_layers(score, task, cache, settings, layer_ids, record, entry, overwrite=overwrite, progress=progress)
+    evaluation = _score_layers(
+        score, task, cache, settings, layer_ids, record, entry, overwrite=overwrite, progress=progress
+    )
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
@@ -238,7 +243,10 @@ def _sweep_task(
         )
     entry["texts_truncated"] = cache.n_truncated
     if metrics is not None and record.output is not None:
-        _write_task_metrics(metrics, cache, task, settings, record.output, progress)
+        with cache.times.phase("task_metrics"):
+            _write_task_metrics(metrics, cache, task, settings, record.output, progress)
+    phases = {"load_data": load_seconds, **cache.times.seconds, **evaluation}
+    entry.update(time_record(phases, time.perf_counter() - start, settings.eval_workers, entry["texts_encoded"]))
     random_state.restore(task)  # the task object is left as the sweep found it
     if loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays for the next unit
         task.unload_data()
@@ -263,9 +271,10 @@ def _score_layers(
     *,
     overwrite: bool,
     progress: bool,
-) -> None:
+) -> dict[str, float]:
     """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
-    ``entry`` counting what was encoded, evaluated and reused."""
+    ``entry`` counting what was encoded, evaluated and reused. Returns the seconds the evaluators took (summed over
+    layers, whichever process ran them), those spent reading stored results back, and the scoring loop's wall time."""
     reused = {
         layer: not overwrite and _has_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
         for layer in layer_ids
@@ -282,7 +291,16 @@ def _score_layers(
     rest = layer_ids[len(first) :]
     workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache, known is not None)
     bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
-    for layer, rows in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
+    start, evaluators, reading = time.perf_counter(), 0.0, 0.0
+    encoding = cache.encoding_seconds()
+    for layer, rows, seconds in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
+        # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
+        seconds -= cache.encoding_seconds() - encoding
+        encoding = cache.encoding_seconds()
+        if reused[layer]:
+            reading += seconds  # mteb read a stored result back
+        else:
+            evaluators += seconds
         if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
             cache.save()
         entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
@@ -290,6 +308,7 @@ def _score_layers(
         record.unit_done(rows)
         bar.update()
     bar.close()
+    return {"evaluators": evaluators, "results_read": reading, "evaluation_wall": time.perf_counter() - start}
 
 
 def _workers(requested: int, n_layers: int, cache: LayerCache, prefilled: bool) -> int:

@@ -15,8 +15,10 @@ import logging
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
+from typing import NamedTuple
 
 from threadpoolctl import threadpool_limits
 
@@ -58,8 +60,17 @@ def affordable_workers(requested: int, n_layers: int, cache) -> int:
 _COPIES = 4
 
 
-def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -> Iterator[tuple[int, list[dict]]]:
-    """(layer, score rows) for each of ``layers``, in that order; ``workers`` > 1 evaluates them in forked processes.
+class ScoredLayer(NamedTuple):
+    """One layer's score rows and the seconds its evaluation took (in the process that ran it)."""
+
+    layer: int
+    rows: list[dict]
+    seconds: float
+
+
+def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -> Iterator[ScoredLayer]:
+    """A :class:`ScoredLayer` for each of ``layers``, in that order; ``workers`` > 1 evaluates them in forked
+    processes.
 
     ``score_layer`` must not need anything a forked child lacks (a CUDA context, open GPU tensors): the sweep moves
     the task's vectors to host memory before asking for more than one worker.
@@ -68,14 +79,15 @@ def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for layer in layers:
             with one_thread():
-                rows = score_layer(layer)
-            yield layer, rows
+                rows, seconds = _timed(score_layer, layer)
+            yield ScoredLayer(layer, rows, seconds)
         return
     global _score_layer
     _score_layer = score_layer
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker)
     try:
-        yield from zip(layers, pool.imap(_run, layers), strict=True)
+        for layer, (rows, seconds) in zip(layers, pool.imap(_run, layers), strict=True):
+            yield ScoredLayer(layer, rows, seconds)
         pool.close()
     except BaseException:  # Ctrl-C or a failing layer: stop every worker before passing it on
         pool.terminate()
@@ -118,6 +130,12 @@ def _die_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _run(layer: int) -> list[dict]:
+def _run(layer: int) -> tuple[list[dict], float]:
     assert _score_layer is not None
-    return _score_layer(layer)
+    return _timed(_score_layer, layer)
+
+
+def _timed(score_layer: ScoreLayer, layer: int) -> tuple[list[dict], float]:
+    start = time.perf_counter()
+    rows = score_layer(layer)
+    return rows, time.perf_counter() - start

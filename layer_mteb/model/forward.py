@@ -16,6 +16,7 @@ import torch
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.progress import progress as progress_bar
+from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.pooling import iter_readout, pool, readout_layers
 
@@ -43,6 +44,7 @@ def encode_all_layers(
     on_batch: BatchObserver | None = None,
     depth: int | None = None,
     into: PooledSink | None = None,
+    times: PhaseTimes | None = None,
 ) -> tuple[torch.Tensor | None, int]:
     """One forward pass per text -> ([depth+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated).
 
@@ -50,12 +52,16 @@ def encode_all_layers(
 
     ``depth`` (default: the last block) is the deepest layer wanted; the forward stops after that block. Each layer
     is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
-    one batch.
+    one batch. ``times`` (when given) adds the seconds spent tokenising, in the model, pooling and in ``on_batch``.
     """
-    token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
+    times = times if times is not None else PhaseTimes()
+    with times.phase("tokenize"):
+        token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
     if n_truncated:
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
-    out = encode_token_ids(model, token_ids, config, progress=progress, on_batch=on_batch, depth=depth, into=into)
+    out = encode_token_ids(
+        model, token_ids, config, progress=progress, on_batch=on_batch, depth=depth, into=into, times=times
+    )
     return out, n_truncated
 
 
@@ -68,9 +74,11 @@ def encode_token_ids(
     on_batch: BatchObserver | None = None,
     depth: int | None = None,
     into: PooledSink | None = None,
+    times: PhaseTimes | None = None,
 ) -> torch.Tensor | None:
     """:func:`encode_all_layers` for prompts given as token ids (special tokens included, fed as they are): for
     callers that build or perturb the ids themselves, so a prompt's length is exactly what they chose."""
+    times = times if times is not None else PhaseTimes()
     depth = model.n_layers if depth is None else depth
     out = None
     if into is None:
@@ -87,9 +95,10 @@ def encode_token_ids(
     bar = progress_bar(len(token_ids), "encoding", "texts", enabled=progress)
     with torch.inference_mode(), running:
         for batch in batches:
-            padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
-            padded = {k: v.to(model.device) for k, v in padded.items()}
-            hidden_states = model.hidden_states(**padded, **model.forward_options)
+            with times.phase("forward"):
+                padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
+                padded = {k: v.to(model.device) for k, v in padded.items()}
+                hidden_states = model.hidden_states(**padded, **model.forward_options)
             expected = (max(depth, 1) if stop_early else model.n_layers) + 1
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
@@ -100,10 +109,13 @@ def encode_token_ids(
             if on_batch is None:
                 states = iter_readout(hidden_states, final_norm, config.readout, last_normed=last_normed)
             else:
-                states = readout_layers(hidden_states, final_norm, config.readout, last_normed=last_normed)
-                on_batch(states, mask, batch)
-            for layer, state in enumerate(states):
-                into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
+                with times.phase("pooling"):
+                    states = readout_layers(hidden_states, final_norm, config.readout, last_normed=last_normed)
+                with times.phase("token_metrics"):
+                    on_batch(states, mask, batch)
+            with times.phase("pooling"):
+                for layer, state in enumerate(states):
+                    into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
             bar.update(len(batch))
     bar.close()
     return out

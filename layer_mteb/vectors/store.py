@@ -26,6 +26,7 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.common.threads import torch_threads
+from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import BatchObserver, encode_all_layers
 from layer_mteb.model.loading import cache_root
@@ -73,11 +74,17 @@ class LayerCache:
         self._spill: Path | None = None
         self.n_truncated = 0
         self._forward_threads = torch.get_num_threads()
+        self.times = PhaseTimes(config.device)  # seconds of this cache's forward passes and file I/O, by phase
         if path is not None:
-            self._load(path)
+            with self.times.phase("cache_io"):
+                self._load(path)
 
     def __len__(self) -> int:
         return len(self.index)
+
+    def encoding_seconds(self) -> float:
+        """Seconds this cache has spent encoding texts so far (file I/O not included)."""
+        return sum(seconds for phase, seconds in self.times.seconds.items() if phase != "cache_io")
 
     @property
     def on_disk(self) -> bool:
@@ -101,7 +108,13 @@ class LayerCache:
         observer = self.observe(len(missing)) if self.observe is not None else None
         if not self._segments and peak <= self.budget:
             vectors, n_truncated = encode_all_layers(
-                self.model, missing, self.config, progress=self.progress, on_batch=observer, depth=self.depth
+                self.model,
+                missing,
+                self.config,
+                progress=self.progress,
+                on_batch=observer,
+                depth=self.depth,
+                times=self.times,
             )
             self._append(missing, vectors)
         else:
@@ -123,6 +136,7 @@ class LayerCache:
                     on_batch=observer,
                     depth=self.depth,
                     into=writer.write,
+                    times=self.times,
                 )
                 segment, written = writer.finish()
             self._add_segment(segment, written)
@@ -178,6 +192,10 @@ class LayerCache:
         path = path or self.path
         if path is None:
             raise ValueError("no path to save the cache to")
+        with self.times.phase("cache_io"):
+            self._save(path)
+
+    def _save(self, path: Path) -> None:
         if self._spill is not None and self._spill != path / "layers":  # a temporary store: move it into place
             if self._spill.is_dir():
                 shutil.rmtree(path / "layers", ignore_errors=True)
