@@ -56,7 +56,8 @@ class Policy:
 
     def selector_for(self, model: str) -> Selector:
         """The study selector this policy applies to ``model``, renamed ``auto`` so tables say who picked."""
-        return dataclasses.replace(by_name(self.rule_for(model).selector), name=AUTO)
+        chosen = by_name(self.rule_for(model).selector)
+        return dataclasses.replace(chosen, name=AUTO, acts_as=chosen.name)
 
     def describe(self, model: str) -> str:
         """One line: which rule was used for ``model`` and why, with the policy's provenance."""
