@@ -55,12 +55,14 @@ results/%/correlation.csv:
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
 
 # The paper from the authors' released per-layer results (../shared/reference, see its SOURCE.md) beside the four
-# real-model runs above: Table 1, Figure 1, training progression, correlations, selector study (offline, minutes).
+# real-model runs above: Table 1, Figure 1, training progression, correlations, selector study (offline, minutes),
+# and the policy `layer-mteb select --by auto` ships (trained on every study model; rewritten only when it changes).
 REFERENCE ?= $(abspath ../shared/reference)
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
-	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS))
+	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
+		--policy layer_mteb/analysis/auto_selector.json
 
 # The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every
 # paper run folder that exists (override with LABEL_RUNS="results/a results/b"); models already in the files stay.

@@ -14,6 +14,7 @@ from typing import TypedDict
 
 import pandas as pd
 
+from layer_mteb.analysis.auto import AUTO, load_policy
 from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.analysis.selectors import BASELINES, ModelData, Selector, by_name, evaluate
@@ -66,7 +67,8 @@ def select_layers(
     ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     ``by`` may also name a selector of the paper's study (:func:`~.selectors.by_name`, e.g.
-    ``dataset_entropy@own:from=0.25``; one on own texts picks per task). Ties go to the deeper layer and "last" is
+    ``dataset_entropy@own:from=0.25``; one on own texts picks per task), or ``auto``: the rule the study chose for
+    the model's kind (:mod:`~.auto`), in rows named ``auto``. Ties go to the deeper layer and "last" is
     layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
     scores, metrics = load_run(run, scores, metrics, metric_readout)
@@ -87,8 +89,9 @@ def selection_file(by: str | list[str] | None = None) -> str:
 
 
 def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
-    study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS else None
-    names = None if by is None or study is not None else [by] if isinstance(by, str) else list(by)
+    policy = load_policy() if by == AUTO else None
+    study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS and policy is None else None
+    names = None if by is None or study is not None or policy is not None else [by] if isinstance(by, str) else list(by)
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
@@ -102,7 +105,9 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
             readout=dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True)),
         )
         candidates = [Selector(name) for name in BASELINES]
-        if study is not None:
+        if policy is not None:
+            candidates.append(policy.selector_for(str(model)))
+        elif study is not None:
             candidates.append(study)
         else:
             # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
@@ -117,7 +122,10 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
 
 
 def needs_own_texts(by: str | list[str] | None) -> bool:
-    """Whether ``by`` names a study selector on each task's own texts, which can pick only per task."""
+    """Whether ``by`` names a study selector on each task's own texts (or is ``auto`` with a rule that does),
+    which can pick only per task."""
+    if by == AUTO:
+        return any(by_name(rule.selector).source == "own" for rule in load_policy().rules.values())
     return isinstance(by, str) and by not in DIRECTIONS and by_name(by).source == "own"
 
 

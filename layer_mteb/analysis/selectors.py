@@ -24,9 +24,6 @@ WINDOWS = (0.0, 0.25, 0.5, 0.75)
 DEPTHS = tuple(round(d, 1) for d in np.arange(0.1, 1.01, 0.1))
 #: What ``layer-mteb select`` always reports beside the metric picks.
 BASELINES = ("last_layer", "middle_layer", "oracle")
-#: The metric-based selector the study recommends (least mean regret of the metric selectors over all models with
-#: metrics, results/paper/selector_leaderboard.csv; its leave-one-model-out record is results/paper/lomo.csv).
-RECOMMENDED = "dataset_entropy@own:from=0.25"
 
 
 @dataclass(frozen=True)
@@ -57,23 +54,26 @@ def texts_of(source: str | None, task: str) -> str:
 class Selector:
     """A picker: a metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``, a fixed
     relative depth, or a baseline. ``name``: ``<metric>@<own|wikitext>[:from=<depth>]``, ``depth=<d>``,
-    ``last_layer``, ``middle_layer``, ``oracle``, or a bare metric (``select``'s per-source rows)."""
+    ``last_layer``, ``middle_layer``, ``oracle``, or a bare metric (``select``'s per-source rows). ``acts_as``: the
+    selector whose picks a renamed one makes (``auto`` acting as the rule it applies)."""
 
     name: str
     metric: str | None = None
     source: str | None = None
     from_depth: float = 0.0
     depth: float | None = None
+    acts_as: str = ""
 
     def pick(self, model: ModelData, task: str) -> int | None:
         layers = model.layers(task)
+        kind = self.acts_as or self.name
         if layers.empty:
             return None
-        if self.name == "last_layer":
+        if kind == "last_layer":
             return model.n_layers if model.n_layers in layers else None
-        if self.name == "oracle":
+        if kind == "oracle":
             return extremum_layer(model.scores[task].dropna(), "max")
-        if self.depth is not None or self.name == "middle_layer":
+        if self.depth is not None or kind == "middle_layer":
             return nearest_layer(layers, (self.depth if self.depth is not None else 0.5) * model.n_layers)
         values = model.curve(str(self.metric), str(self.source), task)
         if values is None:
@@ -100,8 +100,8 @@ def by_name(name: str) -> Selector:
     if name not in found:
         raise UserError(
             f"unknown metric or selector {name!r}: use a metric ({', '.join(DIRECTIONS)}), or "
-            f"<metric>@<own|wikitext>[:from=0.25|0.50|0.75], depth=0.1…1.0, last_layer, middle_layer, oracle "
-            f"(recommended: {RECOMMENDED})"
+            f"<metric>@<own|wikitext>[:from=0.25|0.50|0.75], depth=0.1…1.0, last_layer, middle_layer, oracle, "
+            f"or auto (the study's choice per kind of model; docs/selection.md)"
         )
     return found[name]
 

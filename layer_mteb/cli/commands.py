@@ -202,6 +202,12 @@ def select(args: argparse.Namespace) -> None:
         select_by_labels(args)
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
+    if args.by == "auto":  # which rule picked for each model, and why
+        from layer_mteb.analysis.auto import load_policy
+
+        policy = load_policy()
+        for model in selection["model"].unique():
+            print(policy.describe(str(model)))
     print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
 
 

@@ -227,7 +227,8 @@ def _add_select(commands) -> None:
         "--by",
         default=None,
         help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
-        "e.g. dataset_entropy@own:from=0.25 (own texts: picks per task) or depth=0.8; writes selection.<by>.csv",
+        "e.g. dataset_entropy@own:from=0.25 (own texts: picks per task) or depth=0.8, or auto (the study's choice "
+        "for the model's kind, printed with why); writes selection.<by>.csv",
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
     _add_metric_readout(select)

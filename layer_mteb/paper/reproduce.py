@@ -1,6 +1,7 @@
 """``python -m layer_mteb.paper``: the paper's results regenerated from the authors' released per-layer scores and
 metrics, beside this project's own runs, written to one folder (``results/paper``): Table 1, Figure 1, the training
-progression, the correlations and the selector study with its leave-one-model-out choice.
+progression, the correlations and the selector study with its leave-one-model-out and leave-one-family-out
+choices (and, with ``--policy``, the policy ``select --by auto`` ships).
 
 Offline and deterministic: the same inputs give the same bytes (figures without creation dates, seeded tests).
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis import study
+from layer_mteb.analysis.auto import write_policy
 from layer_mteb.analysis.correlation import correlate
 from layer_mteb.analysis.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.runs import load_run
@@ -53,8 +55,11 @@ def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         return scores, None
 
 
-def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS) -> list[Path]:
-    """Everything the README's "Reproducing the paper" section shows, written into ``output``."""
+def reproduce(
+    reference: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS, policy: Path | None = None
+) -> list[Path]:
+    """Everything the README's "Reproducing the paper" section shows, written into ``output``; with ``policy``, the
+    ``select --by auto`` policy trained on every study model is written there too (:func:`~.study.train_policy`)."""
     started = time.perf_counter()
     release = release_scores(reference / "official_layer_scores.csv")
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
@@ -100,8 +105,12 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
+    lofo = study.leave_one_family_out(models)
+    write("lofo.csv", lofo)
+    if policy is not None:
+        written.append(write_policy(study.train_policy(models, lofo), policy))
     written += prompt_length.reproduce(reference, runs, output)
-    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations)
+    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo)
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
     logger.warning("results/paper written in %.0f s", time.perf_counter() - started)
@@ -134,11 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", action="append", default=[], help="one of this project's run folders (repeatable)")
     parser.add_argument("--output", default="results/paper")
     parser.add_argument("--permutations", type=int, default=PERMUTATIONS)
+    parser.add_argument(
+        "--policy", default=None, help="also write the `select --by auto` policy trained on every study model here"
+    )
     args = parser.parse_args(argv)
     reference = Path(args.reference)
     if not (reference / "official_layer_scores.csv").is_file():
         print(f"error: no official_layer_scores.csv in {reference}; pass --reference", flush=True)
         return 2
-    paths = reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations)
+    policy = Path(args.policy) if args.policy else None
+    paths = reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
     print(f"{len(paths)} files in {args.output}")
     return 0

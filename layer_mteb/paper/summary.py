@@ -22,8 +22,9 @@ def summary_markdown(
     board: pd.DataFrame,
     figure_tasks: dict[str, list[str]],
     permutations: int,
+    lofo: pd.DataFrame | None = None,
 ) -> str:
-    """Table 1 (paper vs release), every model's row, the LOMO record and the selector leaderboard."""
+    """Table 1 (paper vs release), every model's row, the LOMO and LOFO records and the selector leaderboard."""
     t = [("paper row", "paper row", text), ("paper", "paper", text), ("release", "release", text)]
     t += [("difference", "difference", text), ("why", "why", text)]
     r = [("model", "model", text), ("source", "source", text), ("n_tasks", "tasks", integer)]
@@ -47,6 +48,7 @@ def summary_markdown(
         f"Mean over held-out models: regret {means['regret']:.2f} (paper rule {means['paper_rule_regret']:.2f}, "
         f"ratio {means['regret'] / means['paper_rule_regret']:.2f}), gain {means['gain']:+.2f} "
         f"(paper rule {means['paper_rule_gain']:+.2f}); worst held-out gain vs last {worst:+.2f}.",
+        *(lofo_markdown(lofo) if lofo is not None else []),
         "## Selector leaderboard (all models; regret averaged per model, each model weighs the same)",
         markdown_table(board, b),
         "## Task sets",
@@ -55,3 +57,33 @@ def summary_markdown(
         f"(smallest possible p = {1 / (permutations + 1):.4f}).",
     ]
     return "\n\n".join(parts) + "\n"
+
+
+def lofo_markdown(lofo: pd.DataFrame) -> list[str]:
+    """The leave-one-family-out record: per held-out model, per family (its models averaged) and over models."""
+    columns = [("held_out_family", "held-out family", text), ("model", "model", text), ("selector", "rule", text)]
+    columns += [("n_tasks", "tasks", integer), ("regret", "regret", _num), ("gain", "gain vs last", _signed)]
+    columns += [("last_regret", "last-layer regret", _num), ("paper_rule_regret", "paper rule regret", _num)]
+    numbers = ["regret", "gain", "last_regret", "paper_rule_regret"]
+    families = lofo.groupby("held_out_family", sort=False)[numbers].mean().reset_index()
+    families["model"] = (
+        lofo.groupby("held_out_family", sort=False)["model"]
+        .size()
+        .map(lambda n: f"{n} model{'s' if n > 1 else ''}")
+        .values
+    )
+    families["selector"] = (
+        lofo.groupby("held_out_family", sort=False)["selector"].agg(lambda s: ", ".join(dict.fromkeys(s))).values
+    )
+    families["n_tasks"] = lofo.groupby("held_out_family", sort=False)["n_tasks"].sum().values
+    means = lofo[numbers].mean()
+    return [
+        "## Leave-one-family-out (the `select --by auto` policy, fitted on the other families)",
+        markdown_table(lofo, columns),
+        "Per held-out family (its models averaged):",
+        markdown_table(families, columns),
+        f"Mean over {len(lofo)} held-out models of {lofo['held_out_family'].nunique()} families: regret "
+        f"{means['regret']:.2f} (last layer {means['last_regret']:.2f}, paper rule {means['paper_rule_regret']:.2f}); "
+        f"worst held-out gain vs last {lofo['gain'].min():+.2f}; mean over families: regret "
+        f"{families['regret'].mean():.2f} (last layer {families['last_regret'].mean():.2f}).",
+    ]

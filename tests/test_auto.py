@@ -1,0 +1,175 @@
+"""``select --by auto``: model families and kinds, the policy fitted on other families, leave-one-family-out that
+never reads the held-out family's scores before its pick, and the shipped policy file with its provenance."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _metric_fixtures import run_tables
+from test_paper import REFERENCE
+
+from layer_mteb.analysis import auto, study
+from layer_mteb.analysis.families import family_of
+from layer_mteb.analysis.selection import select_layers
+from layer_mteb.analysis.selectors import PAPER_RULE, ModelData, by_name, evaluate
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import write_scores
+from layer_mteb.metrics.table import write_metrics
+
+CANDIDATES = [by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "embedding"),
+    [
+        ("Pythia/410m", "pythia", False),
+        ("EleutherAI/pythia-70m", "pythia", False),
+        ("roberta_mean_pooling/base", "roberta", False),  # not bert, though the name contains it
+        ("bert/base", "bert", False),
+        ("mamba/790m", "mamba", False),
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2", False),
+        ("google/gemma-3-270m", "gemma", False),
+        ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers", True),
+        ("minilm-l6", "sentence-transformers", True),
+        ("LLM2Vec-mntp-unsup-simcse/8B", "llm2vec", True),
+        ("McGill-NLP/LLM2Vec-Meta-Llama-3-8B-Instruct-mntp", "llm2vec", True),
+        ("acme/new-model", "acme/new-model", False),  # unknown: a family of its own
+    ],
+)
+def test_the_family_table(name: str, family: str, embedding: bool) -> None:
+    found = family_of(name)
+    assert (found.name, found.embedding) == (family, embedding)
+    assert auto.kind_of(name) == ("embedding" if embedding else "base")
+
+
+def test_a_local_sentence_transformers_pipeline_is_an_embedding_model(tmp_path: Path) -> None:
+    assert not family_of(str(tmp_path)).embedding
+    (tmp_path / "modules.json").write_text("[]")
+    assert family_of(str(tmp_path)).embedding and "sentence-transformers pipeline" in family_of(str(tmp_path)).why
+
+
+def synthetic(name: str, peaks: dict[str, int], n_layers: int = 10) -> ModelData:
+    """A model whose every task peaks at one layer, and whose own-text prompt entropy is lowest exactly there."""
+    layers = pd.RangeIndex(n_layers + 1)
+    scores = pd.DataFrame({task: [50.0 - 5 * abs(k - peak) for k in layers] for task, peak in peaks.items()})
+    metrics = {
+        ("prompt_entropy", f"task:{task}"): pd.Series([1.0 + abs(k - peak) for k in layers], index=layers)
+        for task, peak in peaks.items()
+    }
+    return ModelData(name, n_layers, scores.set_axis(layers), metrics)
+
+
+def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_one() -> None:
+    training = [
+        synthetic("Pythia/a", {"T1": 2, "T2": 7, "T3": 4}),
+        synthetic("bert/b", {"T1": 5, "T2": 1, "T3": 9}),
+        synthetic("gemma/c", {"T1": 3, "T2": 6, "T3": 8}),
+    ]
+    new = synthetic("smollm2/d", {"T1": 3, "T2": 6, "T3": 1})
+    summary = study.per_model(evaluate(training, CANDIDATES))
+    policy = study.fit_policy(summary, [c.name for c in CANDIDATES])
+    assert policy.rules["base"].selector == PAPER_RULE
+    assert policy.rules["embedding"].selector == "last_layer"  # no embedding model to learn from: abstain
+    picks = evaluate([new], [policy.selector_for(new.name)])
+    assert picks.set_index("task")["chosen_layer"].to_dict() == {"T1": 3, "T2": 6, "T3": 1}
+    assert set(picks["selector"]) == {"auto"}
+    lofo = study.leave_one_family_out([*training, new], CANDIDATES)
+    assert (lofo["selector"] == PAPER_RULE).all() and lofo["regret"].max() == pytest.approx(0)
+
+
+def test_one_family_is_no_evidence_and_a_small_gain_is_no_reason_to_leave_the_last_layer() -> None:
+    training = [synthetic("Pythia/a", {"T1": 2, "T2": 7}), synthetic("Pythia/b", {"T1": 5, "T2": 1})]
+    summary = study.per_model(evaluate(training, CANDIDATES))
+    rule = study.fit_rule(summary, [c.name for c in CANDIDATES], margin=0.0)
+    assert rule.selector == "last_layer" and "one family only (pythia)" in rule.reason
+    two = [*training, synthetic("bert/c", {"T1": 9, "T2": 9})]
+    summary = study.per_model(evaluate(two, CANDIDATES))
+    assert study.fit_rule(summary, [c.name for c in CANDIDATES], margin=0.0).selector == PAPER_RULE
+    gain = study.across_models(summary).set_index("selector").loc[PAPER_RULE, "gain"]
+    abstained = study.fit_rule(summary, [c.name for c in CANDIDATES], margin=gain + 0.1)
+    assert abstained.selector == "last_layer" and "< margin" in abstained.reason
+
+
+SCORES = {"A": [0.1, 0.3, 0.7, 0.5, 0.4], "B": [0.2, 0.6, 0.4, 0.3, 0.5]}
+METRICS = {("prompt_entropy", "task:A"): [0.9, 0.8, 0.2, 0.6, 0.7], ("prompt_entropy", "wikitext"): [1, 1, 1, 1, 1]}
+
+
+def test_an_embedding_model_abstains_to_its_last_layer() -> None:
+    scores, metrics = run_tables(SCORES, METRICS, model="sentence-transformers/all-MiniLM-L6-v2")
+    frame = select_layers(scores=scores, metrics=metrics, by="auto", per_task=True).set_index(["task", "selector"])
+    assert frame.loc[("A", "auto"), "chosen_layer"] == 4 and frame.loc[("A", "oracle"), "chosen_layer"] == 2
+    assert frame.loc[("B", "auto"), "gain"] == 0
+
+
+def test_a_base_model_gets_the_shipped_base_rule() -> None:
+    scores, metrics = run_tables(SCORES, METRICS, model="EleutherAI/pythia-70m")
+    rule = auto.load_policy().rules["base"].selector
+    picked = select_layers(scores=scores, metrics=metrics, by="auto", per_task=True)
+    direct = select_layers(scores=scores, metrics=metrics, by=rule, per_task=True)
+    assert (
+        picked.query("selector == 'auto'")["chosen_layer"].tolist()
+        == direct.query("selector == @rule")["chosen_layer"].tolist()
+    )
+
+
+def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_path: Path, capsys) -> None:
+    from layer_mteb.cli import main
+
+    scores, metrics = run_tables(SCORES, METRICS, model="sentence-transformers/all-MiniLM-L6-v2")
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    assert main(["select", "--run", str(tmp_path), "--by", "auto", "--per-task"]) == 0
+    out = capsys.readouterr().out
+    line = r"auto \(v1, trained on \d+ models of \d+ families\): sentence-transformers/all-MiniLM-L6-v2: "
+    line += r"embedding model \(sentence-transformers pipeline[^)]*\)\): .+ -> last_layer"
+    assert re.search(line, out), out
+    assert (tmp_path / "selection.auto.csv").is_file()
+
+
+def test_the_shipped_policy_says_what_it_was_trained_on() -> None:
+    policy = auto.load_policy()
+    assert set(policy.rules) == {"embedding", "base"} and policy.version == auto.VERSION
+    assert len(policy.models) >= 10 and len(policy.families) >= 7 and policy.package_version and policy.date
+    assert {"lofo_mean_regret", "lofo_worst_gain", "last_layer_mean_regret"} <= set(policy.record)
+    for rule in policy.rules.values():
+        by_name(rule.selector)  # every rule is a study selector
+
+
+def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_changes(tmp_path: Path) -> None:
+    policy = auto.Policy({"embedding": auto.Rule("last_layer", "x"), "base": auto.Rule("depth=0.8", "y")}, 0.5)
+    path = auto.write_policy(auto.Policy(**{**policy.__dict__, "date": "2026-01-01"}), tmp_path / "p.json")
+    before = path.read_bytes()
+    auto.write_policy(auto.Policy(**{**policy.__dict__, "date": "2027-01-01"}), path)
+    assert path.read_bytes() == before
+    assert auto.load_policy(path).rules == policy.rules
+    path.write_text(json.dumps({"rules": {}}))
+    with pytest.raises(UserError, match="regenerate"):
+        auto.load_policy(path)
+
+
+@pytest.mark.skipif(not (REFERENCE / "official_layer_scores.csv").is_file(), reason="the authors' release is absent")
+@pytest.mark.parametrize("family", ["pythia", "bert", "roberta"])
+def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: str) -> None:
+    from layer_mteb.analysis.importing import import_metrics_table, release_scores
+
+    names = ["Pythia/14m", "Pythia/70m", "bert/base", "roberta_mean_pooling/base"]
+    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
+    models = study.study_models(scores, metrics)
+    before = study.leave_one_family_out(models, CANDIDATES).set_index("model")
+    changed = [
+        ModelData(m.name, m.n_layers, m.scores.iloc[::-1].set_axis(m.scores.index), m.metrics)
+        if family_of(m.name).name == family
+        else m
+        for m in models
+    ]
+    after = study.leave_one_family_out(changed, CANDIDATES).set_index("model")
+    held = before.index[before["held_out_family"] == family]
+    assert len(held) >= 1
+    assert (after.loc[held, "selector"] == before.loc[held, "selector"]).all()
+    assert (after.loc[held, "margin"] == before.loc[held, "margin"]).all()
+    assert not after.loc[held, "regret"].equals(before.loc[held, "regret"])  # scored after the pick
