@@ -43,6 +43,7 @@ def task_files(root):
         "broken.yaml": "tasks: [",
         "noname.yaml": "tasks:\n  STS:\n    - {nam: STS12}\n",
         "twice.yaml": "tasks:\n  STS: [STS12]\n  STS: [BIOSSES]\n",
+        "typo.yaml": "tasks:\n  STS: [STS12, STS1]\n",
     }
     for name, text in files.items():
         (root / name).write_text(text)
@@ -74,14 +75,16 @@ CASES = {
     "NaN from the model": (["--model", "{models}/nan"], "NaN/inf"),
     # tasks
     "unknown task": (["--tasks", "STSBenchmarc"], "did you mean STSBenchmark"),
+    "two unknown tasks": (["--tasks", "STS1,BIOSES"], "2 unknown mteb tasks: 'STS1' (did you mean STS17"),
+    "unknown task in a suite file": (["--tasks", "{tmp}/typo.yaml"], "unknown mteb task 'STS1' (did you mean"),
     "empty task list": (["--tasks", " , "], "--tasks is empty"),
     "unknown suite": (["--tasks", "nosuchsuite"], "unknown mteb task"),
     "unknown suite of a file": (["--tasks", "{tmp}/schema.yaml:x"], "non-empty 'tasks:'"),
     "empty tasks.yaml": (["--tasks", "{tmp}/empty.yaml"], "non-empty 'tasks:'"),
     "tasks.yaml wrong schema": (["--tasks", "{tmp}/schema.yaml"], "mapping"),
-    "tasks.yaml unparsable": (["--tasks", "{tmp}/broken.yaml"], "cannot read task file"),
+    "tasks.yaml unparsable": (["--tasks", "{tmp}/broken.yaml"], "at line 1, column 9"),
     "tasks.yaml with a key twice": (["--tasks", "{tmp}/twice.yaml"], "duplicate key 'STS' at line 3 (first at line 2)"),
-    "tasks.yaml entry without name": (["--tasks", "{tmp}/noname.yaml"], "needs a 'name:'"),
+    "tasks.yaml entry without name": (["--tasks", "{tmp}/noname.yaml"], "noname.yaml, line 3, column 7: every task"),
     "missing tasks.yaml": (["--tasks", "{tmp}/missing.yaml"], "cannot read task file"),
     # layers
     "layer too deep": (["--layers", "9"], "out of range"),
@@ -108,8 +111,14 @@ CASES = {
     "unknown pooling": (["--pooling", "max"], "invalid choice"),
     "unknown dtype": (["--dtype", "int8"], "invalid choice"),
     "non-integer max length": (["--max-length", "ten"], "invalid int"),
+    "budget below one layer of the task": (["--max-cache-memory", "1KB"], "smallest budget that works"),
+    "budget below one vector of the model": (["--max-cache-memory", "100B"], "smaller than one pooled vector"),
+    "budget that is no size": (["--max-cache-memory", "lots"], "is not a size"),
+    "shard out of range": (["--shard", "4/4"], "--shard"),
+    "zero eval workers": (["--eval-workers", "0"], "--eval-workers"),
     # output
-    "output under a file": (["--output", "{tmp}/a-file/run"], "not writable"),
+    "output under a file": (["--output", "{tmp}/a-file/run"], "which is a file"),
+    "output that is a file": (["--output", "{tmp}/a-file"], "'{tmp}/a-file' is a file"),
 }
 
 
@@ -121,6 +130,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, models, data_d
     monkeypatch.setattr("layer_mteb.tasks.catalog.SIBLING_DATA_DIR", tmp_path / "no-shared-data")
     args, message = CASES[case]
     args = [a.format(models=models, tmp=tmp_path) for a in args]
+    message = message.format(tmp=tmp_path)
     out = tmp_path / "out"
     model = [] if "--model" in args else ["--model", str(models / "good")]  # --model adds a model: replace it
     argv = [

@@ -89,8 +89,15 @@ def test_bad_task_files_are_one_clear_error(tmp_path, content, message):
         ("tasks: {STS: [STS12], STS: [STS13]}\n", "duplicate key 'STS' at line 1 (first at line 1)"),
         (
             "tasks:\n  STS: [STS12\n  Clustering: [RedditClustering]\n",
-            "bad.yaml': while parsing a flow sequence: expected ',' or ']', but got ':' at line 3, column 13",
+            "bad.yaml': while parsing a flow sequence started at line 2, column 8: expected ',' or ']', but got ':' "
+            "at line 3, column 13",
         ),
+        ("tasks:\n  STS:\n    - {nam: STS12}\n", "bad.yaml, line 3, column 7: every task under 'STS' needs a 'name:'"),
+        (
+            "tasks:\n  STS:\n    - STS12\n    - name: STS13\n      fats: STS14\n",
+            "bad.yaml, line 4, column 7: task 'STS13' has unknown keys ['fats']",
+        ),
+        ("tasks:\n  STS: STS12\n", "bad.yaml, line 2, column 3: category 'STS' must hold a list of tasks"),
         ("tasks:\n  STS: STS12: x\n", "bad.yaml': mapping values are not allowed here at line 2, column 13"),
     ],
 )

@@ -14,10 +14,10 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Literal, get_args
 
 import pandas as pd
 
+from layer_mteb.analysis import NORMALIZATIONS, Normalization
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
@@ -58,8 +58,6 @@ RELEASE_DEPTHS = {
 _LAYER_DIR = re.compile(r"^layer_(\d+)(_last)?$")
 _SKIPPED = {"model_meta.json", "run_settings.json"}
 
-Normalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
-NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
 #: What the paper's figures plot (the authors' plotting notebook, ``layerwise_entropies.ipynb``): entropies and LiDAR
 #: divided by min(ln N, ln D) (``maxEntropy``), DiME, InfoNCE and curvature raw. A constant divisor per source, so
 #: the layer a metric selects is the same under every normalisation.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis import METRIC_READOUTS
 from layer_mteb.analysis.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
@@ -27,11 +28,6 @@ REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
-
-
-#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every text
-#: source that has raw metrics, else metrics of the scored readout itself.
-METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
 
 
 def load_run(

@@ -46,21 +46,30 @@ def _encode_config(args: argparse.Namespace):
     )
 
 
-def _output(args: argparse.Namespace) -> Path:
+def output_folder(args: argparse.Namespace) -> Path:
     """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
     rewrites the project's own tables."""
     model = args.model if isinstance(args.model, str) else args.model[0]
     return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
 
 
-def run(args: argparse.Namespace) -> None:
-    from layer_mteb.model.hub import offline_unless_reachable
+def _probe_hub_if_needed(args: argparse.Namespace) -> None:
+    """Probe the hub only when something may come from it; before mteb and datasets import (they read
+    ``HF_HUB_OFFLINE`` once)."""
+    from layer_mteb.cli.checks import hub_needed
 
-    offline_unless_reachable()  # before mteb and datasets import: they read HF_HUB_OFFLINE once
+    if hub_needed(args):
+        from layer_mteb.model.hub import offline_unless_reachable
+
+        offline_unless_reachable()
+
+
+def run(args: argparse.Namespace) -> None:
+    _probe_hub_if_needed(args)
     from layer_mteb.cli.console import print_scores
     from layer_mteb.evaluation.sweep import sweep
 
-    output = _output(args)
+    output = output_folder(args)
     frame = sweep(
         args.model,
         args.tasks,
@@ -122,9 +131,7 @@ def report(args: argparse.Namespace) -> None:
 
 
 def metrics(args: argparse.Namespace) -> None:
-    from layer_mteb.model.hub import offline_unless_reachable
-
-    offline_unless_reachable()
+    _probe_hub_if_needed(args)
     from layer_mteb.cli.console import print_metrics
     from layer_mteb.evaluation.plan import check_writable
     from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
@@ -138,7 +145,7 @@ def metrics(args: argparse.Namespace) -> None:
         alpha=args.alpha,
         seed=args.seed,
     )
-    output = _output(args)
+    output = output_folder(args)
     check_writable(output)  # an unusable --output must fail now, not after minutes of computing
     frame = compute_metrics(
         args.model,
@@ -153,18 +160,23 @@ def metrics(args: argparse.Namespace) -> None:
     print_metrics(frame, output)
 
 
-def stress(args: argparse.Namespace) -> None:
-    from layer_mteb.model.hub import offline_unless_reachable
+def parse_lengths(text: str | None) -> tuple[int, ...] | None:
+    """``--lengths 64,128`` -> (64, 128); None when not given (the stress test's own lengths)."""
+    if not text:
+        return None
+    try:
+        return tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise UserError(f"--lengths must be comma-separated token counts, got {text!r}") from None
 
-    offline_unless_reachable()
+
+def stress(args: argparse.Namespace) -> None:
+    _probe_hub_if_needed(args)
     from layer_mteb.evaluation.plan import check_writable
     from layer_mteb.metrics.stress import LENGTHS, PAPER_STRESS_SIZES, QUICK_STRESS_SIZES, StressSettings, run_stress
 
     sizes = PAPER_STRESS_SIZES if args.paper_sizes else QUICK_STRESS_SIZES
-    try:
-        lengths = tuple(int(n) for n in args.lengths.split(",")) if args.lengths else LENGTHS
-    except ValueError:
-        raise UserError(f"--lengths must be comma-separated token counts, got {args.lengths!r}") from None
+    lengths = parse_lengths(args.lengths) or LENGTHS
     settings = StressSettings(
         tests=tuple(t.strip() for t in args.tests.split(",") if t.strip()),
         n_prompts=sizes["n_prompts"] if args.n_prompts is None else args.n_prompts,
@@ -173,7 +185,7 @@ def stress(args: argparse.Namespace) -> None:
         alpha=args.alpha,
         seed=args.seed,
     )
-    output = _output(args)
+    output = output_folder(args)
     check_writable(output)
     values, dips = run_stress(
         args.model,

@@ -269,7 +269,7 @@ def _add_correlate(commands) -> None:
 
 
 def _add_metric_readout(parser) -> None:
-    from layer_mteb.analysis.runs import METRIC_READOUTS
+    from layer_mteb.analysis import METRIC_READOUTS
 
     parser.add_argument(
         "--metric-readout",
@@ -281,7 +281,7 @@ def _add_metric_readout(parser) -> None:
 
 
 def _add_import(commands) -> None:
-    from layer_mteb.analysis.importing import NORMALIZATIONS
+    from layer_mteb.analysis import NORMALIZATIONS
 
     imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")

@@ -54,6 +54,29 @@ def building(target: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def no_empty_folders_on_error(*folders: Path) -> Iterator[None]:
+    """On an error inside the block, each of ``folders`` that did not exist before it and holds no file after it is
+    removed (with its empty subfolders, deepest first as given): a failed command leaves no empty folder behind,
+    and whatever it did write stays."""
+    new = [Path(f) for f in folders if not Path(f).exists()]
+    try:
+        yield
+    except BaseException:
+        for folder in new:
+            if folder.is_dir() and not any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
+                shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def topmost_missing(folder: Path) -> Path:
+    """The outermost folder that making ``folder`` would create (``folder`` itself when its parent exists)."""
+    folder = Path(folder)
+    while not folder.parent.exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
 def content_hash(path: Path) -> str:
     """SHA-256 over every file below ``path`` (names, sizes, full contents): any changed weight changes it.
 

@@ -39,6 +39,15 @@ def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
     return sorted({resolve_layer(int(layer), n_layers) for layer in layers})
 
 
+#: deeper than any model: ``--layers`` parsed against it is checked for form alone, before the model is known
+_ANY_DEPTH = 10**6
+
+
+def check_layers(layers: str) -> None:
+    """``--layers`` is well formed (whether its layers exist is known once the model is)."""
+    parse_layers(layers, _ANY_DEPTH)
+
+
 def resolve_layer(layer: int, n_layers: int) -> int:
     """Map a possibly negative hidden-state index to 0..n_layers, or explain the valid range."""
     if not -(n_layers + 1) <= layer <= n_layers:
@@ -102,10 +111,13 @@ def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
 
 def check_writable(folder: Path) -> None:
     """Fail before any work if results could not be written (checked on the nearest existing parent)."""
-    existing = folder
-    while not existing.exists():
+    existing = Path(folder)
+    while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if existing.exists() and not existing.is_dir():
+        where = "is a file" if existing == Path(folder) else f"is inside {str(existing)!r}, which is a file"
+        raise UserError(f"output folder {str(folder)!r} {where}; choose another --output")
+    if not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(f"output folder {str(folder)!r} is not writable; choose another --output")
 
 

@@ -18,6 +18,7 @@ from mteb.results import TaskResult
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
 from layer_mteb.common.settings import RunSettings
@@ -81,15 +82,19 @@ def sweep(
     units = _units(model, revision, work, shard)
     record = _Record(output_path, shard, task_metrics)
     in_memory = _ModelInMemory(config, layers, trust_remote_code)
-    tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
-    for model_ref, model_revision, (task, data, fingerprint) in units:
-        loaded, layer_ids = in_memory.get(model_ref, model_revision)
-        # every choice the request leaves open is made here, once, and only read from now on
-        settings = resolve_settings(loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint)
-        store = store_folder(loaded, settings, task.metadata.name) if vector_cache else None
-        _sweep_task(loaded, task, settings, layer_ids, record, store, overwrite=overwrite, progress=progress)
-        tasks_bar.update()
-    tasks_bar.close()
+    made = [output_path / "mteb", topmost_missing(output_path)] if output_path is not None else []
+    with no_empty_folders_on_error(*made):  # an error before any result leaves no empty run folder
+        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
+        for model_ref, model_revision, (task, data, fingerprint) in units:
+            loaded, layer_ids = in_memory.get(model_ref, model_revision)
+            # every choice the request leaves open is made here, once, and only read from now on
+            settings = resolve_settings(
+                loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
+            )
+            store = store_folder(loaded, settings, task.metadata.name) if vector_cache else None
+            _sweep_task(loaded, task, settings, layer_ids, record, store, overwrite=overwrite, progress=progress)
+            tasks_bar.update()
+        tasks_bar.close()
     record.finish()
     if distributed and output_path is not None:
         return merge_when_all_done(output_path, shard)

@@ -16,6 +16,7 @@ from typing import Any
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.tasks.catalog import data_dir_from_env
+from layer_mteb.tasks.names import check_task_names
 from layer_mteb.tasks.texts import task_texts
 
 WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
@@ -32,6 +33,22 @@ class TextSource:
     texts: tuple[str, ...]
     task: str | None = None
     n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
+
+
+def check_texts(source: str, data_dir: str | Path | None = None) -> None:
+    """What ``--texts`` names exists: the WikiText file, a task mteb knows, or a file (no text is read)."""
+    if source == "wikitext":
+        folder = data_dir_from_env(data_dir, announce=False)
+        if folder is None or not (folder / WIKITEXT_FILE).is_file():
+            where = f"{folder}/" if folder else ""
+            raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+    elif source.startswith(TASK_TEXTS):
+        task = source.removeprefix(TASK_TEXTS).strip()
+        if not task:
+            raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
+        check_task_names([task])
+    elif not Path(source).expanduser().is_file():
+        raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
 
 
 def load_texts(

@@ -1,8 +1,9 @@
-"""Offline without being told: when the hub cannot be reached, say so once and use only locally cached files.
+"""Offline without being told: when the hub cannot be reached, say so in one INFO line and use only cached files.
 
 Without ``HF_HUB_OFFLINE``, huggingface_hub retries every request with backoff (five retries, about 30 s per file,
 each logged twice), so a hub model id on a machine without network printed some twenty retry lines and took a
-minute before its error. One short probe of the hub's address decides instead.
+minute before its error. One short probe of the hub's address decides instead; the command line runs it only when
+a model or a task's data may come from the hub, and only once its arguments have been checked.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def offline_unless_reachable() -> None:
         return
     from huggingface_hub import constants
 
-    logger.warning(
+    logger.info(
         "the hub (%s) cannot be reached: using locally cached models and data only (HF_HUB_OFFLINE=1 skips this check)",
         urlparse(constants.ENDPOINT).hostname,
     )

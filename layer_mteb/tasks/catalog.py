@@ -3,9 +3,9 @@ offline copies of task data read through the real mteb task class (its metadata,
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import yaml
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.tasks.local_data import load_local_data
+from layer_mteb.tasks.names import check_task_names, known_names, unknown_tasks_message
 from layer_mteb.tasks.spec import TaskFile, TaskSpec
 
 PACKAGED_TASK_FILE = Path(__file__).resolve().parents[1] / "tasks.yaml"
@@ -33,12 +34,12 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
     specs = []
     for category, entries in raw["tasks"].items():
         if not isinstance(entries, list):
-            raise UserError(f"{path}: category {category!r} must hold a list of tasks")
+            raise UserError(f"{path}{_where(entries, raw['tasks'])}: category {category!r} must hold a list of tasks")
         for entry in entries:
-            specs.append(_parse_entry(path, str(category), entry))
+            specs.append(_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry))
     suites = raw.get("suites") or {}
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
-        raise UserError(f"{path}: 'suites:' must map suite names to lists of task names")
+        raise UserError(f"{path}{_where(suites, raw)}: 'suites:' must map suite names to lists of task names")
     return TaskFile(str(raw.get("split", "test")), tuple(specs), {k: tuple(v) for k, v in suites.items()})
 
 
@@ -69,6 +70,42 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _Mapping(dict):
+    """A YAML mapping that remembers where it starts, so a schema error can say where."""
+
+    mark: yaml.Mark | None = None
+
+
+class _Sequence(list):
+    """A YAML sequence that remembers where it starts."""
+
+    mark: yaml.Mark | None = None
+
+
+def _located_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> Iterator[_Mapping]:
+    data = _Mapping()
+    data.mark = node.start_mark
+    yield data  # first, as PyYAML's own constructor does, so that anchors can refer to it
+    data.update(loader.construct_mapping(node))
+
+
+def _located_sequence(loader: _StrictLoader, node: yaml.SequenceNode) -> Iterator[_Sequence]:
+    data = _Sequence()
+    data.mark = node.start_mark
+    yield data
+    data.extend(loader.construct_sequence(node))
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _located_mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:seq", _located_sequence)
+
+
+def _where(*values: Any) -> str:
+    """``, line L, column C`` where the first of ``values`` that came with a position starts in its file."""
+    mark = next((v.mark for v in values if getattr(v, "mark", None) is not None), None)
+    return f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
 def _load_yaml(path: Path) -> Any:
     """The file's YAML, read strictly; unreadable files, syntax errors (with line and column) and duplicate keys
     (with the key and its line) are one line each."""
@@ -77,22 +114,29 @@ def _load_yaml(path: Path) -> Any:
     except _DuplicateKey as err:
         raise UserError(f"{path}: {err}; keep one of them") from None
     except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = ": ".join(p for p in (err.context, err.problem) if p)
-        raise UserError(f"cannot read task file {str(path)!r}: {problem}{where}") from None
+        context = err.context and f"{err.context}{_at(err.context_mark, ' started')}"
+        problem = err.problem and f"{err.problem}{_at(err.problem_mark)}"
+        raise UserError(
+            f"cannot read task file {str(path)!r}: {': '.join(p for p in (context, problem) if p)}"
+        ) from None
     except (OSError, yaml.YAMLError) as err:
         raise UserError(f"cannot read task file {str(path)!r}: {first_line(err)}") from None
 
 
-def _parse_entry(path: Path, category: str, entry: Any) -> TaskSpec:
+def _at(mark: yaml.Mark | None, what: str = "") -> str:
+    """`` at line L, column C`` (both from 1) of a YAML position, or nothing."""
+    return f"{what} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
+    """One task of a category; ``where`` names the file and the entry's line and column for errors."""
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        raise UserError(f"{path}: every task under {category!r} needs a 'name:' (got {entry!r})")
+        raise UserError(f"{where}: every task under {category!r} needs a 'name:' (got {entry!r})")
     unknown = set(entry) - {"name", "subsets", "fast", "local"}
     if unknown:
-        raise UserError(f"{path}: task {entry['name']!r} has unknown keys {sorted(unknown)}")
+        raise UserError(f"{where}: task {entry['name']!r} has unknown keys {sorted(unknown)}")
     local = dict(entry.get("local") or {})
     partial = local.pop("partial", None)
     files = {split: tuple(names if isinstance(names, list) else [names]) for split, names in local.items()}
@@ -100,14 +144,15 @@ def _parse_entry(path: Path, category: str, entry: Any) -> TaskSpec:
     return TaskSpec(entry["name"], category, tuple(subsets) if subsets else None, entry.get("fast"), files, partial)
 
 
-def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
+def data_dir_from_env(data_dir: str | Path | None, *, announce: bool = True) -> Path | None:
     """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (said
-    once in the log, so a user knows where the data came from), else None (tasks then load from the hub)."""
+    once in the log unless ``announce`` is off, so a user knows where the data came from), else None (tasks then
+    load from the hub)."""
     chosen = data_dir or os.environ.get(DATA_DIR_ENV)
     if not chosen:
         if not SIBLING_DATA_DIR.is_dir():
             return None
-        if SIBLING_DATA_DIR not in _announced:
+        if announce and SIBLING_DATA_DIR not in _announced:
             _announced.add(SIBLING_DATA_DIR)
             hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
             logger.warning("data folder: %s (beside the checkout; %s)", SIBLING_DATA_DIR, hint)
@@ -119,7 +164,14 @@ def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
 
 
 def select_tasks(selection: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
-    """Resolve ``--tasks``: ``FILE.yaml[:SUITE]``, a suite name, or comma-separated mteb task names."""
+    """Resolve ``--tasks``: ``FILE.yaml[:SUITE]``, a suite name, or comma-separated mteb task names; every name
+    that mteb does not know is reported in one error (without importing mteb, see :mod:`.names`)."""
+    task_file, specs = _select(selection, data_dir)
+    check_task_names(spec.name for spec in specs)
+    return task_file, specs
+
+
+def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskSpec]]:
     file_part, _, suite = selection.partition(":")
     if file_part.endswith((".yaml", ".yml")):
         task_file = read_task_file(file_part)
@@ -162,7 +214,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     try:
         task = mteb.get_task(spec.name, eval_splits=[split], hf_subsets=list(spec.subsets) if spec.subsets else None)
     except KeyError:
-        raise UserError(_unknown_task_message(spec.name)) from None
+        raise UserError(unknown_tasks_message([spec.name], known_names())) from None
     if data_dir is not None and (data_dir / spec.name).is_dir():
         load_local_data(task, data_dir / spec.name, spec)
     return task
@@ -174,12 +226,3 @@ def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:
     folder = data_dir_from_env(data_dir)
     task_file, specs = select_tasks(selection, folder)
     return [load_task(spec, task_file.split, folder) for spec in specs]
-
-
-def _unknown_task_message(name: str) -> str:
-    import mteb
-
-    known = [t.metadata.name for t in mteb.get_tasks(exclude_superseded=False)]
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown mteb task {name!r}{hint}"

@@ -14,8 +14,6 @@ import re
 import shutil
 from pathlib import Path
 
-import torch
-
 from layer_mteb.common.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -66,6 +64,8 @@ def host_available() -> int:
 
 def auto_budget(device: str) -> int:
     """Half the free memory of ``device`` (the rest is for the forward pass and mteb), at most half the host's."""
+    import torch  # here: sizes are parsed and checked before the command line loads torch
+
     host = host_available() // 2
     if device.startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info(torch.device(device))
@@ -94,6 +94,16 @@ def check_one_layer_fits(budget: int, n_texts: int, hidden: int) -> None:
         raise UserError(
             f"--max-cache-memory {format_size(budget)} is smaller than one layer of this task's pooled vectors "
             f"({n_texts:,} texts x {hidden} floats); the smallest budget that works is {format_size(one_layer)}"
+        )
+
+
+def check_one_vector_fits(budget: int, hidden: int, model: str) -> None:
+    """The check that needs no task: a budget below one pooled vector of the model cannot hold any task's layer."""
+    one_vector = store_bytes(1, 1, hidden)
+    if one_vector > budget:
+        raise UserError(
+            f"--max-cache-memory {format_size(budget)} is smaller than one pooled vector of {model} ({hidden} floats, "
+            f"{format_size(one_vector)}); it must hold one layer of a task's vectors, e.g. 256MB"
         )
 
 

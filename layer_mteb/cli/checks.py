@@ -1,0 +1,111 @@
+"""Every mistake the arguments and the file system reveal, found before torch, transformers or mteb load and before
+the hub is probed: unknown tasks (all of them at once), missing models, texts, data and run folders, output paths
+that are files or read-only, malformed layer lists, shards and sizes, a memory budget below one vector. Nothing is
+written and nothing is logged here, so a mistake costs a fraction of a second and prints one line. The same checks
+run again, exactly, where the library does the work: this module only moves them first."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from layer_mteb.cli.commands import output_folder, parse_lengths, parse_shard
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.plan import check_layers, check_writable
+from layer_mteb.metrics.texts import TASK_TEXTS, check_texts
+from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
+from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
+from layer_mteb.vectors.budget import check_one_vector_fits, parse_size
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """The checks of ``args.command`` (commands without any have nothing to check up front)."""
+    check = _CHECKS.get(args.command)
+    if check is not None:
+        check(args)
+
+
+def hub_needed(args: argparse.Namespace) -> bool:
+    """Whether the command may fetch from the hub: a hub model id, or a task or texts with no local copy. Only then
+    is the hub probed; packaged models, local folders and local data never wait on it."""
+    models = args.model if isinstance(args.model, list) else [args.model]
+    if any(may_need_hub(model) for model in models):
+        return True
+    data = data_dir_from_env(args.data_dir, announce=False)
+    if args.command == "run":
+        names = [spec.name for spec in select_tasks(args.tasks, data)[1]]
+    else:
+        names = [args.texts.removeprefix(TASK_TEXTS).strip()] if args.texts.startswith(TASK_TEXTS) else []
+    return any(data is None or not (data / name).is_dir() for name in names)
+
+
+def _check_run(args: argparse.Namespace) -> None:
+    check_writable(output_folder(args))
+    for model in args.model:
+        model_kind(model)
+    select_tasks(args.tasks, data_dir_from_env(args.data_dir, announce=False))
+    check_layers(args.layers)
+    parse_shard(args.shard)
+    if args.eval_workers is not None and args.eval_workers < 1:
+        raise UserError(f"--eval-workers must be a positive integer, got {args.eval_workers}")
+    _check_encoding(args, args.model)
+
+
+def _check_metrics(args: argparse.Namespace) -> None:
+    check_writable(output_folder(args))
+    model_kind(args.model)
+    check_texts(args.texts, args.data_dir)
+    if args.command == "stress":
+        parse_lengths(args.lengths)
+    _check_encoding(args, [args.model])
+
+
+def _check_encoding(args: argparse.Namespace, models: list[str]) -> None:
+    """The encode options as :class:`EncodeConfig` checks them (on CPU: whether CUDA exists is torch's to say, later),
+    and a memory budget against the models whose width is known without loading them."""
+    EncodeConfig(
+        readout=args.readout,
+        pooling=args.pooling,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        max_batch_tokens=args.max_batch_tokens,
+        attention=args.attention,
+        normalize=args.normalize,
+    )
+    if getattr(args, "max_cache_memory", None):
+        budget = parse_size(args.max_cache_memory)
+        for model in models:
+            hidden = known_hidden_size(model)
+            if hidden is not None:
+                check_one_vector_fits(budget, hidden, model)
+
+
+def _check_runs(args: argparse.Namespace) -> None:
+    runs = args.run if isinstance(args.run, list) else [args.run]
+    for run in [*runs, *getattr(args, "random_run", [])]:
+        folder = Path(run)
+        if not folder.is_dir():
+            raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
+        if not (folder / "scores.csv").is_file():
+            raise UserError(f"{str(folder)!r} has no scores.csv: pass a folder written by `layer-mteb run`")
+    if args.command == "report":
+        check_writable(Path(args.output))
+
+
+def _check_import(args: argparse.Namespace) -> None:
+    if not Path(args.folder).is_dir():
+        raise UserError(f"results folder {args.folder!r} does not exist")
+    check_writable(Path(args.output))
+
+
+_CHECKS = {
+    "run": _check_run,
+    "metrics": _check_metrics,
+    "stress": _check_metrics,
+    "report": _check_runs,
+    "select": _check_runs,
+    "correlate": _check_runs,
+    "import": _check_import,
+}

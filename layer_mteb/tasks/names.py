@@ -1,0 +1,87 @@
+"""Which names are mteb tasks, decided without importing mteb where possible (importing it takes seconds).
+
+mteb stays the source of truth: ``mteb_tasks.txt`` is the list of every name the installed mteb's ``get_task``
+accepts, written by ``scripts/mteb_task_names.py`` and headed by the mteb version it was read from. With that
+version installed the list *is* mteb's registry, so a mistyped task fails in milliseconds; with any other version
+mteb itself is asked. Every unknown name of a selection is reported at once, each with its close matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import warnings
+from collections.abc import Iterable
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from layer_mteb.common.errors import UserError
+
+NAMES_FILE = Path(__file__).with_name("mteb_tasks.txt")
+HEADER = "# task names of mteb "
+
+
+def installed_mteb() -> str | None:
+    """The installed mteb's version, read from its package metadata (no import)."""
+    try:
+        return metadata.version("mteb")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@cache
+def shipped_names() -> frozenset[str] | None:
+    """The shipped task names when they were read from the installed mteb version, else None."""
+    try:
+        header, *names = NAMES_FILE.read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        return None
+    if header != f"{HEADER}{installed_mteb()}":
+        return None
+    return frozenset(names)
+
+
+def mteb_task_names() -> list[str]:
+    """Every name ``mteb.get_task`` accepts (superseded, private and beta tasks too), asked of mteb itself."""
+    import mteb
+
+    quiet = logging.getLogger("mteb")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # mteb logs a line for every beta task it builds
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tasks = mteb.get_tasks(exclude_superseded=False, exclude_private=False, exclude_beta=False)
+    finally:
+        quiet.setLevel(level)
+    return sorted({task.metadata.name for task in tasks})
+
+
+def known_names() -> frozenset[str]:
+    """The names mteb knows: the shipped list when it matches the installed mteb, else mteb's own."""
+    shipped = shipped_names()
+    return shipped if shipped is not None else frozenset(mteb_task_names())
+
+
+def check_task_names(names: Iterable[str]) -> None:
+    """One error naming every unknown task of ``names``, each with its close matches."""
+    wanted = list(dict.fromkeys(names))
+    known = shipped_names()
+    if known is None and wanted:
+        known = known_names()
+    unknown = [name for name in wanted if name not in (known or ())]
+    if unknown:
+        raise UserError(unknown_tasks_message(unknown, known or frozenset()))
+
+
+def unknown_tasks_message(unknown: list[str], known: Iterable[str]) -> str:
+    """``unknown mteb task 'X' (did you mean Y?)``; several are listed in one line."""
+    choices = sorted(known)
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, choices, n=3)
+        parts.append(f"{name!r} (did you mean {', '.join(close)}?)" if close else repr(name))
+    if len(parts) == 1:
+        return f"unknown mteb task {parts[0]}"
+    return f"{len(parts)} unknown mteb tasks: {', '.join(parts)}"

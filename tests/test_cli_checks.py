@@ -1,0 +1,119 @@
+"""Argument mistakes are found before torch, transformers or mteb load and before the hub is probed: each is exit 2,
+exactly one line on stderr and nothing written, in a fresh interpreter where nothing is imported yet; the hub is
+probed only when a model or task data may come from it. (How fast: benchmarks/cli_errors.py, not a test.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import minilm_folder
+
+from layer_mteb.cli.checks import hub_needed
+from layer_mteb.cli.parser import build_parser
+from layer_mteb.tasks.names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
+
+HEAVY = ("torch", "transformers", "mteb", "datasets", "pandas")
+
+CASES = {
+    "mistyped option": (["run", "--model", "minilm-l6", "--taks", "STS12"], "unrecognized arguments: --taks"),
+    "two unknown tasks": (
+        ["run", "--model", "minilm-l6", "--tasks", "STS1,BIOSES"],
+        "2 unknown mteb tasks: 'STS1' (did you mean STS17, STS16, STS15?), 'BIOSES' (did you mean BIOSSES",
+    ),
+    "missing model folder": (["run", "--model", "./no/such/model", "--tasks", "STS12"], "does not exist"),
+    "not a model name": (["run", "--model", "minilm", "--tasks", "STS12"], "is not a packaged name"),
+    "missing data folder": (["run", "--model", "minilm-l6", "--data-dir", "{tmp}/none"], "does not exist"),
+    "broken task file": (
+        ["run", "--model", "minilm-l6", "--tasks", "{tmp}/broken.yaml"],
+        "while parsing a flow sequence started at line 2, column 8: expected ',' or ']'",
+    ),
+    "malformed layers": (["run", "--model", "minilm-l6", "--tasks", "STS12", "--layers", "1-3"], "--layers"),
+    "budget below one vector": (
+        ["run", "--model", "minilm-l6", "--tasks", "STS12", "--max-cache-memory", "1KB"],
+        "--max-cache-memory 1KB is smaller than one pooled vector of minilm-l6 (384 floats, 1.6KB)",
+    ),
+    "output is a file": (["run", "--model", "minilm-l6", "--tasks", "STS12", "--output", "{tmp}/file"], "is a file"),
+    "output inside a file": (
+        ["run", "--model", "minilm-l6", "--tasks", "STS12", "--output", "{tmp}/file/run"],
+        "which is a file",
+    ),
+    "metrics texts missing": (["metrics", "--model", "minilm-l6", "--texts", "{tmp}/none.txt"], "existing text file"),
+    "metrics texts of an unknown task": (
+        ["metrics", "--model", "minilm-l6", "--texts", "task:STSBenchmarc"],
+        "unknown mteb task 'STSBenchmarc' (did you mean STSBenchmark",
+    ),
+    "stress lengths": (["stress", "--model", "minilm-l6", "--lengths", "64,long"], "--lengths"),
+    "select without a run": (["select", "--run", "{tmp}/none"], "does not exist"),
+    "report of a folder without scores": (["report", "--run", "{tmp}"], "has no scores.csv"),
+}
+
+
+def _fresh_main(argv: list[str], cwd: Path) -> tuple[int, list[str], list[str]]:
+    """(exit code, stderr lines, heavy modules loaded) of ``layer-mteb argv`` in a new interpreter."""
+    probe = (
+        "import json, sys\nfrom layer_mteb.cli import main\ncode = main(sys.argv[1:])\n"
+        "print(json.dumps([code, sorted(sys.modules)]))"
+    )
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}  # a probe would be seen as a "cannot be reached" line
+    env.pop("HF_HUB_OFFLINE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+    if done.stdout.strip():
+        code, modules = json.loads(done.stdout.splitlines()[-1])
+    else:  # argparse exits by itself
+        code, modules = done.returncode, []
+    heavy = [m for m in HEAVY if m in modules]
+    return code, done.stderr.strip().splitlines(), heavy
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_mistake_is_one_line_before_anything_heavy_loads_and_writes_nothing(case, tmp_path):
+    (tmp_path / "file").write_text("mine\n")
+    (tmp_path / "broken.yaml").write_text("tasks:\n  STS: [STS12\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    args, message = CASES[case]
+    argv = [a.format(tmp=tmp_path) for a in args]
+    code, err, heavy = _fresh_main(argv, tmp_path)
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("layer-mteb: error:") and message.format(tmp=tmp_path) in err[0], err
+    assert heavy == []
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no runs/, no output folder, no mteb/
+
+
+def test_the_shipped_task_names_are_the_installed_mteb_s():
+    """The list the command line checks names against is mteb's own registry (regenerate it with
+    scripts/mteb_task_names.py after an mteb upgrade; until then mteb itself is asked)."""
+    import mteb
+
+    assert (
+        NAMES_FILE.read_text().splitlines()[0]
+        == f"# task names of mteb {installed_mteb()}"
+        == (f"# task names of mteb {mteb.__version__}")
+    )
+    assert sorted(shipped_names()) == mteb_task_names()
+
+
+def _args(*argv: str):
+    return build_parser().parse_args(list(argv))
+
+
+@pytest.mark.parametrize(
+    ("argv", "needed"),
+    [
+        (["run", "--model", "minilm-l6", "--tasks", "STS12,BIOSSES"], False),
+        (["run", "--model", str(minilm_folder()), "--tasks", "STS12"], False),
+        (["run", "--model", "org/name", "--tasks", "STS12"], True),
+        (["run", "--model", "minilm-l6", "--tasks", "SciFact"], True),  # no local copy of its data
+        (["metrics", "--model", "minilm-l6"], False),
+        (["metrics", "--model", "minilm-l6", "--texts", "task:SciFact"], True),
+    ],
+)
+def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir):
+    assert not (data_dir / "SciFact").exists()
+    assert hub_needed(_args(*argv, "--data-dir", str(data_dir))) is needed
