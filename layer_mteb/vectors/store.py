@@ -286,6 +286,7 @@ class LayerCache:
             logger.info("cache %s holds layers 0..%d, %d are needed; recomputing", path, shape[0] - 1, self.depth)
             return
         if store_bytes(len(texts), shape[0], hidden) > self.budget:
+            check_one_layer_fits(self.budget, len(texts), hidden)  # before saying anything: an error is one line
             logger.info("cache %s is larger than the budget; reading it layer by layer into files on disk", path)
             self._load_to_disk(vectors_file, texts)
             return
