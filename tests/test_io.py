@@ -10,7 +10,15 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from layer_mteb.common.files import atomic_write, building, content_hash, write_json
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import (
+    atomic_write,
+    building,
+    content_hash,
+    no_empty_folders_on_error,
+    topmost_missing,
+    write_json,
+)
 
 
 @pytest.fixture
@@ -49,3 +57,24 @@ def test_fingerprint_changes_when_a_middle_tensor_changes(tmp_path, monkeypatch)
     after = content_hash(folder)
     assert after != before
     assert (folder / "model.safetensors").stat().st_size == size
+
+
+def test_a_failed_block_leaves_no_folder_it_made_empty_and_keeps_what_it_wrote(tmp_path):
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    new = tmp_path / "runs" / "model"
+    assert topmost_missing(new) == tmp_path / "runs" and topmost_missing(existing) == existing
+    with pytest.raises(UserError), no_empty_folders_on_error(existing / "mteb", topmost_missing(new)):
+        (existing / "mteb" / "a" / "b").mkdir(parents=True)
+        new.mkdir(parents=True)
+        raise UserError("too small")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"] and list(existing.iterdir()) == []
+    with pytest.raises(UserError), no_empty_folders_on_error(existing / "mteb", topmost_missing(new)):
+        (existing / "mteb").mkdir()
+        (new / "scores.csv").parent.mkdir(parents=True)
+        (new / "scores.csv").write_text("task,layer\n")
+        raise UserError("later")
+    assert not (existing / "mteb").exists() and (new / "scores.csv").read_text() == "task,layer\n"
+    with no_empty_folders_on_error(existing / "kept"):
+        (existing / "kept").mkdir()  # no error: an empty folder made on purpose stays
+    assert (existing / "kept").is_dir()
