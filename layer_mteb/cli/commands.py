@@ -195,14 +195,15 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection import leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection import run_leaderboard, select_layers, selection_file
     from layer_mteb.cli.console import print_leaderboard
 
     if args.labels is not None:
         select_by_labels(args)
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
-    print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
+    board, note = run_leaderboard(args.run, selection, args.by)
+    print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
 
 
 def select_by_labels(args: argparse.Namespace) -> None:

@@ -76,8 +76,10 @@ def print_metrics(frame: pd.DataFrame, output: Path) -> None:
     print(f"\nmetrics: {output / 'metrics.csv'}")
 
 
-def print_leaderboard(board: pd.DataFrame, path: Path) -> None:
+def print_leaderboard(board: pd.DataFrame, path: Path, note: str | None = None) -> None:
     print(board.round(4).to_string(index=False))
+    if note:
+        print(f"\n{note}")
     print(f"\nselection: {path}")
 
 
