@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -106,7 +107,16 @@ def layer_means(tasks: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+class Headline(NamedTuple):
+    """Figure 1's rows and curves, the task set they share (empty: none is shared) and the caption naming it."""
+
+    rows: pd.DataFrame
+    curves: pd.DataFrame
+    tasks: list[str]
+    caption: str
+
+
+def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> Headline:
     """Figure 1's rows, curves and caption: the models not ``left_out`` (random-weight controls) over the task set
     of :func:`~.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a gap."""
     frame = tasks[~tasks["model"].isin(set(left_out))]
@@ -115,10 +125,10 @@ def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[p
     names = common_tasks(frame)
     if not names:
         caption = "each curve averages its own model's tasks (no task was scored by every model)"
-        return frame, layer_means(frame), caption
+        return Headline(frame, layer_means(frame), [], caption)
     listed = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names) - 12} more)"
     rows = frame[frame["task"].isin(names)]
-    return rows, complete_layer_means(rows, names), f"every curve: mean over the same {len(names)} tasks ({listed})"
+    return Headline(rows, complete_layer_means(rows, names), names, f"tasks: {listed}")
 
 
 def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float, float]:

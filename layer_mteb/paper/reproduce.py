@@ -18,6 +18,7 @@ import pandas as pd
 from layer_mteb.analysis import study
 from layer_mteb.analysis.correlation import correlate
 from layer_mteb.analysis.importing import import_metrics_table, release_scores
+from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
@@ -86,6 +87,9 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
         "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
         "Figure 1, our panel": figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
     }
+    shrunk = fewer_shared_tasks(our_scores, figure_tasks["Figure 1, our panel"], "Figure 1's run panel")
+    if shrunk:
+        logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += figures.progression(checkpoints, release_metrics, output / "progression")
 
