@@ -231,3 +231,29 @@ def table1_notes(summary: pd.DataFrame) -> list[str]:
         if partial:
             notes.append(f"{model}: partial local data, not comparable to published mteb scores: {', '.join(partial)}")
     return notes
+
+
+def run_summary(scores: pd.DataFrame) -> list[str]:
+    """One line per (model, revision) of a run: the best single layer by mean score over the run's tasks
+    (:func:`best_single_layer`) and the last layer's mean over the same tasks, both ×100 as in Table 1."""
+    lines = []
+    scored = scores.dropna(subset=["main_score"])
+    by = [c for c in ("model", "revision") if c in scored.columns]
+    for key, part in scored.groupby(by, sort=False, dropna=False):
+        model, revision = (key, None) if len(by) == 1 else key
+        several = "revision" in scored and scored.loc[scored["model"] == model, "revision"].nunique() > 1
+        label = f"{model} @ {revision}" if several else str(model)
+        tasks = task_scores(part)
+        layer, mean = best_single_layer(tasks)
+        if math.isnan(layer):
+            lines.append(f"{label}: no layer was scored on all {tasks['task'].nunique()} tasks")
+            continue
+        n_layers = int(tasks["n_layers"].iloc[0])
+        last = tasks[tasks["layer"] == n_layers]
+        complete = last["task"].nunique() == tasks["task"].nunique()
+        last_text = f"{100 * last['main_score'].mean():.1f}" if complete else "not scored on every task"
+        lines.append(
+            f"{label}: best layer {int(layer)} (mean {100 * mean:.1f} over {tasks['task'].nunique()} tasks), "
+            f"last layer {n_layers}: {last_text}"
+        )
+    return lines

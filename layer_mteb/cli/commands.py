@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> None:
         task_metrics=args.task_metrics,
         eval_workers=args.eval_workers,
         skip_unavailable=args.skip_unavailable,
+        show_warnings=args.verbose,
     )
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
         print_scores(frame, output)
