@@ -55,15 +55,18 @@ def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
 
 
 def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS) -> list[Path]:
-    """Everything the README's "Reproducing the paper" section shows, written into ``output``."""
+    """Everything the README's "Reproducing the paper" section shows, written into ``output``; one line per step
+    on stdout (what it wrote, in seconds)."""
     started = time.perf_counter()
+    written: list[Path] = []
+    progress = Progress(written)
     release = release_scores(reference / "official_layer_scores.csv")
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
     our_metrics = [metrics for _, metrics in ours if metrics is not None]
     output.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    progress.step(f"read the authors' release and {len(runs)} runs")
 
     def write(name: str, frame: pd.DataFrame) -> None:
         path = output / name
@@ -81,6 +84,7 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     )
     versus = versus_paper(rows[rows["model"].isin(PAPER_TABLE1)], reasons)
     write("table1_vs_paper.csv", versus)
+    progress.step()
 
     written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
@@ -92,10 +96,12 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
         logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += figures.progression(checkpoints, release_metrics, output / "progression")
+    progress.step()
 
     all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
     all_scores = pd.concat([release, our_scores], ignore_index=True)
     write("correlation.csv", correlations(all_scores, all_metrics, permutations))
+    progress.step()
 
     models = study.study_models(all_scores[~all_scores["model"].str.contains("@")], all_metrics)
     evaluation = study.per_model(study.evaluate(models, study.selectors()))
@@ -104,12 +110,29 @@ def reproduce(reference: Path, runs: list[Path], output: Path, permutations: int
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
+    progress.step()
     written += prompt_length.reproduce(reference, runs, output)
+    progress.step()
     markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations)
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
-    logger.warning("results/paper written in %.0f s", time.perf_counter() - started)
+    progress.step()
+    print(f"paper: {len(written)} files in {output}, {time.perf_counter() - started:.0f} s in all", flush=True)
     return written
+
+
+class Progress:
+    """One line per step of :func:`reproduce` (a minute or more in all): the files it wrote and its seconds."""
+
+    def __init__(self, written: list[Path]) -> None:
+        self.written, self.shown, self.since = written, 0, time.perf_counter()
+
+    def step(self, what: str | None = None) -> None:
+        names = [p.name for p in self.written[self.shown :]]
+        listed = ", ".join(names if len(names) <= 4 else [*names[:3], f"... ({len(names) - 3} more)"])
+        now = time.perf_counter()
+        print(f"paper: {what or listed} ({now - self.since:.1f} s)", flush=True)
+        self.shown, self.since = len(self.written), now
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
@@ -143,6 +166,5 @@ def main(argv: list[str] | None = None) -> int:
     if not (reference / "official_layer_scores.csv").is_file():
         print(f"error: no official_layer_scores.csv in {reference}; pass --reference", flush=True)
         return 2
-    paths = reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations)
-    print(f"{len(paths)} files in {args.output}")
+    reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations)
     return 0
