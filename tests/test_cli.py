@@ -40,6 +40,11 @@ def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_p
     assert set(frame["readout"]) == {"raw"} and set(frame["data"]) == {"local"}
     printed = capsys.readouterr().out
     assert "STS17" in printed and "mean" in printed
+    means = frame.groupby("layer")["main_score"].mean() * 100  # one subset per task here
+    best = means.idxmax()
+    [summary] = [line for line in printed.splitlines() if "best layer" in line]
+    model = frame["model"].iloc[0]
+    assert summary == f"{model}: best layer {best} (mean {means[best]:.1f} over 2 tasks), last layer 2: {means[2]:.1f}"
 
 
 def test_default_output_is_runs_not_the_committed_results(tiny_folder, data_dir, tmp_path, monkeypatch):

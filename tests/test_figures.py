@@ -85,26 +85,46 @@ PAPER_ON_T1_T2 = {"Pythia-14m (paper)": ([0, 1 / 6, 2 / 6], [30.0, 50.0, 40.0])}
 
 
 def test_figure1_plots_each_models_mean_over_the_shared_tasks_named_in_its_caption(tmp_path, tasks, drawn):
-    headline, curves, task_note = headline_tasks(tasks)
-    assert task_note == "every curve: mean over the same 2 tasks (T1, T2)"
+    headline, curves, shared, task_note = headline_tasks(tasks)
+    assert (shared, task_note) == (["T1", "T2"], "tasks: T1, T2")
     paper, paper_note = paper_layer_means(headline, write_reference(tmp_path / "ref.csv"), "run")
     stem = tmp_path / "figure1"
-    _check_files(figures.figure1(curves, stem, paper, paper_note, task_note), stem)
+    _check_files(figures.figure1(curves, stem, paper, paper_note, task_note, len(shared)), stem)
     [ax] = drawn["figure1"].axes
     _assert_lines(_lines(ax), HEADLINE | PAPER_ON_T1_T2)
     styles = {line.get_label(): line.get_linestyle() for line in ax.get_lines() if len(line.get_xdata())}
     assert styles["Pythia-14m (paper)"] != "-"  # the paper's curve is dashed, the runs' solid
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [*HEADLINE, *PAPER_ON_T1_T2]
-    assert task_note in ax.get_title() and "dashed: paper curves averaged over the same 2 tasks" in ax.get_title()
+    title = ax.get_title().splitlines()
+    assert title[0] == "Average MTEB score by layer depth: mean over the same 2 tasks"
+    assert task_note in title and "dashed: paper curves averaged over the same 2 tasks" in ax.get_title()
 
 
-def test_the_reports_figure1_and_heatmaps_show_the_runs(tmp_path, drawn):
+def test_the_reports_figure1_and_heatmaps_show_the_runs(tmp_path, drawn, caplog):
+    """Runs of 5 and 2 tasks: Figure 1 averages the 2 they share, says so in its title, and the report warns once."""
     alpha, one = write_results(tmp_path / "results")
     reference = write_reference(tmp_path / "ref.csv")
-    write_report([alpha, one], tmp_path / "report", paper_curves=True, reference=reference)
+    with caplog.at_level("WARNING"):
+        write_report([alpha, one], tmp_path / "report", paper_curves=True, reference=reference)
     [ax] = drawn["figure1"].axes
     _assert_lines(_lines(ax), HEADLINE | PAPER_ON_T1_T2)
-    assert "(T1, T2)" in ax.get_title()
+    title = ax.get_title().splitlines()
+    assert title[:2] == ["Average MTEB score by layer depth: mean over the same 2 tasks", "tasks: T1, T2"]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning == (
+        "Figure 1 averages only the 2 tasks every run shares (T1, T2); tasks per run: toy/alpha 5, toy/one-layer 2 "
+        "(Table 1 averages each run's own)"
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # alone, alpha's T5 (no layer 3) is dropped: said too
+        write_report([alpha], tmp_path / "report")
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith("Figure 1 averages only 4 tasks (T1, T2, T3, T4: shared by every run, less those")
+    assert drawn["figure1"].axes[0].get_title().startswith("Average MTEB score by layer depth: mean over the same 4")
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # every task of every run: nothing to say
+        write_report([one], tmp_path / "report")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
     assert {"heatmap_toy_alpha", "heatmap_toy_one-layer", "metrics", "correlation"} <= set(drawn)
 
 
@@ -143,6 +163,50 @@ def test_metric_panels_plot_each_metric_on_wikitext(tmp_path, drawn):
     figures.metric_panels(no_depth, tmp_path / "m2")
     panel = next(ax for ax in drawn["m2"].axes if ax.get_title() == "prompt_entropy")
     _assert_lines(_lines(panel, drawn["m2"].legends[0]), {"toy/alpha": (depth, [0.9, 0.6, 0.5, 0.7])})
+
+
+def test_a_metric_figure_mixing_readouts_names_each_panels_readout(tmp_path, drawn):
+    """SmolLM2-like: entropy measured on both readouts (the raw stream is shown, as the paper's metrics), InfoNCE only
+    on the final-norm one; MiniLM-like: final norm only. Each panel names what its lines are."""
+    rows = []
+    for model, metric, readout, values in [
+        ("org/smol", "prompt_entropy", "raw", [0.9, 0.5, 0.7]),
+        ("org/smol", "prompt_entropy", "final_norm", [0.1, 0.1, 0.1]),
+        ("org/smol", "infonce", "final_norm", [2.0, 1.5, 1.0]),
+        ("org/mini", "prompt_entropy", "final_norm", [0.8, 0.6, 0.4]),
+        ("org/mini", "infonce", "final_norm", [3.0, 2.0, 1.0]),
+    ]:
+        rows += [(model, layer, 2, "wikitext", metric, readout, v) for layer, v in enumerate(values)]
+    metrics = pd.DataFrame(rows, columns=["model", "layer", "n_layers", "texts", "metric", "readout", "value"])
+    figures.metric_panels(metrics, tmp_path / "metrics")
+    fig = drawn["metrics"]
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    mixed = "prompt_entropy\nraw (solid), final_norm (dashed)"
+    assert sorted(panels) == ["infonce\nfinal_norm readout", mixed]
+    assert fig.get_suptitle() == "Representation metrics by layer depth on wikitext"
+    entropy = panels[mixed]
+    depth = [0, 0.5, 1]
+    want = {"org/smol": (depth, [0.9, 0.5, 0.7]), "org/mini": (depth, [0.8, 0.6, 0.4])}
+    _assert_lines(_lines(entropy, fig.legends[0]), want)
+    styles = {line.get_color(): line.get_linestyle() for line in entropy.get_lines() if len(line.get_xdata())}
+    legend = {t.get_text(): h for h, t in zip(fig.legends[0].legend_handles, fig.legends[0].get_texts(), strict=True)}
+    assert styles[legend["org/smol"].get_color()] == "-" and styles[legend["org/mini"].get_color()] == "--"
+    assert {"raw readout", "final_norm readout"} <= set(legend)
+    figures.metric_panels(metrics[metrics["model"] == "org/mini"], tmp_path / "one")
+    assert drawn["one"].get_suptitle() == "Representation metrics by layer depth on wikitext (final_norm readout)"
+    assert {ax.get_title() for ax in drawn["one"].axes} == {"infonce", "prompt_entropy"}
+
+
+def test_missing_correlations_are_written_n_a(tmp_path, drawn):
+    correlation = alpha_correlation()
+    correlation.loc[(correlation["metric"] == "curvature") & (correlation["method"] == "kendall"), "value"] = None
+    correlation = correlation[~((correlation["metric"] == "prompt_entropy") & (correlation["method"] == "dcor"))]
+    figures.correlation_bars(correlation, tmp_path / "corr")
+    dcor, signed = drawn["corr"].axes
+    assert [t.get_text() for t in dcor.get_yticklabels()] == ["curvature", "prompt_entropy"]
+    assert [(t.get_text(), t.get_position()[1]) for t in dcor.texts] == [("n/a", 1)]
+    assert [(t.get_text(), t.get_position()[1]) for t in signed.texts] == [("n/a: kendall", 0)]
+    assert _bars(dcor) == [[0.8]]
 
 
 def _bars(ax: Axes) -> list[list[float]]:
@@ -194,6 +258,6 @@ def test_figure1_common_tasks_drop_the_task_that_leaves_layers_incomplete():
     curves = complete_layer_means(task_scores(frame), ["T1", "T2", "T3"])
     assert curves[curves["model"] == "m2"]["layer"].tolist() == [0, 4]  # a gap, never a mean over fewer tasks
     assert curves.query("model == 'm1' and layer == 1")["main_score"].iloc[0] == pytest.approx(0.12)
-    rows_of, curves_of, caption = headline_tasks(task_scores(frame))
-    assert set(rows_of["task"]) == {"T1", "T2"} and caption.startswith("every curve: mean over the same 2 tasks")
+    rows_of, curves_of, shared, caption = headline_tasks(task_scores(frame))
+    assert set(rows_of["task"]) == {"T1", "T2"} and shared == ["T1", "T2"] and caption == "tasks: T1, T2"
     assert len(curves_of) == 10 and set(curves_of["n_tasks"]) == {2}

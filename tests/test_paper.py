@@ -118,3 +118,22 @@ def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_d
     imported = import_folder(out / "mteb")
     columns = ["model", "layer", "n_layers", "task", "subset", "main_score", "readout", "pooling", "max_length"]
     pd.testing.assert_frame_equal(imported[columns], scores[columns], check_dtype=False)
+
+
+def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
+    from layer_mteb.paper.reproduce import Progress
+
+    written: list[Path] = []
+    progress = Progress(written)
+    progress.step("read the release")
+    written += [tmp_path / "table1.csv", tmp_path / "table1_vs_paper.csv"]
+    progress.step()
+    written += [tmp_path / f"stress_{i}.png" for i in range(6)]
+    progress.step()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.rsplit(" (", 1)[0] for line in lines] == [
+        "paper: read the release",
+        "paper: table1.csv, table1_vs_paper.csv",
+        "paper: stress_0.png, stress_1.png, stress_2.png, ... (3 more)",
+    ]
+    assert all(line.endswith(" s)") for line in lines)

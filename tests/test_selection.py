@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -115,6 +116,39 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
     assert "prompt_entropy" in out and "regret" in out and (tmp_path / "selection.csv").is_file()
     assert main(["select", "--run", str(tmp_path / "missing")]) == 2
     assert "no scores.csv" in capsys.readouterr().err
+
+
+def test_cli_select_counts_the_tasks_the_mean_averages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layer_mteb.cli import main
+
+    scores, metrics = run_tables(SCORES, METRICS)
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    assert main(["select", "--run", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    table = pd.read_fwf(io.StringIO(out.split("\n\n")[0]))
+    assert set(table["n_tasks"]) == {2}  # A and B, not the one "mean" row
+    assert "--per-task" not in out  # WikiText metrics pick for the mean as well
+
+
+def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsys) -> None:
+    """A run whose metrics are all on each task's own texts (like an imported release) has only baselines for the
+    mean over tasks; select says where the metric selectors are, and that is true."""
+    from layer_mteb.cli import main
+
+    scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:A"): [0.5] * 5, **METRICS})
+    metrics = metrics[metrics["texts"].str.startswith("task:")]
+    write_scores(scores, tmp_path)
+    write_metrics(metrics, tmp_path)
+    assert main(["select", "--run", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    shown = set(pd.read_fwf(io.StringIO(out.split("\n\n")[0]))["selector"])
+    assert shown == {"last_layer", "middle_layer", "oracle"}
+    [note] = [line for line in out.splitlines() if "--per-task" in line]
+    assert "own texts" in note and note.endswith("metric selectors: prompt_entropy")
+    assert main(["select", "--run", str(tmp_path), "--per-task"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt_entropy own texts" in out and "--per-task shows" not in out
 
 
 def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(tmp_path: Path, capsys) -> None:

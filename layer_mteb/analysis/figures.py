@@ -17,9 +17,11 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from layer_mteb.analysis.curves import MEAN
+from layer_mteb.analysis.rules import tasks_phrase
 
 FORMATS = ("png", "pdf")
 PLOTTED_METRIC_COLUMNS = {"model", "layer", "metric", "value"}
@@ -60,11 +62,13 @@ def figure1(
     paper: pd.DataFrame | None = None,
     paper_note: str = "",
     task_note: str = "",
+    n_tasks: int | None = None,
 ) -> list[Path]:
     """Average score ×100 (as Table 1) vs relative depth, one solid line per model; the paper's curves dashed.
 
-    ``curves`` and ``paper`` are :func:`~.table1.layer_means` frames; ``task_note`` names the tasks the
-    curves average and ``paper_note`` those of the paper curves (both printed under the title).
+    ``curves`` and ``paper`` are :func:`~.table1.layer_means` frames; the title states how many tasks every curve
+    averages (``n_tasks``; 0: each its own), ``task_note`` names them and ``paper_note`` the paper curves' tasks
+    (both printed under the title).
     """
     with _style():
         fig = Figure(figsize=(7.5, 4.8))
@@ -99,6 +103,8 @@ def figure1(
         ax.set_xlim(-0.02, 1.02)
         notes = "\n".join(textwrap.fill(n, 95) for n in (task_note, paper_note) if n)
         title = "Average MTEB score by layer depth"
+        if n_tasks is not None:
+            title += f": mean over the same {tasks_phrase(n_tasks)}" if n_tasks else ": each curve over its own tasks"
         ax.set_title(f"{title}\n{notes}" if notes else title, fontsize=9)
         ax.legend(title=None, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         return save(fig, stem)
@@ -145,49 +151,107 @@ def _panels(n: int, width: float, height: float, wrap: int) -> tuple[Figure, lis
     return fig, axes[:n]
 
 
-def _figure_legend(fig: Figure, ax: Axes, title: str | None = None) -> None:
-    """Move ``ax``'s legend outside the panels, so it never covers a line or a bar."""
-    legend = ax.get_legend()
-    if legend is None:
-        return
-    handles, labels = ax.get_legend_handles_labels()
-    legend.remove()
-    fig.legend(handles, labels, loc="outside right center", title=title, frameon=False)
-
-
 def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
     """Each representation metric vs relative depth, one panel per metric, one line per model (paper Figure 2).
 
-    Prefers WikiText prompts when several text sets were measured, as the paper's Figure 2 does; otherwise the
-    mean over text sets. Returns no paths when the frame lacks the expected columns.
+    Returns no paths when the frame lacks the expected columns; :func:`metric_figure` draws it.
     """
+    fig = metric_figure(metrics)
+    return [] if fig is None else save(fig, stem)
+
+
+def metric_figure(metrics: pd.DataFrame) -> Figure | None:
+    """The figure of :func:`metric_panels`; each line's source is chosen by :func:`metric_sources`. What every line
+    shares is named once, in the title; when lines differ in readout, each panel names its readouts (one dash
+    pattern each) and, when they differ in texts, its text sets."""
     if not set(metrics.columns) >= PLOTTED_METRIC_COLUMNS:
-        return []
+        return None
     frame = metrics.dropna(subset=["value"])
     if "relative_depth" not in frame:
         if "n_layers" not in frame:
-            return []
+            return None
         frame = frame.assign(relative_depth=frame["layer"] / frame["n_layers"].where(frame["n_layers"] > 0, 1))
-    note = ""
-    if "texts" in frame and frame["texts"].nunique() > 1:
-        wiki = [t for t in frame["texts"].astype(str).unique() if "wiki" in t.lower()]
-        note = f" on {wiki[0]}" if wiki else f" (mean over {frame['texts'].nunique()} text sets)"
-        frame = frame[frame["texts"].astype(str) == wiki[0]] if wiki else frame
-    curves = frame.groupby(["model", "metric", "layer"], as_index=False)[["relative_depth", "value"]].mean()
+    curves = metric_sources(frame)
     if curves.empty:
-        return []
+        return None
+    mixed = [c for c in ("texts", "readout") if curves[c].nunique() > 1]
+    shared = [f"on {curves['texts'].iloc[0]}"] if "texts" not in mixed else []
+    shared += [f"({curves['readout'].iloc[0]} readout)"] if "readout" not in mixed and curves["readout"].any() else []
     names = sorted(curves["metric"].unique())
+    models = sorted(curves["model"].unique())
+    palette = dict(zip(models, sns.color_palette(n_colors=len(models)), strict=True))
+    readouts = sorted(curves["readout"].unique(), key=lambda r: (r != "raw", r))
+    dashes = dict(zip(readouts, _DASHES, strict=False)) if "readout" in mixed else None
     with _style():
-        fig, axes = _panels(len(names), 3.4, 2.8, wrap=4)
-        for i, (ax, name) in enumerate(zip(axes, names, strict=True)):
+        fig, axes = _panels(len(names), 3.4, 2.8 + 0.3 * len(mixed), wrap=4)
+        for ax, name in zip(axes, names, strict=True):
             data = curves[curves["metric"] == name]
-            sns.lineplot(data=data, x="relative_depth", y="value", hue="model", marker="o", ax=ax, legend=i == 0)
-            ax.set_title(str(name), fontsize=10)
+            style = {"style": "readout", "dashes": dashes} if dashes else {}
+            sns.lineplot(
+                data=data,
+                x="relative_depth",
+                y="value",
+                hue="model",
+                palette=palette,
+                marker="o",
+                ax=ax,
+                legend=False,
+                **style,
+            )
+            ax.set_title("\n".join([str(name), *_panel_sources(data, mixed, dashes)]), fontsize=9)
             ax.set_xlabel("relative depth")
             ax.set_ylabel("")
-        _figure_legend(fig, axes[0])
-        fig.suptitle(f"Representation metrics by layer depth{note}")
-        return save(fig, stem)
+        handles = [Line2D([], [], color=colour, marker="o", label=model) for model, colour in palette.items()]
+        handles += [
+            Line2D([], [], color="0.2", linestyle=(0, d) if d else "-", label=f"{r} readout")
+            for r, d in (dashes or {}).items()
+        ]
+        fig.legend(handles=handles, loc="outside right center", frameon=False)
+        fig.suptitle(" ".join(["Representation metrics by layer depth", *shared]))
+        return fig
+
+
+#: Line patterns of the readouts when a metric figure mixes them: solid for the raw stream (listed first), then dashed.
+_DASHES = ("", (4, 2), (1, 1.5))
+_DASH_NAMES = dict(zip(_DASHES, ("solid", "dashed", "dotted"), strict=True))
+
+
+def metric_sources(frame: pd.DataFrame) -> pd.DataFrame:
+    """One curve per (model, metric): WikiText prompts where measured (as the paper's Figure 2), else the mean over
+    the model's text sets; the raw residual stream where measured (the paper's metrics), else the readout there is.
+    Columns ``model, metric, layer, relative_depth, value, texts, readout`` (``texts`` and ``readout`` as shown)."""
+    if "texts" not in frame:
+        frame = frame.assign(texts="")
+    frame = frame.assign(readout=frame["readout"].fillna("").astype(str) if "readout" in frame else "")
+    parts = []
+    for (model, metric), part in frame.groupby(["model", "metric"], sort=True):
+        texts = part["texts"].astype(str)
+        wiki = sorted(t for t in texts.unique() if "wiki" in t.lower())
+        part = part[texts == wiki[0]] if wiki else part
+        n_sets = part["texts"].nunique()
+        label = wiki[0] if wiki else str(part["texts"].iloc[0]) if n_sets == 1 else f"mean over {n_sets} text sets"
+        readouts = set(part["readout"])
+        readout = "raw" if "raw" in readouts else sorted(readouts)[0]
+        part = part[part["readout"] == readout]
+        curve = part.groupby("layer", as_index=False)[["relative_depth", "value"]].mean()
+        parts.append(curve.assign(model=model, metric=metric, texts=label, readout=readout))
+    columns = ["model", "metric", "layer", "relative_depth", "value", "texts", "readout"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
+def _panel_sources(data: pd.DataFrame, mixed: list[str], dashes: dict | None) -> list[str]:
+    """A panel's title lines naming what differs between the figure's lines: its readouts (with their line
+    patterns) and its text sets."""
+    lines = []
+    if "readout" in mixed and dashes is not None:
+        present = [r for r in dashes if r in set(data["readout"])]
+        if len(present) == 1:
+            lines.append(f"{present[0]} readout")
+        else:
+            lines.append(", ".join(f"{r} ({_DASH_NAMES[dashes[r]]})" for r in present))
+    if "texts" in mixed:
+        lines.append("texts: " + ", ".join(sorted(data["texts"].astype(str).unique())))
+    return lines
 
 
 def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
@@ -195,11 +259,12 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
     correlation (0 to 1, unsigned) apart from the signed Spearman ρ and Kendall τ (−1 to 1); stars give the
     permutation p-values. Horizontal bars, so every metric name sits beside its own bars.
 
-    Uses the ``mean`` scope (score averaged over tasks) when present, else the mean over per-task scopes.
+    Uses the ``mean`` scope (score averaged over tasks) when present, else the mean over per-task scopes. A metric
+    without a value for a model and method (too few layers, a constant curve) is written "n/a" in its row.
     """
     if not set(correlation.columns) >= PLOTTED_CORRELATION_COLUMNS:
         return []
-    frame = correlation.dropna(subset=["value"])
+    frame = correlation
     note = ""
     if "scope" in frame:
         is_mean = frame["scope"].astype(str) == MEAN
@@ -208,7 +273,7 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
         frame = frame.assign(p_value=float("nan"))
     signed = [m for m in dict.fromkeys(frame["method"]) if m != "dcor"]  # the file's order (Spearman, Kendall)
     frame = frame.groupby(["model", "metric", "method"], as_index=False)[["value", "p_value"]].mean()
-    if frame.empty:
+    if frame["value"].isna().all():
         return []
     models = sorted(frame["model"].unique())
     metrics = sorted(frame["metric"].unique())
@@ -225,7 +290,7 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
                 ax = axes[row][col]
                 data = frame[(frame["model"] == model) & frame["method"].isin(methods)]
                 sns.barplot(
-                    data=data,
+                    data=data.dropna(subset=["value"]),
                     y="metric",
                     x="value",
                     hue="method",
@@ -236,7 +301,8 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
                     ax=ax,
                     legend=row == 0 and len(methods) > 1,
                 )
-                _star_p_values(ax, data, metrics, methods)
+                _star_p_values(ax, data.dropna(subset=["value"]), metrics, methods)
+                _mark_missing(ax, data, metrics, methods)
                 ax.axvline(0, color="black", linewidth=0.8)
                 ax.set_xlim(*limits)
                 ax.set_title(f"{model}\n{title}" if col == 0 else title, fontsize=9, loc="left")
@@ -249,6 +315,17 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
             fontsize=10,
         )
         return save(fig, stem)
+
+
+def _mark_missing(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:
+    """Write "n/a" in each metric's row where a method has no value (naming the methods when only some lack one),
+    so a missing correlation is never read as a zero-length bar."""
+    present = set(data.dropna(subset=["value"])[["metric", "method"]].itertuples(index=False, name=None))
+    for row, metric in enumerate(metrics):
+        missing = [m for m in methods if (metric, m) not in present]
+        if missing:
+            label = "n/a" if len(missing) == len(methods) else "n/a: " + ", ".join(missing)
+            ax.text(0.02, row, label, transform=ax.get_yaxis_transform(), va="center", fontsize=7, color="0.35")
 
 
 def _star_p_values(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:

@@ -6,6 +6,7 @@ half its files; an existing folder is replaced only when it is itself a report.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import pandas as pd
 
 from layer_mteb.analysis import figures, stress_figures
 from layer_mteb.analysis.markdown import leaderboard_markdown, table1_markdown
+from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs import Runs, load_reference, load_runs
 from layer_mteb.analysis.selection import selector_leaderboard
 from layer_mteb.analysis.table1 import (
@@ -27,6 +29,8 @@ from layer_mteb.analysis.table1 import (
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building
+
+logger = logging.getLogger(__name__)
 
 PaperTasks = Literal["run", "all"]
 PAPER_TASKS: tuple[str, ...] = ("run", "all")
@@ -50,7 +54,7 @@ def write_report(
     like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
     ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
     Figure 1's curves all average one task set (:func:`~.rules.common_tasks` over the non-random models); its
-    caption names them.
+    title counts them, its caption names them, and a warning says so when some run scored more.
     """
     if paper_tasks not in PAPER_TASKS:
         raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")
@@ -59,17 +63,22 @@ def write_report(
     output = Path(output)
     _check_output(output, data.folders)
     tasks = task_scores(data.scores)
-    headline, curves, task_note = headline_tasks(tasks, random_models)
-    paper = paper_layer_means(headline, reference, paper_tasks) if paper_curves else None
+    headline = headline_tasks(tasks, random_models)
+    paper = paper_layer_means(headline.rows, reference, paper_tasks) if paper_curves else None
     summary = per_task_summary(tasks)
     table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
+    shrunk = fewer_shared_tasks(tasks[~tasks["model"].isin(random_models)], headline.tasks)
+    if shrunk:
+        logger.warning(shrunk)
     with building(output) as tmp:
         table.to_csv(tmp / "table1.csv", index=False)
         (tmp / "table1.md").write_text(table1_markdown(table, table1_notes(summary)))
         summary.to_csv(tmp / "per_task.csv", index=False)
         layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
         paper_frame, paper_note = paper if paper is not None else (None, "")
-        figures.figure1(curves, tmp / "figure1", paper_frame, paper_note, task_note)
+        figures.figure1(
+            headline.curves, tmp / "figure1", paper_frame, paper_note, headline.caption, len(headline.tasks)
+        )
         for model, rows in tasks.groupby("model", sort=True):
             best = summary[summary["model"] == model].set_index("task")["best_layer"]
             figures.heatmap(rows, best, str(model), tmp / f"heatmap_{figures.slug(str(model))}")

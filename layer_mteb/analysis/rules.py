@@ -6,7 +6,8 @@ Figure 1s (``layer-mteb report``, the notebook and ``python -m layer_mteb.paper`
 - **Ties go to the deeper layer**: among layers within :data:`TIE_TOL` of the best value (a score, or a metric in its
   direction), the deepest wins; so does the deeper of two layers equally near a target depth.
 - **Correlations** need :data:`MIN_LAYERS` layers with both a metric value and a score, both varying.
-- **Figure 1's tasks**: :func:`common_tasks`; a curve is drawn only at layers holding every one of them.
+- **Figure 1's tasks**: :func:`common_tasks`; a curve is drawn only at layers holding every one of them; when they
+  are fewer than some model scored, :func:`fewer_shared_tasks` says so.
 """
 
 from __future__ import annotations
@@ -57,6 +58,26 @@ def common_tasks(scores: pd.DataFrame, coverage: float = COVERAGE) -> list[str]:
     while tasks and min(complete(tasks)) < coverage:
         tasks.remove(max(tasks, key=lambda t: (sum(complete([x for x in tasks if x != t])), t)))
     return tasks
+
+
+def fewer_shared_tasks(scores: pd.DataFrame, chosen: list[str], what: str = "Figure 1") -> str | None:
+    """One line when ``chosen`` (:func:`common_tasks`) has fewer tasks than some model of ``scores`` scored, naming
+    every model with its count; ``None`` when no model loses a task."""
+    own = scores.groupby("model", sort=True)["task"].nunique()
+    if own.empty or own.max() <= len(chosen):
+        return None
+    counts = ", ".join(f"{model} {n}" for model, n in own.items())
+    names = ", ".join(chosen)
+    shared = f"only the {tasks_phrase(len(chosen))} every run shares ({names})"
+    if set.intersection(*(set(p["task"]) for _, p in scores.groupby("model"))) != set(chosen):
+        shared = f"only {tasks_phrase(len(chosen))} ({names}: shared by every run, less those missing at many layers)"
+    if not chosen:
+        shared = "each run's own tasks (no task is shared)"
+    return f"{what} averages {shared}; tasks per run: {counts} (Table 1 averages each run's own)"
+
+
+def tasks_phrase(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
 
 
 def complete_layer_means(tasks: pd.DataFrame, chosen: list[str]) -> pd.DataFrame:

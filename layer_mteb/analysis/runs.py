@@ -21,7 +21,7 @@ from layer_mteb.metrics.table import read_metrics
 SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
     "selection": ("model", "selector", "scope"),
-    "metrics": ("model", "layer", "texts", "metric"),
+    "metrics": ("model", "layer", "texts", "metric", "readout"),
     "correlation": ("model", "metric", "method", "scope"),
 }
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")

@@ -8,7 +8,8 @@ layer's real score with the last layer and with the best layer in hindsight.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TypedDict
 
@@ -19,6 +20,7 @@ from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.analysis.selectors import BASELINES, ModelData, Selector, by_name, evaluate
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import read_scores
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS
 
@@ -130,22 +132,32 @@ def needs_own_texts(by: str | list[str] | None) -> bool:
 
 
 def leaderboard(
-    selection: pd.DataFrame, by: Sequence[str] = ("selector", "texts"), within: Sequence[str] = ()
+    selection: pd.DataFrame,
+    by: Sequence[str] = ("selector", "texts"),
+    within: Sequence[str] = (),
+    mean_tasks: Mapping[str, Collection[str]] | None = None,
 ) -> pd.DataFrame:
     """Selectors ranked by mean regret, then mean gain: the one ranking behind ``layer-mteb select`` and the report.
 
     Rows are grouped by ``within`` + ``by`` and ranked inside each ``within`` group (say, per model and scope);
     per-task own-text sources (``task:<name>``) are pooled as ``own texts``. ``chosen_layer`` is the layer every
-    grouped row chose, else ``varies``; ``n_tasks`` counts distinct tasks; ``beats_last`` is the share with gain > 0.
+    grouped row chose, else ``varies``; ``n_tasks`` counts distinct tasks, a model's ``mean`` row counting as the
+    tasks it averages when ``mean_tasks`` (model -> task names, :func:`tasks_in_mean`) gives them; ``beats_last`` is
+    the share with gain > 0.
     """
     frame = selection
+    counted = [[t] for t in frame["task"]]
+    if mean_tasks is not None:
+        rows = zip(frame["model"].astype(str), frame["task"], strict=True)
+        counted = [list(mean_tasks.get(m, [t])) if t == MEAN else [t] for m, t in rows]
+    frame = frame.assign(counted=counted)
     if "texts" in frame.columns:
         frame = frame.assign(
             texts=frame["texts"].where(~frame["texts"].astype(str).str.startswith("task:"), "own texts")
         )
     frame = frame.assign(beats_last=frame["gain"] > 0)
     board = frame.groupby([*within, *by], sort=False).agg(
-        n_tasks=("task", "nunique"),
+        n_tasks=("counted", lambda s: len(set(chain.from_iterable(s)))),
         chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
         chosen_score=("chosen_score", "mean"),
         last_score=("last_score", "mean"),
@@ -158,6 +170,32 @@ def leaderboard(
     order = [*within, "regret", "gain"]
     ascending = [True] * len(within) + [True, False]
     return board.sort_values(order, ascending=ascending, kind="stable").reset_index(drop=True)
+
+
+def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
+    """model -> the tasks its ``mean`` score curve averages (every task it scored, :func:`~.curves.score_curves`)."""
+    return {str(model): sorted(part["task"].astype(str).unique()) for model, part in scores.groupby("model")}
+
+
+def run_leaderboard(
+    run: str | Path, selection: pd.DataFrame, by: str | list[str] | None = None
+) -> tuple[pd.DataFrame, str | None]:
+    """``layer-mteb select``'s table for ``selection`` (read from ``run``), its ``mean`` rows counting the tasks
+    they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
+    metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
+    (a general source such as WikiText would pick in both scopes)."""
+    board = leaderboard(selection, mean_tasks=tasks_in_mean(read_scores(run)))
+    if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
+        return board, None
+    both = pd.read_csv(Path(run) / selection_file(by))
+    per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
+    if per_task.empty:
+        return board, None
+    names = ", ".join(dict.fromkeys(per_task["selector"].astype(str)))
+    return board, (
+        "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
+        f"--per-task shows the metric selectors: {names}"
+    )
 
 
 LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -106,7 +107,16 @@ def layer_means(tasks: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+class Headline(NamedTuple):
+    """Figure 1's rows and curves, the task set they share (empty: none is shared) and the caption naming it."""
+
+    rows: pd.DataFrame
+    curves: pd.DataFrame
+    tasks: list[str]
+    caption: str
+
+
+def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> Headline:
     """Figure 1's rows, curves and caption: the models not ``left_out`` (random-weight controls) over the task set
     of :func:`~.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a gap."""
     frame = tasks[~tasks["model"].isin(set(left_out))]
@@ -115,10 +125,10 @@ def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> tuple[p
     names = common_tasks(frame)
     if not names:
         caption = "each curve averages its own model's tasks (no task was scored by every model)"
-        return frame, layer_means(frame), caption
+        return Headline(frame, layer_means(frame), [], caption)
     listed = ", ".join(names) if len(names) <= 12 else ", ".join(names[:12]) + f", ... ({len(names) - 12} more)"
     rows = frame[frame["task"].isin(names)]
-    return rows, complete_layer_means(rows, names), f"every curve: mean over the same {len(names)} tasks ({listed})"
+    return Headline(rows, complete_layer_means(rows, names), names, f"tasks: {listed}")
 
 
 def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float, float]:
@@ -221,3 +231,29 @@ def table1_notes(summary: pd.DataFrame) -> list[str]:
         if partial:
             notes.append(f"{model}: partial local data, not comparable to published mteb scores: {', '.join(partial)}")
     return notes
+
+
+def run_summary(scores: pd.DataFrame) -> list[str]:
+    """One line per (model, revision) of a run: the best single layer by mean score over the run's tasks
+    (:func:`best_single_layer`) and the last layer's mean over the same tasks, both ×100 as in Table 1."""
+    lines = []
+    scored = scores.dropna(subset=["main_score"])
+    by = [c for c in ("model", "revision") if c in scored.columns]
+    for key, part in scored.groupby(by, sort=False, dropna=False):
+        model, revision = (key, None) if len(by) == 1 else key
+        several = "revision" in scored and scored.loc[scored["model"] == model, "revision"].nunique() > 1
+        label = f"{model} @ {revision}" if several else str(model)
+        tasks = task_scores(part)
+        layer, mean = best_single_layer(tasks)
+        if math.isnan(layer):
+            lines.append(f"{label}: no layer was scored on all {tasks['task'].nunique()} tasks")
+            continue
+        n_layers = int(tasks["n_layers"].iloc[0])
+        last = tasks[tasks["layer"] == n_layers]
+        complete = last["task"].nunique() == tasks["task"].nunique()
+        last_text = f"{100 * last['main_score'].mean():.1f}" if complete else "not scored on every task"
+        lines.append(
+            f"{label}: best layer {int(layer)} (mean {100 * mean:.1f} over {tasks['task'].nunique()} tasks), "
+            f"last layer {n_layers}: {last_text}"
+        )
+    return lines

@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> None:
         task_metrics=args.task_metrics,
         eval_workers=args.eval_workers,
         skip_unavailable=args.skip_unavailable,
+        show_warnings=args.verbose,
     )
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
         print_scores(frame, output)
@@ -207,7 +208,7 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection import leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection import run_leaderboard, select_layers, selection_file
     from layer_mteb.cli.console import print_leaderboard
 
     if args.labels is not None:
@@ -220,7 +221,8 @@ def select(args: argparse.Namespace) -> None:
         policy = load_policy()
         for model in selection["model"].unique():
             print(policy.describe(str(model)))
-    print_leaderboard(leaderboard(selection), Path(args.run) / selection_file(args.by))
+    board, note = run_leaderboard(args.run, selection, args.by)
+    print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
 
 
 def select_by_labels(args: argparse.Namespace) -> None:

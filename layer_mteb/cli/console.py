@@ -63,11 +63,15 @@ def fail(message: str) -> int:
 
 
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
-    """Layers as rows, tasks as columns, one table per (model, revision); then where the files are."""
+    """Layers as rows, tasks as columns, one table per (model, revision); one summary line each (best and last
+    layer); then where the files are."""
+    from layer_mteb.analysis.table1 import run_summary
     from layer_mteb.common.results import layer_table
 
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
         print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")
+    if not frame.empty:
+        print("\n" + "\n".join(run_summary(frame)))
     print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
 
 
@@ -76,8 +80,10 @@ def print_metrics(frame: pd.DataFrame, output: Path) -> None:
     print(f"\nmetrics: {output / 'metrics.csv'}")
 
 
-def print_leaderboard(board: pd.DataFrame, path: Path) -> None:
+def print_leaderboard(board: pd.DataFrame, path: Path, note: str | None = None) -> None:
     print(board.round(4).to_string(index=False))
+    if note:
+        print(f"\n{note}")
     print(f"\nselection: {path}")
 
 

@@ -119,6 +119,12 @@ def _add_run(commands) -> None:
         action="store_true",
         help="also write each task's label-free metrics (prompt entropy, ...) from the same forward pass",
     )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show every warning of the evaluators (default: counted, one line per task)",
+    )
     run.set_defaults(handler=handlers.run)
 
 

@@ -4,6 +4,7 @@ Each entry carries its resolved settings (:meth:`~layer_mteb.common.settings.Run
 names the attention that ran, as ``scores.csv`` does. A later sweep into the same folder replaces the entries of
 the units it ran again and keeps the others. Folders written before entries had their own settings stay readable:
 their entries take the file's top-level ``settings`` (where ``attention`` may be ``null``, the model's own).
+Once a sweep has changed the scores, :func:`warn_stale_side_files` names the files computed from the earlier ones.
 """
 
 from __future__ import annotations
@@ -66,3 +67,18 @@ def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_
 def _unit(entry: dict) -> tuple[object, ...]:
     settings = json.dumps(entry.get("settings"), sort_keys=True)
     return entry.get("model"), entry.get("revision"), entry.get("task"), settings
+
+
+#: Files of a run folder computed from its scores: a sweep that changed the scores makes them stale.
+SIDE_FILES = {"selection.csv": "layer-mteb select", "correlation.csv": "layer-mteb correlate"}
+
+
+def warn_stale_side_files(output: Path) -> None:
+    """Name every side file older than the scores it was computed from, with the command that refreshes it."""
+    scores = output / "scores.csv"
+    if not scores.is_file():
+        return
+    for name, command in SIDE_FILES.items():
+        side = output / name
+        if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+            logger.warning("%s was computed from earlier scores; refresh it: %s --run %s", side, command, output)

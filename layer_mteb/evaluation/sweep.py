@@ -23,10 +23,11 @@ from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.runlog import read_run_log, time_record, write_run_log
+from layer_mteb.evaluation.runlog import read_run_log, time_record, warn_stale_side_files, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, check_eval_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel
@@ -55,6 +56,7 @@ def sweep(
     progress: bool = True,
     eval_workers: int | None = None,
     skip_unavailable: bool = False,
+    show_warnings: bool = False,
 ) -> pd.DataFrame:
     """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
@@ -69,6 +71,7 @@ def sweep(
     ``output/metrics.csv``), computed in the forward pass that fills the cache. A task's pooled vectors stay in memory
     up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it; ``eval_workers``
     layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
+    The evaluators' warnings are counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
     """
     config = config or EncodeConfig(device=default_device())
     distributed = shard is None and distributed_shard() is not None
@@ -92,7 +95,8 @@ def sweep(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
             store = store_folder(loaded, settings, task.metadata.name) if vector_cache else None
-            _sweep_task(loaded, task, settings, layer_ids, record, store, overwrite=overwrite, progress=progress)
+            options = {"overwrite": overwrite, "progress": progress, "show_warnings": show_warnings}
+            _sweep_task(loaded, task, settings, layer_ids, record, store, **options)
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
@@ -202,6 +206,7 @@ def _sweep_task(
     *,
     overwrite: bool,
     progress: bool,
+    show_warnings: bool,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     start = time.perf_counter()
@@ -236,9 +241,8 @@ def _sweep_task(
         result = _evaluate(encoder, task, record.results, overwrite)
         return score_rows(result.task_results[0], task=task, encoder=encoder, data=settings.data)
 
-    evaluation = _score_layers(
-        score, task, cache, settings, layer_ids, record, entry, overwrite=overwrite, progress=progress
-    )
+    options = {"overwrite": overwrite, "progress": progress, "show_warnings": show_warnings}
+    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, **options)
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
@@ -276,10 +280,12 @@ def _score_layers(
     *,
     overwrite: bool,
     progress: bool,
+    show_warnings: bool,
 ) -> dict[str, float]:
     """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
-    ``entry`` counting what was encoded, evaluated and reused. Returns the seconds the evaluators took (summed over
-    layers, whichever process ran them), those spent reading stored results back, and the scoring loop's wall time."""
+    ``entry`` counting what was encoded, evaluated and reused, and the evaluators' warnings. Returns the seconds the
+    evaluators took (summed over layers, whichever process ran them), those spent reading stored results back, and
+    the scoring loop's wall time."""
     reused = {
         layer: not overwrite and _has_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
         for layer in layer_ids
@@ -298,7 +304,9 @@ def _score_layers(
     bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
     start, evaluators, reading = time.perf_counter(), 0.0, 0.0
     encoding = cache.encoding_seconds()
-    for layer, rows, seconds in chain(score_layers(score, first, 1), score_layers(score, rest, workers)):
+    raised: dict[int, LayerWarnings] = {}
+    layers = chain(score_layers(score, first, 1, show_warnings), score_layers(score, rest, workers, show_warnings))
+    for layer, rows, seconds, raised[layer] in layers:
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
         seconds -= cache.encoding_seconds() - encoding
         encoding = cache.encoding_seconds()
@@ -313,6 +321,7 @@ def _score_layers(
         record.unit_done(rows)
         bar.update()
     bar.close()
+    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, show_warnings)
     return {"evaluators": evaluators, "results_read": reading, "evaluation_wall": time.perf_counter() - start}
 
 
@@ -385,17 +394,3 @@ def _has_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) 
 #: (``ValueError`` covers ``JSONDecodeError``, ``UnicodeDecodeError`` and pydantic's ``ValidationError``), or a
 #: missing field. Anything else (a change in mteb, say) propagates: stored results are never removed on a guess.
 UNREADABLE_RESULT = (OSError, ValueError, KeyError)
-
-#: Files of a run folder computed from its scores: a sweep that changed the scores makes them stale.
-SIDE_FILES = {"selection.csv": "layer-mteb select", "correlation.csv": "layer-mteb correlate"}
-
-
-def warn_stale_side_files(output: Path) -> None:
-    """Name every side file older than the scores it was computed from, with the command that refreshes it."""
-    scores = output / "scores.csv"
-    if not scores.is_file():
-        return
-    for name, command in SIDE_FILES.items():
-        side = output / name
-        if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
-            logger.warning("%s was computed from earlier scores; refresh it: %s --run %s", side, command, output)

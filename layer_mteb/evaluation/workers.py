@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.threads import torch_threads
+from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted_warnings
 from layer_mteb.vectors.budget import host_available, store_bytes
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 ScoreLayer = Callable[[int], list[dict]]
 
 _score_layer: ScoreLayer | None = None  # set in the sweep just before forking; read by the forked workers
+_show_warnings = False  # likewise
 
 
 def usable_cpus() -> int:
@@ -61,16 +63,21 @@ _COPIES = 4
 
 
 class ScoredLayer(NamedTuple):
-    """One layer's score rows and the seconds its evaluation took (in the process that ran it)."""
+    """One layer's score rows, the seconds its evaluation took and the warnings it raised (counted in the process
+    that ran it)."""
 
     layer: int
     rows: list[dict]
     seconds: float
+    warnings: LayerWarnings
 
 
-def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -> Iterator[ScoredLayer]:
+def score_layers(
+    score_layer: ScoreLayer, layers: Sequence[int], workers: int, show_warnings: bool = False
+) -> Iterator[ScoredLayer]:
     """A :class:`ScoredLayer` for each of ``layers``, in that order; ``workers`` > 1 evaluates them in forked
-    processes.
+    processes. Warnings are counted (:func:`~.evaluator_warnings.counted_warnings`), and shown too with
+    ``show_warnings``.
 
     ``score_layer`` must not need anything a forked child lacks (a CUDA context, open GPU tensors): the sweep moves
     the task's vectors to host memory before asking for more than one worker.
@@ -79,15 +86,15 @@ def score_layers(score_layer: ScoreLayer, layers: Sequence[int], workers: int) -
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for layer in layers:
             with one_thread():
-                rows, seconds = _timed(score_layer, layer)
-            yield ScoredLayer(layer, rows, seconds)
+                result = _timed(score_layer, layer, show_warnings)
+            yield ScoredLayer(layer, *result)
         return
-    global _score_layer
-    _score_layer = score_layer
+    global _score_layer, _show_warnings
+    _score_layer, _show_warnings = score_layer, show_warnings
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker)
     try:
-        for layer, (rows, seconds) in zip(layers, pool.imap(_run, layers), strict=True):
-            yield ScoredLayer(layer, rows, seconds)
+        for layer, result in zip(layers, pool.imap(_run, layers), strict=True):
+            yield ScoredLayer(layer, *result)
         pool.close()
     except BaseException:  # Ctrl-C or a failing layer: stop every worker before passing it on
         pool.terminate()
@@ -130,12 +137,13 @@ def _die_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _run(layer: int) -> tuple[list[dict], float]:
+def _run(layer: int) -> tuple[list[dict], float, LayerWarnings]:
     assert _score_layer is not None
-    return _timed(_score_layer, layer)
+    return _timed(_score_layer, layer, _show_warnings)
 
 
-def _timed(score_layer: ScoreLayer, layer: int) -> tuple[list[dict], float]:
+def _timed(score_layer: ScoreLayer, layer: int, show_warnings: bool) -> tuple[list[dict], float, LayerWarnings]:
     start = time.perf_counter()
-    rows = score_layer(layer)
-    return rows, time.perf_counter() - start
+    with counted_warnings(show_warnings) as seen:
+        rows = score_layer(layer)
+    return rows, time.perf_counter() - start, dict(seen)

@@ -12,7 +12,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from layer_mteb.analysis.figures import _style, save
-from layer_mteb.analysis.rules import COVERAGE, common_tasks, complete_layer_means
+from layer_mteb.analysis.rules import COVERAGE, common_tasks, complete_layer_means, tasks_phrase
 from layer_mteb.analysis.table1 import task_scores
 
 
@@ -41,8 +41,8 @@ def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: 
                 data=curves, x="relative_depth", y="score", hue="model", style="model", markers=True, ax=ax, lw=2
             )
             ax.set_xlabel("relative depth (layer / number of layers)")
-            ax.set_ylabel(f"mean main score ×100 over {len(tasks)} tasks")
-            ax.set_title(f"{title}: {len(tasks)} tasks every curve shares", fontsize=10)
+            ax.set_ylabel(f"mean main score ×100 over {tasks_phrase(len(tasks))}")
+            ax.set_title(f"{title}: mean over the same {tasks_phrase(len(tasks))}", fontsize=10)
             ax.legend(fontsize=8, frameon=False)
         return save(fig, stem)
 

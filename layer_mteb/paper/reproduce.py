@@ -20,6 +20,7 @@ from layer_mteb.analysis import study
 from layer_mteb.analysis.auto import write_policy
 from layer_mteb.analysis.correlation import correlate
 from layer_mteb.analysis.importing import import_metrics_table, release_scores
+from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs import load_run
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
@@ -58,16 +59,19 @@ def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
 def reproduce(
     reference: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS, policy: Path | None = None
 ) -> list[Path]:
-    """Everything the README's "Reproducing the paper" section shows, written into ``output``; with ``policy``, the
-    ``select --by auto`` policy trained on every study model is written there too (:func:`~.study.train_policy`)."""
+    """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
+    on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
+    model is written there too (:func:`~.study.train_policy`)."""
     started = time.perf_counter()
+    written: list[Path] = []
+    progress = Progress(written)
     release = release_scores(reference / "official_layer_scores.csv")
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
     our_metrics = [metrics for _, metrics in ours if metrics is not None]
     output.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    progress.step(f"read the authors' release and {len(runs)} runs")
 
     def write(name: str, frame: pd.DataFrame) -> None:
         path = output / name
@@ -85,18 +89,24 @@ def reproduce(
     )
     versus = versus_paper(rows[rows["model"].isin(PAPER_TABLE1)], reasons)
     write("table1_vs_paper.csv", versus)
+    progress.step()
 
     written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
         "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
         "Figure 1, our panel": figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
     }
+    shrunk = fewer_shared_tasks(our_scores, figure_tasks["Figure 1, our panel"], "Figure 1's run panel")
+    if shrunk:
+        logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += figures.progression(checkpoints, release_metrics, output / "progression")
+    progress.step()
 
     all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
     all_scores = pd.concat([release, our_scores], ignore_index=True)
     write("correlation.csv", correlations(all_scores, all_metrics, permutations))
+    progress.step()
 
     models = study.study_models(all_scores[~all_scores["model"].str.contains("@")], all_metrics)
     evaluation = study.per_model(study.evaluate(models, study.selectors()))
@@ -109,12 +119,29 @@ def reproduce(
     write("lofo.csv", lofo)
     if policy is not None:
         written.append(write_policy(study.train_policy(models, lofo), policy))
+    progress.step()
     written += prompt_length.reproduce(reference, runs, output)
+    progress.step()
     markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo)
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
-    logger.warning("results/paper written in %.0f s", time.perf_counter() - started)
+    progress.step()
+    print(f"paper: {len(written)} files in {output}, {time.perf_counter() - started:.0f} s in all", flush=True)
     return written
+
+
+class Progress:
+    """One line per step of :func:`reproduce` (a minute or more in all): the files it wrote and its seconds."""
+
+    def __init__(self, written: list[Path]) -> None:
+        self.written, self.shown, self.since = written, 0, time.perf_counter()
+
+    def step(self, what: str | None = None) -> None:
+        names = [p.name for p in self.written[self.shown :]]
+        listed = ", ".join(names if len(names) <= 4 else [*names[:3], f"... ({len(names) - 3} more)"])
+        now = time.perf_counter()
+        print(f"paper: {what or listed} ({now - self.since:.1f} s)", flush=True)
+        self.shown, self.since = len(self.written), now
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
@@ -152,6 +179,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no official_layer_scores.csv in {reference}; pass --reference", flush=True)
         return 2
     policy = Path(args.policy) if args.policy else None
-    paths = reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
-    print(f"{len(paths)} files in {args.output}")
+    reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
     return 0

@@ -1,0 +1,99 @@
+"""Warnings of mteb's evaluators counted per layer and told once per task.
+
+mteb's logistic regression on unnormalised decoder vectors warns that a fit did not converge, once per fit: hundreds
+of scikit-learn ``ConvergenceWarning``s per layer, the same text each time. They say something true about the
+evaluator and nothing wrong with the scores, which are mteb's, unchanged. Each layer's warnings are counted where
+the layer is evaluated (in a worker process too) and the sweep logs one line per task; ``show`` passes every warning
+on as well, as Python would have shown it. The filters decide what is a warning exactly as without counting, so the
+counts are what ``--verbose`` shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import NamedTuple
+
+logger = logging.getLogger(__name__)
+
+
+class Seen(NamedTuple):
+    """How many warnings of one category a layer's evaluation raised, and the first one's message."""
+
+    count: int
+    first: str
+
+
+#: category name -> what was seen, for one layer
+LayerWarnings = dict[str, Seen]
+
+
+@contextmanager
+def counted_warnings(show: bool = False) -> Iterator[LayerWarnings]:
+    """Count the warnings raised inside the block by category (the filters in force decide what counts); ``show``
+    also shows each one as it comes."""
+    seen: LayerWarnings = {}
+    with warnings.catch_warnings():  # restores the previous showwarning on the way out
+        shown = warnings.showwarning
+
+        def count(message, category, filename, lineno, file=None, line=None) -> None:
+            name = category.__name__
+            before = seen.get(name)
+            seen[name] = Seen(before.count + 1, before.first) if before else Seen(1, _first_line(message))
+            if show:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = count
+        yield seen
+
+
+def _first_line(message: object) -> str:
+    return str(message).strip().split("\n", 1)[0][:300]
+
+
+def task_warnings(per_layer: Mapping[int, LayerWarnings]) -> dict[str, dict]:
+    """The ``run.json`` record of one task: per category, the total, the layers that raised it and its first
+    message."""
+    record: dict[str, dict] = {}
+    for layer in sorted(per_layer):
+        for name, seen in per_layer[layer].items():
+            entry = record.setdefault(name, {"count": 0, "layers": [], "first_message": seen.first})
+            entry["count"] += seen.count
+            entry["layers"].append(layer)
+    return record
+
+
+def summary_line(task: str, record: Mapping[str, Mapping], shown: bool = False) -> str | None:
+    """``Banking77Classification: 281 ConvergenceWarnings from the evaluators at layers 3-30 (...)``; None when the
+    task raised none."""
+    if not record:
+        return None
+    parts = [
+        f"{entry['count']} {name}{'s' if entry['count'] != 1 else ''} from the evaluators at "
+        f"{'layer' if len(entry['layers']) == 1 else 'layers'} {layer_ranges(entry['layers'])}"
+        for name, entry in record.items()
+    ]
+    tail = "shown above" if shown else "--verbose shows them"
+    return f"{task}: {'; '.join(parts)} (scores are mteb's, unchanged; {tail})"
+
+
+def layer_ranges(layers: list[int]) -> str:
+    """``[3, 4, 5, 7]`` -> ``3-5, 7``."""
+    runs: list[list[int]] = []
+    for layer in sorted(set(layers)):
+        if runs and layer == runs[-1][1] + 1:
+            runs[-1][1] = layer
+        else:
+            runs.append([layer, layer])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def log_task_warnings(task: str, per_layer: Mapping[int, LayerWarnings], shown: bool) -> dict[str, dict]:
+    """Log the task's one line (if it raised any warning) and return its ``run.json`` record."""
+    record = task_warnings(per_layer)
+    line = summary_line(task, record, shown)
+    if line:
+        logger.warning(line)
+    return record
