@@ -115,6 +115,9 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "prompt_entropy" in out and "regret" in out and (tmp_path / "selection.csv").is_file()
     assert main(["select", "--run", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["select", "--run", str(tmp_path / "empty")]) == 2
     assert "no scores.csv" in capsys.readouterr().err
 
 
