@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis import lofo as family_study
 from layer_mteb.analysis import study
 from layer_mteb.analysis.auto import write_policy
 from layer_mteb.analysis.correlation import correlate
@@ -59,7 +60,8 @@ def reproduce(
     reference: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS, policy: Path | None = None
 ) -> list[Path]:
     """Everything the README's "Reproducing the paper" section shows, written into ``output``; with ``policy``, the
-    ``select --by auto`` policy trained on every study model is written there too (:func:`~.study.train_policy`)."""
+    ``select --by auto`` policy trained on every study model is written there too
+    (:func:`~layer_mteb.analysis.lofo.train_policy`)."""
     started = time.perf_counter()
     release = release_scores(reference / "official_layer_scores.csv")
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
@@ -105,12 +107,15 @@ def reproduce(
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
-    lofo = study.leave_one_family_out(models)
+    population, excluded = family_study.score_models(all_scores, all_metrics)
+    lofo = family_study.leave_one_family_out(population)
     write("lofo.csv", lofo)
+    write("lofo_means.csv", family_study.lofo_means(lofo))
+    write("lofo_excluded.csv", excluded)
     if policy is not None:
-        written.append(write_policy(study.train_policy(models, lofo), policy))
+        written.append(write_policy(family_study.train_policy(population, lofo), policy))
     written += prompt_length.reproduce(reference, runs, output)
-    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo)
+    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
     logger.warning("results/paper written in %.0f s", time.perf_counter() - started)
