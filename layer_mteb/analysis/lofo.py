@@ -199,7 +199,7 @@ def fit_policy(
     """One rule per kind of model (:func:`fit_rule`) from the training models' ``cells``; ``margin`` or ``variant``
     ``None``: chosen by leave-one-family-out inside these models (:func:`choose_settings`)."""
     if margin is None or variant is None:
-        margin, variant = choose_settings(cells, usable)
+        margin, variant = choose_settings(cells, usable, (variant,) if variant else VARIANTS)
     rules = {kind: fit_rule(cells[cells["kind"] == kind], usable, margin, variant) for kind in KINDS}
     models = tuple(sorted(cells["model"].unique()))
     return Policy(rules, margin, variant, models, tuple(sorted(cells["family"].unique())))
@@ -211,15 +211,15 @@ def usable_on(cells: pd.DataFrame, names: list[str]) -> list[str]:
     return [name for name in names if counts.get(name, 0) == cells["model"].nunique()]
 
 
-def choose_settings(cells: pd.DataFrame, usable: list[str]) -> tuple[float, str]:
-    """The (margin, variant) of :data:`MARGINS` × :data:`VARIANTS` with the least weighted mean regret when each
+def choose_settings(cells: pd.DataFrame, usable: list[str], variants: tuple[str, ...] = VARIANTS) -> tuple[float, str]:
+    """The (margin, variant) of :data:`MARGINS` × ``variants`` with the least weighted mean regret when each
     family of ``cells`` is held out in turn (ties: the larger, more cautious margin, then ``fixed``)."""
-    totals = {(variant, margin): [0.0, 0.0] for variant in VARIANTS for margin in MARGINS}
+    totals = {(variant, margin): [0.0, 0.0] for variant in variants for margin in MARGINS}
     for family in sorted(cells["family"].unique()):
         held = cells[cells["family"] == family]
         inner = usable_on(held, usable)
         training = cells[(cells["family"] != family) & cells["selector"].isin(inner)]
-        for variant in VARIANTS:
+        for variant in variants:
             fitted = {}
             for kind in held["kind"].unique():
                 part = training[training["kind"] == kind]
@@ -235,17 +235,20 @@ def choose_settings(cells: pd.DataFrame, usable: list[str]) -> tuple[float, str]
     return margin, variant
 
 
-def leave_one_family_out(models: list[ModelData], candidates: list[Selector] | None = None) -> pd.DataFrame:
-    """For each family (:mod:`~.families`): the policy fitted on the other families (margin and variant chosen inside
-    them), applied to each of its models, beside the last layer and the paper's rule there (on the tasks that have
-    its metrics). The held-out family's scores are read only to score its picks, after the policy is fixed."""
+def leave_one_family_out(
+    models: list[ModelData], candidates: list[Selector] | None = None, variant: str | None = None
+) -> pd.DataFrame:
+    """For each family (:mod:`~.families`): the policy fitted on the other families (margin and, unless ``variant``
+    is given, variant chosen inside them), applied to each of its models, beside the last layer and the paper's rule
+    there (on the tasks that have its metrics). The held-out family's scores are read only to score its picks, after
+    the policy is fixed."""
     rows = study_rows(models, candidates)
     summed = cells(rows)
     usable = list(dict.fromkeys(rows["selector"]))
     found = []
     for family in dict.fromkeys(rows["family"]):
         inside = summed["family"] == family
-        policy = fit_policy(summed[~inside], usable_on(summed[inside], usable))
+        policy = fit_policy(summed[~inside], usable_on(summed[inside], usable), variant=variant)
         for _, part in rows[rows["family"] == family].groupby("model", sort=False):
             found.append(_record(part, policy, family))
     return pd.DataFrame(found)
@@ -272,6 +275,14 @@ def _record(part: pd.DataFrame, policy: Policy, family: str) -> dict:
         "paper_rule_gain": paper["gain"].mean(),
         "reason": rule.reason,
     }
+
+
+def candidate_table(models: list[ModelData], candidates: list[Selector] | None = None) -> pd.DataFrame:
+    """Every candidate on every model where it is defined (all tasks): mean regret and gain, with the family and
+    kind; no fitting, so no family needs holding out (a fixed depth's regret on each model, say)."""
+    rows = study_rows(models, candidates)
+    per = per_model(cells(rows)).join(rows.groupby("model")["kind"].first(), on="model")
+    return per[["model", "family", "kind", "weight", "selector", "regret", "gain"]].sort_values(["model", "selector"])
 
 
 def lofo_means(lofo: pd.DataFrame) -> pd.DataFrame:

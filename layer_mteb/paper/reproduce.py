@@ -110,8 +110,14 @@ def reproduce(
     population, excluded = family_study.score_models(all_scores, all_metrics)
     lofo = family_study.leave_one_family_out(population)
     write("lofo.csv", lofo)
-    write("lofo_means.csv", family_study.lofo_means(lofo))
+    fixed = family_study.leave_one_family_out(population, variant="fixed")  # what the per-type depths add
+    means = [
+        family_study.lofo_means(lofo).assign(policy="chosen"),
+        family_study.lofo_means(fixed).assign(policy="fixed"),
+    ]
+    write("lofo_means.csv", pd.concat(means, ignore_index=True))
     write("lofo_excluded.csv", excluded)
+    write("lofo_candidates.csv", family_study.candidate_table(population))
     if policy is not None:
         written.append(write_policy(family_study.train_policy(population, lofo), policy))
     written += prompt_length.reproduce(reference, runs, output)
