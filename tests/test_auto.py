@@ -12,7 +12,7 @@ import pytest
 from _metric_fixtures import run_tables
 from test_paper import REFERENCE
 
-from layer_mteb.analysis import auto, study
+from layer_mteb.analysis import auto, lofo
 from layer_mteb.analysis.families import family_of
 from layer_mteb.analysis.selection import select_layers
 from layer_mteb.analysis.selectors import PAPER_RULE, ModelData, by_name, evaluate
@@ -46,13 +46,19 @@ def test_the_family_table(name: str, family: str, embedding: bool) -> None:
     assert auto.kind_of(name) == ("embedding" if embedding else "base")
 
 
+def test_first_token_pooling_is_a_kind_of_its_own_unless_the_model_is_an_embedding_model() -> None:
+    assert auto.kind_of("bert_CLS/base") == auto.kind_of("roberta_CLS/base") == "cls"
+    assert auto.kind_of("acme/encoder", pooling="first") == "cls" and auto.kind_of("acme/encoder") == "base"
+    assert auto.kind_of("sentence-transformers/all-MiniLM-L6-v2", pooling="first") == "embedding"
+
+
 def test_a_local_sentence_transformers_pipeline_is_an_embedding_model(tmp_path: Path) -> None:
     assert not family_of(str(tmp_path)).embedding
     (tmp_path / "modules.json").write_text("[]")
     assert family_of(str(tmp_path)).embedding and "sentence-transformers pipeline" in family_of(str(tmp_path)).why
 
 
-def synthetic(name: str, peaks: dict[str, int], n_layers: int = 10) -> ModelData:
+def synthetic(name: str, peaks: dict[str, int], n_layers: int = 10, types: dict[str, str] | None = None) -> ModelData:
     """A model whose every task peaks at one layer, and whose own-text prompt entropy is lowest exactly there."""
     layers = pd.RangeIndex(n_layers + 1)
     scores = pd.DataFrame({task: [50.0 - 5 * abs(k - peak) for k in layers] for task, peak in peaks.items()})
@@ -60,7 +66,11 @@ def synthetic(name: str, peaks: dict[str, int], n_layers: int = 10) -> ModelData
         ("prompt_entropy", f"task:{task}"): pd.Series([1.0 + abs(k - peak) for k in layers], index=layers)
         for task, peak in peaks.items()
     }
-    return ModelData(name, n_layers, scores.set_axis(layers), metrics)
+    return ModelData(name, n_layers, scores.set_axis(layers), metrics, task_types=types or {})
+
+
+def fitted(models: list[ModelData], candidates=CANDIDATES, **settings) -> auto.Policy:
+    return lofo.fit_policy(lofo.cells(lofo.study_rows(models, candidates)), [c.name for c in candidates], **settings)
 
 
 def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_one() -> None:
@@ -70,28 +80,55 @@ def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_
         synthetic("gemma/c", {"T1": 3, "T2": 6, "T3": 8}),
     ]
     new = synthetic("smollm2/d", {"T1": 3, "T2": 6, "T3": 1})
-    summary = study.per_model(evaluate(training, CANDIDATES))
-    policy = study.fit_policy(summary, [c.name for c in CANDIDATES])
-    assert policy.rules["base"].selector == PAPER_RULE
+    policy = fitted(training)
+    assert policy.rules["base"].selector == PAPER_RULE and policy.variant == "fixed"
     assert policy.rules["embedding"].selector == "last_layer"  # no embedding model to learn from: abstain
     picks = evaluate([new], [policy.selector_for(new.name)])
     assert picks.set_index("task")["chosen_layer"].to_dict() == {"T1": 3, "T2": 6, "T3": 1}
     assert set(picks["selector"]) == {"auto"}
-    lofo = study.leave_one_family_out([*training, new], CANDIDATES)
-    assert (lofo["selector"] == PAPER_RULE).all() and lofo["regret"].max() == pytest.approx(0)
+    record = lofo.leave_one_family_out([*training, new], CANDIDATES)
+    assert (record["selector"] == PAPER_RULE).all() and record["regret"].max() == pytest.approx(0)
 
 
 def test_one_family_is_no_evidence_and_a_small_gain_is_no_reason_to_leave_the_last_layer() -> None:
+    names = [c.name for c in CANDIDATES]
     training = [synthetic("Pythia/a", {"T1": 2, "T2": 7}), synthetic("Pythia/b", {"T1": 5, "T2": 1})]
-    summary = study.per_model(evaluate(training, CANDIDATES))
-    rule = study.fit_rule(summary, [c.name for c in CANDIDATES], margin=0.0)
+    rule = lofo.fit_rule(lofo.cells(lofo.study_rows(training, CANDIDATES)), names, margin=0.0)
     assert rule.selector == "last_layer" and "one family only (pythia)" in rule.reason
-    two = [*training, synthetic("bert/c", {"T1": 9, "T2": 9})]
-    summary = study.per_model(evaluate(two, CANDIDATES))
-    assert study.fit_rule(summary, [c.name for c in CANDIDATES], margin=0.0).selector == PAPER_RULE
-    gain = study.across_models(summary).set_index("selector").loc[PAPER_RULE, "gain"]
-    abstained = study.fit_rule(summary, [c.name for c in CANDIDATES], margin=gain + 0.1)
+    two = lofo.cells(lofo.study_rows([*training, synthetic("bert/c", {"T1": 9, "T2": 9})], CANDIDATES))
+    assert lofo.fit_rule(two, names, margin=0.0).selector == PAPER_RULE
+    gain = lofo.board(two).set_index("selector").loc[PAPER_RULE, "gain"]
+    abstained = lofo.fit_rule(two, names, margin=gain + 0.1)
     assert abstained.selector == "last_layer" and "< margin" in abstained.reason
+
+
+def test_a_depth_per_task_type_is_learned_across_families_and_applied_by_type() -> None:
+    """Clustering tasks peak at depth 0.9 and STS tasks at 0.2 in two families: the by-type rule learns both, and
+    ``auto`` picks layer 9 for a new model's clustering task, layer 2 for its STS task."""
+    types = {"C1": "Clustering", "C2": "Clustering", "S1": "STS", "S2": "STS"}
+    peaks = {"C1": 9, "C2": 9, "S1": 2, "S2": 2}
+    training = [synthetic(f"{family}/x", peaks, types=types) for family in ("Pythia", "bert")]
+    depths = [by_name(f"depth={d / 10:.1f}") for d in range(1, 11)]
+    policy = fitted(training, depths, margin=0.0, variant="by_type")
+    rule = policy.rules["base"]
+    assert {rule.by_type.get(t, rule.selector) for t in ("Clustering", "STS")} == {"depth=0.9", "depth=0.2"}
+    assert "by task type" in rule.label and policy.rules["embedding"].selector == "last_layer"
+    new = synthetic("gemma/y", {"C1": 4, "S1": 4}, types={"C1": "Clustering", "S1": "STS"})
+    picks = evaluate([new], [policy.selector_for(new.name)]).set_index("task")["chosen_layer"]
+    assert picks.to_dict() == {"C1": 9, "S1": 2}
+
+
+def test_the_study_population_says_which_models_it_leaves_out_and_checkpoints_share_a_weight() -> None:
+    scores, _ = run_tables({"A": [0.1, 0.3, 0.7, 0.5], "B": [0.2, 0.6, 0.4, 0.3], "C": [0.1, 0.2, 0.3, 0.4]}, {})
+    partial = scores[scores["layer"] < 3].assign(model="acme/partial")
+    kept, excluded = lofo.score_models(pd.concat([scores, partial]))
+    assert [m.name for m in kept] == ["test/m"] and kept[0].task_types == {"A": "STS", "B": "STS", "C": "STS"}
+    assert excluded.set_index("model").loc["acme/partial", "reason"].startswith("no task has its last layer")
+    assert lofo.weights(["Pythia/410m", "Pythia/410m@step1", "Pythia/70m"]) == {
+        "Pythia/410m": 0.5,
+        "Pythia/410m@step1": 0.5,
+        "Pythia/70m": 1.0,
+    }
 
 
 SCORES = {"A": [0.1, 0.3, 0.7, 0.5, 0.4], "B": [0.2, 0.6, 0.4, 0.3, 0.5]}
@@ -124,7 +161,7 @@ def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_pa
     write_metrics(metrics, tmp_path)
     assert main(["select", "--run", str(tmp_path), "--by", "auto", "--per-task"]) == 0
     out = capsys.readouterr().out
-    line = r"auto \(v1, trained on \d+ models of \d+ families\): sentence-transformers/all-MiniLM-L6-v2: "
+    line = rf"auto \(v{auto.VERSION}, trained on \d+ models of \d+ families\): sentence-transformers/all-MiniLM-L6-v2: "
     line += r"embedding model \(sentence-transformers pipeline[^)]*\)\): .+ -> last_layer"
     assert re.search(line, out), out
     assert (tmp_path / "selection.auto.csv").is_file()
@@ -132,44 +169,52 @@ def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_pa
 
 def test_the_shipped_policy_says_what_it_was_trained_on() -> None:
     policy = auto.load_policy()
-    assert set(policy.rules) == {"embedding", "base"} and policy.version == auto.VERSION
-    assert len(policy.models) >= 10 and len(policy.families) >= 7 and policy.package_version and policy.date
+    assert set(policy.rules) == set(auto.KINDS) and policy.version == auto.VERSION
+    assert len(policy.models) >= 12 and len(policy.families) >= 8 and policy.package_version and policy.date
     assert {"lofo_mean_regret", "lofo_worst_gain", "last_layer_mean_regret"} <= set(policy.record)
+    assert policy.variant in lofo.VARIANTS
     for rule in policy.rules.values():
-        by_name(rule.selector)  # every rule is a study selector
+        for name in rule.selector_names():
+            by_name(name)  # every rule is made of study selectors
 
 
 def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_changes(tmp_path: Path) -> None:
-    policy = auto.Policy({"embedding": auto.Rule("last_layer", "x"), "base": auto.Rule("depth=0.8", "y")}, 0.5)
+    rules = {"embedding": auto.Rule("last_layer", "x"), "cls": auto.Rule("last_layer", "z")}
+    rules["base"] = auto.Rule("depth=0.8", "y", {"Clustering": "depth=0.9"})
+    policy = auto.Policy(rules, 0.5, "by_type")
     path = auto.write_policy(auto.Policy(**{**policy.__dict__, "date": "2026-01-01"}), tmp_path / "p.json")
     before = path.read_bytes()
     auto.write_policy(auto.Policy(**{**policy.__dict__, "date": "2027-01-01"}), path)
     assert path.read_bytes() == before
-    assert auto.load_policy(path).rules == policy.rules
+    assert auto.load_policy(path).rules == policy.rules and auto.load_policy(path).variant == "by_type"
     path.write_text(json.dumps({"rules": {}}))
     with pytest.raises(UserError, match="regenerate"):
         auto.load_policy(path)
 
 
 @pytest.mark.skipif(not (REFERENCE / "official_layer_scores.csv").is_file(), reason="the authors' release is absent")
-@pytest.mark.parametrize("family", ["pythia", "bert", "roberta"])
+@pytest.mark.parametrize("family", ["pythia", "bert", "mamba"])
 def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: str) -> None:
+    import dataclasses
+
     from layer_mteb.analysis.importing import import_metrics_table, release_scores
 
-    names = ["Pythia/14m", "Pythia/70m", "bert/base", "roberta_mean_pooling/base"]
+    names = ["Pythia/14m", "Pythia/70m", "bert/base", "bert_CLS/base", "roberta_mean_pooling/base", "mamba/370m"]
     scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    models = study.study_models(scores, metrics)
-    before = study.leave_one_family_out(models, CANDIDATES).set_index("model")
+    models, excluded = lofo.score_models(scores, metrics)
+    assert [m.name for m in models if m.pooling == "first"] == ["bert_CLS/base"] and excluded.empty
+    candidates = [*CANDIDATES, by_name("depth=0.2"), by_name("depth=0.9")]
+    before = lofo.leave_one_family_out(models, candidates).set_index("model")
     changed = [
-        ModelData(m.name, m.n_layers, m.scores.iloc[::-1].set_axis(m.scores.index), m.metrics)
+        dataclasses.replace(m, scores=m.scores.iloc[::-1].set_axis(m.scores.index))
         if family_of(m.name).name == family
         else m
         for m in models
     ]
-    after = study.leave_one_family_out(changed, CANDIDATES).set_index("model")
+    after = lofo.leave_one_family_out(changed, candidates).set_index("model")
     held = before.index[before["held_out_family"] == family]
     assert len(held) >= 1
-    assert (after.loc[held, "selector"] == before.loc[held, "selector"]).all()
-    assert (after.loc[held, "margin"] == before.loc[held, "margin"]).all()
+    for column in ("selector", "margin", "variant"):
+        assert (after.loc[held, column] == before.loc[held, column]).all()
     assert not after.loc[held, "regret"].equals(before.loc[held, "regret"])  # scored after the pick

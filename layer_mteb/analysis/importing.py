@@ -107,7 +107,7 @@ def import_folder(
                     "revision": meta.get("revision") or result.mteb_version,
                     "layer": layer,
                     "task": result.task_name,
-                    "task_type": _task_type(result.task_name),
+                    "task_type": task_type(result.task_name),
                     "split": split,
                     "subset": scores["hf_subset"],
                     "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
@@ -121,7 +121,8 @@ def import_folder(
 
 
 @cache
-def _task_type(name: str) -> str | None:
+def task_type(name: str) -> str | None:
+    """mteb's type of the task called ``name`` (``STS``, ``Classification``, ...), ``None`` if mteb lacks it."""
     import mteb
 
     try:
@@ -184,6 +185,8 @@ def release_scores(path: str | Path, models: list[str] | None = None) -> pd.Data
         data="release",
         **AUTHORS_SETTINGS,
     )
+    # the authors' *_CLS folders read the first token ([CLS]) instead of the mean over tokens
+    frame.loc[frame["model"].str.contains("_CLS"), "pooling"] = "first"
     return _with_depth(frame, None)
 
 

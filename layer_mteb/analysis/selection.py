@@ -105,10 +105,12 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
             scores=pd.DataFrame(curves),
             metrics=metric_by,
             readout=dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True)),
+            task_types=task_types(model_scores),
+            pooling=pooling_of(model_scores),
         )
         candidates = [Selector(name) for name in BASELINES]
         if policy is not None:
-            candidates.append(policy.selector_for(str(model)))
+            candidates.append(policy.selector_for(str(model), data.pooling))
         elif study is not None:
             candidates.append(study)
         else:
@@ -123,11 +125,25 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
     return frame[SELECTION_COLUMNS]
 
 
+def task_types(scores: pd.DataFrame) -> dict[str, str]:
+    """task -> mteb task type, as the scores record it (a rule may pick a depth per type)."""
+    if "task_type" not in scores.columns:
+        return {}
+    return scores.dropna(subset=["task_type"]).groupby("task")["task_type"].first().astype(str).to_dict()
+
+
+def pooling_of(scores: pd.DataFrame) -> str:
+    """The pooling the scores were read out with (``mean`` where they do not say)."""
+    found = scores["pooling"].dropna() if "pooling" in scores.columns else pd.Series(dtype=str)
+    return str(found.iloc[0]) if len(found) else "mean"
+
+
 def needs_own_texts(by: str | list[str] | None) -> bool:
     """Whether ``by`` names a study selector on each task's own texts (or is ``auto`` with a rule that does),
     which can pick only per task."""
     if by == AUTO:
-        return any(by_name(rule.selector).source == "own" for rule in load_policy().rules.values())
+        rules = load_policy().rules.values()
+        return any(by_name(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
     return isinstance(by, str) and by not in DIRECTIONS and by_name(by).source == "own"
 
 

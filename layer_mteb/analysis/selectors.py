@@ -29,13 +29,16 @@ BASELINES = ("last_layer", "middle_layer", "oracle")
 @dataclass(frozen=True)
 class ModelData:
     """One model as a selector sees it: scores (layers × tasks; ``mean`` may be a column) and metric curves per
-    (metric, texts); ``readout`` maps a text source to the readout its metrics were measured on."""
+    (metric, texts); ``readout`` maps a text source to the readout its metrics were measured on. ``task_types``
+    (task -> mteb task type) and ``pooling`` are facts known without labels that a rule may condition on."""
 
     name: str
     n_layers: int
     scores: pd.DataFrame
     metrics: dict[tuple[str, str], pd.Series] = field(default_factory=dict)
     readout: dict[str, str] = field(default_factory=dict)
+    task_types: dict[str, str] = field(default_factory=dict)
+    pooling: str = "mean"
 
     def layers(self, task: str) -> pd.Index:
         return self.scores[task].dropna().index
@@ -55,7 +58,9 @@ class Selector:
     """A picker: a metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``, a fixed
     relative depth, or a baseline. ``name``: ``<metric>@<own|wikitext>[:from=<depth>]``, ``depth=<d>``,
     ``last_layer``, ``middle_layer``, ``oracle``, or a bare metric (``select``'s per-source rows). ``acts_as``: the
-    selector whose picks a renamed one makes (``auto`` acting as the rule it applies)."""
+    selector whose picks a renamed one makes (``auto`` acting as the rule it applies); ``by_type``: (task type,
+    selector name) pairs that pick instead on tasks of that type (a depth per task type: the type is known without
+    labels)."""
 
     name: str
     metric: str | None = None
@@ -63,8 +68,12 @@ class Selector:
     from_depth: float = 0.0
     depth: float | None = None
     acts_as: str = ""
+    by_type: tuple[tuple[str, str], ...] = ()
 
     def pick(self, model: ModelData, task: str) -> int | None:
+        instead = dict(self.by_type).get(model.task_types.get(task, ""))
+        if instead is not None:
+            return by_name(instead).pick(model, task)
         layers = model.layers(task)
         kind = self.acts_as or self.name
         if layers.empty:

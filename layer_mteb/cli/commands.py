@@ -217,10 +217,13 @@ def select(args: argparse.Namespace) -> None:
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     if args.by == "auto":  # which rule picked for each model, and why
         from layer_mteb.analysis.auto import load_policy
+        from layer_mteb.analysis.selection import pooling_of
+        from layer_mteb.common.results import read_scores
 
         policy = load_policy()
+        scores = read_scores(args.run)
         for model in selection["model"].unique():
-            print(policy.describe(str(model)))
+            print(policy.describe(str(model), pooling_of(scores[scores["model"] == model])))
     board, note = run_leaderboard(args.run, selection, args.by)
     print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis import lofo as family_study
 from layer_mteb.analysis import study
 from layer_mteb.analysis.auto import write_policy
 from layer_mteb.analysis.correlation import correlate
@@ -61,7 +62,7 @@ def reproduce(
 ) -> list[Path]:
     """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
     on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
-    model is written there too (:func:`~.study.train_policy`)."""
+    model is written there too (:func:`~layer_mteb.analysis.lofo.train_policy`)."""
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
@@ -115,14 +116,23 @@ def reproduce(
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
-    lofo = study.leave_one_family_out(models)
+    population, excluded = family_study.score_models(all_scores, all_metrics)
+    lofo = family_study.leave_one_family_out(population)
     write("lofo.csv", lofo)
+    fixed = family_study.leave_one_family_out(population, variant="fixed")  # what the per-type depths add
+    means = [
+        family_study.lofo_means(lofo).assign(policy="chosen"),
+        family_study.lofo_means(fixed).assign(policy="fixed"),
+    ]
+    write("lofo_means.csv", pd.concat(means, ignore_index=True))
+    write("lofo_excluded.csv", excluded)
+    write("lofo_candidates.csv", family_study.candidate_table(population))
     if policy is not None:
-        written.append(write_policy(study.train_policy(models, lofo), policy))
+        written.append(write_policy(family_study.train_policy(population, lofo), policy))
     progress.step()
     written += prompt_length.reproduce(reference, runs, output)
     progress.step()
-    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo)
+    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
     progress.step()

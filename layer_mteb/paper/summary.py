@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from layer_mteb.analysis.lofo import lofo_means
 from layer_mteb.analysis.markdown import integer, markdown_table, text
 
 
@@ -23,6 +24,7 @@ def summary_markdown(
     figure_tasks: dict[str, list[str]],
     permutations: int,
     lofo: pd.DataFrame | None = None,
+    excluded: pd.DataFrame | None = None,
 ) -> str:
     """Table 1 (paper vs release), every model's row, the LOMO and LOFO records and the selector leaderboard."""
     t = [("paper row", "paper row", text), ("paper", "paper", text), ("release", "release", text)]
@@ -48,7 +50,7 @@ def summary_markdown(
         f"Mean over held-out models: regret {means['regret']:.2f} (paper rule {means['paper_rule_regret']:.2f}, "
         f"ratio {means['regret'] / means['paper_rule_regret']:.2f}), gain {means['gain']:+.2f} "
         f"(paper rule {means['paper_rule_gain']:+.2f}); worst held-out gain vs last {worst:+.2f}.",
-        *(lofo_markdown(lofo) if lofo is not None else []),
+        *(lofo_markdown(lofo, excluded) if lofo is not None else []),
         "## Selector leaderboard (all models; regret averaged per model, each model weighs the same)",
         markdown_table(board, b),
         "## Task sets",
@@ -59,31 +61,32 @@ def summary_markdown(
     return "\n\n".join(parts) + "\n"
 
 
-def lofo_markdown(lofo: pd.DataFrame) -> list[str]:
-    """The leave-one-family-out record: per held-out model, per family (its models averaged) and over models."""
+def lofo_markdown(lofo: pd.DataFrame, excluded: pd.DataFrame | None = None) -> list[str]:
+    """The leave-one-family-out record: per held-out model, per family (its models averaged), on average four ways
+    (:func:`~layer_mteb.analysis.lofo.lofo_means`) and the folders left out with why."""
     columns = [("held_out_family", "held-out family", text), ("model", "model", text), ("selector", "rule", text)]
     columns += [("n_tasks", "tasks", integer), ("regret", "regret", _num), ("gain", "gain vs last", _signed)]
     columns += [("last_regret", "last-layer regret", _num), ("paper_rule_regret", "paper rule regret", _num)]
-    numbers = ["regret", "gain", "last_regret", "paper_rule_regret"]
-    families = lofo.groupby("held_out_family", sort=False)[numbers].mean().reset_index()
-    families["model"] = (
-        lofo.groupby("held_out_family", sort=False)["model"]
-        .size()
-        .map(lambda n: f"{n} model{'s' if n > 1 else ''}")
-        .values
-    )
-    families["selector"] = (
-        lofo.groupby("held_out_family", sort=False)["selector"].agg(lambda s: ", ".join(dict.fromkeys(s))).values
-    )
-    families["n_tasks"] = lofo.groupby("held_out_family", sort=False)["n_tasks"].sum().values
-    means = lofo[numbers].mean()
+    columns += [("paper_rule_tasks", "paper rule tasks", integer)]
+    numbers = ["regret", "gain", "last_regret"]
+    final = lofo[~lofo["model"].str.contains("@")]
+    grouped = final.groupby("held_out_family", sort=False)
+    families = grouped[numbers].mean().reset_index()
+    families["model"] = grouped["model"].size().map(lambda n: f"{n} model{'s' if n > 1 else ''}").values
+    families["selector"] = grouped["selector"].agg(lambda s: " / ".join(dict.fromkeys(s))).values
+    families["n_tasks"] = grouped["n_tasks"].sum().values
+    m = [("mean_over", "mean over", text), ("n", "n", integer), ("regret", "regret", _num)]
+    m += [("gain", "gain vs last", _signed), ("last_regret", "last-layer regret", _num)]
+    m += [("worst_gain", "worst model gain", _signed)]
+    left_out = [] if excluded is None or excluded.empty else ["Left out of the study:"]
+    left_out += [f"- {row.model}: {row.reason}" for row in (excluded if excluded is not None else []).itertuples()]
     return [
         "## Leave-one-family-out (the `select --by auto` policy, fitted on the other families)",
         markdown_table(lofo, columns),
-        "Per held-out family (its models averaged):",
-        markdown_table(families, columns),
-        f"Mean over {len(lofo)} held-out models of {lofo['held_out_family'].nunique()} families: regret "
-        f"{means['regret']:.2f} (last layer {means['last_regret']:.2f}, paper rule {means['paper_rule_regret']:.2f}); "
-        f"worst held-out gain vs last {lofo['gain'].min():+.2f}; mean over families: regret "
-        f"{families['regret'].mean():.2f} (last layer {families['last_regret'].mean():.2f}).",
+        "Per held-out family (its models averaged, checkpoints left out):",
+        markdown_table(families, columns[:-2]),
+        "On average (models: checkpoints left out; families: their models averaged; folders: every folder; "
+        "folders_weighted: the checkpoints of a model share its weight):",
+        markdown_table(lofo_means(lofo), m),
+        *(["\n".join(left_out)] if left_out else []),
     ]
