@@ -36,6 +36,7 @@ def _values() -> pd.DataFrame:
 def _dips() -> pd.DataFrame:
     plain = [("none", 0.0, layer, dip, p) for layer, dip, p in ((0, 0.02, 0.9), (1, 0.09, 0.01), (2, 0.05, 0.5))]
     stressed = [("randomness", 1.0, layer, 0.05, p) for layer, p in ((0, 0.01), (1, 0.2), (2, 0.03))]
+    stressed += [("repetition", 0.0, layer, dip, p) for _, _, layer, dip, p in plain]  # unperturbed: not counted
     rows = [
         {"model": "m", "texts": "wikitext", "test": t, "level": lv, "layer": ly, "dip": d, "p_value": p, "n": 2}
         | {"readout": "raw"}

@@ -55,14 +55,16 @@ def model_summary(values: pd.DataFrame, dips: pd.DataFrame) -> pd.DataFrame:
 
 
 def _bimodality(dips: pd.DataFrame) -> dict[str, object]:
-    """The most bimodal layer of the unperturbed prompts, and the share of stress levels × layers with p < ALPHA."""
+    """The most bimodal layer of the unperturbed prompts, and how many perturbed levels × layers have p < ALPHA."""
     out: dict[str, object] = {}
     plain = dips[dips["test"] == "none"]
     if not plain.empty:
         layer = most_bimodal_layer(plain)
         top = plain[plain["layer"] == layer].iloc[0]
         out.update(dip_layer=layer, dip=float(top["dip"]), dip_p=float(top["p_value"]), dip_n=int(top["n"]))
-    stressed = dips[dips["test"] != "none"]
+    # randomness and repetition at level 0 are the unperturbed prompts again: not a stress level
+    unperturbed = dips["test"].isin(["randomness", "repetition"]) & (dips["level"] == 0)
+    stressed = dips[(dips["test"] != "none") & ~unperturbed]
     out["bimodal_levels"] = f"{int((stressed['p_value'] < ALPHA).sum())}/{len(stressed)}"
     return out
 
