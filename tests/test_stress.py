@@ -136,4 +136,5 @@ def test_regenerated_pythia_length_curve_equals_the_release_means(tmp_path):
     np.testing.assert_allclose(ours.sort_index(), expected.sort_index(), atol=1e-6, rtol=0)
     assert set(curves["model"]) == {"Pythia/410m", "test/tiny"}
     names = {p.name for p in written}
-    assert {"prompt_length.png", "stress_test_tiny.png", "bimodality_test_tiny.pdf"} <= names
+    assert {"prompt_length.png", "stress_test_tiny.png", "bimodality_test_tiny.pdf", "stress.md"} <= names
+    assert "| test/tiny | final_norm |" in (tmp_path / "paper" / "stress.md").read_text()

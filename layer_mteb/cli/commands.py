@@ -198,7 +198,7 @@ def stress(args: argparse.Namespace) -> None:
         compress=args.gzip,
     )
     means = values[values["normalization"] == "maxEntropy"].groupby(["test", "level", "layer"])["value"].mean()
-    print(means.unstack("layer").round(3).to_string())
+    print(means.unstack("layer").round(3).rename(index=lambda v: f"{v:g}", level="level").to_string())
     for (test, level), part in dips.groupby(["test", "level"]):
         top = part.sort_values(["dip", "layer"], ascending=[False, True]).iloc[0]
         print(

@@ -76,10 +76,11 @@ class MetricSettings:
 
 
 class TokenMetrics:
-    """Batch observer: prompt entropy and curvature of every prompt at every layer, kept as [L+1, n] scalars."""
+    """Batch observer: prompt entropy and curvature of every prompt at every layer, kept as [L+1, n] scalars.
+    ``curvature=False`` skips curvature (left invalid) for callers that read entropy only."""
 
-    def __init__(self, n_states: int, n_texts: int, settings: MetricSettings):
-        self.settings = settings
+    def __init__(self, n_states: int, n_texts: int, settings: MetricSettings, *, curvature: bool = True):
+        self.settings, self.with_curvature = settings, curvature
         self.entropy = torch.zeros(n_states, n_texts, dtype=torch.float64)
         self.entropy_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
         self.curvature = torch.zeros(n_states, n_texts, dtype=torch.float64)
@@ -94,9 +95,10 @@ class TokenMetrics:
             if not bool(torch.isfinite(hidden[mask.bool()]).all()):
                 raise UserError(f"layer {layer} produced NaN or inf hidden states; try --dtype float32")
             entropy, lengths, valid = token_entropies(hidden, mask, self.settings.alpha)
-            bend, bend_valid = token_curvatures(hidden, mask, absolute=self.settings.absolute_curvature)
             self.entropy[layer, rows], self.entropy_valid[layer, rows] = entropy.cpu(), valid.cpu()
-            self.curvature[layer, rows], self.curvature_valid[layer, rows] = bend.cpu(), bend_valid.cpu()
+            if self.with_curvature:
+                bend, bend_valid = token_curvatures(hidden, mask, absolute=self.settings.absolute_curvature)
+                self.curvature[layer, rows], self.curvature_valid[layer, rows] = bend.cpu(), bend_valid.cpu()
             self.lengths[rows] = lengths.to(torch.float64).cpu()
 
     def summary(self) -> dict[str, list[tuple[float, int] | None]]:

@@ -2,8 +2,9 @@
 prompts per length, ``official_prompt_length_entropy.csv.gz``), beside this project's models' length curves.
 
 Writes ``prompt_length.csv`` (model, prompt_length, layer, normalization, mean, std over prompts), the figure
-``prompt_length.png/.pdf`` (raw and ÷ min(log N, log D) entropy against relative depth, one line per length) and
-each run's stress and bimodality figures.
+``prompt_length.png/.pdf`` (raw and ÷ min(log N, log D) entropy against relative depth, one line per length), each
+run's stress and bimodality figures, and ``stress.md``: per model the three trends, the minimum, the most bimodal
+layer, and where each model's length curves reach their minimum beside Pythia-410m's.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from matplotlib.figure import Figure
 
 from layer_mteb.analysis.figures import _style, save
 from layer_mteb.analysis.stress_figures import level_lines, run_figures, stress_curves
+from layer_mteb.analysis.stress_summary import length_minima, model_summary, stress_markdown
 from layer_mteb.common.files import atomic_write
-from layer_mteb.metrics.stress_table import read_stress
+from layer_mteb.metrics.stress_table import read_dips, read_stress
 
 RELEASE_FILE = "official_prompt_length_entropy.csv.gz"
 COLUMNS = ["model", "prompt_length", "layer", "normalization", "mean", "std"]
@@ -48,7 +50,19 @@ def reproduce(reference: Path, runs: list[Path], output: Path) -> list[Path]:
     written = [path, *_figure(curves, output / "prompt_length")]
     for run in runs:
         written += run_figures(run, output / "stress")
-    return written
+    return written + _summary(runs, curves, output / "stress.md")
+
+
+def _summary(runs: list[Path], curves: pd.DataFrame, path: Path) -> list[Path]:
+    """``stress.md`` from the runs' stress and dip tables and the length curves (nothing when no run has any)."""
+    stressed = [run for run in runs if not read_stress(run, missing_ok=True).empty]
+    if not stressed:
+        return []
+    values = pd.concat([read_stress(run) for run in stressed], ignore_index=True)
+    dips = pd.concat([read_dips(run, missing_ok=True) for run in stressed], ignore_index=True)
+    markdown = stress_markdown(model_summary(values, dips), length_minima(curves))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(markdown + "\n"))
+    return [path]
 
 
 def _figure(curves: pd.DataFrame, stem: Path) -> list[Path]:
