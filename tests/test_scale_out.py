@@ -77,7 +77,8 @@ def test_accelerate_launch_with_two_cpu_processes_merges_to_the_single_process_t
     shard_tasks = [set(pd.read_csv(out / f"scores.shard-{i}-of-2.csv")["task"]) for i in range(2)]
     assert shard_tasks[0] and shard_tasks[1] and not shard_tasks[0] & shard_tasks[1]  # each process did its own
     pd.testing.assert_frame_equal(pd.read_csv(out / "scores.csv"), whole, check_exact=True)
-    assert done.stdout.count("mean") == 1  # only the main process prints the table
+    # only the main process prints the table and the summary line
+    assert done.stdout.count("\ntask ") == 1 and done.stdout.count("best layer") == 1
 
 
 def test_shards_union_is_the_whole_run(tiny_folders, data_dir, whole, tmp_path):
