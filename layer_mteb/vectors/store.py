@@ -106,16 +106,9 @@ class LayerCache:
         # appending to the in-memory store holds the old store, the new rows and their concatenation at once
         peak = store_bytes(n_total + in_memory, n_layers, hidden)
         observer = self.observe(len(missing)) if self.observe is not None else None
+        options = {"progress": self.progress, "on_batch": observer, "depth": self.depth, "times": self.times}
         if not self._segments and peak <= self.budget:
-            vectors, n_truncated = encode_all_layers(
-                self.model,
-                missing,
-                self.config,
-                progress=self.progress,
-                on_batch=observer,
-                depth=self.depth,
-                times=self.times,
-            )
+            vectors, n_truncated = encode_all_layers(self.model, missing, self.config, **options)
             self._append(missing, vectors)
         else:
             if not self._segments:
@@ -128,16 +121,7 @@ class LayerCache:
                     format_size(self.budget),
                 )
             with SegmentWriter(self._spill_folder(), missing, n_layers, hidden) as writer:
-                _, n_truncated = encode_all_layers(
-                    self.model,
-                    missing,
-                    self.config,
-                    progress=self.progress,
-                    on_batch=observer,
-                    depth=self.depth,
-                    into=writer.write,
-                    times=self.times,
-                )
+                _, n_truncated = encode_all_layers(self.model, missing, self.config, into=writer.write, **options)
                 segment, written = writer.finish()
             self._add_segment(segment, written)
         self.n_truncated += n_truncated
