@@ -289,32 +289,40 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
             for col, (title, methods, limits) in enumerate(kinds):
                 ax = axes[row][col]
                 data = frame[(frame["model"] == model) & frame["method"].isin(methods)]
-                sns.barplot(
-                    data=data.dropna(subset=["value"]),
-                    y="metric",
-                    x="value",
-                    hue="method",
-                    hue_order=methods,
-                    order=metrics,
-                    palette=palette,
-                    orient="h",
-                    ax=ax,
-                    legend=row == 0 and len(methods) > 1,
-                )
-                _star_p_values(ax, data.dropna(subset=["value"]), metrics, methods)
-                _mark_missing(ax, data, metrics, methods)
-                ax.axvline(0, color="black", linewidth=0.8)
+                _correlation_panel(ax, data, metrics, methods, palette, legend=row == 0)
                 ax.set_xlim(*limits)
                 ax.set_title(f"{model}\n{title}" if col == 0 else title, fontsize=9, loc="left")
-                ax.set_xlabel("")
-                ax.set_ylabel("")
-                if row == 0 and ax.get_legend() is not None:
-                    ax.legend(fontsize=8, loc="lower right", frameon=True)
         fig.suptitle(
             f"Metric vs score correlation across layers{note}\n* p < 0.05, ** p < 0.01 (permutation test over layers)",
             fontsize=10,
         )
         return save(fig, stem)
+
+
+def _correlation_panel(
+    ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str], palette: dict, *, legend: bool
+) -> None:
+    """One model's bars for ``methods``, one row per metric: starred p-values, "n/a" where a value is missing."""
+    shown = data.dropna(subset=["value"])
+    sns.barplot(
+        data=shown,
+        y="metric",
+        x="value",
+        hue="method",
+        hue_order=methods,
+        order=metrics,
+        palette=palette,
+        orient="h",
+        ax=ax,
+        legend=legend and len(methods) > 1,
+    )
+    _star_p_values(ax, shown, metrics, methods)
+    _mark_missing(ax, data, metrics, methods)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    if legend and ax.get_legend() is not None:
+        ax.legend(fontsize=8, loc="lower right", frameon=True)
 
 
 def _mark_missing(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:

@@ -13,6 +13,7 @@ from layer_mteb.cli.commands import output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_layers, check_writable
+from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
@@ -47,8 +48,7 @@ def _check_run(args: argparse.Namespace) -> None:
     select_tasks(args.tasks, data_dir_from_env(args.data_dir, announce=False))
     check_layers(args.layers)
     parse_shard(args.shard)
-    if args.eval_workers is not None and args.eval_workers < 1:
-        raise UserError(f"--eval-workers must be a positive integer, got {args.eval_workers}")
+    check_eval_workers(args.eval_workers)
     _check_encoding(args, args.model)
 
 

@@ -78,15 +78,13 @@ def sweep(
     shard = shard or distributed_shard()
     output_path = _checked_output(output, shard, task_metrics)
     eval_workers = check_eval_workers(eval_workers)
-    data_path = data_dir_from_env(data_dir)
-    work = task_units(
-        tasks, data_path, skip_unavailable=skip_unavailable
-    )  # before any model: a mistyped task should not wait for a model load
+    # before any model: a mistyped task should not wait for a model load
+    work = task_units(tasks, data_dir_from_env(data_dir), skip_unavailable=skip_unavailable)
     units = _units(model, revision, work, shard)
     record = _Record(output_path, shard, task_metrics)
     in_memory = _ModelInMemory(config, layers, trust_remote_code)
-    made = [output_path / "mteb", topmost_missing(output_path)] if output_path is not None else []
-    with no_empty_folders_on_error(*made):  # an error before any result leaves no empty run folder
+    options = _Options(overwrite=overwrite, progress=progress, show_warnings=show_warnings)
+    with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
         for model_ref, model_revision, (task, data, fingerprint) in units:
             loaded, layer_ids = in_memory.get(model_ref, model_revision)
@@ -95,8 +93,7 @@ def sweep(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
             store = store_folder(loaded, settings, task.metadata.name) if vector_cache else None
-            options = {"overwrite": overwrite, "progress": progress, "show_warnings": show_warnings}
-            _sweep_task(loaded, task, settings, layer_ids, record, store, **options)
+            _sweep_task(loaded, task, settings, layer_ids, record, store, options)
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
@@ -121,6 +118,15 @@ def _checked_output(output: str | Path | None, shard: tuple[int, int] | None, ta
     if task_metrics and (shard is not None or output_path is None):
         raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
     return output_path
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What the caller asked of every task of a sweep."""
+
+    overwrite: bool  # recompute vectors and scores
+    progress: bool
+    show_warnings: bool  # each evaluator warning as it comes, besides the per-task count
 
 
 @dataclass
@@ -168,6 +174,8 @@ class _Record:
         # what the folder already holds (other tasks, layers or settings) stays; this run adds or replaces its own
         self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
         self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
+        # the folders this sweep may create, known before it creates any
+        self.made = [self.output / "mteb", topmost_missing(self.output)] if self.output is not None else []
 
     @property
     def scores_name(self) -> str:
@@ -203,15 +211,12 @@ def _sweep_task(
     layer_ids: list[int],
     record: _Record,
     store: Path | None,
-    *,
-    overwrite: bool,
-    progress: bool,
-    show_warnings: bool,
+    options: _Options,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     start = time.perf_counter()
-    loaded_here = load_data_once(task)
-    load_seconds = time.perf_counter() - start  # once; mteb.evaluate keeps data it did not load itself
+    loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
+    load_seconds = time.perf_counter() - start
     hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
     metrics = _task_text_metrics(loaded) if record.task_metrics else None
@@ -219,30 +224,20 @@ def _sweep_task(
     # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
     # describe every layer, so with them the forward runs in full
     depth = loaded.n_layers if metrics is not None else max(layer_ids)
-    if overwrite and store is not None:
+    if options.overwrite and store is not None:
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
     cache = LayerCache(
-        loaded, settings.encode, store, progress=progress, observe=observe, depth=depth, budget=settings.budget
+        loaded, settings.encode, store, progress=options.progress, observe=observe, depth=depth, budget=settings.budget
     )
-    entry = {
-        "model": loaded.name,
-        "revision": loaded.revision,
-        "task": task.metadata.name,
-        **settings.record(),
-        "texts_loaded": len(cache),
-        "texts_encoded": 0,
-        "units_evaluated": 0,
-        "units_reused": 0,
-    }
+    entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
         random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
-        result = _evaluate(encoder, task, record.results, overwrite)
+        result = _evaluate(encoder, task, record.results, options.overwrite)
         return score_rows(result.task_results[0], task=task, encoder=encoder, data=settings.data)
 
-    options = {"overwrite": overwrite, "progress": progress, "show_warnings": show_warnings}
-    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, **options)
+    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, options)
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
@@ -253,13 +248,27 @@ def _sweep_task(
     entry["texts_truncated"] = cache.n_truncated
     if metrics is not None and record.output is not None:
         with cache.times.phase("task_metrics"):
-            _write_task_metrics(metrics, cache, task, settings, record.output, progress)
+            _write_task_metrics(metrics, cache, task, settings, record.output, options.progress)
     phases = {"load_data": load_seconds, **cache.times.seconds, **evaluation}
     entry.update(time_record(phases, time.perf_counter() - start, settings.eval_workers, entry["texts_encoded"]))
     random_state.restore(task)  # the task object is left as the sweep found it
     if loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays for the next unit
         task.unload_data()
     record.task_done(entry)
+
+
+def _log_entry(loaded: LoadedModel, task, settings: RunSettings, texts_loaded: int) -> dict:
+    """A task's ``run.json`` entry as it starts: what ran, with which settings; the counts grow as it goes."""
+    return {
+        "model": loaded.name,
+        "revision": loaded.revision,
+        "task": task.metadata.name,
+        **settings.record(),
+        "texts_loaded": texts_loaded,
+        "texts_encoded": 0,
+        "units_evaluated": 0,
+        "units_reused": 0,
+    }
 
 
 def _task_text_metrics(loaded: LoadedModel):
@@ -277,19 +286,17 @@ def _score_layers(
     layer_ids: list[int],
     record: _Record,
     entry: dict,
-    *,
-    overwrite: bool,
-    progress: bool,
-    show_warnings: bool,
+    options: _Options,
 ) -> dict[str, float]:
     """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
     ``entry`` counting what was encoded, evaluated and reused, and the evaluators' warnings. Returns the seconds the
     evaluators took (summed over layers, whichever process ran them), those spent reading stored results back, and
     the scoring loop's wall time."""
-    reused = {
-        layer: not overwrite and _has_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
-        for layer in layer_ids
-    }
+
+    def stored(layer: int) -> bool:
+        return _has_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
+
+    reused = {layer: not options.overwrite and stored(layer) for layer in layer_ids}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
     known = texts_mteb_encodes(task) if not all(reused.values()) else None
     if known is not None:
@@ -301,19 +308,17 @@ def _score_layers(
     first = [] if known is not None else layer_ids[:1]
     rest = layer_ids[len(first) :]
     workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache, known is not None)
-    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=progress)
-    start, evaluators, reading = time.perf_counter(), 0.0, 0.0
-    encoding = cache.encoding_seconds()
+    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=options.progress)
+    start, encoding = time.perf_counter(), cache.encoding_seconds()
+    spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
-    layers = chain(score_layers(score, first, 1, show_warnings), score_layers(score, rest, workers, show_warnings))
+    shown = options.show_warnings
+    layers = chain(score_layers(score, first, 1, shown), score_layers(score, rest, workers, shown))
     for layer, rows, seconds, raised[layer] in layers:
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
-        seconds -= cache.encoding_seconds() - encoding
-        encoding = cache.encoding_seconds()
-        if reused[layer]:
-            reading += seconds  # mteb read a stored result back
-        else:
-            evaluators += seconds
+        now = cache.encoding_seconds()
+        spent["results_read" if reused[layer] else "evaluators"] += seconds - (now - encoding)
+        encoding = now
         if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
             cache.save()
         entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
@@ -321,8 +326,8 @@ def _score_layers(
         record.unit_done(rows)
         bar.update()
     bar.close()
-    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, show_warnings)
-    return {"evaluators": evaluators, "results_read": reading, "evaluation_wall": time.perf_counter() - start}
+    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, shown)
+    return {**spent, "evaluation_wall": time.perf_counter() - start}
 
 
 def _workers(requested: int, n_layers: int, cache: LayerCache, prefilled: bool) -> int:

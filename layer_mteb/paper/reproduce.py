@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -48,13 +49,16 @@ REASONS = {
 
 def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any."""
-    from layer_mteb.common.results import read_scores
-
-    scores = read_scores(run)
     try:
         return load_run(run, None, None, "auto")
-    except UserError:
-        return scores, None
+    except UserError:  # a run without metrics: its scores alone
+        from layer_mteb.common.results import read_scores
+
+        return read_scores(run), None
+
+
+#: Writes one table into the output folder under the given file name.
+Write = Callable[[str, pd.DataFrame], None]
 
 
 def reproduce(
@@ -79,6 +83,28 @@ def reproduce(
         atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.4f"))
         written.append(path)
 
+    versus, every = _table1(release, our_scores, write)
+    progress.step()
+    figure_tasks = _figures(release, release_metrics, our_scores, output, written)
+    progress.step()
+    all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
+    all_scores = pd.concat([release, our_scores], ignore_index=True)
+    write("correlation.csv", correlations(all_scores, all_metrics, permutations))
+    progress.step()
+    lomo, board, lofo, excluded = _selector_study(all_scores, all_metrics, write, policy, written)
+    progress.step()
+    written += prompt_length.reproduce(reference, runs, output)
+    progress.step()
+    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
+    atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
+    written.append(output / "summary.md")
+    progress.step()
+    print(f"paper: {len(written)} files in {output}, {time.perf_counter() - started:.0f} s in all", flush=True)
+    return written
+
+
+def _table1(release: pd.DataFrame, our_scores: pd.DataFrame, write: Write) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1 of every final release model and of our runs, and the release rows beside the paper's printed ones."""
     finals = [m for m in release["model"].drop_duplicates() if "@" not in m]
     rows = table1(release, finals).assign(source="release")
     every = pd.concat([rows, table1(our_scores).assign(source="ours")], ignore_index=True)
@@ -90,8 +116,13 @@ def reproduce(
     )
     versus = versus_paper(rows[rows["model"].isin(PAPER_TABLE1)], reasons)
     write("table1_vs_paper.csv", versus)
-    progress.step()
+    return versus, every
 
+
+def _figures(
+    release: pd.DataFrame, release_metrics: pd.DataFrame, our_scores: pd.DataFrame, output: Path, written: list[Path]
+) -> dict[str, list[str]]:
+    """Figure 1 (release and run panels) and the training progression; returns the tasks each panel averages."""
     written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
         "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
@@ -102,21 +133,23 @@ def reproduce(
         logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += figures.progression(checkpoints, release_metrics, output / "progression")
-    progress.step()
+    return figure_tasks
 
-    all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
-    all_scores = pd.concat([release, our_scores], ignore_index=True)
-    write("correlation.csv", correlations(all_scores, all_metrics, permutations))
-    progress.step()
 
-    models = study.study_models(all_scores[~all_scores["model"].str.contains("@")], all_metrics)
+def _selector_study(
+    scores: pd.DataFrame, metrics: pd.DataFrame, write: Write, policy: Path | None, written: list[Path]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The selector study: every selector per model, leave one model out, leave one family out (with the rule per
+    kind fixed, to show what the depth per task type adds), and with ``policy`` the policy trained on every model.
+    Returns LOMO, the leaderboard, LOFO and the exclusions."""
+    models = study.study_models(scores[~scores["model"].str.contains("@")], metrics)
     evaluation = study.per_model(study.evaluate(models, study.selectors()))
     write("selectors.csv", evaluation)
     board = study.across_models(evaluation)
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
-    population, excluded = family_study.score_models(all_scores, all_metrics)
+    population, excluded = family_study.score_models(scores, metrics)
     lofo = family_study.leave_one_family_out(population)
     write("lofo.csv", lofo)
     fixed = family_study.leave_one_family_out(population, variant="fixed")  # what the per-type depths add
@@ -129,15 +162,7 @@ def reproduce(
     write("lofo_candidates.csv", family_study.candidate_table(population))
     if policy is not None:
         written.append(write_policy(family_study.train_policy(population, lofo), policy))
-    progress.step()
-    written += prompt_length.reproduce(reference, runs, output)
-    progress.step()
-    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
-    atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
-    written.append(output / "summary.md")
-    progress.step()
-    print(f"paper: {len(written)} files in {output}, {time.perf_counter() - started:.0f} s in all", flush=True)
-    return written
+    return lomo, board, lofo, excluded
 
 
 class Progress:
