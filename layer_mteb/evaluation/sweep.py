@@ -5,16 +5,13 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 
-import mteb
 import pandas as pd
 from mteb.cache import ResultCache
-from mteb.results import TaskResult
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
@@ -25,6 +22,7 @@ from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
+from layer_mteb.evaluation.mteb_call import evaluate_layer, has_stored_result
 from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.runlog import read_run_log, time_record, warn_stale_side_files, write_run_log
@@ -234,7 +232,7 @@ def _sweep_task(
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
         random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
-        result = _evaluate(encoder, task, record.results, options.overwrite)
+        result = evaluate_layer(encoder, task, record.results, options.overwrite)
         return score_rows(result.task_results[0], task=task, encoder=encoder, data=settings.data)
 
     evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, options)
@@ -294,7 +292,7 @@ def _score_layers(
     the scoring loop's wall time."""
 
     def stored(layer: int) -> bool:
-        return _has_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
+        return has_stored_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
 
     reused = {layer: not options.overwrite and stored(layer) for layer in layer_ids}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
@@ -358,44 +356,3 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
     frame = metrics.rows(task.metadata.name, cache.vectors(texts), settings.encode)
     if not frame.empty:
         write_metrics(frame, output)
-
-
-def _evaluate(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is superseded by.*")
-        return mteb.evaluate(
-            encoder,
-            task,
-            cache=results_cache,
-            overwrite_strategy="always" if overwrite else "only-missing",
-            show_progress_bar=False,
-        )
-
-
-def _has_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:
-    """Whether mteb will reuse a stored result; a torn or unreadable one is removed (with a warning) instead."""
-    if results_cache is None:
-        return False
-    path = results_cache.get_task_result_path(task.metadata.name, encoder.mteb_model_meta)
-    if not path.exists():
-        return False
-    try:
-        TaskResult.from_disk(path)
-    except UNREADABLE_RESULT as err:
-        aside = path.with_name(path.name + ".corrupt")
-        path.replace(aside)
-        logger.warning(
-            "unreadable result %s (%s: %s) moved to %s; it will be recomputed",
-            path,
-            type(err).__name__,
-            err,
-            aside.name,
-        )
-        return False
-    return True
-
-
-#: What reading a torn or hand-broken mteb result JSON raises: an I/O error, undecodable bytes or JSON
-#: (``ValueError`` covers ``JSONDecodeError``, ``UnicodeDecodeError`` and pydantic's ``ValidationError``), or a
-#: missing field. Anything else (a change in mteb, say) propagates: stored results are never removed on a guess.
-UNREADABLE_RESULT = (OSError, ValueError, KeyError)
