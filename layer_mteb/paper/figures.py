@@ -63,29 +63,20 @@ def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list
     with _style():
         fig = Figure(figsize=(13, 4.8), layout="constrained")
         left, right = fig.subplots(1, 2)
-        sns.lineplot(
-            data=curves,
-            x="relative_depth",
-            y="score",
-            hue="checkpoint",
-            hue_order=labels,
-            palette=palette,
-            ax=left,
-            lw=1.8,
-            legend=False,
-        )
+        for ax, data, y, legend in ((left, curves, "score", False), (right, entropy, "value", "auto")):
+            sns.lineplot(
+                data=data,
+                x="relative_depth",
+                y=y,
+                hue="checkpoint",
+                hue_order=labels,
+                palette=palette,
+                ax=ax,
+                lw=1.8,
+                legend=legend,
+            )
         left.set_ylabel(f"mean main score ×100 over {len(tasks)} tasks")
         left.set_title("Pythia-410m during training: score by depth", fontsize=10)
-        sns.lineplot(
-            data=entropy,
-            x="relative_depth",
-            y="value",
-            hue="checkpoint",
-            hue_order=labels,
-            palette=palette,
-            ax=right,
-            lw=1.8,
-        )
         right.set_ylabel(f"prompt entropy ÷ min(ln N, ln D), mean over {len(ent_tasks)} tasks' own texts")
         right.set_title("prompt entropy by depth (raw residual stream)", fontsize=10)
         right.legend(title="training step", fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))
