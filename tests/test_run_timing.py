@@ -10,6 +10,7 @@ import pytest
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.timing import PhaseTimes, peak_rss_bytes
+from layer_mteb.evaluation.runlog import COMPUTED_FIELDS
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.evaluation.workers import usable_cpus
 
@@ -52,3 +53,9 @@ def test_run_log_records_the_time_of_each_phase(tiny_gpt_neox, data_dir, tmp_pat
     (again,) = json.loads((out / "run.json").read_text())["tasks"]
     assert again["seconds"].get("forward", 0) == 0 and again["seconds"]["evaluators"] == 0
     assert again["forward_texts_per_second"] is None and again["overhead_ratio"] is None
+    # ... and keeps the record of the run that computed the scores, through any number of such reruns
+    computed = {name: entry[name] for name in COMPUTED_FIELDS if name in entry}
+    assert again["computed"] == computed and computed["units_evaluated"] == entry["units_evaluated"] > 0
+    sweep(tiny_gpt_neox, ["STS17"], config=config, data_dir=data_dir, output=out, progress=False, eval_workers=workers)
+    (third,) = json.loads((out / "run.json").read_text())["tasks"]
+    assert third["computed"] == computed and third["units_reused"] == entry["units_evaluated"]

@@ -35,7 +35,8 @@ def evaluate_layer(encoder: LayerEncoder, task, results_cache: ResultCache | Non
 
 
 def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:
-    """Whether mteb will reuse a stored result; a torn or unreadable one is moved aside to ``*.corrupt`` (with a warning) and recomputed."""
+    """Whether mteb will reuse a stored result; a torn or unreadable one is moved aside to ``*.corrupt`` (with a
+    warning) and recomputed."""
     if results_cache is None:
         return False
     path = results_cache.get_task_result_path(task.metadata.name, encoder.mteb_model_meta)

@@ -2,7 +2,8 @@
 
 Each entry carries its resolved settings (:meth:`~layer_mteb.common.settings.RunSettings.record`), so the log
 names the attention that ran, as ``scores.csv`` does. A later sweep into the same folder replaces the entries of
-the units it ran again and keeps the others. Folders written before entries had their own settings stay readable:
+the units it ran again and keeps the others; a rerun that only read a unit's results back keeps the computing
+run's counts and times under ``computed``. Folders written before entries had their own settings stay readable:
 their entries take the file's top-level ``settings`` (where ``attention`` may be ``null``, the model's own).
 Once a sweep has changed the scores, :func:`warn_stale_side_files` names the files computed from the earlier ones.
 """
@@ -39,9 +40,39 @@ def read_run_log(path: Path) -> list[dict]:
 
 
 def write_run_log(path: Path, kept: list[dict], new: list[dict]) -> None:
-    """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced."""
+    """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced.
+
+    A new entry that only read stored results back keeps, under ``computed``, the record of the run that computed
+    them (its counts and time breakdown): a resumed sweep must not erase how long the scores took to make."""
+    earlier = {_unit(entry): entry for entry in kept}
+    new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
     redone = {_unit(entry) for entry in new}
     write_json(path, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+
+
+#: What ``computed`` keeps of the run that computed a unit's scores
+COMPUTED_FIELDS = (
+    "units_evaluated",
+    "texts_encoded",
+    "eval_workers_used",
+    "seconds",
+    "forward_texts_per_second",
+    "overhead_ratio",
+    "peak_rss_bytes",
+)
+
+
+def _with_computed(entry: dict, before: dict | None) -> dict:
+    """``entry``, with the computing run's record from ``before`` when ``entry`` evaluated and encoded nothing."""
+    if before is None or entry.get("units_evaluated") or entry.get("texts_encoded"):
+        return entry
+    if "computed" in before:
+        computed = before["computed"]
+    elif before.get("units_evaluated"):
+        computed = {name: before[name] for name in COMPUTED_FIELDS if name in before}
+    else:
+        return entry
+    return {**entry, "computed": computed}
 
 
 def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_encoded: int) -> dict[str, object]:
