@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from layer_mteb.analysis.label_budget import pick_layers, run_tasks, select_with_labels
-from layer_mteb.analysis.label_curve import labels_needed, plot_curve
+from layer_mteb.analysis.label_curve import labels_needed, plot_curve, write_curve
 from layer_mteb.analysis.labelled import layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
@@ -163,3 +163,24 @@ def test_labels_needed_reads_the_curve_against_each_baseline(tmp_path):
     }
     plot_curve(curve, baselines, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 0
+
+
+def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(planted_run, data_dir, tmp_path):
+    out = tmp_path / "paper"
+    out.mkdir()
+    model = pd.read_csv(planted_run / "scores.csv")["model"].iloc[0]
+    measured = pd.DataFrame({"model": model, "task": "BIOSSES", "k": ["8", "full"], "mean_regret": [0.02, 0.0]})
+    measured.to_csv(out / "label_budget.csv", index=False)
+    write_curve([planted_run], out, data_dir=data_dir, baselines_only=True)
+    kept = pd.read_csv(out / "label_budget.csv", dtype={"k": str})
+    pd.testing.assert_frame_equal(kept, measured, check_dtype=False)  # the measured curve is not measured again
+    baselines = pd.read_csv(out / "label_budget_baselines.csv")
+    scores = pd.read_csv(planted_run / "scores.csv").set_index("layer")["main_score"]
+    (last,) = baselines[baselines["baseline"] == "last layer"]["mean_regret"]
+    assert last == pytest.approx(scores.max() - scores[scores.index.max()], abs=1e-6)  # no metrics: last layer only
+    assert (out / "label_budget.png").stat().st_size > 0
+
+
+def test_baselines_only_without_a_curve_is_one_clear_error(planted_run, data_dir, tmp_path):
+    with pytest.raises(UserError, match="needs a measured curve"):
+        write_curve([planted_run], tmp_path / "empty", data_dir=data_dir, baselines_only=True)

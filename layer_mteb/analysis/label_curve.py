@@ -165,12 +165,24 @@ def write_curve(
     seed: int = 0,
     ks: Sequence[int | str] = KS,
     data_dir: str | Path | None = None,
+    baselines_only: bool = False,
 ) -> pd.DataFrame:
-    """Measure the runs' models and merge them into ``output``'s files (rows of other models stay)."""
+    """Measure the runs' models and merge them into ``output``'s files (rows of other models stay).
+
+    With ``baselines_only``, only the label-free baselines are read again from the runs (say, once their metrics
+    are in) and the measured curve in ``output`` is kept: the labelled picks do not depend on the metrics."""
     output = Path(output)
-    curve = pd.concat([curve_rows(run, ks, draws, seed, data_dir) for run in runs], ignore_index=True)
     baselines = pd.concat([baseline_rows(run) for run in runs], ignore_index=True)
-    curve, baselines = _merged(output / CURVE_FILE, curve), _merged(output / BASELINE_FILE, baselines)
+    if baselines_only:
+        if not (output / CURVE_FILE).is_file():
+            raise UserError(f"--baselines-only needs a measured curve: {output / CURVE_FILE} does not exist")
+        curve = pd.read_csv(output / CURVE_FILE, dtype={"k": str})
+        missing = set(baselines["model"]) - set(curve["model"])
+        if missing:
+            raise UserError(f"--baselines-only: {output / CURVE_FILE} has no curve of {', '.join(sorted(missing))}")
+    else:
+        curve = _merged(output / CURVE_FILE, pd.concat([curve_rows(run, ks, draws, seed, data_dir) for run in runs]))
+    baselines = _merged(output / BASELINE_FILE, baselines)
     output.mkdir(parents=True, exist_ok=True)
     atomic_write(output / CURVE_FILE, lambda tmp: curve.to_csv(tmp, index=False, float_format="%.6f"))
     atomic_write(output / BASELINE_FILE, lambda tmp: baselines.to_csv(tmp, index=False, float_format="%.6f"))
@@ -192,10 +204,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="draws of K examples per task and K")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws")
     parser.add_argument("--data-dir", default=None, help="task data folder (default: $LAYER_MTEB_DATA)")
+    parser.add_argument(
+        "--baselines-only",
+        action="store_true",
+        help="re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        needed = write_curve(args.run, args.output, draws=args.draws, seed=args.seed, data_dir=args.data_dir)
+        needed = write_curve(
+            args.run,
+            args.output,
+            draws=args.draws,
+            seed=args.seed,
+            data_dir=args.data_dir,
+            baselines_only=args.baselines_only,
+        )
     except UserError as err:
         parser.exit(2, f"error: {err}\n")
     print(needed.to_string(index=False))

@@ -64,7 +64,7 @@ def load_run(
         wanted = _metric_readout(metric_readout, scored, set(part["readout"]))
         parts.append(part[part["readout"] == wanted])
     matched = pd.concat(parts) if parts else matched
-    if matched.empty:
+    if matched.empty and not metrics.empty:  # an empty table given on purpose leaves only the baselines
         described = ", ".join(f"{c}={used[c].iloc[0]}" for c in [*settings, "readout"])
         raise UserError(
             f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
