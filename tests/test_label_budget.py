@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import save_file
 
 from layer_mteb.analysis.label_budget import pick_layers, run_tasks, select_with_labels
-from layer_mteb.analysis.label_curve import labels_needed, plot_curve, write_curve
+from layer_mteb.analysis.label_curve import curve_rows, labels_needed, plot_curve, write_curve
 from layer_mteb.analysis.labelled import layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
@@ -184,3 +184,21 @@ def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(plant
 def test_baselines_only_without_a_curve_is_one_clear_error(planted_run, data_dir, tmp_path):
     with pytest.raises(UserError, match="needs a measured curve"):
         write_curve([planted_run], tmp_path / "empty", data_dir=data_dir, baselines_only=True)
+
+
+def test_an_interrupted_curve_resumes_from_the_tasks_it_saved(tiny_folder, data_dir, tmp_path):
+    run = _scored_run(tiny_folder, ["STS17", "BIOSSES"], data_dir, tmp_path / "run")
+    parts = tmp_path / "parts"
+    options = {"ks": (8, "full"), "draws": 2, "data_dir": data_dir, "model": str(tiny_folder), "parts": parts}
+    whole = curve_rows(run, **options)
+    (saved,) = parts.iterdir()
+    assert sorted(path.name for path in saved.iterdir()) == ["BIOSSES.csv", "STS17.csv"]
+    marked = pd.read_csv(saved / "BIOSSES.csv", dtype={"k": str}).assign(seconds=-1.0)
+    marked.to_csv(saved / "BIOSSES.csv", index=False)  # a value no measurement gives: read back, not measured
+    (saved / "STS17.csv").unlink()  # as if interrupted while measuring STS17
+    again = curve_rows(run, **options)
+    assert (again.loc[again["task"] == "BIOSSES", "seconds"] == -1.0).all()
+    columns = ["model", "task", "k", "draws", "mean_regret", "mean_gain", "labels_used"]
+    pd.testing.assert_frame_equal(again[columns], whole[columns])
+    other = curve_rows(run, **{**options, "draws": 3})  # other draws never read those rows
+    assert (other["seconds"] >= 0).all() and len(list(parts.iterdir())) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,17 +18,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.label_budget import DEFAULT_DRAWS, FULL, judge, one_setting, pick_layers, run_tasks
+from layer_mteb.analysis.label_budget import (
+    DEFAULT_DRAWS,
+    FULL,
+    TaskLayers,
+    judge,
+    one_setting,
+    pick_layers,
+    run_tasks,
+)
 from layer_mteb.analysis.runs import read_run_scores
 from layer_mteb.analysis.selection import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
+from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.metrics.table import read_metrics
 
 logger = logging.getLogger(__name__)
 
 KS: tuple[int | str, ...] = (8, 16, 32, 64, 128, 256, FULL)
 CURVE_FILE, BASELINE_FILE, FIGURE_FILE = "label_budget.csv", "label_budget_baselines.csv", "label_budget.png"
+#: each task's rows as it finishes, so an interrupted measurement resumes (removed once the curve is written)
+PARTS = "label_budget.parts"
 #: the paper's rule: lowest prompt entropy of WikiText prompts (raw stream), one layer for every task
 PAPER_RULE = ("prompt_entropy", "wikitext")
 
@@ -39,33 +50,71 @@ def curve_rows(
     seed: int = 0,
     data_dir: str | Path | None = None,
     tasks: Sequence[str] | None = None,
+    parts: Path | None = None,
+    model: str | None = None,
 ) -> pd.DataFrame:
     """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses
-    all of them (``labels_used``), so every K averages over the same tasks."""
+    all of them (``labels_used``), so every K averages over the same tasks.
+
+    With ``parts`` (a folder), each task's rows are saved there as the task finishes and a later call with the same
+    run, K values, draws and seed reads them back instead of measuring again: an interrupted curve resumes.
+    ``model`` loads the run's model when its name is not loadable as it stands (see :func:`run_tasks`)."""
+    scores = one_setting(read_run_scores(Path(run)))
+    wanted = sorted(set(scores["task"]) if tasks is None else set(tasks))
+    folder = _parts_folder(parts, scores, ks, draws, seed) if parts is not None else None
+    done = {task: pd.read_csv(folder / f"{task}.csv", dtype={"k": str}) for task in wanted if _has_part(folder, task)}
+    if done:
+        logger.info("%s: %d of %d tasks read back from %s", run, len(done), len(wanted), folder)
+    todo = [task for task in wanted if task not in done]
+    measured: dict[str, list[dict]] = {task: [] for task in todo}
+    # a task's rows are saved once all its (subset, split) units are measured
+    units_left = scores.groupby("task")[["subset", "split"]].apply(lambda g: len(g.drop_duplicates())).to_dict()
+    units = run_tasks(run, tasks=todo, model=model, data_dir=data_dir) if todo else ()
+    for unit in units:
+        measured[unit.task] += _unit_rows(unit, ks, draws, seed)
+        logger.info("%s %s: %d examples, %d encoded", unit.model, unit.name, len(unit.examples), unit.texts_encoded)
+        units_left[unit.task] -= 1
+        if folder is not None and units_left[unit.task] == 0:
+            part = pd.DataFrame(measured[unit.task])
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(folder / f"{unit.task}.csv", lambda tmp, part=part: part.to_csv(tmp, index=False))
+    frames = [done.get(task, pd.DataFrame(measured.get(task, []))) for task in wanted]
+    return pd.concat([frame.astype({"k": str}) for frame in frames if not frame.empty], ignore_index=True)
+
+
+def _unit_rows(unit: TaskLayers, ks: Sequence[int | str], draws: int, seed: int) -> list[dict]:
+    n = len(unit.examples)
     rows = []
-    for unit in run_tasks(run, tasks=tasks, data_dir=data_dir):
-        n = len(unit.examples)
-        for k in ks:
-            started = time.perf_counter()
-            used: int | str = FULL if k == FULL or int(k) >= n else int(k)
-            picks = pick_layers(unit, used, draws, seed)
-            judged = judge(unit, picks)
-            rows.append(
-                {
-                    "model": unit.model,
-                    "task": unit.name,
-                    "k": k,
-                    "draws": len(picks),
-                    "mean_regret": judged["mean_regret"],
-                    "mean_gain": judged["mean_gain"],
-                    "regret_std": judged["regret_std"],
-                    "labels_used": n if used == FULL else used,
-                    "n_examples": n,
-                    "seconds": time.perf_counter() - started,
-                }
-            )
-        logger.info("%s %s: %d examples, %d texts encoded", unit.model, unit.name, n, unit.texts_encoded)
-    return pd.DataFrame(rows)
+    for k in ks:
+        started = time.perf_counter()
+        used: int | str = FULL if k == FULL or int(k) >= n else int(k)
+        picks = pick_layers(unit, used, draws, seed)
+        judged = judge(unit, picks)
+        rows.append(
+            {
+                "model": unit.model,
+                "task": unit.name,
+                "k": str(k),
+                "draws": len(picks),
+                "mean_regret": judged["mean_regret"],
+                "mean_gain": judged["mean_gain"],
+                "regret_std": judged["regret_std"],
+                "labels_used": n if used == FULL else used,
+                "n_examples": n,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+    return rows
+
+
+def _parts_folder(parts: Path, scores: pd.DataFrame, ks: Sequence[int | str], draws: int, seed: int) -> Path:
+    """One folder per (model, revision, K values, draws, seed): rows measured otherwise are never read back."""
+    key = text_hash(str(scores["model"].iloc[0]), str(scores["revision"].iloc[0]), [str(k) for k in ks], draws, seed)
+    return parts / f"{str(scores['model'].iloc[0]).replace('/', '__')}-{key}"
+
+
+def _has_part(folder: Path | None, task: str) -> bool:
+    return folder is not None and (folder / f"{task}.csv").is_file()
 
 
 def baseline_rows(run: str | Path) -> pd.DataFrame:
@@ -181,12 +230,20 @@ def write_curve(
         if missing:
             raise UserError(f"--baselines-only: {output / CURVE_FILE} has no curve of {', '.join(sorted(missing))}")
     else:
-        curve = _merged(output / CURVE_FILE, pd.concat([curve_rows(run, ks, draws, seed, data_dir) for run in runs]))
+        parts = output / PARTS
+        measured = [curve_rows(run, ks, draws, seed, data_dir, parts=parts) for run in runs]
+        curve = _merged(output / CURVE_FILE, pd.concat(measured))
     baselines = _merged(output / BASELINE_FILE, baselines)
     output.mkdir(parents=True, exist_ok=True)
     atomic_write(output / CURVE_FILE, lambda tmp: curve.to_csv(tmp, index=False, float_format="%.6f"))
     atomic_write(output / BASELINE_FILE, lambda tmp: baselines.to_csv(tmp, index=False, float_format="%.6f"))
     plot_curve(curve, baselines, output / FIGURE_FILE)
+    if not baselines_only:  # every measured row is in the curve now: these runs' resume points have done their job
+        for run in runs:
+            folder = _parts_folder(output / PARTS, one_setting(read_run_scores(Path(run))), ks, draws, seed)
+            shutil.rmtree(folder, ignore_errors=True)
+        if (output / PARTS).is_dir() and not any((output / PARTS).iterdir()):
+            (output / PARTS).rmdir()  # another measurement may still be using its own folder in there
     return labels_needed(curve, baselines)
 
 
