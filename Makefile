@@ -26,6 +26,11 @@ METRIC_TASKS := BIOSSES SICK-R STS12 STS13 STS14 STS15 STS16 STS17 STSBenchmark 
 	AmazonCounterfactualClassification Banking77Classification EmotionClassification MTOPIntentClassification \
 	MassiveIntentClassification MassiveScenarioClassification TweetSentimentExtractionClassification \
 	TwentyNewsgroupsClustering
+comma := ,
+empty :=
+space := $(empty) $(empty)
+# every task's own texts in one `metrics` call (one model load): task:BIOSSES,task:SICK-R,...
+METRIC_TEXTS := $(subst $(space),$(comma),$(addprefix task:,$(METRIC_TASKS)))
 MAMBA := $(HOME)/.cache/layer_mteb/models/random-mamba-4x256
 RESULT_RUNS := minilm-l6 smollm2-135m random-mamba gemma3-270m mpnet-base
 # raw-stream metrics only where they differ from the final-norm ones: the encoders (BERT, MPNet) have no final norm
@@ -45,12 +50,11 @@ results/%/correlation.csv:
 		--output results/$*
 	$(BIN)/layer-mteb metrics --n-prompts 200 --augment-prompts 32 --model $(call model_of,$*) --texts wikitext \
 		--output results/$*
-	for task in $(METRIC_TASKS); do $(BIN)/layer-mteb metrics --n-prompts 200 --views 0 --model $(call model_of,$*) \
-		--texts task:$$task --output results/$* || exit 1; done
+	$(BIN)/layer-mteb metrics --n-prompts 200 --views 0 --model $(call model_of,$*) --texts $(METRIC_TEXTS) \
+		--output results/$*
 	$(if $(filter $(RAW_METRIC_RUNS),$*),$(BIN)/layer-mteb metrics --readout raw --n-prompts 200 --augment-prompts 32 \
-		--model $(call model_of,$*) --texts wikitext --output results/$* && for task in $(METRIC_TASKS); do \
-		$(BIN)/layer-mteb metrics --readout raw --n-prompts 200 --views 0 --model $(call model_of,$*) \
-		--texts task:$$task --output results/$* || exit 1; done)
+		--model $(call model_of,$*) --texts wikitext --output results/$* && $(BIN)/layer-mteb metrics --readout raw \
+		--n-prompts 200 --views 0 --model $(call model_of,$*) --texts $(METRIC_TEXTS) --output results/$*)
 	$(BIN)/layer-mteb select --run results/$* > results/$*/selection.txt
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
 

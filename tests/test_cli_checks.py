@@ -47,6 +47,14 @@ CASES = {
         ["metrics", "--model", "minilm-l6", "--texts", "task:STSBenchmarc"],
         "unknown mteb task 'STSBenchmarc' (did you mean STSBenchmark",
     ),
+    "metrics texts of two unknown tasks": (
+        ["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:STS1,task:BIOSES"],
+        "2 unknown mteb tasks: 'STS1' (did you mean",
+    ),
+    "metrics texts with an empty source": (
+        ["metrics", "--model", "minilm-l6", "--texts", "task:STS12,,wikitext"],
+        "has an empty source between commas",
+    ),
     "stress lengths": (["stress", "--model", "minilm-l6", "--lengths", "64,long"], "--lengths"),
     "select without a run": (["select", "--run", "{tmp}/none"], "does not exist"),
     "report of a folder without scores": (["report", "--run", "{tmp}"], "has no scores.csv"),
@@ -112,6 +120,8 @@ def _args(*argv: str):
         (["run", "--model", "minilm-l6", "--tasks", "SciFact"], True),  # no local copy of its data
         (["metrics", "--model", "minilm-l6"], False),
         (["metrics", "--model", "minilm-l6", "--texts", "task:SciFact"], True),
+        (["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:SciFact"], True),
+        (["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:STS12"], False),
     ],
 )
 def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir):

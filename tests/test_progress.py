@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 from conftest import save_tiny_model
 
@@ -78,3 +79,21 @@ def test_metrics_states_its_sizes_before_encoding(tiny_folder, tmp_path, caplog,
     caplog.set_level(logging.INFO, logger="layer_mteb")
     assert main([*args, *extra]) == 0
     assert any(expected in record.getMessage() for record in caplog.records), caplog.text
+
+
+def test_several_comma_separated_texts_share_one_model_load_and_equal_separate_runs(tiny_folder, tmp_path):
+    files = []
+    for name in ("first", "second"):
+        path = tmp_path / f"{name}.txt"
+        path.write_text("\n".join(f"{name} prompt {i} has a few more words in it" for i in range(10)) + "\n")
+        files.append(str(path))
+    common = ["metrics", "--model", str(tiny_folder), "--views", "0"]
+    assert main([*common, "--texts", ",".join(files), "--output", str(tmp_path / "together")]) == 0
+    for path in files:
+        assert main([*common, "--texts", path, "--output", str(tmp_path / "apart")]) == 0
+    together, apart = (pd.read_csv(tmp_path / run / "metrics.csv") for run in ("together", "apart"))
+    assert set(together["texts"]) == {"file:first.txt", "file:second.txt"}
+    order = ["texts", "metric", "layer"]
+    pd.testing.assert_frame_equal(
+        together.sort_values(order).reset_index(drop=True), apart.sort_values(order).reset_index(drop=True)
+    )

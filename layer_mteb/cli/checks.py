@@ -14,9 +14,10 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_layers, check_writable
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.metrics.texts import TASK_TEXTS, check_texts
+from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
+from layer_mteb.tasks.names import check_task_names
 from layer_mteb.vectors.budget import check_one_vector_fits, parse_size
 
 
@@ -37,7 +38,7 @@ def hub_needed(args: argparse.Namespace) -> bool:
     if args.command == "run":
         names = [spec.name for spec in select_tasks(args.tasks, data)[1]]
     else:
-        names = [args.texts.removeprefix(TASK_TEXTS).strip()] if args.texts.startswith(TASK_TEXTS) else []
+        names = _task_texts(_sources(args))
     return any(data is None or not (data / name).is_dir() for name in names)
 
 
@@ -55,7 +56,10 @@ def _check_run(args: argparse.Namespace) -> None:
 def _check_metrics(args: argparse.Namespace) -> None:
     check_writable(output_folder(args))
     model_kind(args.model)
-    check_texts(args.texts, args.data_dir)
+    sources = _sources(args)
+    check_task_names(_task_texts(sources))  # every unknown task of a comma-separated --texts in one line
+    for source in sources:
+        check_texts(source, args.data_dir)
     if args.command == "stress":
         parse_lengths(args.lengths)
     _check_encoding(args, [args.model])
@@ -109,3 +113,12 @@ _CHECKS = {
     "correlate": _check_runs,
     "import": _check_import,
 }
+
+
+def _sources(args: argparse.Namespace) -> list[str]:
+    """The texts a `metrics` or `stress` command reads: `metrics` takes several, comma-separated."""
+    return text_sources(args.texts) if args.command == "metrics" else [args.texts]
+
+
+def _task_texts(sources: list[str]) -> list[str]:
+    return [source.removeprefix(TASK_TEXTS).strip() for source in sources if source.startswith(TASK_TEXTS)]

@@ -136,6 +136,8 @@ def metrics(args: argparse.Namespace) -> None:
     from layer_mteb.cli.console import print_metrics
     from layer_mteb.evaluation.plan import check_writable
     from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
+    from layer_mteb.metrics.texts import text_sources
+    from layer_mteb.model.loading import load_model
 
     sizes = PAPER_METRIC_SIZES if args.full_protocol else QUICK_METRIC_SIZES
     settings = MetricSettings(
@@ -148,17 +150,11 @@ def metrics(args: argparse.Namespace) -> None:
     )
     output = output_folder(args)
     check_writable(output)  # an unusable --output must fail now, not after minutes of computing
-    frame = compute_metrics(
-        args.model,
-        args.texts,
-        config=_encode_config(args),
-        settings=settings,
-        data_dir=args.data_dir,
-        output=output,
-        revision=args.revision,
-        trust_remote_code=args.trust_remote_code,
-    )
-    print_metrics(frame, output)
+    config = _encode_config(args)
+    model = load_model(args.model, config, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    for source in text_sources(args.texts):  # one model load for every source; each is saved as it finishes
+        frame = compute_metrics(model, source, config=config, settings=settings, data_dir=args.data_dir, output=output)
+        print_metrics(frame, output)
 
 
 def parse_lengths(text: str | None) -> tuple[int, ...] | None:

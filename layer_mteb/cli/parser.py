@@ -165,7 +165,11 @@ def _add_metrics(commands) -> None:
     metrics.add_argument(
         "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"
     )
-    metrics.add_argument("--texts", default="wikitext", help="wikitext | task:<TaskName> | FILE (one prompt a line)")
+    metrics.add_argument(
+        "--texts",
+        default="wikitext",
+        help="wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load",
+    )
     metrics.add_argument(
         "--full-protocol",
         action="store_true",

@@ -35,6 +35,17 @@ class TextSource:
     n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
 
 
+def text_sources(texts: str) -> list[str]:
+    """``metrics --texts``: one source, or several separated by commas (they share one model load). A path that
+    exists is one source even with a comma in its name."""
+    if Path(texts).expanduser().is_file():
+        return [texts]
+    sources = [source.strip() for source in texts.split(",")]
+    if not all(sources):
+        raise UserError(f"--texts {texts!r} has an empty source between commas")
+    return sources
+
+
 def check_texts(source: str, data_dir: str | Path | None = None) -> None:
     """What ``--texts`` names exists: the WikiText file, a task mteb knows, or a file (no text is read)."""
     if source == "wikitext":
