@@ -51,6 +51,10 @@ CASES = {
         ["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:STS1,task:BIOSES"],
         "2 unknown mteb tasks: 'STS1' (did you mean",
     ),
+    "metrics texts of a task without a name": (
+        ["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:"],
+        "--texts task: needs a task name",
+    ),
     "metrics texts with an empty source": (
         ["metrics", "--model", "minilm-l6", "--texts", "task:STS12,,wikitext"],
         "has an empty source between commas",

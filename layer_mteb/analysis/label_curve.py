@@ -221,10 +221,10 @@ def write_curve(
     With ``baselines_only``, only the label-free baselines are read again from the runs (say, once their metrics
     are in) and the measured curve in ``output`` is kept: the labelled picks do not depend on the metrics."""
     output = Path(output)
+    if baselines_only and not (output / CURVE_FILE).is_file():
+        raise UserError(f"--baselines-only needs a measured curve: {output / CURVE_FILE} does not exist")
     baselines = pd.concat([baseline_rows(run) for run in runs], ignore_index=True)
     if baselines_only:
-        if not (output / CURVE_FILE).is_file():
-            raise UserError(f"--baselines-only needs a measured curve: {output / CURVE_FILE} does not exist")
         curve = pd.read_csv(output / CURVE_FILE, dtype={"k": str})
         missing = set(baselines["model"]) - set(curve["model"])
         if missing:

@@ -14,7 +14,7 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_layers, check_writable
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources
+from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
 from layer_mteb.tasks.names import check_task_names
@@ -121,4 +121,4 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _task_texts(sources: list[str]) -> list[str]:
-    return [source.removeprefix(TASK_TEXTS).strip() for source in sources if source.startswith(TASK_TEXTS)]
+    return [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]

@@ -72,8 +72,8 @@ def sweep(
     The evaluators' warnings are counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
     """
     config = config or EncodeConfig(device=default_device())
-    distributed = shard is None and distributed_shard() is not None
-    shard = shard or distributed_shard()
+    launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
+    shard = shard or launched
     output_path = _checked_output(output, shard, task_metrics)
     eval_workers = check_eval_workers(eval_workers)
     # before any model: a mistyped task should not wait for a model load
@@ -95,7 +95,7 @@ def sweep(
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
-    if distributed and output_path is not None:
+    if launched is not None and output_path is not None:
         return merge_when_all_done(output_path, shard)
     return tidy_scores(record.rows)
 

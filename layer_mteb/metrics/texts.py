@@ -46,6 +46,14 @@ def text_sources(texts: str) -> list[str]:
     return sources
 
 
+def texts_task(source: str) -> str:
+    """The task named by a ``task:<TaskName>`` source; a source naming none is a :class:`UserError`."""
+    task = source.removeprefix(TASK_TEXTS).strip()
+    if not task:
+        raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
+    return task
+
+
 def check_texts(source: str, data_dir: str | Path | None = None) -> None:
     """What ``--texts`` names exists: the WikiText file, a task mteb knows, or a file (no text is read)."""
     if source == "wikitext":
@@ -54,10 +62,7 @@ def check_texts(source: str, data_dir: str | Path | None = None) -> None:
             where = f"{folder}/" if folder else ""
             raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
     elif source.startswith(TASK_TEXTS):
-        task = source.removeprefix(TASK_TEXTS).strip()
-        if not task:
-            raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
-        check_task_names([task])
+        check_task_names([texts_task(source)])
     elif not Path(source).expanduser().is_file():
         raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
 
@@ -81,9 +86,7 @@ def load_texts(
     if source == "wikitext":
         raw, name, task = _wikitext(data_dir), "wikitext", None
     elif source.startswith(TASK_TEXTS):
-        task = source.removeprefix(TASK_TEXTS).strip()
-        if not task:
-            raise UserError("--texts task: needs a task name, e.g. task:STSBenchmark")
+        task = texts_task(source)
         raw, name = task_texts(task, data_dir), f"{TASK_TEXTS}{task}"
     elif Path(source).expanduser().is_file():
         path = Path(source).expanduser()
