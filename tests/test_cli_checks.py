@@ -17,6 +17,27 @@ from layer_mteb.cli.checks import hub_needed
 from layer_mteb.cli.parser import build_parser
 from layer_mteb.tasks.names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
 
+OFFLINE_TASKS = [
+    "BIOSSES",
+    "SICK-R",
+    "STS12",
+    "STS13",
+    "STS14",
+    "STS15",
+    "STS16",
+    "STS17",
+    "STSBenchmark",
+    "TwitterSemEval2015",
+    "TwitterURLCorpus",
+    "AmazonCounterfactualClassification",
+    "Banking77Classification",
+    "EmotionClassification",
+    "MTOPIntentClassification",
+    "MassiveIntentClassification",
+    "MassiveScenarioClassification",
+    "TweetSentimentExtractionClassification",
+    "TwentyNewsgroupsClustering",
+]
 HEAVY = ("torch", "transformers", "mteb", "datasets", "pandas")
 
 CASES = {
@@ -59,6 +80,18 @@ CASES = {
         ["metrics", "--model", "minilm-l6", "--texts", "task:STS12,,wikitext"],
         "has an empty source between commas",
     ),
+    # all 19 offline tasks as one --texts list are longer than a file name may be: still read as a list
+    "metrics texts of 19 tasks, one mistyped": (
+        [
+            "metrics",
+            "--model",
+            "minilm-l6",
+            "--texts",
+            ",".join([*(f"task:{t}" for t in OFFLINE_TASKS[:-1]), "task:STS1"]),
+        ],
+        "unknown mteb task 'STS1'",
+    ),
+    "a path longer than a file name": (["select", "--run", "r" * 300], "(300 characters)"),
     "stress lengths": (["stress", "--model", "minilm-l6", "--lengths", "64,long"], "--lengths"),
     "select without a run": (["select", "--run", "{tmp}/none"], "does not exist"),
     "report of a folder without scores": (["report", "--run", "{tmp}"], "has no scores.csv"),

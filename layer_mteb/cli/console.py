@@ -36,7 +36,8 @@ def setup_logging() -> None:
 
 
 def run_reporting_errors(command: Callable[[], None]) -> int:
-    """Run ``command``; a :class:`UserError`, a full disk or a folder without write access is one line, exit 2;
+    """Run ``command``; a :class:`UserError`, a full disk, a folder without write access or a path too long for the
+    file system is one line, exit 2;
     Ctrl-C is one line saying how to resume, exit 130 (128 + SIGINT, as shells report it)."""
     try:
         command()
@@ -53,6 +54,8 @@ def run_reporting_errors(command: Callable[[], None]) -> int:
             )
         if err.errno in (errno.EACCES, errno.EROFS, errno.EPERM):
             return fail(f"cannot write {err.filename}: {err.strerror}; choose another --output / $LAYER_MTEB_CACHE")
+        if err.errno == errno.ENAMETOOLONG:  # a path argument longer than the file system allows
+            return fail(f"{err.strerror}: {str(err.filename)[:60]}... ({len(str(err.filename))} characters)")
         raise
     return 0
 

@@ -38,12 +38,21 @@ class TextSource:
 def text_sources(texts: str) -> list[str]:
     """``metrics --texts``: one source, or several separated by commas (they share one model load). A path that
     exists is one source even with a comma in its name."""
-    if Path(texts).expanduser().is_file():
+    if _is_file(texts):
         return [texts]
     sources = [source.strip() for source in texts.split(",")]
     if not all(sources):
         raise UserError(f"--texts {texts!r} has an empty source between commas")
     return sources
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file; a list of 19 task sources is longer than a file name may be, which
+    the file system reports as an error rather than as no such file."""
+    try:
+        return Path(text).expanduser().is_file()
+    except OSError:
+        return False
 
 
 def texts_task(source: str) -> str:
@@ -63,7 +72,7 @@ def check_texts(source: str, data_dir: str | Path | None = None) -> None:
             raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
     elif source.startswith(TASK_TEXTS):
         check_task_names([texts_task(source)])
-    elif not Path(source).expanduser().is_file():
+    elif not _is_file(source):
         raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
 
 
@@ -88,7 +97,7 @@ def load_texts(
     elif source.startswith(TASK_TEXTS):
         task = texts_task(source)
         raw, name = task_texts(task, data_dir), f"{TASK_TEXTS}{task}"
-    elif Path(source).expanduser().is_file():
+    elif _is_file(source):
         path = Path(source).expanduser()
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None
     else:
