@@ -81,7 +81,7 @@ def sweep(
     units = _units(model, revision, work, shard)
     record = _Record(output_path, shard, task_metrics)
     in_memory = _ModelInMemory(config, layers, trust_remote_code)
-    options = _Options(overwrite=overwrite, progress=progress, show_warnings=show_warnings)
+    options = _Options(overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
         for model_ref, model_revision, (task, data, fingerprint) in units:
@@ -90,8 +90,7 @@ def sweep(
             settings = resolve_settings(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
-            store = store_folder(loaded, settings, task.metadata.name) if vector_cache else None
-            _sweep_task(loaded, task, settings, layer_ids, record, store, options)
+            _sweep_task(loaded, task, settings, layer_ids, record, options)
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
@@ -125,6 +124,7 @@ class _Options:
     overwrite: bool  # recompute vectors and scores
     progress: bool
     show_warnings: bool  # each evaluator warning as it comes, besides the per-task count
+    vector_cache: bool  # keep each task's pooled vectors on disk for reruns
 
 
 @dataclass
@@ -208,10 +208,10 @@ def _sweep_task(
     settings: RunSettings,
     layer_ids: list[int],
     record: _Record,
-    store: Path | None,
     options: _Options,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    store = store_folder(loaded, settings, task.metadata.name) if options.vector_cache else None
     start = time.perf_counter()
     loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
     load_seconds = time.perf_counter() - start
