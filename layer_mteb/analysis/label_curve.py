@@ -187,7 +187,7 @@ def plot_curve(curve: pd.DataFrame, baselines: pd.DataFrame, path: Path) -> None
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(curve["model"]))
-    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False, sharey=True)
+    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 5), squeeze=False, sharey=True)
     for ax, model in zip(axes[0], models, strict=True):
         means = curve[curve["model"] == model].groupby("k", sort=False)["mean_regret"].mean() * 100
         positions = np.arange(len(means))
@@ -199,7 +199,7 @@ def plot_curve(curve: pd.DataFrame, baselines: pd.DataFrame, path: Path) -> None
         ax.set_xticks(positions, [str(k) for k in means.index])
         ax.set_title(model.split("/")[-1])
         ax.set_xlabel("labelled examples K")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18))  # below: lines reach the top
     axes[0][0].set_ylabel("mean regret over tasks (points)")
     figure.tight_layout()
     atomic_write(path, lambda tmp: figure.savefig(tmp, dpi=120, format="png"))
