@@ -97,6 +97,14 @@ def test_the_same_seed_gives_the_same_picks(planted_run, tiny_folder, data_dir):
     assert set(first) <= {0, 2}
 
 
+def test_worker_processes_give_the_same_picks_as_one(planted_run, tiny_folder, data_dir):
+    (unit,) = run_tasks(planted_run, model=str(tiny_folder), data_dir=data_dir)
+    noise = replace(unit, scores=unit.scores.loc[[0, 2]], vectors=unit.vectors[[0, 2]])  # picks hinge on every digit
+    alone = [pick_layers(noise, k, draws=6, seed=5, workers=1) for k in (8, 16, "full")]
+    assert [pick_layers(noise, k, draws=6, seed=5, workers=2) for k in (8, 16, "full")] == alone
+    assert len(set(alone[0] + alone[1])) == 2  # the draws disagree, so a score changed by the workers would show
+
+
 def test_a_budget_larger_than_the_split_is_one_clear_error(planted_run, tiny_folder, data_dir, capsys):
     with pytest.raises(UserError, match="--labels 500 is more than the 100 labelled examples of BIOSSES"):
         select_with_labels(planted_run, 500, model=str(tiny_folder), data_dir=data_dir)

@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.labelled import LabelledExamples, labelled_examples, layer_scores
+from layer_mteb.analysis.labelled import LabelledExamples, labelled_examples, layer_score
 from layer_mteb.analysis.runs import read_run_scores
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.workers import check_eval_workers, score_layers
 from layer_mteb.model.loading import PACKAGED_MODELS, load_model
 from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
 from layer_mteb.vectors.store import LayerCache, store_folder
@@ -151,19 +152,28 @@ def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng([seed, draw]).choice(n, size=k, replace=False))
 
 
-def pick_layers(unit: TaskLayers, k: int | str, draws: int = DEFAULT_DRAWS, seed: int = 0) -> list[int]:
+def pick_layers(
+    unit: TaskLayers, k: int | str, draws: int = DEFAULT_DRAWS, seed: int = 0, workers: int = 1
+) -> list[int]:
     """The layer picked in each draw: the best score on the draw's examples, ties to the shallowest layer.
 
     A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer,
-    what a user without usable labels would take.
+    what a user without usable labels would take. ``workers`` > 1 scores the (draw, layer) pairs in forked
+    processes, one thread each, as the sweep evaluates layers: the same scores and picks as one worker.
     """
     layers = unit.scores.index.to_numpy()
     if k != FULL and isinstance(k, int) and k > len(unit.examples):
         raise UserError(f"--labels {k} is more than the {len(unit.examples)} labelled examples of {unit.name}")
+    drawn = [draw_rows(len(unit.examples), k, draw, seed) for draw in range(1 if k == FULL else draws)]
+
+    def score(job: int) -> list[dict]:
+        draw, layer = divmod(job, len(layers))
+        return [{"score": layer_score(unit.examples, unit.vectors[layer], drawn[draw], seed=unit.examples.task.seed)}]
+
+    jobs = range(len(drawn) * len(layers))
+    scored = np.array([s.rows[0]["score"] for s in score_layers(score, jobs, workers)], dtype=np.float64)
     picks = []
-    for draw in range(1 if k == FULL else draws):
-        rows = draw_rows(len(unit.examples), k, draw, seed)
-        scores = layer_scores(unit.examples, unit.vectors, rows, seed=unit.examples.task.seed)
+    for scores in scored.reshape(len(drawn), len(layers)):
         finite = np.isfinite(scores)
         picks.append(int(layers[np.argmax(np.where(finite, scores, -np.inf))] if finite.any() else layers[-1]))
     return picks
@@ -202,8 +212,12 @@ def select_with_labels(
     tasks: Sequence[str] | None = None,
     model: str | None = None,
     data_dir: str | Path | None = None,
+    workers: int | None = None,
 ) -> pd.DataFrame:
     """One row per (task, subset) of ``run``: the layer K labelled examples pick, judged on the full split.
+
+    ``workers`` processes score the layers (default: one per CPU core, as ``--eval-workers``); picks do not
+    depend on it.
 
     ``seconds`` is the time to score every layer in every draw (vectors in memory); ``texts_encoded`` counts the
     texts the vector store lacked (0 when it was warm).
@@ -211,10 +225,11 @@ def select_with_labels(
     check_budget(k)
     if draws < 1:
         raise UserError(f"--draws must be at least 1; got {draws}")
+    workers = check_eval_workers(workers)
     rows = []
     for unit in run_tasks(run, tasks=tasks, model=model, data_dir=data_dir):
         started = time.perf_counter()
-        picks = pick_layers(unit, k, draws, seed)
+        picks = pick_layers(unit, k, draws, seed, workers)
         row = {"model": unit.model, "task": unit.name, "k": k, "draws": len(picks), "n_examples": len(unit.examples)}
         row |= judge(unit, picks)
         row |= {"seconds": time.perf_counter() - started, "texts_encoded": unit.texts_encoded}

@@ -31,6 +31,7 @@ from layer_mteb.analysis.runs import read_run_scores
 from layer_mteb.analysis.selection import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
+from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.table import read_metrics
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ def curve_rows(
     tasks: Sequence[str] | None = None,
     parts: Path | None = None,
     model: str | None = None,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses
     all of them (``labels_used``), so every K averages over the same tasks.
@@ -71,7 +73,7 @@ def curve_rows(
     units_left = scores.groupby("task")[["subset", "split"]].apply(lambda g: len(g.drop_duplicates())).to_dict()
     units = run_tasks(run, tasks=todo, model=model, data_dir=data_dir) if todo else ()
     for unit in units:
-        measured[unit.task] += _unit_rows(unit, ks, draws, seed)
+        measured[unit.task] += _unit_rows(unit, ks, draws, seed, workers)
         logger.info("%s %s: %d examples, %d encoded", unit.model, unit.name, len(unit.examples), unit.texts_encoded)
         units_left[unit.task] -= 1
         if folder is not None and units_left[unit.task] == 0:
@@ -82,13 +84,13 @@ def curve_rows(
     return pd.concat([frame.astype({"k": str}) for frame in frames if not frame.empty], ignore_index=True)
 
 
-def _unit_rows(unit: TaskLayers, ks: Sequence[int | str], draws: int, seed: int) -> list[dict]:
+def _unit_rows(unit: TaskLayers, ks: Sequence[int | str], draws: int, seed: int, workers: int) -> list[dict]:
     n = len(unit.examples)
     rows = []
     for k in ks:
         started = time.perf_counter()
         used: int | str = FULL if k == FULL or int(k) >= n else int(k)
-        picks = pick_layers(unit, used, draws, seed)
+        picks = pick_layers(unit, used, draws, seed, workers)
         judged = judge(unit, picks)
         rows.append(
             {
@@ -215,6 +217,7 @@ def write_curve(
     ks: Sequence[int | str] = KS,
     data_dir: str | Path | None = None,
     baselines_only: bool = False,
+    workers: int | None = None,
 ) -> pd.DataFrame:
     """Measure the runs' models and merge them into ``output``'s files (rows of other models stay).
 
@@ -231,7 +234,8 @@ def write_curve(
             raise UserError(f"--baselines-only: {output / CURVE_FILE} has no curve of {', '.join(sorted(missing))}")
     else:
         parts = output / PARTS
-        measured = [curve_rows(run, ks, draws, seed, data_dir, parts=parts) for run in runs]
+        workers = check_eval_workers(workers)
+        measured = [curve_rows(run, ks, draws, seed, data_dir, parts=parts, workers=workers) for run in runs]
         curve = _merged(output / CURVE_FILE, pd.concat(measured))
     baselines = _merged(output / BASELINE_FILE, baselines)
     output.mkdir(parents=True, exist_ok=True)
@@ -262,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws")
     parser.add_argument("--data-dir", default=None, help="task data folder (default: $LAYER_MTEB_DATA)")
     parser.add_argument(
+        "--eval-workers", type=int, default=None, help="processes scoring layers (default: one per CPU core)"
+    )
+    parser.add_argument(
         "--baselines-only",
         action="store_true",
         help="re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve",
@@ -276,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             seed=args.seed,
             data_dir=args.data_dir,
             baselines_only=args.baselines_only,
+            workers=args.eval_workers,
         )
     except UserError as err:
         parser.exit(2, f"error: {err}\n")

@@ -102,15 +102,19 @@ def layer_scores(examples: LabelledExamples, vectors: np.ndarray, rows: np.ndarr
     NaN where the examples cannot score (say, no positive pair among them). ``seed`` drives the classifier's
     folds and k-means, as ``task.seed`` does in mteb.
     """
+    return np.array([layer_score(examples, layer, rows, seed) for layer in vectors], dtype=np.float64)
+
+
+def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray, seed: int = 42) -> float:
+    """The task's main score of one layer's vectors ([len(texts), D]) on the examples ``rows`` (see
+    :func:`layer_scores`); independent of every other layer, so layers can be scored in any order or process."""
     task = examples.task
     kind = task.metadata.type
-    main = task.metadata.main_score
     scorer = {"STS": _sts, "PairClassification": _pair_classification}.get(kind)
     if scorer is None:
         scorer = _clustering if kind == "Clustering" else _classification
-    items, gold = examples.items[rows], examples.gold[rows]
     with threadpool_limits(1):  # small fits: BLAS threads cost 6-15x more than they save (and share the cores)
-        return np.array([scorer(task, main, layer[items], gold, seed) for layer in vectors], dtype=np.float64)
+        return scorer(task, task.metadata.main_score, layer[examples.items[rows]], examples.gold[rows], seed)
 
 
 def _sts(task, main: str, pairs: np.ndarray, gold: np.ndarray, seed: int) -> float:

@@ -228,7 +228,9 @@ def select_by_labels(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.label_budget import labels_file, select_with_labels
     from layer_mteb.common.files import atomic_write
 
-    picks = select_with_labels(args.run, args.labels, draws=args.draws, seed=args.seed, model=args.model)
+    picks = select_with_labels(
+        args.run, args.labels, draws=args.draws, seed=args.seed, model=args.model, workers=args.eval_workers
+    )
     path = Path(args.run) / labels_file(args.labels)
     atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))
     shown = ["task", "chosen_layer", "chosen_score", "best_layer", "regret", "gain", "mean_regret", "regret_std"]

@@ -257,6 +257,12 @@ def _add_select(commands) -> None:
     select.add_argument(
         "--model", default=None, help="with --labels: how to load the run's model (default: its name in scores.csv)"
     )
+    select.add_argument(
+        "--eval-workers",
+        type=int,
+        default=None,
+        help="with --labels: processes scoring layers at once (default: one per CPU core)",
+    )
     select.set_defaults(handler=handlers.select)
 
 
