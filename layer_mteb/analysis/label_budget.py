@@ -158,7 +158,7 @@ def pick_layers(
     """The layer picked in each draw: the best score on the draw's examples, ties to the shallowest layer.
 
     A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer,
-    what a user without usable labels would take. ``workers`` > 1 scores the (draw, layer) pairs in forked
+    what a user without usable labels would take. ``workers`` > 1 scores the layers (each in every draw) in forked
     processes, one thread each, as the sweep evaluates layers: the same scores and picks as one worker.
     """
     layers = unit.scores.index.to_numpy()
@@ -166,14 +166,13 @@ def pick_layers(
         raise UserError(f"--labels {k} is more than the {len(unit.examples)} labelled examples of {unit.name}")
     drawn = [draw_rows(len(unit.examples), k, draw, seed) for draw in range(1 if k == FULL else draws)]
 
-    def score(job: int) -> list[dict]:
-        draw, layer = divmod(job, len(layers))
-        return [{"score": layer_score(unit.examples, unit.vectors[layer], drawn[draw], seed=unit.examples.task.seed)}]
+    def score(layer: int) -> list[dict]:  # one job per layer: a job's fixed cost outweighs a small draw's scoring
+        vectors, task_seed = unit.vectors[layer], unit.examples.task.seed
+        return [{"score": layer_score(unit.examples, vectors, rows, seed=task_seed)} for rows in drawn]
 
-    jobs = range(len(drawn) * len(layers))
-    scored = np.array([s.rows[0]["score"] for s in score_layers(score, jobs, workers)], dtype=np.float64)
+    scored = [[row["score"] for row in s.rows] for s in score_layers(score, range(len(layers)), workers)]
     picks = []
-    for scores in scored.reshape(len(drawn), len(layers)):
+    for scores in np.array(scored, dtype=np.float64).T:  # [draws, layers]
         finite = np.isfinite(scores)
         picks.append(int(layers[np.argmax(np.where(finite, scores, -np.inf))] if finite.any() else layers[-1]))
     return picks

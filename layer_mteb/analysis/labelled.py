@@ -102,19 +102,22 @@ def layer_scores(examples: LabelledExamples, vectors: np.ndarray, rows: np.ndarr
     NaN where the examples cannot score (say, no positive pair among them). ``seed`` drives the classifier's
     folds and k-means, as ``task.seed`` does in mteb.
     """
-    return np.array([layer_score(examples, layer, rows, seed) for layer in vectors], dtype=np.float64)
+    with threadpool_limits(1):  # small fits: BLAS threads cost 6-15x more than they save (and share the cores)
+        return np.array([layer_score(examples, layer, rows, seed) for layer in vectors], dtype=np.float64)
 
 
 def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray, seed: int = 42) -> float:
     """The task's main score of one layer's vectors ([len(texts), D]) on the examples ``rows`` (see
-    :func:`layer_scores`); independent of every other layer, so layers can be scored in any order or process."""
+    :func:`layer_scores`); independent of every other layer, so layers can be scored in any order or process.
+
+    The caller limits BLAS to one thread, once for many calls (entering the limit costs milliseconds, as much as
+    scoring a few pairs)."""
     task = examples.task
     kind = task.metadata.type
     scorer = {"STS": _sts, "PairClassification": _pair_classification}.get(kind)
     if scorer is None:
         scorer = _clustering if kind == "Clustering" else _classification
-    with threadpool_limits(1):  # small fits: BLAS threads cost 6-15x more than they save (and share the cores)
-        return scorer(task, task.metadata.main_score, layer[examples.items[rows]], examples.gold[rows], seed)
+    return scorer(task, task.metadata.main_score, layer[examples.items[rows]], examples.gold[rows], seed)
 
 
 def _sts(task, main: str, pairs: np.ndarray, gold: np.ndarray, seed: int) -> float:
