@@ -1,0 +1,201 @@
+"""Agreement and intrinsic-dimension curves of a scored run, per task, from a seeded sample of the task's own texts.
+
+:func:`agreement_curves` is the whole step: the run folder's ``scores.csv`` says which model, revision and encode
+settings made the scores; ``n`` texts of the task's evaluation splits are drawn (labels never read); every layer's
+pooled vectors of them come from the run's vector store (:func:`~layer_mteb.vectors.store.store_folder`), or from
+one forward pass of the sample that is then added to it; the reference encodes the same texts; and the curves go
+to ``agreement.csv`` (:mod:`.agreement_table`).
+
+Samples nest: the sample of ``n`` texts for a seed is the first ``n`` of one seeded permutation of the task's
+unique texts, so a study draws its largest sample once and reads every smaller one off it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import SCORES_FILE, layer_columns, read_scores
+from layer_mteb.common.settings import RunSettings
+from layer_mteb.metrics.agreement import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
+from layer_mteb.metrics.agreement_table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
+from layer_mteb.metrics.intrinsic_dimension import id_curve
+from layer_mteb.metrics.reference import Reference, default_reference, is_same_model, load_reference
+from layer_mteb.metrics.texts import TASK_TEXTS, load_texts
+from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.loading import load_model
+from layer_mteb.model.names import PACKAGED_MODELS
+from layer_mteb.vectors.budget import resolve_budget
+from layer_mteb.vectors.store import LayerCache, store_folder
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_N, DEFAULT_SEED = 256, 0
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """What a run folder's ``scores.csv`` says made its scores."""
+
+    model: str
+    revision: str
+    config: EncodeConfig
+
+
+def scored_run(run_dir: str | Path, device: str | None = None) -> ScoredRun:
+    """The one (model, revision, settings) of ``run_dir/scores.csv``; a folder with none or several is an error."""
+    path = Path(run_dir) / SCORES_FILE
+    if not path.is_file():
+        raise UserError(f"no {SCORES_FILE} in {run_dir}: score the model first (`layer-mteb run --output {run_dir}`)")
+    columns = ["model", "revision", "readout", "pooling", "max_length", "dtype", "attention", "normalize"]
+    runs = read_scores(run_dir)[columns].drop_duplicates()
+    if len(runs) != 1:
+        raise UserError(f"{path} holds {len(runs)} (model, revision, settings) combinations; agreement needs one")
+    row = runs.iloc[0]
+    config = EncodeConfig(
+        readout=row["readout"],
+        pooling=row["pooling"],
+        max_length=int(row["max_length"]),
+        dtype=row["dtype"],
+        attention=None if row["attention"] == "native" else row["attention"],
+        normalize=str(row["normalize"]) == "True",
+        device=device or default_device(),
+    )
+    return ScoredRun(str(row["model"]), str(row["revision"]), config)
+
+
+def model_source(run: ScoredRun) -> str:
+    """What to load for ``run``: the packaged model with its hub id and revision, else the hub id itself."""
+    for name, packaged in PACKAGED_MODELS.items():
+        if packaged.hub_id == run.model:
+            try:
+                version = metadata.version(packaged.distributions[0])
+            except metadata.PackageNotFoundError:
+                continue
+            if run.revision == f"{packaged.distributions[0]}-{version}":
+                return name
+    if run.model.startswith("local/"):
+        raise UserError(f"the run scored a local model ({run.model}): pass its folder as model=PATH")
+    return run.model
+
+
+def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_dir: str | Path | None = None) -> list:
+    """The first ``n`` of a ``seed``-permutation of the task's unique evaluation texts (all of them when fewer)."""
+    if n < 2:
+        raise UserError(f"agreement needs at least 2 texts, got n={n}")
+    texts = load_texts(f"{TASK_TEXTS}{task}", n_prompts=1 << 62, data_dir=data_dir).texts
+    order = np.random.default_rng(seed).permutation(len(texts))
+    return [texts[i] for i in order[:n]]
+
+
+def layer_vectors(model: LoadedModel, config: EncodeConfig, task: str, texts: Sequence[str]) -> torch.Tensor:
+    """[L+1, n, D] pooled vectors of ``texts``, read from the run's vector store of ``task``; texts it lacks are
+    encoded in one forward pass and added to it."""
+    settings = RunSettings(encode=config, budget=resolve_budget(config.max_cache_memory, config.device))
+    cache = LayerCache(model, config, store_folder(model, settings, task), budget=settings.budget)
+    missing = len([t for t in texts if t not in cache.index])
+    vectors = cache.vectors(texts).cpu()
+    if missing:
+        logger.info(
+            "%s: %d of %d sampled texts were not in the vector store; encoded and stored", task, missing, len(texts)
+        )
+        cache.save()
+    return vectors
+
+
+@dataclass
+class TaskSample:
+    """One seeded sample of a task: its texts, every layer's vectors and each reference's vectors of them."""
+
+    task: str
+    seed: int
+    texts: list[str]
+    layers: torch.Tensor
+    references: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)  # name -> (revision, [N, D'])
+
+
+def curve_rows(
+    model: LoadedModel,
+    config: EncodeConfig,
+    sample: TaskSample,
+    *,
+    sizes: Iterable[int] = (DEFAULT_N,),
+    ks: Iterable[int] = (DEFAULT_K,),
+    metrics: Iterable[str] = AGREEMENT_METRICS,
+    outliers: Iterable[str] = OUTLIERS,
+    with_id: bool = True,
+) -> list[dict]:
+    """``agreement.csv`` rows of every (reference, metric, outlier, n, k) asked for, each on the first ``n`` texts
+    of the sample (k only varies mutual k-NN); plus the ID curve at every ``n``."""
+    rows: list[dict] = []
+    metrics, outliers, ks = list(metrics), list(outliers), list(ks)
+    for n in sorted({min(size, len(sample.texts)) for size in sizes}):
+        layers = sample.layers[:, :n]
+        for reference, (revision, vectors) in sample.references.items():
+            for metric in metrics:
+                for outlier in outliers:
+                    for k in ks if metric == "mknn" else [0]:
+                        values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
+                        rows += _rows(model, config, sample, (reference, revision, metric, outlier, n, k), values)
+        if with_id:
+            rows += _rows(
+                model, config, sample, (NO_REFERENCE, NO_REFERENCE, ID_METRIC, "none", n, 0), id_curve(layers)
+            )
+    return rows
+
+
+def _rows(model: LoadedModel, config: EncodeConfig, sample: TaskSample, key: tuple, values: np.ndarray) -> list:
+    reference, revision, metric, outlier, n, k = key
+    fixed = {"task": sample.task, "reference": reference, "reference_revision": revision, "metric": metric}
+    fixed |= {"outlier": outlier, "n": n, "k": k, "seed": sample.seed, **config.key()}
+    return [{**layer_columns(model, layer), **fixed, "value": float(v)} for layer, v in enumerate(values)]
+
+
+def references_for(model: str, reference: str | Sequence[str] | None, device: str = "cpu") -> list[Reference]:
+    """The references to use for ``model``: those named (one that is the model itself is an error), else the
+    default (:func:`~.reference.default_reference`)."""
+    names = (
+        [default_reference(model)] if reference is None else [reference] if isinstance(reference, str) else reference
+    )
+    same = [name for name in names if is_same_model(name, model)]
+    if same:
+        raise UserError(f"--reference {same[0]} is the model under test; agreement with itself says nothing")
+    return [load_reference(name, device) for name in names]
+
+
+def agreement_curves(
+    run_dir: str | Path,
+    task: str,
+    *,
+    n: int = DEFAULT_N,
+    seed: int = DEFAULT_SEED,
+    k: int = DEFAULT_K,
+    reference: str | Sequence[str] | None = None,
+    model: str | None = None,
+    data_dir: str | Path | None = None,
+    write: bool = True,
+) -> pd.DataFrame:
+    """Per-layer agreement (mutual k-NN and CKA, every outlier treatment) with the reference, and the TwoNN ID, of
+    ``n`` texts of ``task`` drawn with ``seed``; merged into ``run_dir/agreement.csv`` unless ``write`` is false.
+    ``model`` overrides what is loaded (a folder, for a run of a local model)."""
+    run = scored_run(run_dir)
+    source = model or model_source(run)
+    loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
+    references = references_for(run.model, reference, run.config.device)
+    texts = sample_texts(task, n, seed, data_dir)
+    sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
+    for ref in references:
+        sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
+    frame = tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k]))
+    if write:
+        write_agreement(frame, run_dir)
+    return frame
