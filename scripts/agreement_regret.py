@@ -1,0 +1,222 @@
+"""How well the agreement and intrinsic-dimension picks do against the committed per-layer scores: per model and
+task, the layer each variant picks from ``results/<model>/agreement.csv`` and its regret (best layer's score −
+picked layer's score, main score × 100, subsets averaged within a task), beside the last layer's.
+
+    python scripts/agreement_regret.py [results/minilm-l6 ...] [--out results/paper/agreement_regret.csv]
+
+Regret, the best layer, ties (the deeper layer) and the last layer are the project's own rules
+(:mod:`layer_mteb.analysis.rules`, :func:`layer_mteb.analysis.curves.score_curves`). Variants:
+``<mknn|cka>:<outlier>@<reference>`` (argmax of agreement), ``id_after_peak``, ``id_min``, ``id_valley_after_peak``
+(:mod:`layer_mteb.metrics.intrinsic_dimension`) and ``last_layer``. A task with fewer unique texts than ``n`` is
+read at all of its texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb.analysis.curves import score_curves
+from layer_mteb.analysis.rules import extremum_layer, last_score
+from layer_mteb.common.results import read_scores
+from layer_mteb.metrics.agreement_table import ID_METRIC, read_agreement
+from layer_mteb.metrics.intrinsic_dimension import ID_RULES, id_pick
+
+RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
+SIZES = (32, 64, 128, 256, 512, 1024)
+
+
+def short(reference: str) -> str:
+    return {"sentence-transformers/all-mpnet-base-v2": "mpnet", "sentence-transformers/all-MiniLM-L6-v2": "minilm"}.get(
+        reference, reference
+    )
+
+
+def _at_n(rows: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Rows of sample size ``n``, or of all of a task's texts where it has fewer than ``n`` (a size not in SIZES)."""
+    exact = rows[rows["n"] == n]
+    whole = rows[~rows["n"].isin(SIZES) & (rows["n"] < n)]
+    return pd.concat([exact, whole[~whole["task"].isin(exact["task"])]])
+
+
+def picks(agreement: pd.DataFrame, n: int = 256, k: int = 10, seed: int = 0) -> pd.DataFrame:
+    """(task, variant, chosen layer, reference short name, sample key) for every curve at (n, k, seed)."""
+    rows = _at_n(agreement[agreement["seed"] == seed], n)
+    out = []
+    for (task, reference, metric, outlier, kk), part in rows.groupby(["task", "reference", "metric", "outlier", "k"]):
+        curve = part.set_index("layer")["value"].sort_index()
+        if metric == ID_METRIC:
+            for rule in ID_RULES:
+                out.append({"task": task, "variant": rule, "layer": id_pick(curve.to_numpy(), rule)})
+        elif kk in (k, 0):
+            variant = f"{metric}:{outlier}@{short(reference)}"
+            out.append({"task": task, "variant": variant, "layer": extremum_layer(curve, "max")})
+    return pd.DataFrame(out, columns=["task", "variant", "layer"]).assign(n=n, k=k, seed=seed)
+
+
+def regrets(run: str | Path, chosen: pd.DataFrame) -> pd.DataFrame:
+    """Each pick's score, regret and gain over the last layer (×100), with the best and last layers."""
+    scores = read_scores(run)
+    n_layers = int(scores["n_layers"].iloc[0])
+    types = scores.drop_duplicates("task").set_index("task")["task_type"]
+    curves = score_curves(scores)
+    out = []
+    for row in chosen.itertuples(index=False):
+        curve = curves[row.task]
+        best = extremum_layer(curve, "max")
+        score, last = float(curve[row.layer]), last_score(curve, n_layers)
+        out.append(
+            {
+                **row._asdict(),
+                "model": Path(run).name,
+                "task_type": types[row.task],
+                "best_layer": best,
+                "last_layer": n_layers,
+                "regret": 100 * (float(curve[best]) - score),
+                "gain": 100 * (score - last),
+                "last_regret": 100 * (float(curve[best]) - last),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def study(runs: list[str]) -> pd.DataFrame:
+    """Every variant's regret at the default sample (n = 256, k = 10, seed 0) and along each sensitivity axis."""
+    frames = []
+    for run in runs:
+        agreement = read_agreement(run)
+        settings = [(256, 10, 0)] + [(n, 10, 0) for n in SIZES if n != 256] + [(256, k, 0) for k in (5, 20, 50)]
+        settings += [(256, 10, seed) for seed in sorted(set(agreement["seed"])) if seed != 0]
+        for n, k, seed in settings:
+            measured = agreement[(agreement["n"] == n) & (agreement["seed"] == seed)]
+            chosen = picks(agreement, n, k, seed) if not measured.empty else pd.DataFrame()
+            if not chosen.empty:
+                frames.append(regrets(run, chosen))
+    return pd.concat(frames, ignore_index=True)
+
+
+TYPES = ("Classification", "Clustering", "PairClassification", "STS")
+
+
+def markdown(frame: pd.DataFrame, digits: int = 2) -> str:
+    """A plain Markdown table of ``frame`` (index as the first column)."""
+    head = [str(frame.index.name or ""), *map(str, frame.columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for index, row in frame.astype(object).iterrows():
+        cells = [f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row]
+        lines.append("| " + " | ".join([str(index), *cells]) + " |")
+    return "\n".join(lines)
+
+
+def default_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[(frame["n"] == 256) & (frame["k"] == 10) & (frame["seed"] == 0)]
+
+
+def per_model_tables(frame: pd.DataFrame) -> str:
+    """Per model: mean regret of every variant over all tasks and per task type, the last layer's beside."""
+    parts = []
+    for model, rows in default_rows(frame).groupby("model", sort=False):
+        table = rows.pivot_table(index="variant", columns="task_type", values="regret", aggfunc="mean")
+        table.insert(0, "all", rows.groupby("variant")["regret"].mean())
+        last = rows.drop_duplicates("task")
+        table.loc["last_layer"] = [last["last_regret"].mean()] + [
+            last.loc[last["task_type"] == t, "last_regret"].mean() for t in table.columns[1:]
+        ]
+        table["beats_last"] = rows.groupby("variant")["gain"].apply(lambda g: f"{(g > 0).sum()}/{(g < 0).sum()}")
+        table.loc["last_layer", "beats_last"] = "-"
+        table.index.name = f"{model} ({rows['task'].nunique()} tasks)"
+        parts.append(markdown(table.sort_values("all")))
+    return "\n\n".join(parts)
+
+
+def sensitivity(frame: pd.DataFrame, variants: list[str]) -> str:
+    """Mean regret over tasks per model along n (k = 10), k (mutual k-NN, n = 256) and seed (n = 256)."""
+    rows = frame[frame["variant"].isin(variants)]
+    along_n = _complete(rows[(rows["k"] == 10) & (rows["seed"] == 0)], "n")
+    along_k = _complete(rows[(rows["n"] == 256) & (rows["seed"] == 0) & rows["variant"].str.startswith("mknn")], "k")
+    seeds = _complete(rows[(rows["n"] == 256) & (rows["k"] == 10)], "seed")
+    out = []
+    for title, part, axis in (
+        ("Mean regret vs n (k = 10, seed 0)", along_n, "n"),
+        ("Mean regret vs k (mutual k-NN, n = 256, seed 0)", along_k, "k"),
+        ("Mean regret per seed (n = 256, k = 10)", seeds, "seed"),
+    ):
+        if part.empty:
+            continue
+        table = part.pivot_table(index=["model", "variant"], columns=axis, values="regret", aggfunc="mean")
+        if axis == "seed":
+            table["sd"] = table.std(axis=1)
+            same = part.pivot_table(index=["model", "variant", "task"], columns="seed", values="layer")
+            table["same pick, all seeds"] = (same.nunique(axis=1) == 1).groupby(level=[0, 1]).mean()
+        table.insert(0, "tasks", part.groupby(["model", "variant"])["task"].nunique())
+        out.append(f"{title}:\n\n" + markdown(_flat(table)))
+    return "\n\n".join(out)
+
+
+def _complete(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Per model, only the tasks measured at every value of ``axis`` that model has (so means compare alike);
+    a model with a single value on the axis is left out."""
+    kept = []
+    for _, part in rows.groupby("model", sort=False):
+        values = part[axis].nunique()
+        if values < 2:
+            continue
+        full = part.groupby("task")[axis].nunique()
+        kept.append(part[part["task"].isin(full[full == values].index)])
+    return pd.concat(kept) if kept else rows.iloc[:0]
+
+
+def _flat(table: pd.DataFrame) -> pd.DataFrame:
+    table = table.copy()
+    table.index = [" ".join(map(str, i)) for i in table.index]
+    table.columns = [str(c) for c in table.columns]
+    return table
+
+
+def failures(frame: pd.DataFrame, agreement: dict[str, pd.DataFrame], variant: str, floor: float = 2.0) -> str:
+    """Tasks where ``variant`` loses more than ``floor`` points: its pick, the best layer and the curve."""
+    rows = default_rows(frame)
+    rows = rows[(rows["variant"] == variant) & (rows["regret"] > floor)]
+    metric, rest = variant.split(":")
+    outlier, ref = rest.split("@")
+    lines = [f"| model | task | picked | best | last | regret | {variant} by layer |", "|---|---|---|---|---|---|---|"]
+    for row in rows.sort_values(["model", "regret"], ascending=[True, False]).itertuples():
+        curve = agreement[row.model]
+        curve = curve[
+            (curve["task"] == row.task)
+            & (curve["metric"] == metric)
+            & (curve["outlier"] == outlier)
+            & (curve["reference"].map(short) == ref)
+            & (curve["seed"] == 0)
+            & (curve["k"].isin([10, 0]))
+        ]
+        curve = _at_n(curve, 256).sort_values("layer")["value"]
+        values = " ".join(f"{v:.2f}" for v in curve)
+        lines.append(
+            f"| {row.model} | {row.task} | {row.layer} | {row.best_layer} | {row.last_layer} | {row.regret:.1f} | "
+            f"{values} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", default=list(RUNS))
+    parser.add_argument("--out", default="results/paper/agreement_regret.csv")
+    parser.add_argument("--variants", nargs="+", default=["mknn:none@mpnet", "mknn:clamp@mpnet", "cka:none@mpnet"])
+    args = parser.parse_args()
+    frame = study(args.runs)
+    frame.to_csv(args.out, index=False, float_format="%.4f")
+    print(per_model_tables(frame))
+    print()
+    print(sensitivity(frame, args.variants))
+    agreement = {Path(run).name: read_agreement(run) for run in args.runs}
+    for variant in args.variants:
+        print()
+        print(failures(frame, agreement, variant))
+
+
+if __name__ == "__main__":
+    main()
