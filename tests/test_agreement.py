@@ -11,8 +11,8 @@ from conftest import save_tiny_model
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.agreement import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers
-from layer_mteb.metrics.agreement_run import agreement_curves, references_for, sample_texts
-from layer_mteb.metrics.agreement_table import AGREEMENT_COLUMNS, ID_METRIC, read_agreement
+from layer_mteb.metrics.agreement_run import agreement_curves, references_for, sample_texts, scored_run
+from layer_mteb.metrics.agreement_table import AGREEMENT_COLUMNS, ID_METRIC, curves, read_agreement
 from layer_mteb.metrics.intrinsic_dimension import ID_RULES, id_pick, two_nn
 from layer_mteb.metrics.reference import default_reference, load_reference
 
@@ -150,6 +150,10 @@ def test_curves_of_a_run_are_written_and_reproducible(tiny_run, data_dir):
     again = agreement_curves(run, "BIOSSES", **options)  # vectors now come from the stores; same curve, same file
     pd.testing.assert_frame_equal(first, again)
     assert len(read_agreement(run)) == len(stored)
+    chosen = curves(stored, metric="mknn", outlier="clamp", n=40, k=10, seed=0)
+    assert list(chosen) == ["BIOSSES"] and list(chosen["BIOSSES"].index) == [0, 1, 2]
+    with pytest.raises(ValueError, match="several curves"):
+        curves(stored, metric="mknn")
     other_seed = agreement_curves(run, "BIOSSES", **options, seed=1, write=False)
     assert not np.allclose(other_seed["value"], first["value"])
 
@@ -165,3 +169,5 @@ def test_a_reference_must_load_and_differ_from_the_model(tmp_path):
         references_for("sentence-transformers/all-mpnet-base-v2", "mpnet-base")
     assert default_reference("sentence-transformers/all-mpnet-base-v2") == "minilm-l6"
     assert default_reference("google/gemma-3-270m") == "mpnet-base"
+    with pytest.raises(UserError, match=r"no scores\.csv"):
+        scored_run(tmp_path)
