@@ -51,9 +51,16 @@ def picks(agreement: pd.DataFrame, n: int = 256, k: int = 10, seed: int = 0) -> 
             for rule in ID_RULES:
                 out.append({"task": task, "variant": rule, "layer": id_pick(curve.to_numpy(), rule)})
         elif kk in (k, 0):
-            variant = f"{metric}:{outlier}@{short(reference)}"
-            out.append({"task": task, "variant": variant, "layer": extremum_layer(curve, "max")})
-    return pd.DataFrame(out, columns=["task", "variant", "layer"]).assign(n=n, k=k, seed=seed)
+            variant, layer = f"{metric}:{outlier}@{short(reference)}", extremum_layer(curve, "max")
+            out.append({"task": task, "variant": variant, "layer": layer, "margin": margin(curve, layer)})
+    return pd.DataFrame(out, columns=["task", "variant", "layer", "margin"]).assign(n=n, k=k, seed=seed)
+
+
+def margin(curve: pd.Series, layer: int) -> float:
+    """How clearly the curve peaks: its value at ``layer`` less its best value more than a quarter of the depth
+    away (small: a second mode about as high, far from the pick)."""
+    far = curve[(curve.index - layer).to_series(index=curve.index).abs() > len(curve) / 4]
+    return float(curve[layer] - far.max()) if not far.empty else float("nan")
 
 
 def regrets(run: str | Path, chosen: pd.DataFrame) -> pd.DataFrame:
@@ -181,7 +188,7 @@ def failures(frame: pd.DataFrame, agreement: dict[str, pd.DataFrame], variant: s
     rows = rows[(rows["variant"] == variant) & (rows["regret"] > floor)]
     metric, rest = variant.split(":")
     outlier, ref = rest.split("@")
-    lines = [f"| model | task | picked | best | last | regret | {variant} by layer |", "|---|---|---|---|---|---|---|"]
+    lines = [f"| model | task | picked | best | last | regret | margin | {variant} by layer |", "|" + "---|" * 8]
     for row in rows.sort_values(["model", "regret"], ascending=[True, False]).itertuples():
         curve = agreement[row.model]
         curve = curve[
@@ -196,8 +203,15 @@ def failures(frame: pd.DataFrame, agreement: dict[str, pd.DataFrame], variant: s
         values = " ".join(f"{v:.2f}" for v in curve)
         lines.append(
             f"| {row.model} | {row.task} | {row.layer} | {row.best_layer} | {row.last_layer} | {row.regret:.1f} | "
-            f"{values} |"
+            f"{row.margin:.3f} | {values} |"
         )
+    every = default_rows(frame)
+    every = every[every["variant"] == variant]
+    failed = every["regret"] > floor
+    lines.append(
+        f"\nmedian margin of {variant}'s curve: {every.loc[failed, 'margin'].median():.3f} where it loses more than "
+        f"{floor:g} points ({failed.sum()} tasks), {every.loc[~failed, 'margin'].median():.3f} elsewhere"
+    )
     return "\n".join(lines)
 
 
