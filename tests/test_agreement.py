@@ -156,6 +156,9 @@ def test_curves_of_a_run_are_written_and_reproducible(tiny_run, data_dir):
         curves(stored, metric="mknn")
     other_seed = agreement_curves(run, "BIOSSES", **options, seed=1, write=False)
     assert not np.allclose(other_seed["value"], first["value"])
+    both = agreement_curves(run, ["STS12", "BIOSSES"], **options, write=False)  # one model and reference load
+    pd.testing.assert_frame_equal(both[both["task"] == "BIOSSES"].reset_index(drop=True), first)
+    assert set(both["task"]) == {"STS12", "BIOSSES"} and len(read_agreement(run)) == len(stored)
 
 
 def test_a_reference_must_load_and_differ_from_the_model(tmp_path):

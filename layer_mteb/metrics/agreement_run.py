@@ -174,7 +174,7 @@ def references_for(model: str, reference: str | Sequence[str] | None, device: st
 
 def agreement_curves(
     run_dir: str | Path,
-    task: str,
+    tasks: str | Sequence[str],
     *,
     n: int = DEFAULT_N,
     seed: int = DEFAULT_SEED,
@@ -185,17 +185,20 @@ def agreement_curves(
     write: bool = True,
 ) -> pd.DataFrame:
     """Per-layer agreement (mutual k-NN and CKA, every outlier treatment) with the reference, and the TwoNN ID, of
-    ``n`` texts of ``task`` drawn with ``seed``; merged into ``run_dir/agreement.csv`` unless ``write`` is false.
-    ``model`` overrides what is loaded (a folder, for a run of a local model)."""
+    ``n`` texts of each task drawn with ``seed`` (model and reference loaded once for all tasks); merged into
+    ``run_dir/agreement.csv`` task by task unless ``write`` is false. ``model`` overrides what is loaded (a folder,
+    for a run of a local model)."""
     run = scored_run(run_dir)
     source = model or model_source(run)
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
     references = references_for(run.model, reference, run.config.device)
-    texts = sample_texts(task, n, seed, data_dir)
-    sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
-    for ref in references:
-        sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
-    frame = tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k]))
-    if write:
-        write_agreement(frame, run_dir)
-    return frame
+    frames = []
+    for task in [tasks] if isinstance(tasks, str) else tasks:
+        texts = sample_texts(task, n, seed, data_dir)
+        sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
+        for ref in references:
+            sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
+        frames.append(tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k])))
+        if write:
+            write_agreement(frames[-1], run_dir)
+    return tidy_agreement(pd.concat(frames, ignore_index=True))
