@@ -76,16 +76,16 @@ label-budget: setup
 	$(BIN)/python -m layer_mteb.analysis.label_curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
 
 # Agreement with a reference encoder and TwoNN intrinsic dimension per layer (docs/agreement.md): each run's
-# agreement.csv at n = 256 (samples of 32..256 nest in it; ~1 h of encoding for the four on 2 cores, mostly the
-# mpnet reference and Gemma), the sensitivity rows (n up to 1024, 5 seeds) on SmolLM2 and six tasks, then the regret
-# tables. Vectors stay in the vector store and the reference's store: a rerun only computes the curves.
+# agreement.csv at n = 256 (samples of 32..256 nest in it), the sensitivity rows (n up to 1024, 5 seeds) of the two
+# decoders on six tasks, then the regret tables. Vectors stay in the vector store and the reference's store: a
+# rerun only computes the curves. On a busy machine set OMP_NUM_THREADS=1 (docs/agreement.md, cost).
 AGREEMENT_SENSITIVITY_TASKS := STS12 STSBenchmark Banking77Classification EmotionClassification \
 	TwentyNewsgroupsClustering TwitterURLCorpus
 
 agreement: models
 	for run in $(PAPER_RUNS); do $(BIN)/python scripts/agreement_study.py results/$$run || exit 1; done
-	$(BIN)/python scripts/agreement_study.py results/smollm2-135m --n-max 1024 --seeds 0 1 2 3 4 \
-		--tasks $(AGREEMENT_SENSITIVITY_TASKS)
+	for run in smollm2-135m gemma3-270m; do $(BIN)/python scripts/agreement_study.py results/$$run --n-max 1024 \
+		--seeds 0 1 2 3 4 --tasks $(AGREEMENT_SENSITIVITY_TASKS) || exit 1; done
 	$(BIN)/python scripts/agreement_regret.py > results/paper/agreement.md
 
 setup: $(VENV)/.installed
