@@ -23,9 +23,13 @@ from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.agreement_table import ID_METRIC, read_agreement
 from layer_mteb.metrics.intrinsic_dimension import ID_RULES, id_pick
+from layer_mteb.metrics.reference import default_reference
+from layer_mteb.model.names import PACKAGED_MODELS
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
 SIZES = (32, 64, 128, 256, 512, 1024)
+ORDER = ("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m")
+PACKAGED_HUB_IDS = {name: packaged.hub_id for name, packaged in PACKAGED_MODELS.items()}
 
 
 def short(reference: str) -> str:
@@ -47,10 +51,12 @@ def picks(agreement: pd.DataFrame, n: int = 256, k: int = 10, seed: int = 0) -> 
     out = []
     for (task, reference, metric, outlier, kk), part in rows.groupby(["task", "reference", "metric", "outlier", "k"]):
         curve = part.set_index("layer")["value"].sort_index()
+        if kk != k and (kk != 0 or k != 10):  # curves without a k are read once, with k = 10
+            continue
         if metric == ID_METRIC:
             for rule in ID_RULES:
                 out.append({"task": task, "variant": rule, "layer": id_pick(curve.to_numpy(), rule)})
-        elif kk in (k, 0):
+        else:
             variant, layer = f"{metric}:{outlier}@{short(reference)}", extremum_layer(curve, "max")
             out.append({"task": task, "variant": variant, "layer": layer, "margin": margin(curve, layer)})
     return pd.DataFrame(out, columns=["task", "variant", "layer", "margin"]).assign(n=n, k=k, seed=seed)
@@ -112,13 +118,35 @@ def markdown(frame: pd.DataFrame, digits: int = 2) -> str:
     head = [str(frame.index.name or ""), *map(str, frame.columns)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for index, row in frame.astype(object).iterrows():
-        cells = [f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row]
+        cells = ["-" if pd.isna(v) else f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row]
         lines.append("| " + " | ".join([str(index), *cells]) + " |")
     return "\n".join(lines)
 
 
 def default_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["n"] == 256) & (frame["k"] == 10) & (frame["seed"] == 0)]
+
+
+def overview(frame: pd.DataFrame) -> str:
+    """Mean regret of each variant per model and over the four, the reference named as the model's default
+    (all-mpnet-base-v2; all-MiniLM-L6-v2 for mpnet itself) or the other one."""
+    rows = default_rows(frame).copy()
+    own = {model: short(PACKAGED_HUB_IDS[default_reference(model)]) for model in rows["model"].unique()}
+    rows["variant"] = [
+        v.replace(f"@{own[m]}", "@default")
+        if "@" in v and v.endswith(own[m])
+        else v.split("@")[0] + "@other"
+        if "@" in v
+        else v
+        for v, m in zip(rows["variant"], rows["model"], strict=True)
+    ]
+    table = rows.pivot_table(index="variant", columns="model", values="regret", aggfunc="mean")
+    last = rows.drop_duplicates(["model", "task"]).groupby("model")["last_regret"].mean()
+    table.loc["last_layer"] = last
+    table = table[[m for m in ORDER if m in table.columns]]
+    table["mean of 4"] = table.mean(axis=1, skipna=False)
+    table.index.name = "variant (mean regret, 19 tasks)"
+    return markdown(table.sort_values("mean of 4", na_position="last"))
 
 
 def per_model_tables(frame: pd.DataFrame) -> str:
@@ -219,10 +247,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", default=list(RUNS))
     parser.add_argument("--out", default="results/paper/agreement_regret.csv")
-    parser.add_argument("--variants", nargs="+", default=["mknn:none@mpnet", "mknn:clamp@mpnet", "cka:none@mpnet"])
+    parser.add_argument(
+        "--variants", nargs="+", default=["mknn:none@mpnet", "mknn:clamp@mpnet", "cka:none@mpnet", "cka:clamp@mpnet"]
+    )
     args = parser.parse_args()
     frame = study(args.runs)
     frame.to_csv(args.out, index=False, float_format="%.4f")
+    print(overview(frame))
+    print()
     print(per_model_tables(frame))
     print()
     print(sensitivity(frame, args.variants))
