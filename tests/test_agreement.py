@@ -174,3 +174,5 @@ def test_a_reference_must_load_and_differ_from_the_model(tmp_path):
     assert default_reference("google/gemma-3-270m") == "mpnet-base"
     with pytest.raises(UserError, match=r"no scores\.csv"):
         scored_run(tmp_path)
+    with pytest.raises(UserError, match="at least one task"):
+        agreement_curves(tmp_path, [])

@@ -188,12 +188,15 @@ def agreement_curves(
     ``n`` texts of each task drawn with ``seed`` (model and reference loaded once for all tasks); merged into
     ``run_dir/agreement.csv`` task by task unless ``write`` is false. ``model`` overrides what is loaded (a folder,
     for a run of a local model)."""
+    tasks = [tasks] if isinstance(tasks, str) else list(tasks)
+    if not tasks:
+        raise UserError("agreement needs at least one task")
     run = scored_run(run_dir)
     source = model or model_source(run)
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
     references = references_for(run.model, reference, run.config.device)
     frames = []
-    for task in [tasks] if isinstance(tasks, str) else tasks:
+    for task in tasks:
         texts = sample_texts(task, n, seed, data_dir)
         sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
         for ref in references:
