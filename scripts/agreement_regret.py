@@ -253,6 +253,13 @@ def main() -> None:
     args = parser.parse_args()
     frame = study(args.runs)
     frame.to_csv(args.out, index=False, float_format="%.4f")
+    print("# Agreement and intrinsic-dimension picks: regret on the committed runs\n")
+    print(
+        "Written by `scripts/agreement_regret.py` (see docs/agreement.md). Regret = best layer's score - picked "
+        "layer's (main score x 100), mean over tasks; `beats_last` = tasks where the pick scores above / below the "
+        "last layer; the failure tables list every task a variant loses more than 2 points on, with its curve by "
+        "layer (0 = embeddings) and its margin (the pick's value less the best value a quarter of the depth away).\n"
+    )
     print(overview(frame))
     print()
     print(per_model_tables(frame))
