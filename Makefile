@@ -66,14 +66,14 @@ PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
 	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
-		--policy layer_mteb/analysis/auto_selector.json
+		--policy layer_mteb/analysis/selection/auto_selector.json
 
 # The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every
 # paper run folder that exists (override with LABEL_RUNS="results/a results/b"); models already in the files stay.
 LABEL_RUNS ?= $(patsubst %/scores.csv,%,$(wildcard $(addsuffix /scores.csv,$(addprefix results/,$(PAPER_RUNS)))))
 
 label-budget: setup
-	$(BIN)/python -m layer_mteb.analysis.label_curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
+	$(BIN)/python -m layer_mteb.analysis.labels.curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
 
 setup: $(VENV)/.installed
 

@@ -12,10 +12,11 @@ import pytest
 from _metric_fixtures import run_tables
 from test_paper import REFERENCE
 
-from layer_mteb.analysis import auto, lofo
-from layer_mteb.analysis.families import family_of
-from layer_mteb.analysis.selection import select_layers
-from layer_mteb.analysis.selectors import PAPER_RULE, ModelData, by_name, evaluate
+from layer_mteb.analysis.selection import auto
+from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, by_name, evaluate
+from layer_mteb.analysis.study import lofo
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import write_scores
 from layer_mteb.metrics.table import write_metrics
@@ -197,7 +198,7 @@ def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_chan
 def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: str) -> None:
     import dataclasses
 
-    from layer_mteb.analysis.importing import import_metrics_table, release_scores
+    from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 
     names = ["Pythia/14m", "Pythia/70m", "bert/base", "bert_CLS/base", "roberta_mean_pooling/base", "mamba/370m"]
     scores = release_scores(REFERENCE / "official_layer_scores.csv", names)

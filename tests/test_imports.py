@@ -32,6 +32,16 @@ def test_help_imports_nothing_heavy(command):
     assert [m for m in HEAVY if m in loaded] == []
 
 
+def test_the_version_is_written_once_in_pyproject():
+    import tomllib
+    from conftest import REPO
+
+    import layer_mteb
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert layer_mteb.__version__ == pyproject["project"]["version"]
+
+
 def test_public_names_load_on_use_and_sweep_stays_the_function():
     import layer_mteb
     import layer_mteb.evaluation.sweep  # the module lives in its stage; the package's public name is the function

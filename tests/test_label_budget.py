@@ -13,9 +13,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from layer_mteb.analysis.label_budget import pick_layers, run_tasks, select_with_labels
-from layer_mteb.analysis.label_curve import curve_rows, labels_needed, plot_curve, write_curve
-from layer_mteb.analysis.labelled import layer_scores
+from layer_mteb.analysis.labels.budget import pick_layers, run_tasks, select_with_labels
+from layer_mteb.analysis.labels.curve import curve_rows, labels_needed, plot_curve, write_curve
+from layer_mteb.analysis.labels.labelled import layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError

@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from layer_mteb.analysis import selectors, study
-from layer_mteb.analysis.curves import MEAN, score_curves
-from layer_mteb.analysis.importing import import_folder, import_metrics_table, release_scores, write_import
-from layer_mteb.analysis.selection import select_layers
+from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
+from layer_mteb.analysis.selection import selectors
+from layer_mteb.analysis.selection.curves import MEAN, score_curves
+from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.table1 import table1
 

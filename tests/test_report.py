@@ -19,11 +19,11 @@ from _report_fixtures import (
 )
 
 from layer_mteb import UserError, build_table1
-from layer_mteb.analysis.markdown import table1_markdown
-from layer_mteb.analysis.report import paper_layer_means, write_report
-from layer_mteb.analysis.runs import discover_runs, load_reference, load_runs
-from layer_mteb.analysis.selection import selector_leaderboard
-from layer_mteb.analysis.table1 import per_task_summary, table1_notes, task_scores
+from layer_mteb.analysis.report.build import paper_layer_means, write_report
+from layer_mteb.analysis.report.markdown import table1_markdown
+from layer_mteb.analysis.report.table1 import per_task_summary, table1_notes, task_scores
+from layer_mteb.analysis.runs.folders import discover_runs, load_reference, load_runs
+from layer_mteb.analysis.selection.select import selector_leaderboard
 from layer_mteb.cli import main
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from layer_mteb.cli.commands import output_folder, parse_lengths, parse_shard
+from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_layers, check_writable

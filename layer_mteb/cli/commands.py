@@ -7,13 +7,11 @@ import argparse
 import os
 from pathlib import Path
 
-from layer_mteb.common.errors import UserError
-
-RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard, process_device
 
 
 def import_results(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.importing import write_import
+    from layer_mteb.analysis.runs.importing import write_import
 
     lines = write_import(
         args.folder,
@@ -44,13 +42,6 @@ def _encode_config(args: argparse.Namespace):
         normalize=args.normalize,
         max_cache_memory=parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None,
     )
-
-
-def output_folder(args: argparse.Namespace) -> Path:
-    """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
-    rewrites the project's own tables."""
-    model = args.model if isinstance(args.model, str) else args.model[0]
-    return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
 
 
 def _probe_hub_if_needed(args: argparse.Namespace) -> None:
@@ -98,25 +89,8 @@ def merge(args: argparse.Namespace) -> None:
     print(f"merged {len(frame)} rows into {Path(args.output) / 'scores.csv'}")
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``I/N`` (0 <= I < N) -> (I, N)."""
-    if text is None:
-        return None
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
-        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
-    return int(index), int(count)
-
-
-def process_device(device: str) -> str:
-    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        return f"cuda:{os.environ['LOCAL_RANK']}"
-    return device
-
-
 def report(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.report import write_report
+    from layer_mteb.analysis.report.build import write_report
     from layer_mteb.cli.console import print_report
 
     paths = write_report(
@@ -157,16 +131,6 @@ def metrics(args: argparse.Namespace) -> None:
         print_metrics(frame, output)
 
 
-def parse_lengths(text: str | None) -> tuple[int, ...] | None:
-    """``--lengths 64,128`` -> (64, 128); None when not given (the stress test's own lengths)."""
-    if not text:
-        return None
-    try:
-        return tuple(int(n) for n in text.split(","))
-    except ValueError:
-        raise UserError(f"--lengths must be comma-separated token counts, got {text!r}") from None
-
-
 def stress(args: argparse.Namespace) -> None:
     _probe_hub_if_needed(args)
     from layer_mteb.evaluation.plan import check_writable
@@ -204,7 +168,7 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection import run_leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers, selection_file
     from layer_mteb.cli.console import print_leaderboard
 
     if args.labels is not None:
@@ -212,8 +176,8 @@ def select(args: argparse.Namespace) -> None:
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     if args.by == "auto":  # which rule picked for each model, and why
-        from layer_mteb.analysis.auto import load_policy
-        from layer_mteb.analysis.selection import pooling_of
+        from layer_mteb.analysis.selection.auto import load_policy
+        from layer_mteb.analysis.selection.select import pooling_of
         from layer_mteb.common.results import read_scores
 
         policy = load_policy()
@@ -225,7 +189,7 @@ def select(args: argparse.Namespace) -> None:
 
 
 def select_by_labels(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.label_budget import labels_file, select_with_labels
+    from layer_mteb.analysis.labels.budget import labels_file, select_with_labels
     from layer_mteb.common.files import atomic_write
 
     picks = select_with_labels(
@@ -242,7 +206,7 @@ def select_by_labels(args: argparse.Namespace) -> None:
 
 
 def correlate(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.correlation import correlate, correlation_table
+    from layer_mteb.analysis.selection.correlation import correlate, correlation_table
     from layer_mteb.cli.console import print_correlation
 
     frame = correlate(

@@ -68,7 +68,7 @@ def fail(message: str) -> int:
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
     """Layers as rows, tasks as columns, one table per (model, revision); one summary line each (best and last
     layer); then where the files are."""
-    from layer_mteb.analysis.table1 import run_summary
+    from layer_mteb.analysis.report.table1 import run_summary
     from layer_mteb.common.results import layer_table
 
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from layer_mteb.cli import commands as handlers
+from layer_mteb.cli.arguments import RUNS
 from layer_mteb.cli.console import PROG
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
 
@@ -131,7 +132,7 @@ def _add_run(commands) -> None:
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path(handlers.RUNS) / "report"), help="report folder (runs/report)")
+    report.add_argument("--output", default=str(Path(RUNS) / "report"), help="report folder (runs/report)")
     report.add_argument(
         "--random-run",
         action="append",
@@ -288,7 +289,7 @@ def _add_correlate(commands) -> None:
 
 
 def _add_metric_readout(parser) -> None:
-    from layer_mteb.analysis import METRIC_READOUTS
+    from layer_mteb.analysis.runs.choices import METRIC_READOUTS
 
     parser.add_argument(
         "--metric-readout",
@@ -300,7 +301,7 @@ def _add_metric_readout(parser) -> None:
 
 
 def _add_import(commands) -> None:
-    from layer_mteb.analysis import NORMALIZATIONS
+    from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS
 
     imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
@@ -311,7 +312,7 @@ def _add_import(commands) -> None:
     imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
     imp.add_argument(
         "--normalization",
-        choices=NORMALIZATIONS,
+        choices=RELEASE_NORMALIZATIONS,
         default="paper",
         help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
     )

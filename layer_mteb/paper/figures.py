@@ -1,6 +1,6 @@
 """Figures of the paper regenerated from the release: Figure 1 (score vs relative depth) and the Pythia-410m training
 progression. Every curve of one panel averages the same task set (the library's Figure 1 rule,
-:func:`~layer_mteb.analysis.rules.common_tasks`); a layer some of those tasks lack is a gap, never averaged over fewer
+:func:`.rules.common_tasks`); a layer some of those tasks lack is a gap, never averaged over fewer
 tasks. Saved as PNG and PDF without creation dates."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis.figures import _style, save
-from layer_mteb.analysis.rules import COVERAGE, common_tasks, complete_layer_means, tasks_phrase
-from layer_mteb.analysis.table1 import task_scores
+from layer_mteb.analysis.report.figures import _style, save
+from layer_mteb.analysis.report.table1 import task_scores
+from layer_mteb.analysis.selection.rules import COVERAGE, common_tasks, complete_layer_means, tasks_phrase
 
 
 def curves_of(scores: pd.DataFrame, models: list[str], coverage: float = COVERAGE) -> tuple[pd.DataFrame, list[str]]:
-    """``models``' Figure 1 curves (score ×100 per layer, over :func:`~layer_mteb.analysis.rules.common_tasks`, gaps
+    """``models``' Figure 1 curves (score ×100 per layer, over :func:`.rules.common_tasks`, gaps
     where a layer lacks one of them) and that task set."""
     tasks = task_scores(scores[scores["model"].isin(models)])
     chosen = common_tasks(tasks, coverage)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis.figures import _style, save
-from layer_mteb.analysis.stress_figures import level_lines, run_figures, stress_curves
-from layer_mteb.analysis.stress_summary import length_minima, model_summary, stress_markdown
+from layer_mteb.analysis.report.figures import _style, save
+from layer_mteb.analysis.report.stress_figures import level_lines, run_figures, stress_curves
+from layer_mteb.analysis.report.stress_summary import length_minima, model_summary, stress_markdown
 from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics.stress_table import read_dips, read_stress
 

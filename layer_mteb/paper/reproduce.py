@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis import lofo as family_study
-from layer_mteb.analysis import study
-from layer_mteb.analysis.auto import write_policy
-from layer_mteb.analysis.correlation import correlate
-from layer_mteb.analysis.importing import import_metrics_table, release_scores
-from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs import load_run
+from layer_mteb.analysis.runs.folders import load_run
+from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
+from layer_mteb.analysis.selection.auto import write_policy
+from layer_mteb.analysis.selection.correlation import correlate
+from layer_mteb.analysis.selection.rules import fewer_shared_tasks
+from layer_mteb.analysis.study import lofo as family_study
+from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.paper import figures, prompt_length
@@ -66,7 +66,7 @@ def reproduce(
 ) -> list[Path]:
     """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
     on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
-    model is written there too (:func:`~layer_mteb.analysis.lofo.train_policy`)."""
+    model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`)."""
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
@@ -180,7 +180,7 @@ class Progress:
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
-    """The library's correlations (:func:`~layer_mteb.analysis.correlation.correlate`) of each model's own-text
+    """The library's correlations (:func:`.correlation.correlate`) of each model's own-text
     metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
     own = metrics[metrics["texts"].str.startswith("task:")]
     frames = []

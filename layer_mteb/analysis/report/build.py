@@ -14,12 +14,9 @@ from typing import Literal
 
 import pandas as pd
 
-from layer_mteb.analysis import figures, stress_figures
-from layer_mteb.analysis.markdown import leaderboard_markdown, table1_markdown
-from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs import Runs, load_reference, load_runs
-from layer_mteb.analysis.selection import selector_leaderboard
-from layer_mteb.analysis.table1 import (
+from layer_mteb.analysis.report import figures, stress_figures
+from layer_mteb.analysis.report.markdown import leaderboard_markdown, table1_markdown
+from layer_mteb.analysis.report.table1 import (
     build_table1,
     headline_tasks,
     layer_means,
@@ -27,6 +24,9 @@ from layer_mteb.analysis.table1 import (
     table1_notes,
     task_scores,
 )
+from layer_mteb.analysis.runs.folders import Runs, load_reference, load_runs
+from layer_mteb.analysis.selection.rules import fewer_shared_tasks
+from layer_mteb.analysis.selection.select import selector_leaderboard
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building
 

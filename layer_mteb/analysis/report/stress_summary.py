@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.analysis.markdown import integer, markdown_table, text
-from layer_mteb.analysis.stress_figures import stress_curves
+from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.stress_figures import stress_curves
 from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, most_bimodal_layer
 
 #: (test, normalisation read, the direction the paper reports: +1 rises with the level, -1 falls)

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from layer_mteb.analysis.curves import MEAN
-from layer_mteb.analysis.rules import TIE_TOL, common_tasks, complete_layer_means, extremum_layer, last_score
+from layer_mteb.analysis.selection.curves import MEAN
+from layer_mteb.analysis.selection.rules import TIE_TOL, common_tasks, complete_layer_means, extremum_layer, last_score
 from layer_mteb.common.errors import UserError
 
 ALL_TYPES = "all"

@@ -12,7 +12,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis.figures import _style, save, slug
+from layer_mteb.analysis.report.figures import _style, save, slug
 from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, most_bimodal_layer
 from layer_mteb.metrics.stress_table import read_dips, read_stress
 

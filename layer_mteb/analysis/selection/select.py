@@ -15,10 +15,10 @@ from typing import TypedDict
 
 import pandas as pd
 
-from layer_mteb.analysis.auto import AUTO, load_policy
-from layer_mteb.analysis.curves import MEAN, metric_curves, score_curves
-from layer_mteb.analysis.runs import load_run
-from layer_mteb.analysis.selectors import BASELINES, ModelData, Selector, by_name, evaluate
+from layer_mteb.analysis.runs.folders import load_run
+from layer_mteb.analysis.selection.auto import AUTO, load_policy
+from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
+from layer_mteb.analysis.selection.selectors import BASELINES, ModelData, Selector, by_name, evaluate
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics import DIRECTIONS

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from layer_mteb.analysis.families import family_of
-from layer_mteb.analysis.selectors import Selector, by_name
+from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.selectors import Selector, by_name
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 

@@ -1,7 +1,7 @@
 """The label-budget curve: mean regret of a labelled layer pick against the number of labels K, per model and task,
 beside the label-free picks (the last layer, the paper's rule, the best label-free selector) of the same runs.
 
-``python -m layer_mteb.analysis.label_curve --run RUN [--run RUN ...] --output results/paper`` writes
+``python -m layer_mteb.analysis.labels.curve --run RUN [--run RUN ...] --output results/paper`` writes
 ``label_budget.csv`` (model, task, k, draws, mean_regret, mean_gain, ...), ``label_budget_baselines.csv`` and
 ``label_budget.png``; rerunning it with more runs adds their models.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.label_budget import (
+from layer_mteb.analysis.labels.budget import (
     DEFAULT_DRAWS,
     FULL,
     TaskLayers,
@@ -27,8 +27,8 @@ from layer_mteb.analysis.label_budget import (
     pick_layers,
     run_tasks,
 )
-from layer_mteb.analysis.runs import read_run_scores
-from layer_mteb.analysis.selection import leaderboard, select_layers
+from layer_mteb.analysis.runs.folders import read_run_scores
+from layer_mteb.analysis.selection.select import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.evaluation.workers import check_eval_workers
@@ -259,7 +259,7 @@ def _merged(path: Path, new: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m layer_mteb.analysis.label_curve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m layer_mteb.analysis.labels.curve", description=__doc__)
     parser.add_argument("--run", action="append", required=True, help="a run folder (repeat for several models)")
     parser.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
     parser.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="draws of K examples per task and K")

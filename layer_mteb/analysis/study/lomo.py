@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.analysis.selection import leaderboard as rank
-from layer_mteb.analysis.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
+from layer_mteb.analysis.selection.select import leaderboard as rank
+from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
 
 
 def per_model(evaluation: pd.DataFrame) -> pd.DataFrame:
     """(model, selector) -> tasks, mean chosen / last / best score, regret and gain: the library's one ranking
-    (:func:`layer_mteb.analysis.selection.leaderboard`), ranked inside each model."""
+    (:func:`layer_mteb.analysis.selection.select.leaderboard`), ranked inside each model."""
     return rank(evaluation, by=("selector",), within=("model",))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.rules import extremum_layer, last_score, nearest_layer
+from layer_mteb.analysis.selection.rules import extremum_layer, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
 

@@ -5,7 +5,7 @@ authors' released long-format score table, and their long-format metrics table.
 Each JSON is read by mteb itself (``TaskResult.from_disk`` reads 1.x files too); only the paper's subset of a
 multi-subset task (``tasks.yaml``: AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks
 are reported by :func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
-(:func:`layer_mteb.analysis.curves.score_curves`).
+(:func:`layer_mteb.analysis.selection.curves.score_curves`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis import NORMALIZATIONS, Normalization
+from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
@@ -223,7 +223,7 @@ def _ranges(layers: list[int]) -> str:
 def import_metrics_table(
     path: str | Path,
     *,
-    normalization: Normalization = "paper",
+    normalization: ReleaseNormalization = "paper",
     models: dict[str, str] | None = None,
     settings: dict | None = None,
 ) -> pd.DataFrame:
@@ -234,8 +234,8 @@ def import_metrics_table(
     ``models`` maps the table's names to the names the rows get (default: every model, names kept). A task's own
     texts use its test split when it has one.
     """
-    if normalization not in NORMALIZATIONS:
-        raise UserError(f"--normalization must be one of {', '.join(NORMALIZATIONS)}; got {normalization!r}")
+    if normalization not in RELEASE_NORMALIZATIONS:
+        raise UserError(f"--normalization must be one of {', '.join(RELEASE_NORMALIZATIONS)}; got {normalization!r}")
     table = pd.read_csv(path)
     if models is not None:
         table = table[table["model"].isin(models)]
@@ -278,7 +278,7 @@ def write_import(
     n_layers: int | None = None,
     metrics: str | Path | None = None,
     metrics_model: str | None = None,
-    normalization: Normalization = "paper",
+    normalization: ReleaseNormalization = "paper",
 ) -> list[str]:
     """Import ``folder`` into ``output/scores.csv`` (and the model's rows of a metrics table into ``metrics.csv``);
     returns the lines to show: what was read and every missing layer. Nothing is written if anything fails."""

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.labelled import LabelledExamples, labelled_examples, layer_score
-from layer_mteb.analysis.runs import read_run_scores
+from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examples, layer_score
+from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.settings import resolve_settings

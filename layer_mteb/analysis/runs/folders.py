@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis import METRIC_READOUTS
-from layer_mteb.analysis.importing import release_scores
+from layer_mteb.analysis.runs.choices import METRIC_READOUTS
+from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.results import SCORES_FILE, read_scores, with_legacy_settings
@@ -212,7 +212,7 @@ def reference_path(path: str | Path | None = None) -> Path:
     if chosen:
         candidates = [Path(chosen)]
     else:
-        candidates = [REFERENCE_DEFAULT, Path(__file__).resolve().parents[2] / REFERENCE_DEFAULT]
+        candidates = [REFERENCE_DEFAULT, Path(__file__).resolve().parents[3] / REFERENCE_DEFAULT]
     for candidate in candidates:
         if candidate.is_file():
             return candidate

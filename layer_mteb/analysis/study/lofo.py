@@ -18,10 +18,10 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from layer_mteb.analysis.auto import KINDS, Policy, Rule, kind_of
-from layer_mteb.analysis.families import family_of
-from layer_mteb.analysis.importing import task_type
-from layer_mteb.analysis.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
+from layer_mteb.analysis.runs.importing import task_type
+from layer_mteb.analysis.selection.auto import KINDS, Policy, Rule, kind_of
+from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
 
 #: Least share of a task's layers (0 … last) that must be scored for the task to be judged.
 COVERAGE = 0.5
@@ -312,7 +312,7 @@ def train_policy(models: list[ModelData], lofo: pd.DataFrame, candidates: list[S
     inside them), with its provenance and the leave-one-family-out record ``lofo`` it was judged by."""
     from datetime import date
 
-    from layer_mteb import __version__
+    from layer_mteb.common.version import VERSION
 
     rows = study_rows(models, candidates)
     policy = fit_policy(cells(rows), list(dict.fromkeys(rows["selector"])))
@@ -324,4 +324,4 @@ def train_policy(models: list[ModelData], lofo: pd.DataFrame, candidates: list[S
         "lofo_family_mean_regret": round(float(means.loc["families", "regret"]), 4),
         "lofo_models": int(means.loc["models", "n"]),
     }
-    return dataclasses.replace(policy, date=date.today().isoformat(), package_version=__version__, record=record)
+    return dataclasses.replace(policy, date=date.today().isoformat(), package_version=VERSION, record=record)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from layer_mteb.analysis.table1 import ALL_TYPES
+from layer_mteb.analysis.report.table1 import ALL_TYPES
 
 Format = Callable[[object], str]
 

@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from layer_mteb.analysis.curves import MEAN
-from layer_mteb.analysis.rules import tasks_phrase
+from layer_mteb.analysis.selection.curves import MEAN
+from layer_mteb.analysis.selection.rules import tasks_phrase
 
 FORMATS = ("png", "pdf")
 PLOTTED_METRIC_COLUMNS = {"model", "layer", "metric", "value"}
