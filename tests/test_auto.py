@@ -12,11 +12,12 @@ import pytest
 from _metric_fixtures import run_tables
 from test_paper import REFERENCE
 
+from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.families import family_of
 from layer_mteb.analysis.selection.select import select_layers
-from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, by_name, evaluate
-from layer_mteb.analysis.study import lofo
+from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
+from layer_mteb.analysis.study import engine, lofo
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import write_scores
 from layer_mteb.metrics.table import write_metrics
@@ -71,7 +72,8 @@ def synthetic(name: str, peaks: dict[str, int], n_layers: int = 10, types: dict[
 
 
 def fitted(models: list[ModelData], candidates=CANDIDATES, **settings) -> auto.Policy:
-    return lofo.fit_policy(lofo.cells(lofo.study_rows(models, candidates)), [c.name for c in candidates], **settings)
+    summed = engine.cells(engine.study_rows(models, candidates))
+    return lofo.fit_policy(summed, [c.name for c in candidates], **settings)
 
 
 def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_one() -> None:
@@ -94,11 +96,11 @@ def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_
 def test_one_family_is_no_evidence_and_a_small_gain_is_no_reason_to_leave_the_last_layer() -> None:
     names = [c.name for c in CANDIDATES]
     training = [synthetic("Pythia/a", {"T1": 2, "T2": 7}), synthetic("Pythia/b", {"T1": 5, "T2": 1})]
-    rule = lofo.fit_rule(lofo.cells(lofo.study_rows(training, CANDIDATES)), names, margin=0.0)
+    rule = lofo.fit_rule(engine.cells(engine.study_rows(training, CANDIDATES)), names, margin=0.0)
     assert rule.selector == "last_layer" and "one family only (pythia)" in rule.reason
-    two = lofo.cells(lofo.study_rows([*training, synthetic("bert/c", {"T1": 9, "T2": 9})], CANDIDATES))
+    two = engine.cells(engine.study_rows([*training, synthetic("bert/c", {"T1": 9, "T2": 9})], CANDIDATES))
     assert lofo.fit_rule(two, names, margin=0.0).selector == PAPER_RULE
-    gain = lofo.board(two).set_index("selector").loc[PAPER_RULE, "gain"]
+    gain = engine.board(two).set_index("selector").loc[PAPER_RULE, "gain"]
     abstained = lofo.fit_rule(two, names, margin=gain + 0.1)
     assert abstained.selector == "last_layer" and "< margin" in abstained.reason
 
@@ -122,10 +124,10 @@ def test_a_depth_per_task_type_is_learned_across_families_and_applied_by_type() 
 def test_the_study_population_says_which_models_it_leaves_out_and_checkpoints_share_a_weight() -> None:
     scores, _ = run_tables({"A": [0.1, 0.3, 0.7, 0.5], "B": [0.2, 0.6, 0.4, 0.3], "C": [0.1, 0.2, 0.3, 0.4]}, {})
     partial = scores[scores["layer"] < 3].assign(model="acme/partial")
-    kept, excluded = lofo.score_models(pd.concat([scores, partial]))
+    kept, excluded = engine.score_models(pd.concat([scores, partial]))
     assert [m.name for m in kept] == ["test/m"] and kept[0].task_types == {"A": "STS", "B": "STS", "C": "STS"}
     assert excluded.set_index("model").loc["acme/partial", "reason"].startswith("no task has its last layer")
-    assert lofo.weights(["Pythia/410m", "Pythia/410m@step1", "Pythia/70m"]) == {
+    assert engine.weights(["Pythia/410m", "Pythia/410m@step1", "Pythia/70m"]) == {
         "Pythia/410m": 0.5,
         "Pythia/410m@step1": 0.5,
         "Pythia/70m": 1.0,
@@ -203,7 +205,7 @@ def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: st
     names = ["Pythia/14m", "Pythia/70m", "bert/base", "bert_CLS/base", "roberta_mean_pooling/base", "mamba/370m"]
     scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    models, excluded = lofo.score_models(scores, metrics)
+    models, excluded = engine.score_models(scores, metrics)
     assert [m.name for m in models if m.pooling == "first"] == ["bert_CLS/base"] and excluded.empty
     candidates = [*CANDIDATES, by_name("depth=0.2"), by_name("depth=0.9")]
     before = lofo.leave_one_family_out(models, candidates).set_index("model")

@@ -110,8 +110,8 @@ def test_cli_correlate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_three_layers_are_enough_and_own_texts_give_a_mean_row() -> None:
+    from layer_mteb.analysis.rules import MIN_LAYERS
     from layer_mteb.analysis.selection.correlation import OWN_TEXTS
-    from layer_mteb.analysis.selection.rules import MIN_LAYERS
 
     assert MIN_LAYERS == 3
     scores, metrics = run_tables(

@@ -245,7 +245,7 @@ def test_unexpected_side_files_are_skipped(tmp_path):
 
 def test_figure1_common_tasks_drop_the_task_that_leaves_layers_incomplete():
     from layer_mteb.analysis.report.table1 import headline_tasks
-    from layer_mteb.analysis.selection.rules import common_tasks, complete_layer_means
+    from layer_mteb.analysis.rules import common_tasks, complete_layer_means
 
     rows = [("m1", t, layer) for t in ("T1", "T2", "T3") for layer in range(5)]
     rows += [("m2", t, layer) for t in ("T1", "T2") for layer in range(5)]

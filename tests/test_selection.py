@@ -184,8 +184,8 @@ TIED_METRIC = {("prompt_entropy", "wikitext"): [0.9, 0.1, 0.5, 0.1, 0.7]}  # min
 
 def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None:
     from layer_mteb.analysis.report.table1 import per_task_summary, task_scores
+    from layer_mteb.analysis.rules import extremum_layer, nearest_layer
     from layer_mteb.analysis.selection import selectors
-    from layer_mteb.analysis.selection.rules import extremum_layer, nearest_layer
     from layer_mteb.analysis.study import lomo as study
 
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie

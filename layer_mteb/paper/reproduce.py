@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
-from layer_mteb.analysis.selection.rules import fewer_shared_tasks
+from layer_mteb.analysis.study import engine
 from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
@@ -143,13 +144,12 @@ def _selector_study(
     kind fixed, to show what the depth per task type adds), and with ``policy`` the policy trained on every model.
     Returns LOMO, the leaderboard, LOFO and the exclusions."""
     models = study.study_models(scores[~scores["model"].str.contains("@")], metrics)
-    evaluation = study.per_model(study.evaluate(models, study.selectors()))
-    write("selectors.csv", evaluation)
-    board = study.across_models(evaluation)
+    write("selectors.csv", study.model_leaderboard(models))
+    board = study.across_models(models)
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
-    population, excluded = family_study.score_models(scores, metrics)
+    population, excluded = engine.score_models(scores, metrics)
     lofo = family_study.leave_one_family_out(population)
     write("lofo.csv", lofo)
     fixed = family_study.leave_one_family_out(population, variant="fixed")  # what the per-type depths add

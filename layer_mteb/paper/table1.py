@@ -1,5 +1,5 @@
 """The paper's Table 1 from per-layer scores: the library's Table 1 (one tie rule, one last layer: see
-:mod:`layer_mteb.analysis.selection.rules`) ×100, with the printed values beside the recomputed ones."""
+:mod:`layer_mteb.analysis.rules`) ×100, with the printed values beside the recomputed ones."""
 
 from __future__ import annotations
 

@@ -4,13 +4,14 @@ the best, and judge the pick by the full-split score mteb computed for it (the r
 Every layer is scored from the run's pooled-vector store (:mod:`layer_mteb.vectors.store`): no forward pass when it
 is warm, one pass that refills it when it is not. Draws are seeded (draw ``d`` of seed ``s`` takes the same
 examples whatever K's neighbours or the layers are), and every layer of a draw is scored on the same examples.
-``regret = best − chosen`` and ``gain = chosen − last``, in mteb's units, as in :mod:`.selection`.
+``regret = best − chosen`` and ``gain = chosen − last``, in mteb's units, with the last layer, the best layer and
+ties as :mod:`~layer_mteb.analysis.rules` defines them for every selector: a run of fewer layers than the model's has
+no last layer, so no gain.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examples, layer_score
+from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
 from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
@@ -43,6 +45,7 @@ class TaskLayers:
     scores: pd.Series  # layer -> main_score, ascending layers
     examples: LabelledExamples
     vectors: np.ndarray
+    n_layers: int
     texts_encoded: int = 0
     load_seconds: float = 0.0
 
@@ -88,9 +91,9 @@ def run_tasks(
         vectors = cache.vectors(examples.texts).cpu().numpy()[curve.index.to_numpy()]
         if encoded:
             cache.save()
-        yield TaskLayers(
-            name, str(task_name), str(subset), curve, examples, vectors, encoded, time.perf_counter() - started
-        )
+        n_layers = int(rows["n_layers"].iloc[0])
+        seconds = time.perf_counter() - started
+        yield TaskLayers(name, str(task_name), str(subset), curve, examples, vectors, n_layers, encoded, seconds)
 
 
 def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
@@ -155,11 +158,12 @@ def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
 def pick_layers(
     unit: TaskLayers, k: int | str, draws: int = DEFAULT_DRAWS, seed: int = 0, workers: int = 1
 ) -> list[int]:
-    """The layer picked in each draw: the best score on the draw's examples, ties to the shallowest layer.
+    """The layer picked in each draw: the best score on the draw's examples, ties to the deeper layer.
 
-    A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer,
-    what a user without usable labels would take. ``workers`` > 1 scores the layers (each in every draw) in forked
-    processes, one thread each, as the sweep evaluates layers: the same scores and picks as one worker.
+    A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer
+    (:func:`~layer_mteb.analysis.rules.default_layer`), what a user without usable labels would take.
+    ``workers`` > 1 scores the layers (each in every draw) in forked processes, one thread each, as the sweep
+    evaluates layers: the same scores and picks as one worker.
     """
     layers = unit.scores.index.to_numpy()
     if k != FULL and isinstance(k, int) and k > len(unit.examples):
@@ -173,24 +177,25 @@ def pick_layers(
     scored = [[row["score"] for row in s.rows] for s in score_layers(score, range(len(layers)), workers)]
     picks = []
     for scores in np.array(scored, dtype=np.float64).T:  # [draws, layers]
-        finite = np.isfinite(scores)
-        picks.append(int(layers[np.argmax(np.where(finite, scores, -np.inf))] if finite.any() else layers[-1]))
+        finite = pd.Series(scores, index=layers)[np.isfinite(scores)]
+        picks.append(extremum_layer(finite, "max") if len(finite) else default_layer(layers, unit.n_layers))
     return picks
 
 
 def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
-    """The picks scored by mteb's full-split scores: the most frequent pick (ties: shallowest) with its score,
-    regret and gain, and regret and gain over the draws (mean, standard deviation)."""
+    """The picks scored by mteb's full-split scores: the most frequent pick (ties: deeper) with its score, regret and
+    gain, and regret and gain over the draws (mean, standard deviation); no last layer scored, no gain."""
     curve = unit.scores
-    best, last = float(curve.max()), float(curve.iloc[-1])
-    counts = Counter(picks)
-    chosen = min(counts, key=lambda layer: (-counts[layer], layer))
+    best_layer = extremum_layer(curve, "max")
+    best, last = float(curve[best_layer]), last_score(curve, unit.n_layers)
+    chosen = most_frequent_layer(picks)
     regrets = best - curve.loc[list(picks)].to_numpy()
     gains = curve.loc[list(picks)].to_numpy() - last
+    counts = pd.Series(list(picks)).value_counts()
     return {
         "chosen_layer": chosen,
         "chosen_score": float(curve[chosen]),
-        "best_layer": int(curve.idxmax()),
+        "best_layer": best_layer,
         "best_score": best,
         "last_score": last,
         "regret": best - float(curve[chosen]),
@@ -198,7 +203,7 @@ def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
         "mean_regret": float(regrets.mean()),
         "regret_std": float(regrets.std()),
         "mean_gain": float(gains.mean()),
-        "picks": " ".join(f"{layer}:{counts[layer]}" for layer in sorted(counts)),
+        "picks": " ".join(f"{layer}:{counts[layer]}" for layer in sorted(counts.index)),
     }
 
 

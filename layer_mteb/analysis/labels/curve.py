@@ -27,8 +27,9 @@ from layer_mteb.analysis.labels.budget import (
     pick_layers,
     run_tasks,
 )
+from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.runs.folders import read_run_scores
-from layer_mteb.analysis.selection.select import leaderboard, select_layers
+from layer_mteb.analysis.selection.select import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.evaluation.workers import check_eval_workers
@@ -40,8 +41,6 @@ KS: tuple[int | str, ...] = (8, 16, 32, 64, 128, 256, FULL)
 CURVE_FILE, BASELINE_FILE, FIGURE_FILE = "label_budget.csv", "label_budget_baselines.csv", "label_budget.png"
 #: each task's rows as it finishes, so an interrupted measurement resumes (removed once the curve is written)
 PARTS = "label_budget.parts"
-#: the paper's rule: lowest prompt entropy of WikiText prompts (raw stream), one layer for every task
-PAPER_RULE = ("prompt_entropy", "wikitext")
 
 
 def curve_rows(
@@ -134,7 +133,7 @@ def baseline_rows(run: str | Path) -> pd.DataFrame:
     rows = []
     for name, pick in (
         ("last layer", board["selector"] == "last_layer"),
-        ("paper rule", (board["selector"] == PAPER_RULE[0]) & (board["texts"] == PAPER_RULE[1])),
+        ("paper rule", is_selector(board, PAPER_RULE)),
         ("best label-free", board.index == board.index.min()),
     ):
         if pick.any():

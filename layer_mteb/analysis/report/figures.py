@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
+from layer_mteb.analysis.rules import tasks_phrase
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.analysis.selection.rules import tasks_phrase
 
 FORMATS = ("png", "pdf")
 PLOTTED_METRIC_COLUMNS = {"model", "layer", "metric", "value"}
@@ -34,9 +34,9 @@ def slug(name: str) -> str:
 
 
 @contextmanager
-def _style(style: str = "whitegrid") -> Iterator[None]:
+def style(look: str = "whitegrid") -> Iterator[None]:
     """Seaborn's look for the figures built inside the block only (a user's own rcParams stay untouched)."""
-    with sns.axes_style(style), sns.plotting_context("notebook"):
+    with sns.axes_style(look), sns.plotting_context("notebook"):
         yield
 
 
@@ -70,37 +70,10 @@ def figure1(
     averages (``n_tasks``; 0: each its own), ``task_note`` names them and ``paper_note`` the paper curves' tasks
     (both printed under the title).
     """
-    with _style():
+    with style():
         fig = Figure(figsize=(7.5, 4.8))
         ax = fig.subplots()
-        sns.lineplot(
-            data=curves.assign(main_score=curves["main_score"] * 100),
-            x="relative_depth",
-            y="main_score",
-            hue="model",
-            marker="o",
-            linewidth=2,
-            ax=ax,
-        )
-        if paper is not None and not paper.empty:
-            order = list(paper.groupby("model")["n_layers"].first().sort_values().index)
-            greys = sns.color_palette("Greys", len(order) + 3)[3:]
-            for i, model in enumerate(order):
-                dash, marker = _REFERENCE_STYLES[i % len(_REFERENCE_STYLES)]
-                line = paper[paper["model"] == model].sort_values("relative_depth")
-                ax.plot(
-                    line["relative_depth"],
-                    line["main_score"] * 100,
-                    linestyle=dash,
-                    marker=marker,
-                    markersize=4,
-                    color=greys[i],
-                    label=model,
-                    linewidth=1.6,
-                )
-        ax.set_xlabel("relative depth (layer / number of layers)")
-        ax.set_ylabel("average main score ×100")
-        ax.set_xlim(-0.02, 1.02)
+        figure1_panel(ax, curves, paper)
         notes = "\n".join(textwrap.fill(n, 95) for n in (task_note, paper_note) if n)
         title = "Average MTEB score by layer depth"
         if n_tasks is not None:
@@ -110,12 +83,45 @@ def figure1(
         return save(fig, stem)
 
 
+def figure1_panel(ax: Axes, curves: pd.DataFrame, paper: pd.DataFrame | None = None) -> None:
+    """The one Figure 1 drawer (the report's figure and both panels of the paper's): average score ×100 against
+    relative depth, a solid line per model of ``curves``, the reference curves of ``paper`` grey and dashed."""
+    sns.lineplot(
+        data=curves.assign(main_score=curves["main_score"] * 100),
+        x="relative_depth",
+        y="main_score",
+        hue="model",
+        marker="o",
+        linewidth=2,
+        ax=ax,
+    )
+    if paper is not None and not paper.empty:
+        order = list(paper.groupby("model")["n_layers"].first().sort_values().index)
+        greys = sns.color_palette("Greys", len(order) + 3)[3:]
+        for i, model in enumerate(order):
+            dash, marker = _REFERENCE_STYLES[i % len(_REFERENCE_STYLES)]
+            line = paper[paper["model"] == model].sort_values("relative_depth")
+            ax.plot(
+                line["relative_depth"],
+                line["main_score"] * 100,
+                linestyle=dash,
+                marker=marker,
+                markersize=4,
+                color=greys[i],
+                label=model,
+                linewidth=1.6,
+            )
+    ax.set_xlabel("relative depth (layer / number of layers)")
+    ax.set_ylabel("average main score ×100")
+    ax.set_xlim(-0.02, 1.02)
+
+
 def heatmap(tasks: pd.DataFrame, best_layers: pd.Series, model: str, stem: Path) -> list[Path]:
     """Main score ×100 per task (rows, grouped by type) and layer (columns); a box marks each task's best layer."""
     order = tasks.drop_duplicates("task").sort_values(["task_type", "task"])["task"]
     grid = tasks.pivot(index="task", columns="layer", values="main_score").reindex(order)
     n_rows, n_cols = grid.shape
-    with _style("white"):
+    with style("white"):
         fig = Figure(figsize=(max(5.0, 0.45 * n_cols + 5.0), max(2.5, 0.38 * n_rows + 1.5)))
         ax = fig.subplots()
         sns.heatmap(
@@ -182,11 +188,11 @@ def metric_figure(metrics: pd.DataFrame) -> Figure | None:
     palette = dict(zip(models, sns.color_palette(n_colors=len(models)), strict=True))
     readouts = sorted(curves["readout"].unique(), key=lambda r: (r != "raw", r))
     dashes = dict(zip(readouts, _DASHES, strict=False)) if "readout" in mixed else None
-    with _style():
+    with style():
         fig, axes = _panels(len(names), 3.4, 2.8 + 0.3 * len(mixed), wrap=4)
         for ax, name in zip(axes, names, strict=True):
             data = curves[curves["metric"] == name]
-            style = {"style": "readout", "dashes": dashes} if dashes else {}
+            by_readout = {"style": "readout", "dashes": dashes} if dashes else {}
             sns.lineplot(
                 data=data,
                 x="relative_depth",
@@ -196,7 +202,7 @@ def metric_figure(metrics: pd.DataFrame) -> Figure | None:
                 marker="o",
                 ax=ax,
                 legend=False,
-                **style,
+                **by_readout,
             )
             ax.set_title("\n".join([str(name), *_panel_sources(data, mixed, dashes)]), fontsize=9)
             ax.set_xlabel("relative depth")
@@ -282,7 +288,7 @@ def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
         kinds.append(("signed: " + ", ".join(signed), signed, (-1.15, 1.15)))
     kinds = [k for k in kinds if frame["method"].isin(k[1]).any()]
     palette = dict(zip(["dcor", *signed], sns.color_palette("colorblind", len(signed) + 1), strict=True))
-    with _style():
+    with style():
         fig = Figure(figsize=(5.2 * len(kinds) + 1.5, (0.32 * len(metrics) + 1.2) * len(models)), layout="constrained")
         axes = fig.subplots(len(models), len(kinds), squeeze=False, sharey=True)
         for row, model in enumerate(models):

@@ -12,7 +12,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis.report.figures import _style, save, slug
+from layer_mteb.analysis.report.figures import save, slug, style
+from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, most_bimodal_layer
 from layer_mteb.metrics.stress_table import read_dips, read_stress
 
@@ -41,7 +42,7 @@ def stress_figure(values: pd.DataFrame, model: str, stem: Path, normalization: s
     """Mean normalised prompt entropy against layer, one panel per test of ``model``'s rows."""
     curves = stress_curves(values[(values["model"] == model) & (values["normalization"] == normalization)])
     tests = [t for t in TITLES if t in set(curves["test"])]
-    with _style():
+    with style():
         fig = Figure(figsize=(5 * len(tests), 3.8), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(tests)))
         for ax, test in zip(axes, tests, strict=True):
@@ -62,8 +63,8 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
         & (values["level"] == 0)
         & (values["normalization"] == DIP_NORMALIZATION)
     ].drop_duplicates(["layer", "prompt"])
-    layers = [0, most_bimodal_layer(plain), int(rows["layer"].max())]
-    with _style():
+    layers = [0, most_bimodal_layer(plain), last_layer_of(rows)]
+    with style():
         fig = Figure(figsize=(13, 3.6), layout="constrained")
         for ax, (role, layer) in zip(
             fig.subplots(1, 3), zip(("first", "most bimodal", "last"), layers, strict=True), strict=True

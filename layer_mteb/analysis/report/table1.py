@@ -21,8 +21,15 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from layer_mteb.analysis.rules import (
+    COVERAGE,
+    TIE_TOL,
+    common_tasks,
+    complete_layer_means,
+    extremum_layer,
+    last_score,
+)
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.analysis.selection.rules import TIE_TOL, common_tasks, complete_layer_means, extremum_layer, last_score
 from layer_mteb.common.errors import UserError
 
 ALL_TYPES = "all"
@@ -116,13 +123,15 @@ class Headline(NamedTuple):
     caption: str
 
 
-def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = ()) -> Headline:
-    """Figure 1's rows, curves and caption: the models not ``left_out`` (random-weight controls) over the task set
-    of :func:`~.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a gap."""
+def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = (), coverage: float = COVERAGE) -> Headline:
+    """Figure 1's rows, curves and caption, the one path to them (``layer-mteb report``, the notebook and the
+    paper's panels): the models not ``left_out`` (random-weight controls) over the task set of
+    :func:`~layer_mteb.analysis.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a
+    gap."""
     frame = tasks[~tasks["model"].isin(set(left_out))]
     if frame.empty:
         frame = tasks
-    names = common_tasks(frame)
+    names = common_tasks(frame, coverage)
     if not names:
         caption = "each curve averages its own model's tasks (no task was scored by every model)"
         return Headline(frame, layer_means(frame), [], caption)

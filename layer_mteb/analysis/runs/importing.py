@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
@@ -152,7 +153,7 @@ def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
     if "n_layers" not in frame.columns:
         frame["n_layers"] = pd.NA
     for model, part in frame.groupby("model"):
-        depth = n_layers or release_depth(model) or int(part["layer"].max())
+        depth = n_layers or release_depth(model) or last_layer_of(part)
         frame.loc[part.index, "n_layers"] = depth
     frame["n_layers"] = frame["n_layers"].astype(int)
     frame["relative_depth"] = frame["layer"] / frame["n_layers"]

@@ -17,9 +17,9 @@ from typing import Literal, TypedDict, get_args
 import numpy as np
 import pandas as pd
 
+from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
-from layer_mteb.analysis.selection.rules import MIN_LAYERS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 

@@ -188,6 +188,16 @@ def leaderboard(
     return board.sort_values(order, ascending=ascending, kind="stable").reset_index(drop=True)
 
 
+def is_selector(board: pd.DataFrame, name: str) -> pd.Series:
+    """Which rows of a :func:`leaderboard` (``selector``, ``texts``) are the study selector ``name``
+    (``<metric>@<own|source>``, :func:`~.selectors.by_name`) or a baseline of that name."""
+    metric, _, source = name.partition("@")
+    if not source:
+        return board["selector"] == name
+    texts = "own texts" if source == "own" else source
+    return (board["selector"] == metric) & (board["texts"] == texts)
+
+
 def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
     """model -> the tasks its ``mean`` score curve averages (every task it scored, :func:`~.curves.score_curves`)."""
     return {str(model): sorted(part["task"].astype(str).unique()) for model, part in scores.groupby("model")}

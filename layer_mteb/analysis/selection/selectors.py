@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.selection.rules import extremum_layer, last_score, nearest_layer
+from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
 
-#: The paper's rule: minimum prompt entropy of each task's own texts.
-PAPER_RULE = "prompt_entropy@own"
 #: Metrics whose extremum is a study candidate (the authors' six).
 STUDY_METRICS = ("prompt_entropy", "dataset_entropy", "curvature", "infonce", "lidar", "dime")
 WINDOWS = (0.0, 0.25, 0.5, 0.75)
@@ -87,7 +85,7 @@ class Selector:
         values = model.curve(str(self.metric), str(self.source), task)
         if values is None:
             return None
-        values = values[values.index / model.n_layers >= self.from_depth - 1e-9].dropna()
+        values = values[from_depth(values.index, model.n_layers, self.from_depth)].dropna()
         return None if values.empty else extremum_layer(values, DIRECTIONS[str(self.metric)])
 
 

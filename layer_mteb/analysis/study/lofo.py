@@ -1,31 +1,28 @@
 """Leave-one-family-out (LOFO): the ``select --by auto`` policy fitted on some model families and judged on a family
 it never saw, over every model whose scores allow it.
 
-The population is every model with enough tasks scored at their last layer and at most layers (:func:`score_models`;
-metric curves are attached where they exist). A candidate is judged on the models where it is defined: the last
-layer and the fixed depths on every model, a metric's extremum only on models with that metric for every task. A
-rule is one candidate per kind of model (:mod:`~.auto`), or, in the ``by_type`` variant, a depth per task type
-(the type is known without labels), each chosen by its mean gain over the last layer on the training models and kept
-only when it was chosen on :data:`MIN_FAMILIES` families and gains at least a margin; the margin and the variant are
-chosen by leave-one-family-out inside the training families. Checkpoints of one model (``name@step``) share one
-model's weight. The held-out family's scores are read only to score its picks, after the rule is fixed.
+The population, the candidates' rows and the ranking are the study engine's (:mod:`.engine`): every model with
+enough tasks scored at their last layer and at most layers, metric curves attached where they exist. A candidate is
+judged on the models where it is defined: the last layer and the fixed depths on every model, a metric's extremum
+only on models with that metric for every task. A rule is one candidate per kind of model (:mod:`~.auto`), or, in
+the ``by_type`` variant, a depth per task type (the type is known without labels), each chosen by its mean gain over
+the last layer on the training models and kept only when it was chosen on :data:`MIN_FAMILIES` families and gains at
+least a margin; the margin and the variant are chosen by leave-one-family-out inside the training families.
+Checkpoints of one model (``name@step``) share one model's weight. The held-out family's scores are read only to
+score its picks, after the rule is fixed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 
 import pandas as pd
 
-from layer_mteb.analysis.runs.importing import task_type
-from layer_mteb.analysis.selection.auto import KINDS, Policy, Rule, kind_of
-from layer_mteb.analysis.selection.families import family_of
-from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
+from layer_mteb.analysis.rules import PAPER_RULE
+from layer_mteb.analysis.selection.auto import KINDS, Policy, Rule
+from layer_mteb.analysis.selection.selectors import ModelData, Selector
+from layer_mteb.analysis.study.engine import board, cells, per_model, study_rows, usable_on
 
-#: Least share of a task's layers (0 … last) that must be scored for the task to be judged.
-COVERAGE = 0.5
-MIN_TASKS = 3
 #: Abstention margins the nested leave-one-family-out chooses from (mean gain over the last layer, score points).
 MARGINS = (0.0, 0.5, 1.0, 2.0)
 #: ``fixed``: one selector per kind of model; ``by_type``: a fixed depth per task type.
@@ -33,104 +30,6 @@ VARIANTS = ("fixed", "by_type")
 #: Fewest training families a rule other than the last layer must be chosen on (one family is no evidence across).
 MIN_FAMILIES = 2
 _LAST = "last_layer"
-
-
-def score_models(
-    scores: pd.DataFrame, metrics: pd.DataFrame | None = None, *, coverage: float = COVERAGE, min_tasks: int = MIN_TASKS
-) -> tuple[list[ModelData], pd.DataFrame]:
-    """Every model with at least ``min_tasks`` tasks scored at its last layer and at ``coverage`` of its layers,
-    restricted to those tasks (scores ×100), with its metric curves, task types and pooling; and the models left
-    out, each with why (``model, reason``)."""
-    kept, excluded = [], []
-    for name, part in scores.groupby("model", sort=False):
-        n_layers = int(part["n_layers"].iloc[0])
-        table = part.pivot_table(index="layer", columns="task", values="main_score").reindex(range(n_layers + 1))
-        judged = table.loc[n_layers].notna() & (table.notna().mean() >= coverage)
-        if judged.sum() < min_tasks:
-            excluded.append({"model": name, "reason": _why_not(table, n_layers, int(judged.sum()), coverage)})
-            continue
-        table = table.loc[:, judged].dropna(how="all") * 100
-        types = part.dropna(subset=["task_type"]).groupby("task")["task_type"].first().to_dict()
-        kept.append(
-            ModelData(
-                name=str(name),
-                n_layers=n_layers,
-                scores=table,
-                metrics=_curves(metrics, str(name)),
-                task_types={task: types.get(task) or task_type(task) or "" for task in table.columns},
-                pooling=str(part["pooling"].iloc[0]) if "pooling" in part.columns else "mean",
-            )
-        )
-    return kept, pd.DataFrame(excluded, columns=["model", "reason"])
-
-
-def _why_not(table: pd.DataFrame, n_layers: int, judged: int, coverage: float) -> str:
-    present = table.index[table.notna().any(axis=1)]
-    scored = f"layers {present.min()}–{present.max()} of 0–{n_layers} scored"
-    if table.loc[n_layers].isna().all():
-        return f"no task has its last layer ({scored})"
-    return f"{judged} task(s) with the last layer and ≥ {coverage:.0%} of the layers ({scored})"
-
-
-def _curves(metrics: pd.DataFrame | None, name: str) -> dict[tuple[str, str], pd.Series]:
-    if metrics is None or metrics.empty:
-        return {}
-    own = metrics[metrics["model"] == name]
-    curves = own.pivot_table(index="layer", columns=["metric", "texts"], values="value", aggfunc="mean")
-    return {key: curves[key].dropna() for key in curves.columns}
-
-
-def weights(names: Iterable[str]) -> dict[str, float]:
-    """Each model weighs 1; the checkpoints of one model (``name@step``, with ``name`` itself) share its weight."""
-    names = list(dict.fromkeys(names))
-    base = pd.Series({n: n.partition("@")[0] for n in names})
-    return {n: 1 / int((base == base[n]).sum()) for n in names}
-
-
-def study_rows(models: list[ModelData], candidates: list[Selector] | None = None) -> pd.DataFrame:
-    """:func:`~.selectors.evaluate` rows of every candidate on every model, with each model's family, kind,
-    weight (:func:`weights`) and each task's type."""
-    rows = evaluate(models, candidates or selectors())
-    by_name = {m.name: m for m in models}
-    w = weights(by_name)
-    return rows.assign(
-        family=rows["model"].map(lambda n: family_of(n).name),
-        kind=rows["model"].map(lambda n: kind_of(n, by_name[n].pooling)),
-        weight=rows["model"].map(w),
-        task_type=[by_name[m].task_types.get(t, "") for m, t in zip(rows["model"], rows["task"], strict=True)],
-    )
-
-
-def cells(rows: pd.DataFrame) -> pd.DataFrame:
-    """:func:`study_rows` summed per (model, selector, task type): regret, gain and task count, with the model's
-    family, kind and weight; every fit below reads only these sums."""
-    sums = rows.groupby(["model", "selector", "task_type"], sort=True)[["regret", "gain"]].sum()
-    sums["n"] = rows.groupby(["model", "selector", "task_type"], sort=True).size()
-    info = rows.groupby("model")[["family", "kind", "weight"]].first()
-    return sums.reset_index().join(info, on="model")
-
-
-def per_model(cells: pd.DataFrame) -> pd.DataFrame:
-    """(selector, model) -> mean regret and gain, for selectors that picked on every task of the model in ``cells``."""
-    per = cells.groupby(["selector", "model"], sort=True)[["regret", "gain", "n"]].sum().reset_index()
-    n_tasks = per.groupby("model")["n"].max()
-    per = per[per["n"] == per["model"].map(n_tasks)]
-    info = cells.groupby("model")[["family", "weight"]].first()
-    per = per.join(info, on="model")
-    return per.assign(regret=per["regret"] / per["n"], gain=per["gain"] / per["n"]).drop(columns="n")
-
-
-def board(cells: pd.DataFrame) -> pd.DataFrame:
-    """Selectors ranked by weighted mean gain over the last layer on the models where each is defined (then by
-    regret, then name), with how many models and families that is."""
-    per = per_model(cells)
-    per = per.assign(wregret=per["regret"] * per["weight"], wgain=per["gain"] * per["weight"])
-    grouped = per.groupby("selector")
-    out = grouped[["wregret", "wgain", "weight"]].sum()
-    out["models"], out["families"] = grouped["model"].nunique(), grouped["family"].nunique()
-    out = out.assign(regret=out["wregret"] / out["weight"], gain=out["wgain"] / out["weight"]).reset_index()
-    out = out.sort_values(["gain", "regret", "selector"], ascending=[False, True, True], kind="stable")
-    return out[["selector", "regret", "gain", "models", "families"]].reset_index(drop=True)
 
 
 def apply_rule(rows: pd.DataFrame, rule: Rule) -> pd.DataFrame:
@@ -203,12 +102,6 @@ def fit_policy(
     rules = {kind: fit_rule(cells[cells["kind"] == kind], usable, margin, variant) for kind in KINDS}
     models = tuple(sorted(cells["model"].unique()))
     return Policy(rules, margin, variant, models, tuple(sorted(cells["family"].unique())))
-
-
-def usable_on(cells: pd.DataFrame, names: list[str]) -> list[str]:
-    """The selectors of ``names`` that pick on every task of every model of ``cells`` (known without its scores)."""
-    counts = per_model(cells).groupby("selector")["model"].nunique()
-    return [name for name in names if counts.get(name, 0) == cells["model"].nunique()]
 
 
 def choose_settings(cells: pd.DataFrame, usable: list[str], variants: tuple[str, ...] = VARIANTS) -> tuple[float, str]:
