@@ -31,7 +31,7 @@ BEST_A, LAST_A = 4, 0.45
 @pytest.fixture
 def run() -> tuple[pd.DataFrame, pd.DataFrame]:
     scores, metrics = run_tables({"A": A}, {("prompt_entropy", "task:A"): [0.9, 0.8, 0.3, 0.6, 0.3, 0.7, 0.8]})
-    partial = run_tables({"B": B + [math.nan, math.nan]}, {})[0].dropna(subset=["main_score"])
+    partial = run_tables({"B": [*B, math.nan, math.nan]}, {})[0].dropna(subset=["main_score"])
     return pd.concat([scores, partial], ignore_index=True), metrics
 
 
