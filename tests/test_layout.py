@@ -144,3 +144,20 @@ def test_the_module_map_names_every_module():
         if not re.search(rf"`{re.escape(path.name)}`", rows.get(stage, "")):
             missing.append(f"{stage}/{path.name}")
     assert missing == []
+
+
+def test_modules_and_functions_stay_short():
+    """No module over 400 lines and no function over 60: a newcomer reads each in one sitting."""
+    import ast
+
+    from conftest import REPO
+
+    long = []
+    for path in sorted((REPO / "layer_mteb").rglob("*.py")):
+        source = path.read_text()
+        if len(source.splitlines()) > 400:
+            long.append(f"{path.relative_to(REPO)}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
+    assert long == []
