@@ -243,3 +243,19 @@ def test_select_by_a_study_selector_uses_the_same_engine_units_and_file(tmp_path
     assert own[["task", "texts", "chosen_layer"]].values.tolist() == [["B", "task:B", 3]]
     assert main(["select", "--run", str(tmp_path), "--by", "nonsense@own"]) == 2
     assert "unknown metric or selector" in capsys.readouterr().err
+
+
+def test_a_rule_that_reads_no_metric_needs_no_metrics_csv(tmp_path: Path, capsys) -> None:
+    """``--by auto`` on an embedding model (its rule: the last layer) and ``--by depth=0.5`` read no metric, so a run
+    without ``metrics.csv`` can use them; a metric's selector still says the file is missing."""
+    from layer_mteb.cli import main
+
+    scores, _ = run_tables(SCORES, METRICS, model="sentence-transformers/all-MiniLM-L6-v2")
+    scores.to_csv(tmp_path / "scores.csv", index=False)
+    assert main(["select", "--run", str(tmp_path), "--by", "auto"]) == 0
+    picks = pd.read_csv(tmp_path / "selection.auto.csv")
+    assert set(picks.query("selector == 'auto'")["chosen_layer"]) == {4}
+    assert main(["select", "--run", str(tmp_path), "--by", "depth=0.5"]) == 0
+    capsys.readouterr()
+    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 2
+    assert "no metrics.csv" in capsys.readouterr().err

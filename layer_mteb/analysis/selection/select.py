@@ -22,6 +22,7 @@ from layer_mteb.analysis.selection.selectors import BASELINES, ModelData, Select
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.table import METRIC_COLUMNS, METRICS_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS
 
 SELECTION_FILE = "selection.csv"
@@ -73,6 +74,8 @@ def select_layers(
     the model's kind (:mod:`~.auto`), in rows named ``auto``. Ties go to the deeper layer and "last" is
     layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
+    if metrics is None and run is not None and not (Path(run) / METRICS_FILE).is_file():
+        metrics = _no_metrics_needed(by, read_scores(run))
     scores, metrics = load_run(run, scores, metrics, metric_readout)
     per_task = per_task or needs_own_texts(by)
     frame = _select(scores, metrics, by, per_task)
@@ -80,6 +83,26 @@ def select_layers(
         both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
         atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
     return frame
+
+
+def _no_metrics_needed(by: str | list[str] | None, scores: pd.DataFrame) -> pd.DataFrame | None:
+    """An empty metrics table when what ``by`` applies to every model of ``scores`` reads no metric (a fixed depth,
+    a baseline, or ``auto`` whose rule for the model is one), so a run without ``metrics.csv`` can use it; else
+    ``None`` (the missing file is then the error it is)."""
+    if by is None or not isinstance(by, str) or by in DIRECTIONS:
+        return None
+    if by == AUTO:
+        policy = load_policy()
+        names = [
+            name
+            for model, part in scores.groupby("model")
+            for name in policy.rule_for(str(model), pooling_of(part)).selector_names()
+        ]
+    else:
+        names = [by]
+    if any(by_name(name).metric is not None for name in names):
+        return None
+    return pd.DataFrame(columns=METRIC_COLUMNS)
 
 
 def selection_file(by: str | list[str] | None = None) -> str:
