@@ -1,5 +1,6 @@
-"""Custom tasks are real mteb tasks: every type is scored by mteb's own evaluator through the sweep, and a task
-declared from the rows of an offline mteb task scores exactly as that task does."""
+"""Custom tasks are real mteb tasks: every type is scored by mteb's own evaluator through the sweep, a task declared
+from the rows of an offline mteb task scores exactly as that task does, and the run's later commands (labelled
+selection, own-text metrics) find the task again from the run folder."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from conftest import REPO
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.runlog import declared_tasks
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import load_tasks, select_tasks
 from layer_mteb.tasks.custom import declared_in
@@ -149,7 +151,9 @@ def test_every_type_is_scored_by_mtebs_evaluator_and_recorded_as_custom_data(tmp
     }
     assert len(frame) == 12 and all(math.isfinite(s) for s in frame["main_score"]) and set(frame["data"]) == {"custom"}
     log = json.loads((tmp_path / "run" / "run.json").read_text())["tasks"]
-    assert all(entry["data"] == "custom" and entry["data_fingerprint"] for entry in log)
+    assert {entry["task_file"] for entry in log} == {str(path.resolve())}
+    assert all(entry["data_fingerprint"] for entry in log)
+    assert declared_tasks(tmp_path / "run")["MySTS"] == f"{path.resolve()}:MySTS"
     stored = sorted(p.stem for p in (tmp_path / "run" / "mteb").rglob("My*.json"))
     assert stored == sorted([*types] * 2)  # mteb's own result files, one per layer
 
@@ -205,6 +209,23 @@ def test_stsbenchmark_declared_as_a_custom_task_scores_exactly_as_its_offline_co
     declared = _declared_copy(tmp_path, "MySTSBenchmark", "STS", {"test": data_dir / "STSBenchmark" / "test.jsonl"})
     custom = sweep("minilm-l6", declared, data_dir=data_dir, **options)
     assert len(named) == 7 and _per_layer(named) == _per_layer(custom)
+
+
+def test_labelled_selection_and_own_texts_find_the_custom_task_from_the_run(tmp_path, bert_tokenizer, monkeypatch):
+    from conftest import save_tiny_model
+
+    from layer_mteb.analysis.label_budget import select_with_labels
+    from layer_mteb.metrics.texts import load_texts
+
+    model = save_tiny_model("bert", bert_tokenizer, tmp_path / "model")
+    path = every_type(tmp_path)
+    run = tmp_path / "run"
+    sweep(str(model), f"{path}:MySTS", layers="all", output=run, progress=False, eval_workers=1)
+    monkeypatch.chdir(tmp_path / "cls")  # another folder: the run names the task file by its absolute path
+    picks = select_with_labels(run, 3, draws=2, model=str(model), workers=1)
+    assert picks["task"].tolist() == ["MySTS"] and picks["chosen_layer"].between(0, 2).all()
+    texts = load_texts(f"task:{path}:MySTS", n_prompts=100)
+    assert texts.name == "task:MySTS" and texts.task == "MySTS" and len(texts.texts) == 8
 
 
 def test_a_task_file_names_a_suite_or_one_task(tmp_path):
