@@ -1,6 +1,7 @@
 """Every mistake the arguments and the file system reveal, found before torch, transformers or mteb load and before
-the hub is probed: unknown tasks (all of them at once), missing models, texts, data and run folders, output paths
-that are files or read-only, malformed layer lists, shards and sizes, a memory budget below one vector. Nothing is
+the hub is probed: unknown tasks (all of them at once), custom tasks' files (missing, empty, wrong columns or
+values), missing models, texts, data and run folders, output paths that are files or read-only, malformed layer
+lists, shards and sizes, a memory budget below one vector. Nothing is
 written and nothing is logged here, so a mistake costs a fraction of a second and prints one line. The same checks
 run again, exactly, where the library does the work: this module only moves them first."""
 
@@ -16,7 +17,8 @@ from layer_mteb.evaluation.plan import check_layers, check_writable
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
-from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task, select_tasks
+from layer_mteb.tasks.custom_files import check_custom_files
 from layer_mteb.tasks.names import check_task_names
 from layer_mteb.vectors.budget import check_one_vector_fits, parse_size
 
@@ -35,8 +37,8 @@ def hub_needed(args: argparse.Namespace) -> bool:
     if any(may_need_hub(model) for model in models):
         return True
     data = data_dir_from_env(args.data_dir, announce=False)
-    if args.command == "run":
-        names = [spec.name for spec in select_tasks(args.tasks, data)[1]]
+    if args.command == "run":  # custom tasks are read from their own files
+        names = [spec.name for spec in select_tasks(args.tasks, data)[1] if spec.custom is None]
     else:
         names = _task_texts(_sources(args))
     return any(data is None or not (data / name).is_dir() for name in names)
@@ -46,7 +48,8 @@ def _check_run(args: argparse.Namespace) -> None:
     check_writable(output_folder(args))
     for model in args.model:
         model_kind(model)
-    select_tasks(args.tasks, data_dir_from_env(args.data_dir, announce=False))
+    _, specs = select_tasks(args.tasks, data_dir_from_env(args.data_dir, announce=False))
+    check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
     check_layers(args.layers)
     parse_shard(args.shard)
     check_eval_workers(args.eval_workers)
@@ -121,4 +124,6 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _task_texts(sources: list[str]) -> list[str]:
-    return [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]
+    """The mteb tasks whose texts ``sources`` name (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``)."""
+    names = [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]
+    return [name for name in names if file_task(name) is None]

@@ -74,9 +74,9 @@ def task_units(tasks, data_dir: Path | None, *, skip_unavailable: bool = False) 
     for spec in specs:
         task = load_task(spec, split, data_dir)
         local = data_dir / spec.name if data_dir is not None else None
-        if local is not None and local.is_dir():  # the folder's content and which of its files make which split
-            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))
-        else:
+        if spec.custom is None and local is not None and local.is_dir():  # the folder's content and which file is
+            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))  # which split
+        else:  # a custom task's revision is already the fingerprint of its files and declaration
             fingerprint = task.metadata.revision
         units.append((task, _origin(spec, data_dir), fingerprint))
     unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
@@ -104,6 +104,8 @@ def hub_offline() -> bool:
 
 
 def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
+    if spec.custom is not None:
+        return "custom"
     if data_dir is not None and (data_dir / spec.name).is_dir():
         return "local-partial" if spec.partial else "local"
     return "hub"

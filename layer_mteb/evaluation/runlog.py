@@ -39,6 +39,13 @@ def read_run_log(path: Path) -> list[dict]:
     return entries
 
 
+def declared_tasks(folder: Path) -> dict[str, str]:
+    """{task: ``FILE.yaml:TASK``} for the custom tasks of a run folder's ``run.json``: the ``--tasks`` selection that
+    builds each again (mteb tasks are found by name and need none)."""
+    entries = read_run_log(folder / "run.json")
+    return {str(e["task"]): f"{e['task_file']}:{e['task']}" for e in entries if e.get("task_file") and e.get("task")}
+
+
 def write_run_log(path: Path, kept: list[dict], new: list[dict]) -> None:
     """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced.
 

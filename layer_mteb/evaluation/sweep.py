@@ -31,6 +31,7 @@ from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, check_
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.catalog import data_dir_from_env
+from layer_mteb.tasks.custom import declared_in
 from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
 from layer_mteb.vectors.store import LayerCache, store_folder
 
@@ -256,12 +257,15 @@ def _sweep_task(
 
 
 def _log_entry(loaded: LoadedModel, task, settings: RunSettings, texts_loaded: int) -> dict:
-    """A task's ``run.json`` entry as it starts: what ran, with which settings; the counts grow as it goes."""
+    """A task's ``run.json`` entry as it starts: what ran, with which settings (and, for a custom task, the task file
+    that declares it); the counts grow as it goes."""
+    source = declared_in(task)  # a custom task: where to find its declaration again
     return {
         "model": loaded.name,
         "revision": loaded.revision,
         "task": task.metadata.name,
         **settings.record(),
+        **({"task_file": str(source)} if source is not None else {}),
         "texts_loaded": texts_loaded,
         "texts_encoded": 0,
         "units_evaluated": 0,
