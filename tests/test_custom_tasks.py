@@ -214,7 +214,7 @@ def test_stsbenchmark_declared_as_a_custom_task_scores_exactly_as_its_offline_co
 def test_labelled_selection_and_own_texts_find_the_custom_task_from_the_run(tmp_path, bert_tokenizer, monkeypatch):
     from conftest import save_tiny_model
 
-    from layer_mteb.analysis.label_budget import select_with_labels
+    from layer_mteb.analysis.labels.budget import select_with_labels
     from layer_mteb.metrics.texts import load_texts
 
     model = save_tiny_model("bert", bert_tokenizer, tmp_path / "model")
