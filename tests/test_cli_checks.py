@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import minilm_folder
 
-from layer_mteb.cli.checks import hub_needed
+from layer_mteb.cli.checks import check_arguments, hub_needed
 from layer_mteb.cli.parser import build_parser
 from layer_mteb.tasks.catalog import read_task_file
 from layer_mteb.tasks.names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
@@ -142,6 +142,8 @@ def _args(*argv: str):
         (["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:STS12"], False),
     ],
 )
-def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir):
+def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir, tmp_path):
     assert not (data_dir / "SciFact").exists()
-    assert hub_needed(_args(*argv, "--data-dir", str(data_dir))) is needed
+    args = _args(*argv, "--data-dir", str(data_dir), "--output", str(tmp_path))
+    check_arguments(args)  # as the command line does first: `run` then holds its resolved request
+    assert hub_needed(args) is needed

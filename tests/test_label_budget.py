@@ -210,3 +210,15 @@ def test_an_interrupted_curve_resumes_from_the_tasks_it_saved(tiny_folder, data_
     pd.testing.assert_frame_equal(again[columns], whole[columns])
     other = curve_rows(run, **{**options, "draws": 3})  # other draws never read those rows
     assert (other["seconds"] >= 0).all() and len(list(parts.iterdir())) == 2
+
+
+def test_a_run_remembers_its_data_folder_for_select_labels(planted_run, tiny_folder, data_dir, tmp_path, monkeypatch):
+    """The run read BIOSSES from ``data_dir`` and says so in run.json; ``select --labels`` on it then finds the labels
+    there although the environment now points at an empty folder, and ``--data-dir`` still takes precedence."""
+    entries = json.loads((planted_run / "run.json").read_text())["tasks"]
+    assert {entry["data_dir"] for entry in entries} == {str(data_dir.resolve())}
+    monkeypatch.setenv("LAYER_MTEB_DATA", str(tmp_path))  # no task folder here
+    picks = select_with_labels(planted_run, 8, draws=2, model=str(tiny_folder))
+    assert picks.iloc[0]["chosen_layer"] == SIGNAL_LAYER
+    with pytest.raises(UserError, match="does not exist"):
+        select_with_labels(planted_run, 8, draws=2, model=str(tiny_folder), data_dir=tmp_path / "missing")

@@ -13,12 +13,11 @@ from pathlib import Path
 from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.plan import check_layers, check_writable
-from layer_mteb.evaluation.workers import check_eval_workers
+from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.evaluation.request import resolve_run
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
-from layer_mteb.tasks.catalog import data_dir_from_env, file_task, select_tasks
-from layer_mteb.tasks.custom_files import check_custom_files
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task
 from layer_mteb.tasks.names import check_task_names
 from layer_mteb.vectors.budget import check_one_vector_fits, parse_size
 
@@ -36,23 +35,31 @@ def hub_needed(args: argparse.Namespace) -> bool:
     models = args.model if isinstance(args.model, list) else [args.model]
     if any(may_need_hub(model) for model in models):
         return True
-    data = data_dir_from_env(args.data_dir, announce=False)
-    if args.command == "run":  # custom tasks are read from their own files
-        names = [spec.name for spec in select_tasks(args.tasks, data)[1] if spec.custom is None]
+    if args.command == "run":  # the request's tasks and data folder; custom tasks are read from their own files
+        data = args.request.data_dir
+        names = [spec.name for spec in args.request.tasks if spec.custom is None]
     else:
+        data = data_dir_from_env(args.data_dir, announce=False)
         names = _task_texts(_sources(args))
     return any(data is None or not (data / name).is_dir() for name in names)
 
 
 def _check_run(args: argparse.Namespace) -> None:
-    check_writable(output_folder(args))
-    for model in args.model:
-        model_kind(model)
-    _, specs = select_tasks(args.tasks, data_dir_from_env(args.data_dir, announce=False))
-    check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
-    check_layers(args.layers)
-    parse_shard(args.shard)
-    check_eval_workers(args.eval_workers)
+    """``run``'s arguments resolved into the request the sweep takes as it is (``args.request``)."""
+    args.request = resolve_run(
+        args.model,
+        args.tasks,
+        layers=args.layers,
+        data_dir=args.data_dir,
+        output=output_folder(args),
+        revision=args.revision.split(",") if args.revision else None,
+        shard=parse_shard(args.shard),
+        eval_workers=args.eval_workers,
+        task_metrics=args.task_metrics,
+        skip_unavailable=args.skip_unavailable,
+        trust_remote_code=args.trust_remote_code,
+        announce=False,
+    )
     _check_encoding(args, args.model)
 
 

@@ -4,10 +4,11 @@ The library is imported inside each command, so ``--help`` and argument errors s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
-from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard, process_device
+from layer_mteb.cli.arguments import output_folder, parse_lengths, process_device
 
 
 def import_results(args: argparse.Namespace) -> None:
@@ -58,28 +59,13 @@ def _probe_hub_if_needed(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> None:
     _probe_hub_if_needed(args)
     from layer_mteb.cli.console import print_scores
-    from layer_mteb.evaluation.sweep import sweep
+    from layer_mteb.evaluation.sweep import SweepOptions, run_request
 
-    output = output_folder(args)
-    frame = sweep(
-        args.model,
-        args.tasks,
-        layers=args.layers,
-        config=_encode_config(args),
-        data_dir=args.data_dir,
-        output=output,
-        vector_cache=not args.no_vector_cache,
-        overwrite=args.overwrite,
-        revision=args.revision.split(",") if args.revision else None,
-        trust_remote_code=args.trust_remote_code,
-        shard=parse_shard(args.shard),
-        task_metrics=args.task_metrics,
-        eval_workers=args.eval_workers,
-        skip_unavailable=args.skip_unavailable,
-        show_warnings=args.verbose,
-    )
+    request = dataclasses.replace(args.request, config=_encode_config(args))  # the device: known once torch is
+    options = SweepOptions(overwrite=args.overwrite, show_warnings=args.verbose, vector_cache=not args.no_vector_cache)
+    frame = run_request(request, options)
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
-        print_scores(frame, output)
+        print_scores(frame, request.output)
 
 
 def merge(args: argparse.Namespace) -> None:
@@ -193,7 +179,13 @@ def select_by_labels(args: argparse.Namespace) -> None:
     from layer_mteb.common.files import atomic_write
 
     picks = select_with_labels(
-        args.run, args.labels, draws=args.draws, seed=args.seed, model=args.model, workers=args.eval_workers
+        args.run,
+        args.labels,
+        draws=args.draws,
+        seed=args.seed,
+        model=args.model,
+        workers=args.eval_workers,
+        data_dir=args.data_dir,
     )
     path = Path(args.run) / labels_file(args.labels)
     atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))

@@ -264,6 +264,12 @@ def _add_select(commands) -> None:
         default=None,
         help="with --labels: processes scoring layers at once (default: one per CPU core)",
     )
+    select.add_argument(
+        "--data-dir",
+        default=None,
+        help="with --labels: folder of local task data (default: the folder the run read, from its run.json, "
+        f"else {DATA_DEFAULT.strip('()').removeprefix('default: ')})",
+    )
     select.set_defaults(handler=handlers.select)
 
 

@@ -46,6 +46,13 @@ def declared_tasks(folder: Path) -> dict[str, str]:
     return {str(e["task"]): f"{e['task_file']}:{e['task']}" for e in entries if e.get("task_file") and e.get("task")}
 
 
+def recorded_data_dir(folder: Path) -> Path | None:
+    """The data folder a run read its local tasks from (``run.json``'s ``data_dir``), when it still exists: what a
+    later ``select --labels`` on the run reads the labels from unless told otherwise."""
+    found = [Path(e["data_dir"]) for e in read_run_log(folder / "run.json") if e.get("data_dir")]
+    return next((path for path in found if path.is_dir()), None)
+
+
 def write_run_log(path: Path, kept: list[dict], new: list[dict]) -> None:
     """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced.
 

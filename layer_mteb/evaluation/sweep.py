@@ -23,14 +23,14 @@ from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.mteb_call import evaluate_layer, has_stored_result
-from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
+from layer_mteb.evaluation.plan import parse_layers, shard_name, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.request import RunRequest, resolve_run
 from layer_mteb.evaluation.runlog import read_run_log, time_record, warn_stale_side_files, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
-from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, check_eval_workers, score_layers
+from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
-from layer_mteb.tasks.catalog import data_dir_from_env
 from layer_mteb.tasks.custom import declared_in
 from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
 from layer_mteb.vectors.store import LayerCache, store_folder
@@ -72,22 +72,43 @@ def sweep(
     layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
     The evaluators' warnings are counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
     """
-    config = config or EncodeConfig(device=default_device())
-    launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
-    shard = shard or launched
-    output_path = _checked_output(output, shard, task_metrics)
-    eval_workers = check_eval_workers(eval_workers)
-    # before any model: a mistyped task should not wait for a model load
-    work = task_units(tasks, data_dir_from_env(data_dir), skip_unavailable=skip_unavailable)
-    units = _units(model, revision, work, shard)
-    record = _Record(output_path, shard, task_metrics)
-    in_memory = _ModelInMemory(config, layers, trust_remote_code)
-    options = _Options(overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache)
+    request = resolve_run(
+        model,
+        tasks,
+        layers=layers,
+        data_dir=data_dir,
+        output=output,
+        revision=revision,
+        shard=shard,
+        eval_workers=eval_workers,
+        task_metrics=task_metrics,
+        skip_unavailable=skip_unavailable,
+        trust_remote_code=trust_remote_code,
+        config=config,
+    )
+    options = SweepOptions(
+        overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache
+    )
+    return run_request(request, options)
+
+
+def run_request(request: RunRequest, options: SweepOptions | None = None) -> pd.DataFrame:
+    """Score the resolved ``request`` (:func:`~layer_mteb.evaluation.request.resolve_run`): what ``layer-mteb run``
+    calls after its up-front checks built the request, and what :func:`sweep` calls after building the same one."""
+    options = options or SweepOptions()
+    config = request.config or EncodeConfig(device=default_device())
+    # before any model: a task without data should not wait for a model load
+    work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
+    units = [(m, r, unit) for m in request.models for r in request.revisions for unit in work]
+    units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
+    record = _Record(request.output, request.shard, request.task_metrics, data_dir=request.data_dir)
+    in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
-        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
+        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=options.progress)
         for model_ref, model_revision, (task, data, fingerprint) in units:
             loaded, layer_ids = in_memory.get(model_ref, model_revision)
             # every choice the request leaves open is made here, once, and only read from now on
+            eval_workers = request.eval_workers
             settings = resolve_settings(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
@@ -95,37 +116,19 @@ def sweep(
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
-    if launched is not None and output_path is not None:
-        return merge_when_all_done(output_path, shard)
+    if request.launched and request.output is not None:
+        return merge_when_all_done(request.output, request.shard)
     return tidy_scores(record.rows)
 
 
-def _units(model, revision, work: list, shard: tuple[int, int] | None) -> list[tuple[object, object, tuple]]:
-    """(model, revision, task unit) for every combination, in model order; a shard takes every n-th of them."""
-    models = [model] if isinstance(model, LoadedModel | str) else list(model)
-    revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
-    units = [(m, r, unit) for m in models for r in revisions for unit in work]
-    return units if shard is None else units[shard[0] :: shard[1]]
-
-
-def _checked_output(output: str | Path | None, shard: tuple[int, int] | None, task_metrics: bool) -> Path | None:
-    """The run folder, checked before any work: writable, and one process when task metrics go into it."""
-    output_path = Path(output) if output is not None else None
-    if output_path is not None:
-        check_writable(output_path)
-    if task_metrics and (shard is not None or output_path is None):
-        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
-    return output_path
-
-
 @dataclass(frozen=True)
-class _Options:
+class SweepOptions:
     """What the caller asked of every task of a sweep."""
 
-    overwrite: bool  # recompute vectors and scores
-    progress: bool
-    show_warnings: bool  # each evaluator warning as it comes, besides the per-task count
-    vector_cache: bool  # keep each task's pooled vectors on disk for reruns
+    overwrite: bool = False  # recompute vectors and scores
+    progress: bool = True
+    show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
+    vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
 
 
 @dataclass
@@ -158,6 +161,7 @@ class _Record:
     output: Path | None
     shard: tuple[int, int] | None
     task_metrics: bool = False
+    data_dir: Path | None = None  # recorded with each task read from it, so later commands find the data again
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
     _results: ResultCache | None = None
@@ -209,7 +213,7 @@ def _sweep_task(
     settings: RunSettings,
     layer_ids: list[int],
     record: _Record,
-    options: _Options,
+    options: SweepOptions,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     store = store_folder(loaded, settings, task.metadata.name) if options.vector_cache else None
@@ -229,6 +233,8 @@ def _sweep_task(
         loaded, settings.encode, store, progress=options.progress, observe=observe, depth=depth, budget=settings.budget
     )
     entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
+    if str(settings.data).startswith("local") and record.data_dir is not None:
+        entry["data_dir"] = str(record.data_dir.resolve())
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
@@ -288,7 +294,7 @@ def _score_layers(
     layer_ids: list[int],
     record: _Record,
     entry: dict,
-    options: _Options,
+    options: SweepOptions,
 ) -> dict[str, float]:
     """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
     ``entry`` counting what was encoded, evaluated and reused, and the evaluators' warnings. Returns the seconds the

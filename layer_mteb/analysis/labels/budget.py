@@ -24,7 +24,7 @@ from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score,
 from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.runlog import declared_tasks
+from layer_mteb.evaluation.runlog import declared_tasks, recorded_data_dir
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
 from layer_mteb.model.loading import PACKAGED_MODELS, load_model
@@ -77,7 +77,7 @@ def run_tasks(
     config = _config(scores)
     loaded = load_model(model or _model_ref(name, revision), config, revision=None if model else revision)
     settings = resolve_settings(loaded, config)
-    folder = data_dir_from_env(data_dir)
+    folder = data_dir_from_env(data_dir or recorded_data_dir(Path(run)))
     declared = declared_tasks(Path(run))  # custom tasks: the task file that declared each
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
