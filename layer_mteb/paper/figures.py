@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from layer_mteb.analysis.report.figures import _style, save
 from layer_mteb.analysis.report.table1 import task_scores
 from layer_mteb.analysis.selection.rules import COVERAGE, common_tasks, complete_layer_means, tasks_phrase
+from layer_mteb.metrics.texts import source_task
 
 
 def curves_of(scores: pd.DataFrame, models: list[str], coverage: float = COVERAGE) -> tuple[pd.DataFrame, list[str]]:
@@ -52,7 +53,7 @@ def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list
     order = sorted(scores["model"].unique(), key=_step)
     curves, tasks = curves_of(scores, order, coverage=1.0)
     curves = curves.assign(checkpoint=curves["model"].map(_label))
-    own_texts = metrics["texts"].str.startswith("task:")
+    own_texts = metrics["texts"].map(source_task).notna()
     entropy = metrics[metrics["model"].isin(order) & (metrics["metric"] == "prompt_entropy") & own_texts]
     ent_tasks = set.intersection(*(set(p["task"]) for _, p in entropy.groupby("model")))
     entropy = entropy[entropy["task"].isin(ent_tasks)]

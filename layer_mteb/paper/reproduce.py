@@ -26,6 +26,7 @@ from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import figures, prompt_length
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
@@ -182,7 +183,7 @@ class Progress:
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
     """The library's correlations (:func:`.correlation.correlate`) of each model's own-text
     metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
-    own = metrics[metrics["texts"].str.startswith("task:")]
+    own = metrics[metrics["texts"].map(source_task).notna()]
     frames = []
     for model, part in own.groupby("model", sort=False):
         model_scores = scores[scores["model"] == model]

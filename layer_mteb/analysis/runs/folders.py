@@ -17,6 +17,7 @@ from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.results import SCORES_FILE, read_scores, with_legacy_settings
 from layer_mteb.metrics.table import read_metrics
+from layer_mteb.metrics.texts import task_source
 
 SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
@@ -145,7 +146,7 @@ def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | Non
         return frame
     if "texts" in frame.columns:
         texts = frame["texts"].astype(str)
-        own = texts == "task:" + frame["task"].astype(str)
+        own = texts == frame["task"].astype(str).map(task_source)
         key = "selector" if name == "selection" else "metric"
         has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
         frame = frame[own | (~has_own & (texts == "wikitext"))]

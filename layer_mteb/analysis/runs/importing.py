@@ -22,6 +22,7 @@ from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
 from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.metrics.texts import source_task
 from layer_mteb.tasks.catalog import read_task_file
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
@@ -243,10 +244,10 @@ def import_metrics_table(
     if normalization != "paper":
         wanted = pd.Series(normalization, index=table.index)
     table = table[table["normalization"] == wanted]
-    tests = table[table["texts"].str.startswith("task:") & (table["split"] == "test")]
+    tests = table[table["texts"].map(source_task).notna() & (table["split"] == "test")]
     has_test = set(zip(tests["model"], tests["texts"], strict=True))
     keep = [
-        not texts.startswith("task:") or split == "test" or (model, texts) not in has_test
+        source_task(texts) is None or split == "test" or (model, texts) not in has_test
         for model, texts, split in zip(table["model"], table["texts"], table["split"], strict=True)
     ]
     table = table[keep]
@@ -260,7 +261,7 @@ def import_metrics_table(
             "n_layers": depth.astype(int),
             "relative_depth": table["layer"] / depth,
             "texts": table["texts"],
-            "task": table["texts"].str.removeprefix("task:").where(table["texts"].str.startswith("task:"), ""),
+            "task": table["texts"].map(source_task).fillna(""),
             "metric": table["metric"],
             "value": table["value"],
             "n": pd.NA,

@@ -15,6 +15,7 @@ import pandas as pd
 from layer_mteb.analysis.selection.rules import extremum_layer, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.texts import task_source
 
 #: The paper's rule: minimum prompt entropy of each task's own texts.
 PAPER_RULE = "prompt_entropy@own"
@@ -50,7 +51,7 @@ class ModelData:
 
 def texts_of(source: str | None, task: str) -> str:
     """The text source a selector reads for ``task``: ``own`` is the task's own texts, anything else is itself."""
-    return f"task:{task}" if source == "own" else str(source or "-")
+    return task_source(task) if source == "own" else str(source or "-")
 
 
 @dataclass(frozen=True)

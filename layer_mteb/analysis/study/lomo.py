@@ -13,6 +13,7 @@ import pandas as pd
 
 from layer_mteb.analysis.selection.select import leaderboard as rank
 from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
+from layer_mteb.metrics.texts import source_task
 
 
 def per_model(evaluation: pd.DataFrame) -> pd.DataFrame:
@@ -82,9 +83,9 @@ def study_models(scores: pd.DataFrame, metrics: pd.DataFrame, *, min_tasks: int 
     found = []
     for name, part in scores.groupby("model", sort=False):
         model_metrics = metrics[metrics["model"] == name]
-        own_texts = model_metrics["texts"].str.startswith("task:")
+        own_texts = model_metrics["texts"].map(source_task).notna()
         own = model_metrics[(model_metrics["metric"] == "prompt_entropy") & own_texts]
-        tasks = sorted(set(own["texts"].str.removeprefix("task:")) & set(part["task"]))
+        tasks = sorted(set(own["texts"].map(source_task)) & set(part["task"]))
         table = part[part["task"].isin(tasks)].pivot_table(index="layer", columns="task", values="main_score")
         n_layers = int(part["n_layers"].iloc[0])
         if n_layers not in table.index:
