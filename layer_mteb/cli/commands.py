@@ -168,8 +168,9 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers
     from layer_mteb.cli.console import print_leaderboard
+    from layer_mteb.common.run_files import selection_file
 
     if args.labels is not None:
         select_by_labels(args)
@@ -189,8 +190,9 @@ def select(args: argparse.Namespace) -> None:
 
 
 def select_by_labels(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.labels.budget import labels_file, select_with_labels
+    from layer_mteb.analysis.labels.budget import select_with_labels
     from layer_mteb.common.files import atomic_write
+    from layer_mteb.common.run_files import labels_file
 
     picks = select_with_labels(
         args.run, args.labels, draws=args.draws, seed=args.seed, model=args.model, workers=args.eval_workers

@@ -22,6 +22,7 @@ from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examp
 from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
 from layer_mteb.model.loading import PACKAGED_MODELS, load_model
@@ -67,7 +68,7 @@ def run_tasks(
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
         if unknown:
-            raise UserError(f"{run}/scores.csv has no rows for task(s) {', '.join(unknown)}")
+            raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
     config = _config(scores)
@@ -128,11 +129,6 @@ def _model_ref(name: str, revision: str) -> str:
         if packaged.hub_id == name and revision.startswith(packaged.distributions[0] + "-"):
             return short
     return name
-
-
-def labels_file(k: int | str) -> str:
-    """Where ``layer-mteb select --labels K`` writes its picks in the run folder, one file per K."""
-    return f"selection.labels-{k}.csv"
 
 
 def check_budget(k: int | str) -> None:

@@ -15,11 +15,11 @@ from layer_mteb.analysis.runs.choices import METRIC_READOUTS
 from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import SCORES_FILE, read_scores, with_legacy_settings
+from layer_mteb.common.results import read_scores, with_legacy_settings
+from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.metrics.texts import task_source
 
-SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
     "selection": ("model", "selector", "scope"),
     "metrics": ("model", "layer", "texts", "metric", "readout"),
@@ -96,7 +96,7 @@ class Runs:
 def discover_runs(root: str | Path) -> list[Path]:
     """Run folders below ``root``: every folder holding a ``scores.csv`` (mteb's own JSON folders skipped)."""
     root = Path(root)
-    found = {p.parent for p in root.rglob(SCORES_FILE) if "mteb" not in p.relative_to(root).parts[:-1]}
+    found = {p.parent for p in root.rglob(SCORES_FILE) if MTEB_FOLDER not in p.relative_to(root).parts[:-1]}
     return sorted(found)
 
 
@@ -116,7 +116,7 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     for (folder, part), label in zip(parts, labels, strict=True):
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
-        for side_name, file in SIDE_FILES.items():
+        for side_name, (file, _) in SIDE_FILES.items():
             side = _side_rows(_as_report_rows(side_name, _read_side(folder / file)), str(part["model"].iloc[0]), alone)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))

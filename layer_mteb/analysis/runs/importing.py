@@ -21,6 +21,7 @@ from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNorm
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
+from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.tasks.catalog import read_task_file
@@ -302,9 +303,9 @@ def write_import(
         write_metrics(table, out)
     lines = [
         f"{name}: {part['task'].nunique()} tasks, layers {part['layer'].min()}–{part['layer'].max()} "
-        f"({len(part)} scores) -> {out / 'scores.csv'}"
+        f"({len(part)} scores) -> {out / SCORES_FILE}"
         for name, part in scores.groupby("model", sort=False)
     ]
     if table is not None:
-        lines.append(f"metrics ({normalization}): {len(table)} rows -> {out / 'metrics.csv'}")
+        lines.append(f"metrics ({normalization}): {len(table)} rows -> {out / METRICS_FILE}")
     return lines + describe_missing(missing_layers(scores))

@@ -15,8 +15,7 @@ import pandas as pd
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import MTEB_DECIMALS
-
-MTEB_FOLDER = "mteb"
+from layer_mteb.common.run_files import MTEB_FOLDER
 
 
 def mteb_layer_scores(run: str | Path) -> pd.DataFrame:

@@ -22,13 +22,13 @@ from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curv
 from layer_mteb.analysis.selection.rules import MIN_LAYERS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.run_files import CORRELATION_FILE
 from layer_mteb.metrics.texts import source_task
 
 logger = logging.getLogger(__name__)
 
 Method = Literal["dcor", "spearman", "kendall"]
 METHODS: tuple[str, ...] = get_args(Method)
-CORRELATION_FILE = "correlation.csv"
 #: ``texts`` of the rows correlating the mean score with a metric averaged over each task's own texts
 OWN_TEXTS = "own texts"
 

@@ -21,10 +21,9 @@ from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curv
 from layer_mteb.analysis.selection.selectors import BASELINES, ModelData, Selector, by_name, evaluate
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_files import selection_file
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
-
-SELECTION_FILE = "selection.csv"
 
 
 class SelectionRow(TypedDict):
@@ -80,14 +79,6 @@ def select_layers(
         both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
         atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
     return frame
-
-
-def selection_file(by: str | list[str] | None = None) -> str:
-    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
-    ``selection.<by>.csv`` (a metric or any selector name), so picking by one never drops the other selectors' picks."""
-    if by is None:
-        return SELECTION_FILE
-    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
 
 
 def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
