@@ -20,7 +20,7 @@ import pandas as pd
 
 from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examples, layer_score
 from layer_mteb.analysis.runs.folders import read_run_scores
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.settings import resolve_settings
@@ -71,7 +71,7 @@ def run_tasks(
             raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
-    config = _config(scores)
+    config = EncodeConfig.from_key(scores.iloc[-1], device=default_device())
     loaded = load_model(model or _model_ref(name, revision), config, revision=None if model else revision)
     settings = resolve_settings(loaded, config)
     folder = data_dir_from_env(data_dir)
@@ -99,7 +99,7 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
     own) give way to rows of the same layer that name the attention."""
     if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
         raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
-    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
+    settings = [c for c in SETTINGS_COLUMNS if c != "attention" and c in scores.columns]
     if len(scores[settings].drop_duplicates()) > 1:
         raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
     named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
@@ -107,20 +107,6 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
         raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
     ordered = pd.concat([scores.drop(named.index), named])
     return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
-
-
-def _config(scores: pd.DataFrame) -> EncodeConfig:
-    row = scores.iloc[-1]
-    attention = str(row.get("attention", "native"))
-    return EncodeConfig(
-        readout=str(row["readout"]),
-        pooling=str(row["pooling"]),
-        max_length=int(row["max_length"]),
-        dtype=str(row["dtype"]),
-        attention=None if attention in ("native", "nan") else attention,
-        normalize=str(row.get("normalize", False)) == "True",
-        device=default_device(),
-    )
 
 
 def _model_ref(name: str, revision: str) -> str:
