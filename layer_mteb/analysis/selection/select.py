@@ -11,42 +11,25 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import TypedDict
 
 import pandas as pd
 
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.auto import AUTO, load_policy
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
-from layer_mteb.analysis.selection.selectors import BASELINES, ModelData, Selector, by_name, evaluate
+from layer_mteb.analysis.selection.selectors import (
+    BASELINES,
+    SELECTION_COLUMNS,
+    ModelData,
+    Selector,
+    by_name,
+    evaluate,
+)
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.common.run_files import selection_file
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
-
-
-class SelectionRow(TypedDict):
-    """One row of ``selection.csv``: a selector's pick for a task (or ``mean``) and how it scores."""
-
-    model: str
-    task: str
-    selector: str
-    direction: str
-    texts: str
-    metric_readout: str
-    chosen_layer: int
-    chosen_relative_depth: float
-    chosen_score: float
-    last_layer: int
-    last_score: float
-    best_layer: int
-    best_score: float
-    regret: float
-    gain: float
-
-
-SELECTION_COLUMNS = list(SelectionRow.__annotations__)
 
 
 def select_layers(
