@@ -13,11 +13,13 @@ from matplotlib.figure import Figure
 
 from layer_mteb.analysis.report.figures import _style, save
 from layer_mteb.analysis.report.table1 import task_scores
-from layer_mteb.analysis.selection.rules import COVERAGE, common_tasks, complete_layer_means, tasks_phrase
+from layer_mteb.analysis.selection.rules import FIGURE1_COVERAGE, common_tasks, complete_layer_means, tasks_phrase
 from layer_mteb.metrics.texts import source_task
 
 
-def curves_of(scores: pd.DataFrame, models: list[str], coverage: float = COVERAGE) -> tuple[pd.DataFrame, list[str]]:
+def curves_of(
+    scores: pd.DataFrame, models: list[str], coverage: float = FIGURE1_COVERAGE
+) -> tuple[pd.DataFrame, list[str]]:
     """``models``' Figure 1 curves (score ×100 per layer, over :func:`.rules.common_tasks`, gaps
     where a layer lacks one of them) and that task set."""
     tasks = task_scores(scores[scores["model"].isin(models)])

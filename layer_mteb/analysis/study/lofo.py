@@ -23,8 +23,8 @@ from layer_mteb.analysis.selection.auto import KINDS, Policy, Rule, kind_of
 from layer_mteb.analysis.selection.families import family_of
 from layer_mteb.analysis.selection.selectors import PAPER_RULE, ModelData, Selector, evaluate, selectors
 
-#: Least share of a task's layers (0 … last) that must be scored for the task to be judged.
-COVERAGE = 0.5
+#: Least share of a task's layers (0 … last) that must be scored for the task to be judged in the study.
+STUDY_COVERAGE = 0.5
 MIN_TASKS = 3
 #: Abstention margins the nested leave-one-family-out chooses from (mean gain over the last layer, score points).
 MARGINS = (0.0, 0.5, 1.0, 2.0)
@@ -36,7 +36,11 @@ _LAST = "last_layer"
 
 
 def score_models(
-    scores: pd.DataFrame, metrics: pd.DataFrame | None = None, *, coverage: float = COVERAGE, min_tasks: int = MIN_TASKS
+    scores: pd.DataFrame,
+    metrics: pd.DataFrame | None = None,
+    *,
+    coverage: float = STUDY_COVERAGE,
+    min_tasks: int = MIN_TASKS,
 ) -> tuple[list[ModelData], pd.DataFrame]:
     """Every model with at least ``min_tasks`` tasks scored at its last layer and at ``coverage`` of its layers,
     restricted to those tasks (scores ×100), with its metric curves, task types and pooling; and the models left
