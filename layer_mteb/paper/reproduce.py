@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis.runs.folders import load_run
+from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE, load_run, reference_folder
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
@@ -71,7 +70,7 @@ def reproduce(
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
-    release = release_scores(reference / "official_layer_scores.csv")
+    release = release_scores(reference / RELEASE_SCORES_FILE)
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
@@ -200,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m layer_mteb.paper", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--reference",
-        default=os.environ.get("LAYER_MTEB_REFERENCE_DIR", "../shared/reference"),
-        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE_DIR, else ../shared/reference)",
+        default=reference_folder(),
+        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE, else ../shared/reference)",
     )
     parser.add_argument("--run", action="append", default=[], help="one of this project's run folders (repeatable)")
     parser.add_argument("--output", default="results/paper")

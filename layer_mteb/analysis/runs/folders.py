@@ -27,8 +27,11 @@ SIDE_KEYS = {
 }
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
+#: The folder of the authors' released results (its SOURCE.md says what each file is).
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
-REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
+REFERENCE_DEFAULT = Path("..") / "shared" / "reference"
+#: Files of that folder: every released model's per-layer scores, and Pythia's in the form Figure 1 overlays.
+RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official_pythia_layer_scores.csv"
 
 
 def load_run(
@@ -207,19 +210,30 @@ def _read_side(path: Path) -> pd.DataFrame | None:
     return frame if "model" in frame.columns and not frame.empty else None
 
 
-def reference_path(path: str | Path | None = None) -> Path:
-    """``path``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference/...`` (from here or from the repository)."""
-    chosen = path or os.environ.get(REFERENCE_ENV)
+def reference_folder(folder: str | Path | None = None) -> Path:
+    """The authors' release: ``folder``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference`` from the
+    working folder or beside the repository (or one level higher, for a checkout in a subfolder): the first of those
+    that exists, the first if none does."""
+    chosen = folder or os.environ.get(REFERENCE_ENV)
     if chosen:
-        candidates = [Path(chosen)]
-    else:
-        candidates = [REFERENCE_DEFAULT, Path(__file__).resolve().parents[3] / REFERENCE_DEFAULT]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise UserError(
-        f"paper reference scores not found at {str(candidates[0])!r}: pass --reference or set ${REFERENCE_ENV}"
-    )
+        return Path(chosen)
+    repository = Path(__file__).resolve().parents[3]
+    candidates = [REFERENCE_DEFAULT, repository.parent / "shared" / "reference"]
+    candidates.append(repository.parent.parent / "shared" / "reference")
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+def reference_path(path: str | Path | None = None) -> Path:
+    """The authors' per-layer Pythia scores: ``path`` (that file, or a release folder holding it), else the file in
+    :func:`reference_folder`."""
+    chosen = Path(path) if path else reference_folder()
+    file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
+    if not file.is_file():
+        raise UserError(
+            f"paper reference scores not found at {str(file)!r}: pass --reference or set ${REFERENCE_ENV} to the "
+            "folder of the authors' release"
+        )
+    return file
 
 
 def load_reference(path: str | Path | None = None) -> pd.DataFrame:
