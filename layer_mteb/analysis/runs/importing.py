@@ -2,25 +2,25 @@
 ``layer_<k>/<Task>.json`` written by mteb 1.x, and mteb 2.x result folders such as a run's own ``mteb/``), the
 authors' released long-format score table, and their long-format metrics table.
 
-Each JSON is read by mteb itself (``TaskResult.from_disk`` reads 1.x files too); only the paper's subset of a
-multi-subset task (``tasks.yaml``: AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks
-are reported by :func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
+Each JSON is read by :func:`~.mteb_results.layer_results`, the one reader of mteb result files (mteb's own
+``TaskResult.from_disk``, which reads 1.x files too); only the paper's subset of a multi-subset task (``tasks.yaml``:
+AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks are reported by
+:func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
 (:func:`layer_mteb.analysis.selection.curves.score_curves`).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from functools import cache
 from pathlib import Path
 
 import pandas as pd
 
 from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNormalization
+from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
+from layer_mteb.common.results import SCORE_COLUMNS, tidy_scores
 from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import source_task
@@ -57,8 +57,6 @@ RELEASE_DEPTHS = {
     "LLM2Vec-mntp-unsup-simcse/8B": 32,
     "LLM2Vec-mntp-supervised/8B": 32,
 }
-_LAYER_DIR = re.compile(r"^layer_(\d+)(_last)?$")
-_SKIPPED = {"model_meta.json", "run_settings.json"}
 
 #: What the paper's figures plot (the authors' plotting notebook, ``layerwise_entropies.ipynb``): entropies and LiDAR
 #: divided by min(ln N, ln D) (``maxEntropy``), DiME, InfoNCE and curvature raw. A constant divisor per source, so
@@ -80,43 +78,26 @@ def import_folder(
     runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where
     ``layer_<L>`` is absent). ``model`` and ``n_layers`` default to what the files say.
     """
-    from mteb.results import TaskResult
-
     root = Path(folder)
     if not root.is_dir():
         raise UserError(f"{folder} is not a folder of mteb result JSONs")
     subsets = {spec.name: spec.subsets for spec in read_task_file().tasks}
     rows, seen = [], set()
-    for path in sorted(root.rglob("*.json"), key=lambda p: (p.parent.name.endswith("_last"), str(p))):
-        if path.name in _SKIPPED:
-            continue
-        meta = _model_meta(path.parent)
-        layer, settings = _layer_of(path, meta)
-        if layer is None:
-            continue
-        result = TaskResult.from_disk(path)
-        name = model or meta.get("name") or root.name
-        if (name, layer, result.task_name) in seen:
+    for found in layer_results(root):
+        name, task = model or found.meta.get("name") or root.name, found.result.task_name
+        if (name, found.layer, task) in seen:
             continue  # a `layer_<L>_last` copy of a layer already read
-        seen.add((name, layer, result.task_name))
-        wanted = subsets.get(result.task_name)
-        for scores in result.scores.get(split, []):
-            if wanted and scores["hf_subset"] not in wanted:
-                continue
-            rows.append(
-                {
-                    "model": name,
-                    "revision": meta.get("revision") or result.mteb_version,
-                    "layer": layer,
-                    "task": result.task_name,
-                    "task_type": task_type(result.task_name),
-                    "split": split,
-                    "subset": scores["hf_subset"],
-                    "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
-                    **settings,
-                    "data": "imported",
-                }
-            )
+        seen.add((name, found.layer, task))
+        kwargs = found.experiment if "layer" in found.experiment else {}  # a layer folder of the authors': theirs
+        described = {
+            "model": name,
+            "revision": found.meta.get("revision") or found.result.mteb_version,
+            "layer": found.layer,
+            "task_type": task_type(task),
+            **{key: kwargs.get(key, AUTHORS_SETTINGS[key]) for key in AUTHORS_SETTINGS},
+            "data": "imported",
+        }
+        rows += [{**described, **row} for row in found.score_rows([split], subsets.get(task))]
     if not rows:
         raise UserError(f"no per-layer mteb result JSONs with a {split!r} split under {folder}")
     return _with_depth(pd.DataFrame(rows), n_layers)
@@ -133,23 +114,6 @@ def task_type(name: str) -> str | None:
         return None
 
 
-def _model_meta(folder: Path) -> dict:
-    path = folder / "model_meta.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _layer_of(path: Path, meta: dict) -> tuple[int | None, dict]:
-    kwargs = meta.get("experiment_kwargs") or {}
-    if "layer" in kwargs:
-        settings = {key: kwargs.get(key, AUTHORS_SETTINGS[key]) for key in AUTHORS_SETTINGS}
-        return int(kwargs["layer"]), settings
-    for part in reversed(path.relative_to(path.anchor).parts[:-1]):
-        match = _LAYER_DIR.match(part)
-        if match:
-            return int(match.group(1)), dict(AUTHORS_SETTINGS)
-    return None, {}
-
-
 def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
     if "n_layers" not in frame.columns:
         frame["n_layers"] = pd.NA
@@ -164,7 +128,7 @@ def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
 def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
     """The one reader of the release's ``layer`` labels: ``layer_<k>`` -> integer ``k``. Rows of other labels are
     dropped; the ``layer_<L>_last`` copy of a layer is kept only where ``layer_<L>`` itself is absent."""
-    parsed = raw["layer"].astype(str).str.extract(_LAYER_DIR)
+    parsed = raw["layer"].astype(str).str.extract(AUTHORS_LAYER)
     raw = raw.assign(layer=pd.to_numeric(parsed[0]), is_copy=parsed[1].notna()).dropna(subset=["layer"])
     raw = raw.sort_values("is_copy", kind="stable").drop_duplicates(["model", "layer", "task"])
     return raw.assign(layer=raw["layer"].astype(int))
