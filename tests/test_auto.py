@@ -13,6 +13,7 @@ from _metric_fixtures import run_tables
 from test_paper import REFERENCE
 
 from layer_mteb.analysis.rules import PAPER_RULE
+from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.families import family_of
 from layer_mteb.analysis.selection.select import select_layers
@@ -195,7 +196,7 @@ def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_chan
         auto.load_policy(path)
 
 
-@pytest.mark.skipif(not (REFERENCE / "official_layer_scores.csv").is_file(), reason="the authors' release is absent")
+@pytest.mark.skipif(not (REFERENCE / RELEASE_SCORES_FILE).is_file(), reason="the authors' release is absent")
 @pytest.mark.parametrize("family", ["pythia", "bert", "mamba"])
 def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: str) -> None:
     import dataclasses
@@ -203,7 +204,7 @@ def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: st
     from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 
     names = ["Pythia/14m", "Pythia/70m", "bert/base", "bert_CLS/base", "roberta_mean_pooling/base", "mamba/370m"]
-    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
     models, excluded = engine.score_models(scores, metrics)
     assert [m.name for m in models if m.pooling == "first"] == ["bert_CLS/base"] and excluded.empty

@@ -4,7 +4,6 @@ protocol (raw-stream metrics choosing among final-norm scores) and leave-one-mod
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pandas as pd
 import pytest
 
 from layer_mteb.analysis.rules import PAPER_RULE
+from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
@@ -21,15 +21,13 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.paper.table1 import table1
 
 ROOT = Path(__file__).resolve().parents[1]
-#: ``../shared/reference`` beside the repository (or one level higher for a checkout in a subfolder)
-_BESIDE = (ROOT.parent / "shared" / "reference", ROOT.parent.parent / "shared" / "reference")
-REFERENCE = Path(os.environ.get("LAYER_MTEB_REFERENCE_DIR") or next((p for p in _BESIDE if p.is_dir()), ROOT))
+REFERENCE = reference_folder()
 PYTHIA_14M = REFERENCE / "official_mteb_json" / "Pythia-14m"
 pytestmark = pytest.mark.skipif(not PYTHIA_14M.is_dir(), reason="the authors' release is not on this machine")
 
 
 def release_rows(model: str) -> list[dict]:
-    with (REFERENCE / "official_layer_scores.csv").open() as handle:
+    with (REFERENCE / RELEASE_SCORES_FILE).open() as handle:
         return [row for row in csv.DictReader(handle) if row["model"] == model]
 
 
@@ -53,7 +51,7 @@ def test_table1_for_pythia_410m_matches_a_hand_computation():
     last = [scores[24] for scores in by_task.values()]
     best = [max(scores.values()) for scores in by_task.values()]
     share = sum(max(s.values()) > s[24] for s in by_task.values()) / 32
-    row = table1(release_scores(REFERENCE / "official_layer_scores.csv", ["Pythia/410m"])).iloc[0]
+    row = table1(release_scores(REFERENCE / RELEASE_SCORES_FILE, ["Pythia/410m"])).iloc[0]
     assert (row["n_tasks"], row["last_layer"]) == (32, 24)
     assert row["best_not_last"] == pytest.approx(100 * share) == 100.0
     assert row["avg_last"] == pytest.approx(100 * sum(last) / 32)
@@ -87,7 +85,7 @@ def test_selection_pairs_raw_metrics_with_final_norm_scores_and_records_it(tmp_p
 
 def test_leave_one_model_out_never_reads_the_held_out_scores():
     names = ["Pythia/14m", "Pythia/70m", "Pythia/160m"]
-    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
     candidates = [selectors.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
     models = study.study_models(scores, metrics)
@@ -102,7 +100,7 @@ def test_leave_one_model_out_never_reads_the_held_out_scores():
 
 def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
     names = ["Pythia/410m"]
-    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={"Pythia/410m": "Pythia/410m"})
     [model] = study.study_models(scores, metrics)
     summary = study.model_leaderboard([model], [selectors.by_name(PAPER_RULE)]).iloc[0]

@@ -22,7 +22,15 @@ from layer_mteb import UserError, build_table1
 from layer_mteb.analysis.report.build import paper_layer_means, write_report
 from layer_mteb.analysis.report.markdown import table1_markdown
 from layer_mteb.analysis.report.table1 import per_task_summary, table1_notes, task_scores
-from layer_mteb.analysis.runs.folders import discover_runs, load_reference, load_runs
+from layer_mteb.analysis.runs.folders import (
+    PYTHIA_SCORES_FILE,
+    REFERENCE_ENV,
+    discover_runs,
+    load_reference,
+    load_runs,
+    reference_folder,
+    reference_path,
+)
 from layer_mteb.analysis.selection.select import selector_leaderboard
 from layer_mteb.cli import main
 
@@ -187,8 +195,17 @@ def test_cli_user_errors_are_one_line_and_exit_2(tmp_path, capsys, problem):
     assert not (tmp_path / "report").exists()
 
 
+def test_the_reference_is_the_release_folder_or_its_pythia_file(tmp_path, monkeypatch):
+    folder = tmp_path / "release"
+    folder.mkdir()
+    file = write_reference(folder / PYTHIA_SCORES_FILE)
+    assert reference_path(folder) == reference_path(file) == file
+    monkeypatch.setenv(REFERENCE_ENV, str(folder))  # one variable: the folder, read by the report and the paper
+    assert reference_folder() == folder and reference_path() == file
+
+
 def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere.csv"))
+    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere"))
     with pytest.raises(UserError, match="--reference"):
         write_report([write_run(tmp_path / "run", alpha_scores())], tmp_path / "report", paper_curves=True)
     assert not (tmp_path / "report").exists()

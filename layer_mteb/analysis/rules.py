@@ -30,7 +30,7 @@ PAPER_RULE = "prompt_entropy@own"
 #: Fewest layers a correlation is computed over (with fewer, every rank statistic is nearly arbitrary).
 MIN_LAYERS = 3
 #: Share of each model's layers Figure 1's task set must leave complete.
-COVERAGE = 0.75
+FIGURE1_COVERAGE = 0.75
 
 
 def extremum_layer(values: pd.Series, direction: str = "max", tol: float = TIE_TOL) -> int:
@@ -75,7 +75,7 @@ def last_score(curve: pd.Series, n_layers: int) -> float:
     return float(curve[n_layers]) if n_layers in curve.index and not pd.isna(curve[n_layers]) else math.nan
 
 
-def common_tasks(scores: pd.DataFrame, coverage: float = COVERAGE) -> list[str]:
+def common_tasks(scores: pd.DataFrame, coverage: float = FIGURE1_COVERAGE) -> list[str]:
     """Figure 1's task set over the models of ``scores`` (``model, task, layer, main_score``): start from the tasks
     every model scored and drop, one at a time, the task whose removal completes the most layers (ties: the later
     name), until every model has at least ``coverage`` of its scored layers holding all remaining tasks."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import resolve_run
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
@@ -102,8 +103,8 @@ def _check_runs(args: argparse.Namespace) -> None:
         folder = Path(run)
         if not folder.is_dir():
             raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
-        if not (folder / "scores.csv").is_file():
-            raise UserError(f"{str(folder)!r} has no scores.csv: pass a folder written by `layer-mteb run`")
+        if not (folder / SCORES_FILE).is_file():
+            raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
     if args.command == "report":
         check_writable(Path(args.output))
 

@@ -154,8 +154,9 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers
     from layer_mteb.cli.console import print_leaderboard
+    from layer_mteb.common.run_files import selection_file
 
     if args.labels is not None:
         select_by_labels(args)
@@ -175,8 +176,9 @@ def select(args: argparse.Namespace) -> None:
 
 
 def select_by_labels(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.labels.budget import labels_file, select_with_labels
+    from layer_mteb.analysis.labels.budget import select_with_labels
     from layer_mteb.common.files import atomic_write
+    from layer_mteb.common.run_files import labels_file
 
     picks = select_with_labels(
         args.run,

@@ -143,8 +143,8 @@ def _add_report(commands) -> None:
     report.add_argument(
         "--reference",
         default=None,
-        help="the authors' per-layer scores (default: $LAYER_MTEB_REFERENCE or "
-        "../shared/reference/official_pythia_layer_scores.csv)",
+        help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
+        "official_pythia_layer_scores.csv in $LAYER_MTEB_REFERENCE, else in ../shared/reference)",
     )
     report.add_argument(
         "--paper-tasks",

@@ -114,9 +114,14 @@ def file_sha256(file: Path) -> str:
     return digest.hexdigest()
 
 
+def cache_root() -> Path:
+    """Where converted models, pooled-vector caches and remembered file hashes live (``$LAYER_MTEB_CACHE``, else
+    ``~/.cache/layer_mteb``)."""
+    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb"))
+
+
 def _hash_memo_path() -> Path:
-    """Beside the converted models and vectors (``$LAYER_MTEB_CACHE``, else ``~/.cache/layer_mteb``)."""
-    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb")) / "file-hashes.json"
+    return cache_root() / "file-hashes.json"
 
 
 def _read_memo(memo_path: Path) -> dict:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.run_files import SCORES_FILE
 
 
 class LayerId(TypedDict):
@@ -23,7 +24,6 @@ class LayerId(TypedDict):
 
 LAYER_COLUMNS = tuple(LayerId.__annotations__)
 SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
-SCORES_FILE = "scores.csv"
 #: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6

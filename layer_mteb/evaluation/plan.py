@@ -125,10 +125,3 @@ def distributed_shard() -> tuple[int, int] | None:
     """(rank, world size) when started by ``accelerate launch`` / ``torchrun`` with several processes, else None."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
-
-
-def shard_name(stem: str, suffix: str, shard: tuple[int, int] | None) -> str:
-    """``scores.csv`` for a whole run, ``scores.shard-1-of-4.csv`` for one shard of it."""
-    if shard is None or shard[1] == 1:
-        return f"{stem}{suffix}"
-    return f"{stem}.shard-{shard[0]}-of-{shard[1]}{suffix}"

@@ -18,12 +18,13 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
+from layer_mteb.common.run_files import MTEB_FOLDER, RUN_LOG, SCORES_FILE, sharded
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.mteb_call import evaluate_layer, has_stored_result
-from layer_mteb.evaluation.plan import parse_layers, shard_name, task_units
+from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.request import RunRequest, resolve_run
 from layer_mteb.evaluation.runlog import read_run_log, time_record, warn_stale_side_files, write_run_log
@@ -170,7 +171,7 @@ class _Record:
     def results(self) -> ResultCache | None:
         """mteb's result cache under ``output/mteb``, made on first use (it creates its folder)."""
         if self._results is None and self.output is not None:
-            self._results = ResultCache(self.output / "mteb")
+            self._results = ResultCache(self.output / MTEB_FOLDER)
         return self._results
 
     def __post_init__(self) -> None:
@@ -178,15 +179,15 @@ class _Record:
         self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
         self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
         # the folders this sweep may create, known before it creates any
-        self.made = [self.output / "mteb", topmost_missing(self.output)] if self.output is not None else []
+        self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
 
     @property
     def scores_name(self) -> str:
-        return shard_name("scores", ".csv", self.shard)
+        return sharded(SCORES_FILE, self.shard)
 
     @property
     def log_name(self) -> str:
-        return shard_name("run", ".json", self.shard)
+        return sharded(RUN_LOG, self.shard)
 
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows

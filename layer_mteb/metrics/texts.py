@@ -57,6 +57,21 @@ def _is_file(text: str) -> bool:
         return False
 
 
+def task_source(task: str) -> str:
+    """The label of ``task``'s own texts (its evaluation splits) in ``metrics.csv``: ``task:<task>``."""
+    return f"{TASK_TEXTS}{task}"
+
+
+def encoded_source(task: str) -> str:
+    """The label of every text mteb's evaluator encodes for ``task`` in ``metrics.csv``: ``encoded:<task>``."""
+    return f"{ENCODED_TEXTS}{task}"
+
+
+def source_task(source: object) -> str | None:
+    """The task whose own texts ``source`` labels (``task:<task>`` -> ``<task>``); ``None`` for any other source."""
+    return source.removeprefix(TASK_TEXTS) if isinstance(source, str) and source.startswith(TASK_TEXTS) else None
+
+
 def texts_task(source: str) -> str:
     """The task named by a ``task:<TaskName>`` source; a source naming none is a :class:`UserError`."""
     task = source.removeprefix(TASK_TEXTS).strip()
@@ -99,9 +114,9 @@ def load_texts(
     if source == "wikitext":
         raw, name, task = _wikitext(data_dir), "wikitext", None
     elif source.startswith(TASK_TEXTS):
-        raw = task_texts(texts_task(source), data_dir)
-        task = file_task(texts_task(source)) or texts_task(source)  # labelled by the task's name alone
-        name = f"{TASK_TEXTS}{task}"
+        task = texts_task(source)
+        raw = task_texts(task, data_dir)
+        name = task_source(file_task(task) or task)  # labelled by the task's name alone
     elif _is_file(source):
         path = Path(source).expanduser()
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None

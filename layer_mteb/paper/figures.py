@@ -13,10 +13,13 @@ from matplotlib.figure import Figure
 
 from layer_mteb.analysis.report.figures import figure1_panel, save, style
 from layer_mteb.analysis.report.table1 import headline_tasks, task_scores
-from layer_mteb.analysis.rules import COVERAGE, tasks_phrase
+from layer_mteb.analysis.rules import FIGURE1_COVERAGE, tasks_phrase
+from layer_mteb.metrics.texts import source_task
 
 
-def curves_of(scores: pd.DataFrame, models: list[str], coverage: float = COVERAGE) -> tuple[pd.DataFrame, list[str]]:
+def curves_of(
+    scores: pd.DataFrame, models: list[str], coverage: float = FIGURE1_COVERAGE
+) -> tuple[pd.DataFrame, list[str]]:
     """``models``' Figure 1 curves (score ×100 per layer, over :func:`.rules.common_tasks`, gaps
     where a layer lacks one of them) and that task set."""
     headline = headline_tasks(task_scores(scores[scores["model"].isin(models)]), coverage=coverage)
@@ -47,7 +50,7 @@ def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list
     order = sorted(scores["model"].unique(), key=_step)
     curves, tasks = curves_of(scores, order, coverage=1.0)
     curves = curves.assign(checkpoint=curves["model"].map(_label))
-    own_texts = metrics["texts"].str.startswith("task:")
+    own_texts = metrics["texts"].map(source_task).notna()
     entropy = metrics[metrics["model"].isin(order) & (metrics["metric"] == "prompt_entropy") & own_texts]
     ent_tasks = set.intersection(*(set(p["task"]) for _, p in entropy.groupby("model")))
     entropy = entropy[entropy["task"].isin(ent_tasks)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs.folders import load_run
+from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE, load_run, reference_folder
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
@@ -27,6 +26,7 @@ from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import figures, prompt_length
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
@@ -71,7 +71,7 @@ def reproduce(
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
-    release = release_scores(reference / "official_layer_scores.csv")
+    release = release_scores(reference / RELEASE_SCORES_FILE)
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
@@ -182,7 +182,7 @@ class Progress:
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
     """The library's correlations (:func:`.correlation.correlate`) of each model's own-text
     metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
-    own = metrics[metrics["texts"].str.startswith("task:")]
+    own = metrics[metrics["texts"].map(source_task).notna()]
     frames = []
     for model, part in own.groupby("model", sort=False):
         model_scores = scores[scores["model"] == model]
@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m layer_mteb.paper", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--reference",
-        default=os.environ.get("LAYER_MTEB_REFERENCE_DIR", "../shared/reference"),
-        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE_DIR, else ../shared/reference)",
+        default=reference_folder(),
+        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE, else ../shared/reference)",
     )
     parser.add_argument("--run", action="append", default=[], help="one of this project's run folders (repeatable)")
     parser.add_argument("--output", default="results/paper")

@@ -22,8 +22,9 @@ import pandas as pd
 from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examples, layer_score
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
 from layer_mteb.analysis.runs.folders import read_run_scores
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.runlog import declared_tasks, recorded_data_dir
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
@@ -71,10 +72,10 @@ def run_tasks(
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
         if unknown:
-            raise UserError(f"{run}/scores.csv has no rows for task(s) {', '.join(unknown)}")
+            raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
-    config = _config(scores)
+    config = EncodeConfig.from_key(scores.iloc[-1], device=default_device())
     loaded = load_model(model or _model_ref(name, revision), config, revision=None if model else revision)
     settings = resolve_settings(loaded, config)
     folder = data_dir_from_env(data_dir or recorded_data_dir(Path(run)))
@@ -103,7 +104,7 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
     own) give way to rows of the same layer that name the attention."""
     if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
         raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
-    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
+    settings = [c for c in SETTINGS_COLUMNS if c != "attention" and c in scores.columns]
     if len(scores[settings].drop_duplicates()) > 1:
         raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
     named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
@@ -113,31 +114,12 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
 
 
-def _config(scores: pd.DataFrame) -> EncodeConfig:
-    row = scores.iloc[-1]
-    attention = str(row.get("attention", "native"))
-    return EncodeConfig(
-        readout=str(row["readout"]),
-        pooling=str(row["pooling"]),
-        max_length=int(row["max_length"]),
-        dtype=str(row["dtype"]),
-        attention=None if attention in ("native", "nan") else attention,
-        normalize=str(row.get("normalize", False)) == "True",
-        device=default_device(),
-    )
-
-
 def _model_ref(name: str, revision: str) -> str:
     """A packaged model's short name when the run names its hub id and packaged revision, else the name itself."""
     for short, packaged in PACKAGED_MODELS.items():
         if packaged.hub_id == name and revision.startswith(packaged.distributions[0] + "-"):
             return short
     return name
-
-
-def labels_file(k: int | str) -> str:
-    """Where ``layer-mteb select --labels K`` writes its picks in the run folder, one file per K."""
-    return f"selection.labels-{k}.csv"
 
 
 def check_budget(k: int | str) -> None:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from layer_mteb.analysis.rules import (
-    COVERAGE,
+    FIGURE1_COVERAGE,
     TIE_TOL,
     common_tasks,
     complete_layer_means,
@@ -123,7 +123,7 @@ class Headline(NamedTuple):
     caption: str
 
 
-def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = (), coverage: float = COVERAGE) -> Headline:
+def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = (), coverage: float = FIGURE1_COVERAGE) -> Headline:
     """Figure 1's rows, curves and caption, the one path to them (``layer-mteb report``, the notebook and the
     paper's panels): the models not ``left_out`` (random-weight controls) over the task set of
     :func:`~layer_mteb.analysis.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a

@@ -15,10 +15,11 @@ from layer_mteb.analysis.runs.choices import METRIC_READOUTS
 from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import SCORES_FILE, read_scores, with_legacy_settings
+from layer_mteb.common.results import read_scores, with_legacy_settings
+from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
 from layer_mteb.metrics.table import read_metrics
+from layer_mteb.metrics.texts import task_source
 
-SIDE_FILES = {"selection": "selection.csv", "metrics": "metrics.csv", "correlation": "correlation.csv"}
 SIDE_KEYS = {
     "selection": ("model", "selector", "scope"),
     "metrics": ("model", "layer", "texts", "metric", "readout"),
@@ -26,8 +27,11 @@ SIDE_KEYS = {
 }
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
+#: The folder of the authors' released results (its SOURCE.md says what each file is).
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
-REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
+REFERENCE_DEFAULT = Path("..") / "shared" / "reference"
+#: Files of that folder: every released model's per-layer scores, and Pythia's in the form Figure 1 overlays.
+RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official_pythia_layer_scores.csv"
 
 
 def load_run(
@@ -95,7 +99,7 @@ class Runs:
 def discover_runs(root: str | Path) -> list[Path]:
     """Run folders below ``root``: every folder holding a ``scores.csv`` (mteb's own JSON folders skipped)."""
     root = Path(root)
-    found = {p.parent for p in root.rglob(SCORES_FILE) if "mteb" not in p.relative_to(root).parts[:-1]}
+    found = {p.parent for p in root.rglob(SCORES_FILE) if MTEB_FOLDER not in p.relative_to(root).parts[:-1]}
     return sorted(found)
 
 
@@ -115,7 +119,7 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     for (folder, part), label in zip(parts, labels, strict=True):
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
-        for side_name, file in SIDE_FILES.items():
+        for side_name, (file, _) in SIDE_FILES.items():
             side = _side_rows(_as_report_rows(side_name, _read_side(folder / file)), str(part["model"].iloc[0]), alone)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
@@ -145,7 +149,7 @@ def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | Non
         return frame
     if "texts" in frame.columns:
         texts = frame["texts"].astype(str)
-        own = texts == "task:" + frame["task"].astype(str)
+        own = texts == frame["task"].astype(str).map(task_source)
         key = "selector" if name == "selection" else "metric"
         has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
         frame = frame[own | (~has_own & (texts == "wikitext"))]
@@ -206,19 +210,30 @@ def _read_side(path: Path) -> pd.DataFrame | None:
     return frame if "model" in frame.columns and not frame.empty else None
 
 
-def reference_path(path: str | Path | None = None) -> Path:
-    """``path``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference/...`` (from here or from the repository)."""
-    chosen = path or os.environ.get(REFERENCE_ENV)
+def reference_folder(folder: str | Path | None = None) -> Path:
+    """The authors' release: ``folder``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference`` from the
+    working folder or beside the repository (or one level higher, for a checkout in a subfolder): the first of those
+    that exists, the first if none does."""
+    chosen = folder or os.environ.get(REFERENCE_ENV)
     if chosen:
-        candidates = [Path(chosen)]
-    else:
-        candidates = [REFERENCE_DEFAULT, Path(__file__).resolve().parents[3] / REFERENCE_DEFAULT]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise UserError(
-        f"paper reference scores not found at {str(candidates[0])!r}: pass --reference or set ${REFERENCE_ENV}"
-    )
+        return Path(chosen)
+    repository = Path(__file__).resolve().parents[3]
+    candidates = [REFERENCE_DEFAULT, repository.parent / "shared" / "reference"]
+    candidates.append(repository.parent.parent / "shared" / "reference")
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+def reference_path(path: str | Path | None = None) -> Path:
+    """The authors' per-layer Pythia scores: ``path`` (that file, or a release folder holding it), else the file in
+    :func:`reference_folder`."""
+    chosen = Path(path) if path else reference_folder()
+    file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
+    if not file.is_file():
+        raise UserError(
+            f"paper reference scores not found at {str(file)!r}: pass --reference or set ${REFERENCE_ENV} to the "
+            "folder of the authors' release"
+        )
+    return file
 
 
 def load_reference(path: str | Path | None = None) -> pd.DataFrame:

@@ -2,16 +2,15 @@
 ``layer_<k>/<Task>.json`` written by mteb 1.x, and mteb 2.x result folders such as a run's own ``mteb/``), the
 authors' released long-format score table, and their long-format metrics table.
 
-Each JSON is read by mteb itself (``TaskResult.from_disk`` reads 1.x files too); only the paper's subset of a
-multi-subset task (``tasks.yaml``: AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks
-are reported by :func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
+Each JSON is read by :func:`~.mteb_results.layer_results`, the one reader of mteb result files (mteb's own
+``TaskResult.from_disk``, which reads 1.x files too); only the paper's subset of a multi-subset task (``tasks.yaml``:
+AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks are reported by
+:func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
 (:func:`layer_mteb.analysis.selection.curves.score_curves`).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from functools import cache
 from pathlib import Path
 
@@ -19,10 +18,13 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNormalization
+from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
+from layer_mteb.common.results import SCORE_COLUMNS, tidy_scores
+from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE
 from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.metrics.texts import source_task
 from layer_mteb.tasks.catalog import read_task_file
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
@@ -56,8 +58,6 @@ RELEASE_DEPTHS = {
     "LLM2Vec-mntp-unsup-simcse/8B": 32,
     "LLM2Vec-mntp-supervised/8B": 32,
 }
-_LAYER_DIR = re.compile(r"^layer_(\d+)(_last)?$")
-_SKIPPED = {"model_meta.json", "run_settings.json"}
 
 #: What the paper's figures plot (the authors' plotting notebook, ``layerwise_entropies.ipynb``): entropies and LiDAR
 #: divided by min(ln N, ln D) (``maxEntropy``), DiME, InfoNCE and curvature raw. A constant divisor per source, so
@@ -79,43 +79,26 @@ def import_folder(
     runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where
     ``layer_<L>`` is absent). ``model`` and ``n_layers`` default to what the files say.
     """
-    from mteb.results import TaskResult
-
     root = Path(folder)
     if not root.is_dir():
         raise UserError(f"{folder} is not a folder of mteb result JSONs")
     subsets = {spec.name: spec.subsets for spec in read_task_file().tasks}
     rows, seen = [], set()
-    for path in sorted(root.rglob("*.json"), key=lambda p: (p.parent.name.endswith("_last"), str(p))):
-        if path.name in _SKIPPED:
-            continue
-        meta = _model_meta(path.parent)
-        layer, settings = _layer_of(path, meta)
-        if layer is None:
-            continue
-        result = TaskResult.from_disk(path)
-        name = model or meta.get("name") or root.name
-        if (name, layer, result.task_name) in seen:
+    for found in layer_results(root):
+        name, task = model or found.meta.get("name") or root.name, found.result.task_name
+        if (name, found.layer, task) in seen:
             continue  # a `layer_<L>_last` copy of a layer already read
-        seen.add((name, layer, result.task_name))
-        wanted = subsets.get(result.task_name)
-        for scores in result.scores.get(split, []):
-            if wanted and scores["hf_subset"] not in wanted:
-                continue
-            rows.append(
-                {
-                    "model": name,
-                    "revision": meta.get("revision") or result.mteb_version,
-                    "layer": layer,
-                    "task": result.task_name,
-                    "task_type": task_type(result.task_name),
-                    "split": split,
-                    "subset": scores["hf_subset"],
-                    "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
-                    **settings,
-                    "data": "imported",
-                }
-            )
+        seen.add((name, found.layer, task))
+        kwargs = found.experiment if "layer" in found.experiment else {}  # a layer folder of the authors': theirs
+        described = {
+            "model": name,
+            "revision": found.meta.get("revision") or found.result.mteb_version,
+            "layer": found.layer,
+            "task_type": task_type(task),
+            **{key: kwargs.get(key, AUTHORS_SETTINGS[key]) for key in AUTHORS_SETTINGS},
+            "data": "imported",
+        }
+        rows += [{**described, **row} for row in found.score_rows([split], subsets.get(task))]
     if not rows:
         raise UserError(f"no per-layer mteb result JSONs with a {split!r} split under {folder}")
     return _with_depth(pd.DataFrame(rows), n_layers)
@@ -132,23 +115,6 @@ def task_type(name: str) -> str | None:
         return None
 
 
-def _model_meta(folder: Path) -> dict:
-    path = folder / "model_meta.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _layer_of(path: Path, meta: dict) -> tuple[int | None, dict]:
-    kwargs = meta.get("experiment_kwargs") or {}
-    if "layer" in kwargs:
-        settings = {key: kwargs.get(key, AUTHORS_SETTINGS[key]) for key in AUTHORS_SETTINGS}
-        return int(kwargs["layer"]), settings
-    for part in reversed(path.relative_to(path.anchor).parts[:-1]):
-        match = _LAYER_DIR.match(part)
-        if match:
-            return int(match.group(1)), dict(AUTHORS_SETTINGS)
-    return None, {}
-
-
 def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
     if "n_layers" not in frame.columns:
         frame["n_layers"] = pd.NA
@@ -163,7 +129,7 @@ def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
 def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
     """The one reader of the release's ``layer`` labels: ``layer_<k>`` -> integer ``k``. Rows of other labels are
     dropped; the ``layer_<L>_last`` copy of a layer is kept only where ``layer_<L>`` itself is absent."""
-    parsed = raw["layer"].astype(str).str.extract(_LAYER_DIR)
+    parsed = raw["layer"].astype(str).str.extract(AUTHORS_LAYER)
     raw = raw.assign(layer=pd.to_numeric(parsed[0]), is_copy=parsed[1].notna()).dropna(subset=["layer"])
     raw = raw.sort_values("is_copy", kind="stable").drop_duplicates(["model", "layer", "task"])
     return raw.assign(layer=raw["layer"].astype(int))
@@ -244,10 +210,10 @@ def import_metrics_table(
     if normalization != "paper":
         wanted = pd.Series(normalization, index=table.index)
     table = table[table["normalization"] == wanted]
-    tests = table[table["texts"].str.startswith("task:") & (table["split"] == "test")]
+    tests = table[table["texts"].map(source_task).notna() & (table["split"] == "test")]
     has_test = set(zip(tests["model"], tests["texts"], strict=True))
     keep = [
-        not texts.startswith("task:") or split == "test" or (model, texts) not in has_test
+        source_task(texts) is None or split == "test" or (model, texts) not in has_test
         for model, texts, split in zip(table["model"], table["texts"], table["split"], strict=True)
     ]
     table = table[keep]
@@ -261,7 +227,7 @@ def import_metrics_table(
             "n_layers": depth.astype(int),
             "relative_depth": table["layer"] / depth,
             "texts": table["texts"],
-            "task": table["texts"].str.removeprefix("task:").where(table["texts"].str.startswith("task:"), ""),
+            "task": table["texts"].map(source_task).fillna(""),
             "metric": table["metric"],
             "value": table["value"],
             "n": pd.NA,
@@ -302,9 +268,9 @@ def write_import(
         write_metrics(table, out)
     lines = [
         f"{name}: {part['task'].nunique()} tasks, layers {part['layer'].min()}–{part['layer'].max()} "
-        f"({len(part)} scores) -> {out / 'scores.csv'}"
+        f"({len(part)} scores) -> {out / SCORES_FILE}"
         for name, part in scores.groupby("model", sort=False)
     ]
     if table is not None:
-        lines.append(f"metrics ({normalization}): {len(table)} rows -> {out / 'metrics.csv'}")
+        lines.append(f"metrics ({normalization}): {len(table)} rows -> {out / METRICS_FILE}")
     return lines + describe_missing(missing_layers(scores))

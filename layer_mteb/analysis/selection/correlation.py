@@ -22,12 +22,13 @@ from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.run_files import CORRELATION_FILE
+from layer_mteb.metrics.texts import source_task
 
 logger = logging.getLogger(__name__)
 
 Method = Literal["dcor", "spearman", "kendall"]
 METHODS: tuple[str, ...] = get_args(Method)
-CORRELATION_FILE = "correlation.csv"
 #: ``texts`` of the rows correlating the mean score with a metric averaged over each task's own texts
 OWN_TEXTS = "own texts"
 
@@ -171,10 +172,9 @@ def _pairs(scores: pd.DataFrame, metrics: pd.DataFrame) -> Iterator[tuple[str, s
         usable = sources_for(task, all_texts)
         yield from ((m, t, task, v, curves[task]) for (m, t), v in by_metric.items() if t in usable)
     for metric in dict.fromkeys(m for m, _ in by_metric):
-        own = {t: v for (m, t), v in by_metric.items() if m == metric and t.removeprefix("task:") in curves}
-        own = {t: v for t, v in own.items() if t.startswith("task:") and t != f"task:{MEAN}"}
+        own = {t: v for (m, t), v in by_metric.items() if m == metric and source_task(t) in curves.keys() - {MEAN}}
         if own:
-            tasks = pd.DataFrame({t: curves[t.removeprefix("task:")] for t in own}).dropna().mean(axis=1)
+            tasks = pd.DataFrame({t: curves[source_task(t)] for t in own}).dropna().mean(axis=1)
             yield metric, OWN_TEXTS, MEAN, pd.DataFrame(own).dropna().mean(axis=1), tasks
 
 

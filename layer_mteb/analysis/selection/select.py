@@ -11,44 +11,26 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
-from typing import TypedDict
 
 import pandas as pd
 
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.auto import AUTO, load_policy
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
-from layer_mteb.analysis.selection.selectors import BASELINES, ModelData, Selector, by_name, evaluate
+from layer_mteb.analysis.selection.selectors import (
+    BASELINES,
+    SELECTION_COLUMNS,
+    ModelData,
+    Selector,
+    by_name,
+    evaluate,
+)
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_files import METRICS_FILE, selection_file
 from layer_mteb.metrics import DIRECTIONS
-from layer_mteb.metrics.table import METRIC_COLUMNS, METRICS_FILE
-from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS
-
-SELECTION_FILE = "selection.csv"
-
-
-class SelectionRow(TypedDict):
-    """One row of ``selection.csv``: a selector's pick for a task (or ``mean``) and how it scores."""
-
-    model: str
-    task: str
-    selector: str
-    direction: str
-    texts: str
-    metric_readout: str
-    chosen_layer: int
-    chosen_relative_depth: float
-    chosen_score: float
-    last_layer: int
-    last_score: float
-    best_layer: int
-    best_score: float
-    regret: float
-    gain: float
-
-
-SELECTION_COLUMNS = list(SelectionRow.__annotations__)
+from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
 
 
 def select_layers(
@@ -105,14 +87,6 @@ def _no_metrics_needed(by: str | list[str] | None, scores: pd.DataFrame) -> pd.D
     return pd.DataFrame(columns=METRIC_COLUMNS)
 
 
-def selection_file(by: str | list[str] | None = None) -> str:
-    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
-    ``selection.<by>.csv`` (a metric or any selector name), so picking by one never drops the other selectors' picks."""
-    if by is None:
-        return SELECTION_FILE
-    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
-
-
 def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
     policy = load_policy() if by == AUTO else None
     study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS and policy is None else None
@@ -140,7 +114,7 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
             # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
             # `run --task-metrics` describe a different text set and are not a selector's source
             general = [(m, t) for m, t in metric_by if not t.startswith(ENCODED_TEXTS)]
-            sources = dict.fromkeys((m, "own" if t.startswith(TASK_TEXTS) else t) for m, t in general)
+            sources = dict.fromkeys((m, "own" if source_task(t) is not None else t) for m, t in general)
             candidates += [Selector(metric, metric, source) for metric, source in sources]
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         frames.append(evaluate([data], candidates, tasks))
@@ -191,9 +165,7 @@ def leaderboard(
         counted = [list(mean_tasks.get(m, [t])) if t == MEAN else [t] for m, t in rows]
     frame = frame.assign(counted=counted)
     if "texts" in frame.columns:
-        frame = frame.assign(
-            texts=frame["texts"].where(~frame["texts"].astype(str).str.startswith("task:"), "own texts")
-        )
+        frame = frame.assign(texts=frame["texts"].where(frame["texts"].map(source_task).isna(), "own texts"))
     frame = frame.assign(beats_last=frame["gain"] > 0)
     board = frame.groupby([*within, *by], sort=False).agg(
         n_tasks=("counted", lambda s: len(set(chain.from_iterable(s)))),

@@ -8,6 +8,7 @@ one exception). Ties follow :mod:`~.rules`: the deeper layer; "last" is layer ``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ import pandas as pd
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.texts import task_source
 
 #: Metrics whose extremum is a study candidate (the authors' six).
 STUDY_METRICS = ("prompt_entropy", "dataset_entropy", "curvature", "infonce", "lidar", "dime")
@@ -46,9 +48,32 @@ class ModelData:
         return None if values is None else values[values.index.isin(self.layers(task))]
 
 
+class SelectionRow(TypedDict):
+    """One row of ``selection.csv``: a selector's pick for a task (or ``mean``) and how it scores."""
+
+    model: str
+    task: str
+    selector: str
+    direction: str
+    texts: str
+    metric_readout: str
+    chosen_layer: int
+    chosen_relative_depth: float
+    chosen_score: float
+    last_layer: int
+    last_score: float
+    best_layer: int
+    best_score: float
+    regret: float
+    gain: float
+
+
+SELECTION_COLUMNS = list(SelectionRow.__annotations__)
+
+
 def texts_of(source: str | None, task: str) -> str:
     """The text source a selector reads for ``task``: ``own`` is the task's own texts, anything else is itself."""
-    return f"task:{task}" if source == "own" else str(source or "-")
+    return task_source(task) if source == "own" else str(source or "-")
 
 
 @dataclass(frozen=True)
@@ -144,24 +169,7 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
                         "chosen_score": float(score[layer]),
                     }
                 )
-    frame = pd.DataFrame(rows, columns=[*_ROW_COLUMNS])
+    frame = pd.DataFrame(rows, columns=SELECTION_COLUMNS)
     return frame.assign(
         regret=frame["best_score"] - frame["chosen_score"], gain=frame["chosen_score"] - frame["last_score"]
     )
-
-
-_ROW_COLUMNS = (
-    "model",
-    "task",
-    "selector",
-    "direction",
-    "texts",
-    "metric_readout",
-    "chosen_layer",
-    "chosen_relative_depth",
-    "chosen_score",
-    "last_layer",
-    "last_score",
-    "best_layer",
-    "best_score",
-)

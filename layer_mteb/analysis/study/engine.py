@@ -17,6 +17,7 @@ from layer_mteb.analysis.runs.importing import task_type
 from layer_mteb.analysis.selection.auto import kind_of
 from layer_mteb.analysis.selection.families import family_of
 from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, selectors
+from layer_mteb.metrics.texts import source_task
 
 #: Least share of a task's layers (0 … last) that must be scored for the task to be judged.
 STUDY_COVERAGE = 0.5
@@ -73,8 +74,8 @@ def _why_not(table: pd.DataFrame, n_layers: int, judged: int, coverage: float) -
 def _own_metric_tasks(metrics: pd.DataFrame | None, name: str, metric: str) -> set[str]:
     if metrics is None or metrics.empty:
         return set()
-    own = metrics[(metrics["model"] == name) & (metrics["metric"] == metric)]["texts"].astype(str)
-    return set(own[own.str.startswith("task:")].str.removeprefix("task:"))
+    own = metrics[(metrics["model"] == name) & (metrics["metric"] == metric)]["texts"].map(source_task)
+    return set(own.dropna())
 
 
 def _curves(metrics: pd.DataFrame | None, name: str) -> dict[tuple[str, str], pd.Series]:
