@@ -21,6 +21,7 @@ from layer_mteb.evaluation import runlog
 from layer_mteb.evaluation.runlog import COMPUTED_FIELDS, time_record
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.evaluation.workers import usable_cpus
+from layer_mteb.vectors.store import LayerCache
 
 TASKS = ["BIOSSES", "STS17"]
 #: what every computed task's ``seconds`` holds: its wall time, the phases outside the scoring loop, the loop
@@ -92,12 +93,20 @@ def _entries(out) -> dict[str, dict]:
 @pytest.fixture(scope="module", params=[1, 2], ids=["one-worker", "two-workers"])
 def runs(request, tiny_gpt_neox, data_dir, tmp_path_factory):
     """A cold sweep of two tasks (a fresh vector cache: the forward runs), then two reruns that reuse everything;
-    ``run.json`` after each."""
+    ``run.json`` after each, and the vector stores each wrote (the ``cache_io`` phase's writes)."""
     root = tmp_path_factory.mktemp(f"timing-{request.param}")
-    out, found = root / "run", []
+    out, found, saves = root / "run", [], []
+    save = LayerCache.save
+
+    def counted(cache, path=None):
+        saves[-1].append((path or cache.path).name)
+        return save(cache, path)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAYER_MTEB_CACHE", str(root / "cache"))
+        patch.setattr(LayerCache, "save", counted)
         for _ in range(3):
+            saves.append([])
             sweep(
                 tiny_gpt_neox,
                 TASKS,
@@ -108,11 +117,11 @@ def runs(request, tiny_gpt_neox, data_dir, tmp_path_factory):
                 eval_workers=request.param,
             )
             found.append(_entries(out))
-    return request.param, tiny_gpt_neox.n_layers + 1, found
+    return request.param, tiny_gpt_neox.n_layers + 1, found, saves
 
 
 def test_every_task_records_every_phase_as_non_negative_milliseconds(runs):
-    _, layers, (cold, again, third) = runs
+    _, layers, (cold, again, third), _ = runs
     for entries in (cold, again, third):
         assert sorted(entries) == TASKS
         for entry in entries.values():
@@ -126,7 +135,7 @@ def test_every_task_records_every_phase_as_non_negative_milliseconds(runs):
 
 
 def test_phases_that_run_in_turn_fit_in_the_wall_time_and_the_rates_follow_from_them(runs):
-    workers, _, (cold, _, _) = runs
+    workers, _, (cold, _, _), _ = runs
     for entry in cold.values():
         seconds = entry["seconds"]
         assert sum(seconds[p] for p in SERIAL) <= seconds["wall"] + (len(SERIAL) + 1) * ROUNDING
@@ -146,7 +155,7 @@ def test_phases_that_run_in_turn_fit_in_the_wall_time_and_the_rates_follow_from_
 
 
 def test_a_rerun_records_no_forward_or_evaluator_and_keeps_the_computing_runs_record(runs):
-    _, layers, (cold, again, third) = runs
+    _, layers, (cold, again, third), _ = runs
     for task in TASKS:
         computed = {name: cold[task][name] for name in COMPUTED_FIELDS if name in cold[task]}
         for rerun in (again[task], third[task]):
@@ -154,3 +163,11 @@ def test_a_rerun_records_no_forward_or_evaluator_and_keeps_the_computing_runs_re
             assert rerun["forward_texts_per_second"] is None and rerun["overhead_ratio"] is None
             assert rerun["texts_encoded"] == 0 and rerun["units_evaluated"] == 0 and rerun["units_reused"] == layers
             assert rerun["computed"] == computed  # through any number of reruns
+
+
+def test_a_cold_run_writes_each_tasks_vector_store_once_and_a_rerun_writes_none(runs):
+    """The store of a task whose texts are known before scoring is filled in one pass and written once, before the
+    first layer is scored; writing it again unchanged would double the task's ``cache_io`` (the store holds every
+    layer's vectors of every text)."""
+    *_, (cold, again, third) = runs
+    assert sorted(cold) == TASKS and again == third == []
