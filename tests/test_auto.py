@@ -157,6 +157,36 @@ def test_a_base_model_gets_the_shipped_base_rule() -> None:
     )
 
 
+#: one task of each type the paper's tasks have, as their ``scores.csv`` rows name the type
+TYPED_TASKS = {
+    "EmotionClassification": "Classification",
+    "TwentyNewsgroupsClustering": "Clustering",
+    "TwitterSemEval2015": "PairClassification",
+    "AskUbuntuDupQuestions": "Reranking",
+    "STS12": "STS",
+}
+
+
+def test_a_base_model_gets_the_shipped_rule_of_each_task_type() -> None:
+    """The shipped base rule picks a depth per task type: on a 10-layer model each task gets the layer of its own
+    type's depth (or the rule's default), which is what that depth alone picks, and the types do not all agree."""
+    rule = auto.load_policy().rules["base"]
+    assert rule.by_type, "the shipped base rule has no depth per task type: this test has nothing to exercise"
+    curves = {task: [0.1 * ((k * (i + 3)) % 7) for k in range(11)] for i, task in enumerate(TYPED_TASKS)}
+    scores, metrics = run_tables(curves, {("prompt_entropy", "wikitext"): [1.0] * 11}, model="EleutherAI/pythia-70m")
+    scores["task_type"] = scores["task"].map(TYPED_TASKS)
+    picked = select_layers(scores=scores, metrics=metrics, by="auto", per_task=True).query("selector == 'auto'")
+    picked = picked.set_index("task")["chosen_layer"].to_dict()
+    wanted = {task: rule.by_type.get(kind, rule.selector) for task, kind in TYPED_TASKS.items()}
+    assert picked == {task: round(by_name(name).depth * 10) for task, name in wanted.items()}
+    for task, name in wanted.items():
+        direct = select_layers(scores=scores, metrics=metrics, by=name, per_task=True)
+        assert direct.query("task == @task and selector == @name")["chosen_layer"].tolist() == [picked[task]]
+    default = round(by_name(rule.selector).depth * 10)
+    typed = [task for task, kind in TYPED_TASKS.items() if kind in rule.by_type]
+    assert typed and all(picked[task] != default for task in typed) and len(set(picked.values())) >= 3
+
+
 def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_path: Path, capsys) -> None:
     from layer_mteb.cli import main
 

@@ -312,6 +312,7 @@ def _score_layers(
         cache.fill(known)
         if cache.path is not None and len(cache) > entry["texts_loaded"]:
             cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]  # saved: the loop below need not save it again
     # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
     # find every text in it
     first = [] if known is not None else layer_ids[:1]
