@@ -165,8 +165,9 @@ def _classification(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) ->
         raise UserError(f"{task.metadata.name}: main score {main!r} is not one labelled selection computes")
     folds = KFold(n_splits=min(task.n_splits, len(y)), shuffle=True, random_state=seed)
     predicted = np.empty_like(y)
-    for train, test in folds.split(x):
-        train = _undersample(train, y, task.samples_per_label, seed)
+    positions: list[int] | None = None
+    for train_rows, test in folds.split(x):
+        positions, train = _undersample(train_rows, y, task.samples_per_label, seed, positions)
         if len(np.unique(y[train])) == 1:
             predicted[test] = y[train][0]
         else:
@@ -186,17 +187,23 @@ CLASSIFICATION_SCORES = {
 }
 
 
-def _undersample(rows: np.ndarray, labels: np.ndarray, per_label: int, seed: int) -> np.ndarray:
-    """At most ``per_label`` rows of each label, in a seeded shuffled order (mteb's ``_undersample_data``)."""
-    order = rows.copy()
-    np.random.RandomState(seed).shuffle(order)
+def _undersample(
+    rows: np.ndarray, labels: np.ndarray, per_label: int, seed: int, positions: list[int] | None = None
+) -> tuple[list[int], np.ndarray]:
+    """mteb's ``_undersample_data`` as its cross-validation calls it: the positions (into a fold's training rows) it
+    shuffled for the previous fold are shuffled again with the seed, so fold ``i`` takes the seeded permutation
+    ``i + 1`` times; then at most ``per_label`` rows of each label, in that order. Returns the positions for the
+    next fold and the rows kept."""
+    positions = list(range(len(rows))) if positions is None else positions
+    np.random.RandomState(seed).shuffle(positions)
     kept, counts = [], {}
-    for row in order:
+    for position in positions:
+        row = rows[position]
         label = labels[row]
         if counts.get(label, 0) < per_label:
             kept.append(row)
             counts[label] = counts.get(label, 0) + 1
-    return np.asarray(kept, dtype=np.int64)
+    return positions, np.asarray(kept, dtype=np.int64)
 
 
 def _clustering(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> float:
