@@ -173,13 +173,15 @@ def test_labels_needed_reads_the_curve_against_each_baseline(tmp_path):
     assert (tmp_path / "curve.png").stat().st_size > 0
 
 
-def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(planted_run, data_dir, tmp_path):
+def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(planted_run, data_dir, tmp_path, capsys):
     out = tmp_path / "paper"
     out.mkdir()
     model = pd.read_csv(planted_run / "scores.csv")["model"].iloc[0]
     measured = pd.DataFrame({"model": model, "task": "BIOSSES", "k": ["8", "full"], "mean_regret": [0.02, 0.0]})
     measured.to_csv(out / "label_budget.csv", index=False)
-    write_curve([planted_run], out, data_dir=data_dir, baselines_only=True)
+    argv = ["label-budget", "--run", str(planted_run), "--output", str(out), "--data-dir", str(data_dir)]
+    assert main([*argv, "--baselines-only"]) == 0
+    assert "within 1 point of the best" in capsys.readouterr().out  # the labels each target needs
     kept = pd.read_csv(out / "label_budget.csv", dtype={"k": str})
     pd.testing.assert_frame_equal(kept, measured, check_dtype=False)  # the measured curve is not measured again
     baselines = pd.read_csv(out / "label_budget_baselines.csv")
@@ -189,9 +191,15 @@ def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(plant
     assert (out / "label_budget.png").stat().st_size > 0
 
 
-def test_baselines_only_without_a_curve_is_one_clear_error(planted_run, data_dir, tmp_path):
+def test_baselines_only_without_a_curve_is_one_clear_error(planted_run, data_dir, tmp_path, capsys):
     with pytest.raises(UserError, match="needs a measured curve"):
         write_curve([planted_run], tmp_path / "empty", data_dir=data_dir, baselines_only=True)
+    argv = ["label-budget", "--run", str(planted_run), "--output", str(tmp_path / "empty"), "--baselines-only"]
+    assert main(argv) == 2
+    curve = tmp_path / "empty" / "label_budget.csv"
+    assert capsys.readouterr().err == (
+        f"layer-mteb: error: --baselines-only needs a measured curve: {curve} does not exist\n"
+    )
 
 
 def test_an_interrupted_curve_resumes_from_the_tasks_it_saved(tiny_folder, data_dir, tmp_path):

@@ -138,3 +138,17 @@ def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
         "paper: stress_0.png, stress_1.png, stress_2.png, ... (3 more)",
     ]
     assert all(line.endswith(" s)") for line in lines)
+
+
+def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeypatch):
+    from layer_mteb.cli import main
+    from layer_mteb.paper import reproduce
+
+    called = []
+    monkeypatch.setattr(reproduce, "reproduce", lambda *args: called.append(args))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
+    argv = ["reproduce", "--reference", str(REFERENCE), "--run", str(run), "--output", str(tmp_path / "paper")]
+    assert main([*argv, "--permutations", "7", "--policy", str(tmp_path / "policy.json")]) == 0
+    assert called == [(REFERENCE, [run], tmp_path / "paper", 7, tmp_path / "policy.json")]

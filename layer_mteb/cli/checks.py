@@ -94,8 +94,17 @@ def _check_runs(args: argparse.Namespace) -> None:
             raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
         if not (folder / "scores.csv").is_file():
             raise UserError(f"{str(folder)!r} has no scores.csv: pass a folder written by `layer-mteb run`")
-    if args.command == "report":
+    if args.command in ("report", "label-budget", "reproduce"):
         check_writable(Path(args.output))
+    if args.command == "label-budget":
+        check_eval_workers(args.eval_workers)
+
+
+def _check_reproduce(args: argparse.Namespace) -> None:
+    release = Path(args.reference) / "official_layer_scores.csv"
+    if not release.is_file():
+        raise UserError(f"no {release.name} in {args.reference}; pass --reference")
+    _check_runs(args)
 
 
 def _check_import(args: argparse.Namespace) -> None:
@@ -112,6 +121,8 @@ _CHECKS = {
     "select": _check_runs,
     "correlate": _check_runs,
     "import": _check_import,
+    "label-budget": _check_runs,
+    "reproduce": _check_reproduce,
 }
 
 

@@ -1,4 +1,4 @@
-"""``python -m layer_mteb.paper``: the paper's results regenerated from the authors' released per-layer scores and
+"""``layer-mteb reproduce``: the paper's results regenerated from the authors' released per-layer scores and
 metrics, beside this project's own runs, written to one folder (``results/paper``): Table 1, Figure 1, the training
 progression, the correlations and the selector study with its leave-one-model-out and leave-one-family-out
 choices (and, with ``--policy``, the policy ``select --by auto`` ships).
@@ -8,9 +8,7 @@ Offline and deterministic: the same inputs give the same bytes (figures without 
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +65,8 @@ def reproduce(
     """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
     on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
     model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`)."""
+    if not (reference / "official_layer_scores.csv").is_file():
+        raise UserError(f"no official_layer_scores.csv in {reference}; pass --reference")
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
@@ -193,26 +193,3 @@ def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int)
         except UserError as err:
             logger.warning("%s: no correlations (%s)", model, err)
     return pd.concat(frames, ignore_index=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m layer_mteb.paper", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--reference",
-        default=os.environ.get("LAYER_MTEB_REFERENCE_DIR", "../shared/reference"),
-        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE_DIR, else ../shared/reference)",
-    )
-    parser.add_argument("--run", action="append", default=[], help="one of this project's run folders (repeatable)")
-    parser.add_argument("--output", default="results/paper")
-    parser.add_argument("--permutations", type=int, default=PERMUTATIONS)
-    parser.add_argument(
-        "--policy", default=None, help="also write the `select --by auto` policy trained on every study model here"
-    )
-    args = parser.parse_args(argv)
-    reference = Path(args.reference)
-    if not (reference / "official_layer_scores.csv").is_file():
-        print(f"error: no official_layer_scores.csv in {reference}; pass --reference", flush=True)
-        return 2
-    policy = Path(args.policy) if args.policy else None
-    reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
-    return 0

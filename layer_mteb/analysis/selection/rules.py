@@ -1,5 +1,5 @@
 """The analysis rules, each defined once and used by Table 1, selection, the selector study, correlation and both
-Figure 1s (``layer-mteb report``, the notebook and ``python -m layer_mteb.paper``); ``docs/report.md`` says why.
+Figure 1s (``layer-mteb report``, the notebook and ``layer-mteb reproduce``); ``docs/report.md`` says why.
 
 - **Last layer**: the model's final hidden state, layer ``n_layers``. A task without a score there has no last layer:
   it is left out of every comparison with the last layer (and named), never compared with a shallower layer.
