@@ -22,7 +22,7 @@ from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import MTEB_DECIMALS, SCORE_COLUMNS, tidy_scores
 from layer_mteb.metrics.table import METRIC_COLUMNS
-from layer_mteb.tasks.catalog import read_task_file
+from layer_mteb.tasks.catalog import read_task_file, task_type
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
 #: mean pooling with special tokens, max length 2048, half precision.
@@ -121,16 +121,6 @@ def import_folder(
 
 
 @cache
-def task_type(name: str) -> str | None:
-    """mteb's type of the task called ``name`` (``STS``, ``Classification``, ...), ``None`` if mteb lacks it."""
-    import mteb
-
-    try:
-        return mteb.get_task(name).metadata.type
-    except Exception:  # a task this mteb no longer knows keeps its scores, without a type
-        return None
-
-
 def _model_meta(folder: Path) -> dict:
     path = folder / "model_meta.json"
     return json.loads(path.read_text()) if path.is_file() else {}
