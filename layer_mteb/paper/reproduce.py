@@ -24,6 +24,8 @@ from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import read_scores
+from layer_mteb.metrics.table import METRICS_FILE
 from layer_mteb.paper import figures, prompt_length
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
@@ -46,13 +48,13 @@ REASONS = {
 
 
 def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any."""
-    try:
-        return load_run(run, None, None, "auto")
-    except UserError:  # a run without metrics: its scores alone
-        from layer_mteb.common.results import read_scores
+    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any.
 
+    Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
+    (other settings, missing columns) is an error, not a run silently left out of the correlations and the study."""
+    if not (run / METRICS_FILE).is_file():
         return read_scores(run), None
+    return load_run(run, None, None, "auto")
 
 
 #: Writes one table into the output folder under the given file name.
