@@ -4,6 +4,7 @@ selection and correlation); several runs for a report (``scores.csv`` plus optio
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
 REFERENCE_DEFAULT = Path("..") / "shared" / "reference" / "official_pythia_layer_scores.csv"
+logger = logging.getLogger(__name__)
 
 
 def load_run(
@@ -196,14 +198,20 @@ def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
 
 
 def _read_side(path: Path) -> pd.DataFrame | None:
-    """An optional per-run file; absent, unreadable or without a ``model`` column means 'not there'."""
+    """An optional per-run file; absent or without rows means 'not there'. One that cannot be read or lacks a
+    ``model`` column is left out with a warning naming it: the report then lacks what it holds, which a user must
+    be told."""
     if not path.is_file():
         return None
     try:
         frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
         return None
-    return frame if "model" in frame.columns and not frame.empty else None
+    if "model" not in frame.columns:
+        logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
+        return None
+    return frame if not frame.empty else None
 
 
 def reference_path(path: str | Path | None = None) -> Path:
