@@ -90,6 +90,7 @@ def sweep(
             settings = resolve_settings(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
+            record.model_ready(loaded, config.attention, settings.encode.attention)
             _sweep_task(loaded, task, settings, layer_ids, record, options)
             tasks_bar.update()
         tasks_bar.close()
@@ -159,6 +160,8 @@ class _Record:
     task_metrics: bool = False
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
+    #: (model, revision) -> the attention it runs unless told otherwise: what older tables call ``native``
+    own_attention: dict[tuple[str, str], str] = field(default_factory=dict)
     _results: ResultCache | None = None
 
     @property
@@ -183,13 +186,19 @@ class _Record:
     def log_name(self) -> str:
         return shard_name("run", ".json", self.shard)
 
+    def model_ready(self, loaded: LoadedModel, asked: str | None, ran: str | None) -> None:
+        """Note the model's own attention when this run shows it: what ran when none was asked, or the only one an
+        encoder or state-space model has. (A decoder switched by ``--attention`` does not show its own.)"""
+        if ran is not None and (asked is None or loaded.architecture.kind != "causal"):
+            self.own_attention[(loaded.name, loaded.revision)] = ran
+
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows
         self._write_scores()
 
     def _write_scores(self) -> None:
         if self.output is not None:
-            write_scores(combine_scores(self.kept, self.rows), self.output, self.scores_name)
+            write_scores(combine_scores(self.kept, self.rows, self.own_attention), self.output, self.scores_name)
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
