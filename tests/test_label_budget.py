@@ -4,7 +4,12 @@ layer is made to carry the gold similarity, so the right pick is known."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
+import subprocess
+import sys
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -13,9 +18,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from layer_mteb.analysis.labels.budget import pick_layers, run_tasks, select_with_labels
+from layer_mteb.analysis.labels import budget
+from layer_mteb.analysis.labels.budget import TaskLayers, pick_layers, run_tasks, select_with_labels
 from layer_mteb.analysis.labels.curve import curve_rows, labels_needed, plot_curve, write_curve
-from layer_mteb.analysis.labels.labelled import layer_scores
+from layer_mteb.analysis.labels.labelled import LabelledExamples, layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -218,3 +224,64 @@ def test_an_interrupted_curve_resumes_from_the_tasks_it_saved(tiny_folder, data_
     pd.testing.assert_frame_equal(again[columns], whole[columns])
     other = curve_rows(run, **{**options, "draws": 3})  # other draws never read those rows
     assert (other["seconds"] >= 0).all() and len(list(parts.iterdir())) == 2
+
+
+# Ctrl-C pressed as the first task's layers are being scored: the signal is real, only its moment is fixed.
+CTRL_C_WHILE_SCORING = """
+import signal, sys
+from layer_mteb.analysis.labels import budget
+from layer_mteb.cli import main
+
+def interrupted(*args, **kwargs):
+    signal.raise_signal(signal.SIGINT)
+
+budget.pick_layers = interrupted
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_in_select_labels_says_nothing_was_saved(planted_run, tiny_folder, data_dir):
+    argv = ["select", "--run", str(planted_run), "--labels", "8", "--model", str(tiny_folder)]
+    env = {**os.environ, "LAYER_MTEB_DATA": str(data_dir), "HF_HUB_OFFLINE": "1"}
+    before = {path: path.stat().st_mtime_ns for path in planted_run.glob("selection.labels-*")}
+    stopped = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_SCORING, *argv], env=env, capture_output=True, text=True
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    lines = [line for line in stopped.stderr.splitlines() if line.strip()]
+    assert lines[-1] == "layer-mteb: interrupted; nothing was saved, run the same command again"
+    assert not any("Traceback" in line for line in lines)
+    assert {path: path.stat().st_mtime_ns for path in planted_run.glob("selection.labels-*")} == before
+
+
+def _unconverging_unit() -> TaskLayers:
+    """A classification task whose logistic regression stops after one iteration: every fit warns that it did not
+    converge (scikit-learn's ConvergenceWarning), as mteb's does on a decoder's unnormalised vectors."""
+    from types import SimpleNamespace
+
+    from sklearn.linear_model import LogisticRegression
+
+    metadata = SimpleNamespace(name="Unconverging", type="Classification", main_score="accuracy")
+    task = SimpleNamespace(
+        metadata=metadata, seed=42, n_splits=2, samples_per_label=8, evaluator_model=LogisticRegression(max_iter=1)
+    )
+    rng = np.random.default_rng(0)
+    labels = np.repeat([0, 1, 2], 8)
+    vectors = rng.standard_normal((3, len(labels), 16)) * 100  # [layers, texts, D]
+    examples = LabelledExamples(task, [f"text {i}" for i in labels], np.arange(len(labels)), labels)
+    scores = pd.Series([0.4, 0.5, 0.45], index=[0, 1, 2])
+    return TaskLayers("test/model", "Unconverging", "default", scores, examples, vectors)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_scorers_convergence_warnings_are_one_line_per_task_and_in_its_row(tmp_path, monkeypatch, caplog, workers):
+    monkeypatch.setattr(budget, "run_tasks", lambda *args, **kwargs: iter([_unconverging_unit()]))
+    with caplog.at_level(logging.WARNING, logger="layer_mteb"), warnings.catch_warnings(record=True) as passed_on:
+        warnings.simplefilter("always")
+        picks = select_with_labels(tmp_path, 8, draws=2, workers=workers)
+    assert not [w for w in passed_on if w.category.__name__ == "ConvergenceWarning"]  # counted, not shown
+    [line] = [r.getMessage() for r in caplog.records if "ConvergenceWarning" in r.getMessage()]
+    count = int(line.split(": ", 1)[1].split()[0])
+    assert count >= 3 * 2  # every layer fits in every draw
+    assert line.startswith(f"Unconverging: {count} ConvergenceWarnings from mteb's logistic regression at layers 0-2;")
+    assert picks["warnings"].tolist() == [f"{count} ConvergenceWarnings at layers 0-2"]
