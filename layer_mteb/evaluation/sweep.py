@@ -79,7 +79,7 @@ def sweep(
     # before any model: a mistyped task should not wait for a model load
     work = task_units(tasks, data_dir_from_env(data_dir), skip_unavailable=skip_unavailable)
     units = _units(model, revision, work, shard)
-    record = _Record(output_path, shard, task_metrics)
+    record = _Record(output_path, shard, task_metrics, asked_attention=config.attention)
     in_memory = _ModelInMemory(config, layers, trust_remote_code)
     options = _Options(overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
@@ -90,7 +90,6 @@ def sweep(
             settings = resolve_settings(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
-            record.model_ready(loaded, config.attention, settings.encode.attention)
             _sweep_task(loaded, task, settings, layer_ids, record, options)
             tasks_bar.update()
         tasks_bar.close()
@@ -158,6 +157,7 @@ class _Record:
     output: Path | None
     shard: tuple[int, int] | None
     task_metrics: bool = False
+    asked_attention: str | None = None  # --attention, None for the model's own
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
     #: (model, revision) -> the attention it runs unless told otherwise: what older tables call ``native``
@@ -186,10 +186,10 @@ class _Record:
     def log_name(self) -> str:
         return shard_name("run", ".json", self.shard)
 
-    def model_ready(self, loaded: LoadedModel, asked: str | None, ran: str | None) -> None:
+    def model_ready(self, loaded: LoadedModel, ran: str | None) -> None:
         """Note the model's own attention when this run shows it: what ran when none was asked, or the only one an
         encoder or state-space model has. (A decoder switched by ``--attention`` does not show its own.)"""
-        if ran is not None and (asked is None or loaded.architecture.kind != "causal"):
+        if ran is not None and (self.asked_attention is None or loaded.architecture.kind != "causal"):
             self.own_attention[(loaded.name, loaded.revision)] = ran
 
     def unit_done(self, rows: list[dict]) -> None:
@@ -220,6 +220,7 @@ def _sweep_task(
     options: _Options,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    record.model_ready(loaded, settings.encode.attention)
     store = store_folder(loaded, settings, task.metadata.name) if options.vector_cache else None
     start = time.perf_counter()
     loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
