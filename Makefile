@@ -65,7 +65,7 @@ REFERENCE ?= $(abspath ../shared/reference)
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
-	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
+	$(BIN)/layer-mteb reproduce --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
 		--policy layer_mteb/analysis/selection/auto_selector.json
 
 # The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every
@@ -73,7 +73,7 @@ reproduce: setup
 LABEL_RUNS ?= $(patsubst %/scores.csv,%,$(wildcard $(addsuffix /scores.csv,$(addprefix results/,$(PAPER_RUNS)))))
 
 label-budget: setup
-	$(BIN)/python -m layer_mteb.analysis.labels.curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
+	$(BIN)/layer-mteb label-budget --output results/paper $(addprefix --run ,$(LABEL_RUNS))
 
 setup: $(VENV)/.installed
 

@@ -13,7 +13,7 @@ from _metric_fixtures import run_tables
 from test_paper import REFERENCE
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.families import family_of
 from layer_mteb.analysis.selection.select import select_layers

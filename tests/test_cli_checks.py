@@ -76,6 +76,20 @@ CASES = {
     "stress lengths": (["stress", "--model", "minilm-l6", "--lengths", "64,long"], "--lengths"),
     "select without a run": (["select", "--run", "{tmp}/none"], "does not exist"),
     "report of a folder without scores": (["report", "--run", "{tmp}"], "has no scores.csv"),
+    "label budget without a run": (["label-budget", "--run", "{tmp}/none"], "does not exist"),
+    "label budget with no worker": (
+        ["label-budget", "--run", "{tmp}/run", "--output", "{tmp}/out", "--eval-workers", "0"],
+        "--eval-workers must be a positive integer",
+    ),
+    "label budget written into a file": (["label-budget", "--run", "{tmp}/run", "--output", "{tmp}/file"], "is a file"),
+    "reproduce without the release": (
+        ["reproduce", "--reference", "{tmp}", "--output", "{tmp}/out"],
+        "no official_layer_scores.csv in {tmp}; pass --reference",
+    ),
+    "reproduce of a folder without scores": (
+        ["reproduce", "--reference", "{tmp}/release", "--run", "{tmp}", "--output", "{tmp}/out"],
+        "has no scores.csv",
+    ),
 }
 
 
@@ -102,6 +116,10 @@ def _fresh_main(argv: list[str], cwd: Path) -> tuple[int, list[str], list[str]]:
 def test_a_mistake_is_one_line_before_anything_heavy_loads_and_writes_nothing(case, tmp_path):
     (tmp_path / "file").write_text("mine\n")
     (tmp_path / "broken.yaml").write_text("tasks:\n  STS: [STS12\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "official_layer_scores.csv").write_text("model,layer,task,main_score\n")
     before = sorted(p.name for p in tmp_path.rglob("*"))
     args, message = CASES[case]
     argv = [a.format(tmp=tmp_path) for a in args]

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _metric_fixtures import run_tables
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
@@ -137,3 +138,32 @@ def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
         "paper: stress_0.png, stress_1.png, stress_2.png, ... (3 more)",
     ]
     assert all(line.endswith(" s)") for line in lines)
+
+
+def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeypatch):
+    from layer_mteb.cli import main
+    from layer_mteb.paper import reproduce
+
+    called = []
+    monkeypatch.setattr(reproduce, "reproduce", lambda *args: called.append(args))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
+    argv = ["reproduce", "--reference", str(REFERENCE), "--run", str(run), "--output", str(tmp_path / "paper")]
+    assert main([*argv, "--permutations", "7", "--policy", str(tmp_path / "policy.json")]) == 0
+    assert called == [(REFERENCE, [run], tmp_path / "paper", 7, tmp_path / "policy.json")]
+
+
+def test_a_run_without_metrics_keeps_its_scores_but_mismatched_metrics_are_an_error(tmp_path):
+    from layer_mteb.paper.reproduce import run_scores
+
+    scores, metrics = run_tables({"STS12": [0.1, 0.3, 0.2]}, {("prompt_entropy", "wikitext"): [0.5, 0.4, 0.6]})
+    scores.to_csv(tmp_path / "scores.csv", index=False)
+    alone, none = run_scores(tmp_path)
+    assert none is None and alone["main_score"].tolist() == [0.1, 0.3, 0.2]
+    metrics.assign(max_length=128).to_csv(tmp_path / "metrics.csv", index=False)  # measured with other settings
+    with pytest.raises(UserError, match=r"metrics\.csv has no rows for the scored model and settings"):
+        run_scores(tmp_path)
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    _, paired = run_scores(tmp_path)
+    assert paired["value"].tolist() == [0.5, 0.4, 0.6]

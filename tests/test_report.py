@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pandas as pd
 import pytest
 from _report_fixtures import (
     REFERENCE_SCORES,
+    alpha_metrics,
     alpha_scores,
     alpha_selection,
     one_layer_scores,
@@ -217,6 +219,24 @@ def test_a_run_without_the_last_layer_leaves_table1_empty():
     assert len(table) == 1
     row = table.iloc[0]
     assert row["n_tasks"] == 0 and math.isnan(row["avg_best"]) and pd.isna(row["best_layer"])
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"", "unreadable (EmptyDataError"),
+        (b"model,selector\n\xff\xfe,x\n", "unreadable (UnicodeDecodeError"),
+        (b"selector,layer\nlast_layer,2\n", "has no model column"),
+    ],
+)
+def test_an_unreadable_side_file_is_named_in_one_warning(tmp_path, caplog, content, why):
+    folder = write_run(tmp_path / "a", alpha_scores(), metrics=alpha_metrics())
+    (folder / "selection.csv").write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="layer_mteb"):
+        runs = load_runs([folder])
+    assert runs.selection is None and runs.metrics is not None  # left out; the readable side file stays
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{folder / 'selection.csv'} ") and why in line
 
 
 def test_side_files_belong_to_their_run_folder(tmp_path):

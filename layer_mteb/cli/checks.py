@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from layer_mteb.analysis.runs.choices import REFERENCE_ENV, RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import resolve_run
+from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
@@ -105,8 +107,18 @@ def _check_runs(args: argparse.Namespace) -> None:
             raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
         if not (folder / SCORES_FILE).is_file():
             raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
-    if args.command == "report":
+    if args.command in ("report", "label-budget", "reproduce"):
         check_writable(Path(args.output))
+    if args.command == "label-budget":
+        check_eval_workers(args.eval_workers)
+
+
+def _check_reproduce(args: argparse.Namespace) -> None:
+    args.reference = reference_folder(args.reference)
+    release = args.reference / RELEASE_SCORES_FILE
+    if not release.is_file():
+        raise UserError(f"no {release.name} in {args.reference}; pass --reference or set ${REFERENCE_ENV}")
+    _check_runs(args)
 
 
 def _check_import(args: argparse.Namespace) -> None:
@@ -123,6 +135,8 @@ _CHECKS = {
     "select": _check_runs,
     "correlate": _check_runs,
     "import": _check_import,
+    "label-budget": _check_runs,
+    "reproduce": _check_reproduce,
 }
 
 

@@ -211,3 +211,25 @@ def correlate(args: argparse.Namespace) -> None:
         metric_readout=args.metric_readout,
     )
     print_correlation(correlation_table(frame), Path(args.run))
+
+
+def label_budget(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.labels.curve import write_curve
+
+    needed = write_curve(
+        args.run,
+        args.output,
+        draws=args.draws,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        baselines_only=args.baselines_only,
+        workers=args.eval_workers,
+    )
+    print(needed.to_string(index=False))
+
+
+def reproduce(args: argparse.Namespace) -> None:
+    from layer_mteb.paper.reproduce import reproduce as reproduce_paper
+
+    policy = Path(args.policy) if args.policy else None
+    reproduce_paper(Path(args.reference), [Path(r) for r in args.run], Path(args.output), args.permutations, policy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
@@ -74,17 +75,31 @@ def tidy_scores(rows: list[dict]) -> pd.DataFrame:
 ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
 
 
-def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
+def combine_scores(
+    kept: pd.DataFrame, new_rows: list[dict], own_attention: Mapping[tuple[str, str], str] | None = None
+) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows``: rows of the same measurement are
-    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores."""
+    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores.
+
+    Rows written before the attention was resolved say ``native``, the model's own. ``own_attention`` ((model,
+    revision) -> the attention that model runs unless told otherwise) reads them as that attention, so a rerun
+    replaces them like any other row instead of keeping an older copy of the same measurement beside its own."""
     new = tidy_scores(new_rows)
     if kept.empty:
         return new
-    kept = with_legacy_settings(kept.copy())
+    kept = _resolve_native(with_legacy_settings(kept.copy()), own_attention or {})
     if not new.empty:
         keys = pd.MultiIndex.from_frame(new[ROW_KEY].astype(str))
         kept = kept[~pd.MultiIndex.from_frame(kept[ROW_KEY].astype(str)).isin(keys)]
     return tidy_scores([*kept.to_dict("records"), *new.to_dict("records")])
+
+
+def _resolve_native(frame: pd.DataFrame, own_attention: Mapping[tuple[str, str], str]) -> pd.DataFrame:
+    native = frame["attention"].astype(str) == LEGACY_SETTINGS["attention"]
+    for (model, revision), attention in own_attention.items():
+        rows = native & (frame["model"].astype(str) == model) & (frame["revision"].astype(str) == revision)
+        frame.loc[rows, "attention"] = attention
+    return frame
 
 
 def read_scores_if_any(run_dir: Path, name: str = SCORES_FILE) -> pd.DataFrame:

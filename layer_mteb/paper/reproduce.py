@@ -1,4 +1,4 @@
-"""``python -m layer_mteb.paper``: the paper's results regenerated from the authors' released per-layer scores and
+"""``layer-mteb reproduce``: the paper's results regenerated from the authors' released per-layer scores and
 metrics, beside this project's own runs, written to one folder (``results/paper``): Table 1, Figure 1, the training
 progression, the correlations and the selector study with its leave-one-model-out and leave-one-family-out
 choices (and, with ``--policy``, the policy ``select --by auto`` ships).
@@ -8,7 +8,6 @@ Offline and deterministic: the same inputs give the same bytes (figures without 
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Callable
@@ -17,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs.folders import RELEASE_SCORES_FILE, load_run, reference_folder
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE
+from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
@@ -26,6 +26,8 @@ from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import read_scores
+from layer_mteb.metrics.table import METRICS_FILE
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import figures, prompt_length
 from layer_mteb.paper.summary import summary_markdown
@@ -49,13 +51,13 @@ REASONS = {
 
 
 def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any."""
-    try:
-        return load_run(run, None, None, "auto")
-    except UserError:  # a run without metrics: its scores alone
-        from layer_mteb.common.results import read_scores
+    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any.
 
+    Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
+    (other settings, missing columns) is an error, not a run silently left out of the correlations and the study."""
+    if not (run / METRICS_FILE).is_file():
         return read_scores(run), None
+    return load_run(run, None, None, "auto")
 
 
 #: Writes one table into the output folder under the given file name.
@@ -68,6 +70,8 @@ def reproduce(
     """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
     on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
     model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`)."""
+    if not (reference / "official_layer_scores.csv").is_file():
+        raise UserError(f"no official_layer_scores.csv in {reference}; pass --reference")
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
@@ -193,26 +197,3 @@ def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int)
         except UserError as err:
             logger.warning("%s: no correlations (%s)", model, err)
     return pd.concat(frames, ignore_index=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m layer_mteb.paper", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--reference",
-        default=reference_folder(),
-        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE, else ../shared/reference)",
-    )
-    parser.add_argument("--run", action="append", default=[], help="one of this project's run folders (repeatable)")
-    parser.add_argument("--output", default="results/paper")
-    parser.add_argument("--permutations", type=int, default=PERMUTATIONS)
-    parser.add_argument(
-        "--policy", default=None, help="also write the `select --by auto` policy trained on every study model here"
-    )
-    args = parser.parse_args(argv)
-    reference = Path(args.reference)
-    if not (reference / "official_layer_scores.csv").is_file():
-        print(f"error: no official_layer_scores.csv in {reference}; pass --reference", flush=True)
-        return 2
-    policy = Path(args.policy) if args.policy else None
-    reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
-    return 0

@@ -273,6 +273,23 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     return task
 
 
+def task_type(name: str) -> str | None:
+    """mteb's type of the task called ``name`` (``STS``, ``Classification``, ...), or ``None`` for a name the installed
+    mteb does not know (the authors' release names tasks later mteb versions dropped: their scores stay, untyped).
+
+    Only mteb's unknown-name error gives ``None``: any other failure propagates, because the type decides the
+    ``auto`` policy's rules per task type, which must not change silently with the installed mteb."""
+    import mteb
+
+    try:
+        task = mteb.get_task(name)
+    except KeyError:
+        if name in known_names():  # a known task failing to build is not an unknown name
+            raise
+        return None
+    return task.metadata.type
+
+
 def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:
     """The mteb tasks of a ``--tasks`` selection, as ``layer-mteb run`` scores them (the paper's split and subsets,
     local data from the data folder where it has them), ready for ``mteb.evaluate``."""

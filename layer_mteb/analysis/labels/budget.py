@@ -19,12 +19,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examples, layer_score
+from layer_mteb.analysis.labels.labelled import (
+    LabelledExamples,
+    labelled_examples,
+    layer_score,
+    report_scorer_warnings,
+)
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
 from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.runlog import declared_tasks, recorded_data_dir
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
@@ -140,7 +146,12 @@ def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
 
 
 def pick_layers(
-    unit: TaskLayers, k: int | str, draws: int = DEFAULT_DRAWS, seed: int = 0, workers: int = 1
+    unit: TaskLayers,
+    k: int | str,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    workers: int = 1,
+    seen: dict[int, LayerWarnings] | None = None,
 ) -> list[int]:
     """The layer picked in each draw: the best score on the draw's examples, ties to the deeper layer.
 
@@ -148,6 +159,7 @@ def pick_layers(
     (:func:`~layer_mteb.analysis.rules.default_layer`), what a user without usable labels would take.
     ``workers`` > 1 scores the layers (each in every draw) in forked processes, one thread each, as the sweep
     evaluates layers: the same scores and picks as one worker.
+    ``seen`` receives the warnings each layer's scoring raised (counted in the process that scored it), by layer.
     """
     layers = unit.scores.index.to_numpy()
     if k != FULL and isinstance(k, int) and k > len(unit.examples):
@@ -158,7 +170,10 @@ def pick_layers(
         vectors, task_seed = unit.vectors[layer], unit.examples.task.seed
         return [{"score": layer_score(unit.examples, vectors, rows, seed=task_seed)} for rows in drawn]
 
-    scored = [[row["score"] for row in s.rows] for s in score_layers(score, range(len(layers)), workers)]
+    scored_layers = list(score_layers(score, range(len(layers)), workers))
+    if seen is not None:
+        seen.update({int(layers[s.layer]): s.warnings for s in scored_layers if s.warnings})
+    scored = [[row["score"] for row in s.rows] for s in scored_layers]
     picks = []
     for scores in np.array(scored, dtype=np.float64).T:  # [draws, layers]
         finite = pd.Series(scores, index=layers)[np.isfinite(scores)]
@@ -208,7 +223,8 @@ def select_with_labels(
     depend on it.
 
     ``seconds`` is the time to score every layer in every draw (vectors in memory); ``texts_encoded`` counts the
-    texts the vector store lacked (0 when it was warm).
+    texts the vector store lacked (0 when it was warm); ``warnings`` the warnings the scorers raised (a logistic
+    regression that did not converge, say), each task's also logged in one line.
     """
     check_budget(k)
     if draws < 1:
@@ -217,9 +233,11 @@ def select_with_labels(
     rows = []
     for unit in run_tasks(run, tasks=tasks, model=model, data_dir=data_dir):
         started = time.perf_counter()
-        picks = pick_layers(unit, k, draws, seed, workers)
+        seen: dict[int, LayerWarnings] = {}
+        picks = pick_layers(unit, k, draws, seed, workers, seen)
         row = {"model": unit.model, "task": unit.name, "k": k, "draws": len(picks), "n_examples": len(unit.examples)}
         row |= judge(unit, picks)
         row |= {"seconds": time.perf_counter() - started, "texts_encoded": unit.texts_encoded}
+        row["warnings"] = report_scorer_warnings(unit.name, unit.examples.task.metadata.type, seen)
         rows.append(row)
     return pd.DataFrame(rows)

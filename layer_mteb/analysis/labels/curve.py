@@ -1,14 +1,13 @@
 """The label-budget curve: mean regret of a labelled layer pick against the number of labels K, per model and task,
 beside the label-free picks (the last layer, the paper's rule, the best label-free selector) of the same runs.
 
-``python -m layer_mteb.analysis.labels.curve --run RUN [--run RUN ...] --output results/paper`` writes
+``layer-mteb label-budget --run RUN [--run RUN ...] --output results/paper`` writes
 ``label_budget.csv`` (model, task, k, draws, mean_regret, mean_gain, ...), ``label_budget_baselines.csv`` and
 ``label_budget.png``; rerunning it with more runs adds their models.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import shutil
 import time
@@ -255,39 +254,3 @@ def _merged(path: Path, new: pd.DataFrame) -> pd.DataFrame:
         return new
     kept = pd.read_csv(path)
     return pd.concat([kept[~kept["model"].isin(set(new["model"]))], new], ignore_index=True)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m layer_mteb.analysis.labels.curve", description=__doc__)
-    parser.add_argument("--run", action="append", required=True, help="a run folder (repeat for several models)")
-    parser.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
-    parser.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help="draws of K examples per task and K")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the draws")
-    parser.add_argument("--data-dir", default=None, help="task data folder (default: $LAYER_MTEB_DATA)")
-    parser.add_argument(
-        "--eval-workers", type=int, default=None, help="processes scoring layers (default: one per CPU core)"
-    )
-    parser.add_argument(
-        "--baselines-only",
-        action="store_true",
-        help="re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve",
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        needed = write_curve(
-            args.run,
-            args.output,
-            draws=args.draws,
-            seed=args.seed,
-            data_dir=args.data_dir,
-            baselines_only=args.baselines_only,
-            workers=args.eval_workers,
-        )
-    except UserError as err:
-        parser.exit(2, f"error: {err}\n")
-    print(needed.to_string(index=False))
-
-
-if __name__ == "__main__":
-    main()

@@ -8,7 +8,8 @@ they take vectors or similarities (see each scorer); one array per call, no ``mt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -27,11 +28,13 @@ from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted, task_warnings
 from layer_mteb.tasks.mteb_compat import pair_metrics, sts_gold, sts_metrics
 
 PAIRED = ("STS", "PairClassification")
 #: mteb's k-means batch size for legacy clustering (``ClusteringEvaluator(clustering_batch_size=500)``)
 KMEANS_BATCH = 500
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,23 @@ def _classification(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) ->
         else:
             predicted[test] = clone(task.evaluator_model).fit(x[train], y[train]).predict(x[test])
     return float(CLASSIFICATION_SCORES[main](y, predicted))
+
+
+#: what raises the warnings a task type's scorer may raise (a logistic regression that did not converge, say)
+SCORERS = {"Classification": "mteb's logistic regression", "Clustering": "scikit-learn's k-means"}
+
+
+def report_scorer_warnings(name: str, task_type: str, per_layer: Mapping[int, LayerWarnings]) -> str:
+    """Log one line for a task whose labelled scoring raised warnings, as a sweep tells its evaluators' warnings,
+    and return them in words for the task's row ('' for none): counted in the scoring processes, they were
+    otherwise dropped there."""
+    record = task_warnings(per_layer)
+    if record:
+        source = SCORERS.get(task_type, "the labelled scorers")
+        logger.warning(
+            "%s: %s; the layers were scored with those fits, as mteb scores them", name, counted(record, source)
+        )
+    return counted(record)
 
 
 #: mteb's ``AbsTaskClassification._calculate_scores``, main score by main score

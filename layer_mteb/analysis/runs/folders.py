@@ -4,14 +4,14 @@ selection and correlation); several runs for a report (``scores.csv`` plus optio
 
 from __future__ import annotations
 
-import os
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis.runs.choices import METRIC_READOUTS
+from layer_mteb.analysis.runs.choices import METRIC_READOUTS, PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
 from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
@@ -28,10 +28,7 @@ SIDE_KEYS = {
 REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 #: The folder of the authors' released results (its SOURCE.md says what each file is).
-REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
-REFERENCE_DEFAULT = Path("..") / "shared" / "reference"
-#: Files of that folder: every released model's per-layer scores, and Pythia's in the form Figure 1 overlays.
-RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official_pythia_layer_scores.csv"
+logger = logging.getLogger(__name__)
 
 
 def load_run(
@@ -200,27 +197,20 @@ def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
 
 
 def _read_side(path: Path) -> pd.DataFrame | None:
-    """An optional per-run file; absent, unreadable or without a ``model`` column means 'not there'."""
+    """An optional per-run file; absent or without rows means 'not there'. One that cannot be read or lacks a
+    ``model`` column is left out with a warning naming it: the report then lacks what it holds, which a user must
+    be told."""
     if not path.is_file():
         return None
     try:
         frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
         return None
-    return frame if "model" in frame.columns and not frame.empty else None
-
-
-def reference_folder(folder: str | Path | None = None) -> Path:
-    """The authors' release: ``folder``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference`` from the
-    working folder or beside the repository (or one level higher, for a checkout in a subfolder): the first of those
-    that exists, the first if none does."""
-    chosen = folder or os.environ.get(REFERENCE_ENV)
-    if chosen:
-        return Path(chosen)
-    repository = Path(__file__).resolve().parents[3]
-    candidates = [REFERENCE_DEFAULT, repository.parent / "shared" / "reference"]
-    candidates.append(repository.parent.parent / "shared" / "reference")
-    return next((c for c in candidates if c.is_dir()), candidates[0])
+    if "model" not in frame.columns:
+        logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
+        return None
+    return frame if not frame.empty else None
 
 
 def reference_path(path: str | Path | None = None) -> Path:

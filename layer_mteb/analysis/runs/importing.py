@@ -11,7 +11,6 @@ AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks 
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,7 @@ from layer_mteb.common.results import SCORE_COLUMNS, tidy_scores
 from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import source_task
-from layer_mteb.tasks.catalog import read_task_file
+from layer_mteb.tasks.catalog import read_task_file, task_type
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
 #: mean pooling with special tokens, max length 2048, half precision.
@@ -102,17 +101,6 @@ def import_folder(
     if not rows:
         raise UserError(f"no per-layer mteb result JSONs with a {split!r} split under {folder}")
     return _with_depth(pd.DataFrame(rows), n_layers)
-
-
-@cache
-def task_type(name: str) -> str | None:
-    """mteb's type of the task called ``name`` (``STS``, ``Classification``, ...), ``None`` if mteb lacks it."""
-    import mteb
-
-    try:
-        return mteb.get_task(name).metadata.type
-    except Exception:  # a task this mteb no longer knows keeps its scores, without a type
-        return None
 
 
 def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from layer_mteb.common.files import atomic_write
 AUTO = "auto"
 #: 2: a rule may pick per task type (``by_type``), and first-token pooling is a kind of its own.
 VERSION = 2
-#: The policy ``select --by auto`` applies: written by ``python -m layer_mteb.paper --policy`` (``make reproduce``).
+#: The policy ``select --by auto`` applies: written by ``layer-mteb reproduce --policy`` (``make reproduce``).
 POLICY_FILE = Path(__file__).with_name("auto_selector.json")
 KINDS = ("embedding", "cls", "base")
 #: The readout of a first-token (``[CLS]``) model: :func:`layer_mteb.model.pooling.pool`'s ``first``.

@@ -4,7 +4,7 @@ and Kendall τ (monotone association, −1…1), each with a seeded permutation 
 One point per layer: the metric of that layer against its score averaged over tasks (``task == "mean"``) and
 against each task's score. A task's own-text metrics are correlated with that task only, and, averaged over the
 tasks that have them, with the mean score over those tasks (``texts == "own texts"``). The one correlation
-pipeline: ``layer-mteb correlate`` and ``python -m layer_mteb.paper`` both call :func:`correlate`.
+pipeline: ``layer-mteb correlate`` and ``layer-mteb reproduce`` both call :func:`correlate`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from layer_mteb.analysis.selection.selectors import (
 )
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
-from layer_mteb.common.run_files import METRICS_FILE, selection_file
+from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE, selection_file
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
@@ -57,7 +57,7 @@ def select_layers(
     layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
     if metrics is None and run is not None and not (Path(run) / METRICS_FILE).is_file():
-        metrics = _no_metrics_needed(by, read_scores(run))
+        metrics = _no_metrics_needed(by, Path(run))
     scores, metrics = load_run(run, scores, metrics, metric_readout)
     per_task = per_task or needs_own_texts(by)
     frame = _select(scores, metrics, by, per_task)
@@ -67,13 +67,14 @@ def select_layers(
     return frame
 
 
-def _no_metrics_needed(by: str | list[str] | None, scores: pd.DataFrame) -> pd.DataFrame | None:
-    """An empty metrics table when what ``by`` applies to every model of ``scores`` reads no metric (a fixed depth,
-    a baseline, or ``auto`` whose rule for the model is one), so a run without ``metrics.csv`` can use it; else
-    ``None`` (the missing file is then the error it is)."""
-    if by is None or not isinstance(by, str) or by in DIRECTIONS:
+def _no_metrics_needed(by: str | list[str] | None, run: Path) -> pd.DataFrame | None:
+    """An empty metrics table when what ``by`` applies to every model of the run reads no metric (a fixed depth, a
+    baseline, or ``auto`` whose rule for the model is one), so a run without ``metrics.csv`` can use it; else
+    ``None`` (the missing file, or scores, is then the error it is)."""
+    if by is None or not isinstance(by, str) or by in DIRECTIONS or not (run / SCORES_FILE).is_file():
         return None
     if by == AUTO:
+        scores = read_scores(run)
         policy = load_policy()
         names = [
             name

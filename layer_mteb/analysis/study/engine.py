@@ -13,11 +13,11 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from layer_mteb.analysis.runs.importing import task_type
 from layer_mteb.analysis.selection.auto import kind_of
 from layer_mteb.analysis.selection.families import family_of
 from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, selectors
 from layer_mteb.metrics.texts import source_task
+from layer_mteb.tasks.catalog import task_type
 
 #: Least share of a task's layers (0 … last) that must be scored for the task to be judged.
 STUDY_COVERAGE = 0.5
