@@ -76,6 +76,18 @@ CASES = {
     "stress lengths": (["stress", "--model", "minilm-l6", "--lengths", "64,long"], "--lengths"),
     "select without a run": (["select", "--run", "{tmp}/none"], "does not exist"),
     "report of a folder without scores": (["report", "--run", "{tmp}"], "has no scores.csv"),
+    "export a negative layer": (
+        ["export", "--model", "minilm-l6", "--layer", "-1", "--output", "{tmp}/out"],
+        "--layer -1 is out of range",
+    ),
+    "export into a folder that is not empty": (
+        ["export", "--model", "minilm-l6", "--layer", "3", "--output", "{tmp}"],
+        "exists and is not empty; choose another folder or add --overwrite",
+    ),
+    "export a pick without a run": (
+        ["export", "--model", "minilm-l6", "--by", "auto", "--output", "{tmp}/out"],
+        "--by auto picks a layer from a run's scores: add --run RUN",
+    ),
 }
 
 

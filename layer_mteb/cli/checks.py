@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from layer_mteb.cli.commands import output_folder, parse_lengths, parse_shard
+from layer_mteb.cli.commands import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import check_new_folder
 from layer_mteb.evaluation.plan import check_layers, check_writable
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
@@ -104,6 +105,32 @@ def _check_import(args: argparse.Namespace) -> None:
     check_writable(Path(args.output))
 
 
+def _check_export(args: argparse.Namespace) -> None:
+    """What ``export``'s options say alone: one source and one way to name the layer, an output that is new or
+    empty; the layer's range is known once the run's table or the model is read."""
+    if args.run is None and args.model is None:
+        raise UserError("give --model M (with --layer K) or --run RUN (with --by SELECTOR or --layer K)")
+    if (args.layer is None) == (args.by is None):
+        raise UserError("give the layer as --layer K or pick it with --by SELECTOR (with --run), not both or neither")
+    if args.by is not None and args.run is None:
+        raise UserError(f"--by {args.by} picks a layer from a run's scores: add --run RUN")
+    if args.task is not None and args.by is None:
+        raise UserError("--task names whose pick --by exports: add --by SELECTOR")
+    if args.layer is not None and args.layer < 0:
+        raise UserError(f"--layer {args.layer} is out of range: layers count from 0 (the embeddings)")
+    if args.run is not None:
+        _check_runs(args)
+        given = [f"--{name.replace('_', '-')}" for name in EXPORT_SETTINGS if getattr(args, name) is not None]
+        if given:
+            raise UserError(f"with --run the settings are the run's: drop {', '.join(given)}")
+    if args.model is not None:
+        model_kind(args.model)
+    check_writable(Path(args.output))
+    check_new_folder(Path(args.output), args.overwrite)
+    if args.max_length is not None and args.max_length < 1:
+        raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
+
+
 _CHECKS = {
     "run": _check_run,
     "metrics": _check_metrics,
@@ -112,6 +139,7 @@ _CHECKS = {
     "select": _check_runs,
     "correlate": _check_runs,
     "import": _check_import,
+    "export": _check_export,
 }
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from layer_mteb.common.errors import UserError
 
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+#: the encode settings ``export`` takes as options; with ``--run`` they are the run's and may not be given
+EXPORT_SETTINGS = ("readout", "pooling", "normalize", "attention", "max_length", "dtype")
 
 
 def import_results(args: argparse.Namespace) -> None:
@@ -253,3 +255,29 @@ def correlate(args: argparse.Namespace) -> None:
         metric_readout=args.metric_readout,
     )
     print_correlation(correlation_table(frame), Path(args.run))
+
+
+def export(args: argparse.Namespace) -> None:
+    from layer_mteb.cli.exporting import plan_export
+
+    plan = plan_export(args)
+    from layer_mteb.model.names import may_need_hub
+
+    if may_need_hub(plan.model):
+        from layer_mteb.model.hub import offline_unless_reachable
+
+        offline_unless_reachable()
+    from layer_mteb.model.export import export_layer
+    from layer_mteb.model.loading import load_model
+
+    model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=args.trust_remote_code)
+    if plan.scored_revision is not None and model.revision != plan.scored_revision:
+        raise UserError(
+            f"{plan.model} is at revision {model.revision}, but {args.run} scored revision {plan.scored_revision}; "
+            "pass --model the model the run scored"
+        )
+    output = export_layer(model, plan.layer, plan.config, args.output, overwrite=args.overwrite, run=plan.run)
+    print(
+        f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
+        f"written to {output}"
+    )

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_select(commands)
     _add_correlate(commands)
     _add_import(commands)
+    _add_export(commands)
     return parser
 
 
@@ -316,3 +317,54 @@ def _add_import(commands) -> None:
         help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
     )
     imp.set_defaults(handler=handlers.import_results)
+
+
+def _add_export(commands) -> None:
+    export = commands.add_parser(
+        "export", help="write one layer, as it was scored, as a sentence-transformers model folder"
+    )
+    export.add_argument(
+        "--model", default=None, help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)"
+    )
+    export.add_argument("--revision", default=None, help="hub revision (default: the main branch, or the run's)")
+    export.add_argument("--layer", type=int, default=None, help="the layer: 0 (embeddings) to the number of blocks")
+    export.add_argument(
+        "--run", default=None, help="a run folder: the model, revision and settings its scores.csv was scored with"
+    )
+    export.add_argument(
+        "--by",
+        default=None,
+        help="with --run, instead of --layer: the label-free selector that picks the layer, as `select --by` takes "
+        "it (auto, prompt_entropy, depth=0.8, ...)",
+    )
+    export.add_argument(
+        "--task", default=None, help="with --by: export the layer picked for this task (default: for the mean)"
+    )
+    _add_metric_readout(export)
+    export.add_argument("--output", required=True, help="the folder to write (new or empty)")
+    export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
+    run_default = "(default: the run's with --run, else %s)"
+    export.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=None,
+        help="final_norm (what a truncated model gives) or raw (only for a model without a final norm, or its last "
+        "layer) " + run_default % "final_norm",
+    )
+    export.add_argument(
+        "--pooling", choices=POOLINGS, default=None, help="how token states become one vector " + run_default % "mean"
+    )
+    export.add_argument(
+        "--normalize",
+        action="store_const",
+        const=True,
+        default=None,
+        help="end in an L2 Normalize module " + run_default % "off",
+    )
+    export.add_argument(
+        "--attention", choices=ATTENTIONS, default=None, help="decoder attention " + run_default % "the model's own"
+    )
+    export.add_argument("--max-length", type=int, default=None, help="max_seq_length " + run_default % 512)
+    export.add_argument("--dtype", choices=DTYPES, default=None, help="of the weights " + run_default % "float32")
+    export.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+    export.set_defaults(handler=handlers.export)

@@ -196,5 +196,6 @@ def _run_section(run: RunRecord | None) -> list[str]:
     if run.scores:
         lines += ["| task | main score |", "|---|---|"]
         lines += [f"| {task} | {score:.4f} |" for task, score in run.scores]
-        lines.append("")
-    return lines
+    else:
+        lines.append("The run has no scores for this layer.")
+    return [*lines, ""]
