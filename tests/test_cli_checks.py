@@ -90,6 +90,18 @@ CASES = {
         ["reproduce", "--reference", "{tmp}/release", "--run", "{tmp}", "--output", "{tmp}/out"],
         "has no scores.csv",
     ),
+    "export a negative layer": (
+        ["export", "--model", "minilm-l6", "--layer", "-1", "--output", "{tmp}/out"],
+        "--layer -1 is out of range",
+    ),
+    "export into a folder that is not empty": (
+        ["export", "--model", "minilm-l6", "--layer", "3", "--output", "{tmp}"],
+        "exists and is not empty; choose another folder or add --overwrite",
+    ),
+    "export a pick without a run": (
+        ["export", "--model", "minilm-l6", "--by", "auto", "--output", "{tmp}/out"],
+        "--by auto picks a layer from a run's scores: add --run RUN",
+    ),
 }
 
 

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from layer_mteb.analysis.labels.budget import TaskLayers, judge, one_setting
+from layer_mteb.analysis.labels.budget import TaskLayers, judge
+from layer_mteb.analysis.runs.folders import one_setting
 from layer_mteb.common.errors import UserError
 
 #: mteb's full-split score per layer: best at layer 1, last layer 3

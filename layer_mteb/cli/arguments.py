@@ -8,7 +8,11 @@ from pathlib import Path
 
 from layer_mteb.common.errors import UserError
 
+DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
+MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+#: the encode settings ``export`` takes as options; with ``--run`` they are the run's and may not be given
+EXPORT_SETTINGS = ("readout", "pooling", "normalize", "attention", "max_length", "dtype")
 
 
 def output_folder(args: argparse.Namespace) -> Path:

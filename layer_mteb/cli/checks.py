@@ -11,9 +11,10 @@ import argparse
 from pathlib import Path
 
 from layer_mteb.analysis.runs.choices import REFERENCE_ENV, RELEASE_SCORES_FILE, reference_folder
-from layer_mteb.cli.arguments import output_folder, parse_lengths, parse_shard
+from layer_mteb.cli.arguments import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import resolve_run
@@ -127,6 +128,32 @@ def _check_import(args: argparse.Namespace) -> None:
     check_writable(Path(args.output))
 
 
+def _check_export(args: argparse.Namespace) -> None:
+    """What ``export``'s options say alone: one source and one way to name the layer, an output that is new or
+    empty; the layer's range is known once the run's table or the model is read."""
+    if args.run is None and args.model is None:
+        raise UserError("give --model M (with --layer K) or --run RUN (with --by SELECTOR or --layer K)")
+    if (args.layer is None) == (args.by is None):
+        raise UserError("give the layer as --layer K or pick it with --by SELECTOR (with --run), not both or neither")
+    if args.by is not None and args.run is None:
+        raise UserError(f"--by {args.by} picks a layer from a run's scores: add --run RUN")
+    if args.task is not None and args.by is None:
+        raise UserError("--task names whose pick --by exports: add --by SELECTOR")
+    if args.layer is not None and args.layer < 0:
+        raise UserError(f"--layer {args.layer} is out of range: layers count from 0 (the embeddings)")
+    if args.run is not None:
+        _check_runs(args)
+        given = [f"--{name.replace('_', '-')}" for name in EXPORT_SETTINGS if getattr(args, name) is not None]
+        if given:
+            raise UserError(f"with --run the settings are the run's: drop {', '.join(given)}")
+    if args.model is not None:
+        model_kind(args.model)
+    check_writable(Path(args.output))
+    check_new_folder(Path(args.output), args.overwrite)
+    if args.max_length is not None and args.max_length < 1:
+        raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
+
+
 _CHECKS = {
     "run": _check_run,
     "metrics": _check_metrics,
@@ -137,6 +164,7 @@ _CHECKS = {
     "import": _check_import,
     "label-budget": _check_runs,
     "reproduce": _check_reproduce,
+    "export": _check_export,
 }
 
 

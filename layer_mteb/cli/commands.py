@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from layer_mteb.cli.arguments import output_folder, parse_lengths, process_device
+from layer_mteb.common.errors import UserError
 
 
 def import_results(args: argparse.Namespace) -> None:
@@ -233,3 +234,29 @@ def reproduce(args: argparse.Namespace) -> None:
 
     policy = Path(args.policy) if args.policy else None
     reproduce_paper(Path(args.reference), [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
+
+
+def export(args: argparse.Namespace) -> None:
+    from layer_mteb.cli.exporting import plan_export
+
+    plan = plan_export(args)
+    from layer_mteb.model.names import may_need_hub
+
+    if may_need_hub(plan.model):
+        from layer_mteb.model.hub import offline_unless_reachable
+
+        offline_unless_reachable()
+    from layer_mteb.model.export import export_layer
+    from layer_mteb.model.loading import load_model
+
+    model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=args.trust_remote_code)
+    if plan.scored_revision is not None and model.revision != plan.scored_revision:
+        raise UserError(
+            f"{plan.model} is at revision {model.revision}, but {args.run} scored revision {plan.scored_revision}; "
+            "pass --model the model the run scored"
+        )
+    output = export_layer(model, plan.layer, plan.config, args.output, overwrite=args.overwrite, run=plan.run)
+    print(
+        f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
+        f"written to {output}"
+    )

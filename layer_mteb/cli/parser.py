@@ -7,12 +7,10 @@ import argparse
 from pathlib import Path
 
 from layer_mteb.cli import commands as handlers
-from layer_mteb.cli.arguments import RUNS
-from layer_mteb.cli.console import NOTHING_SAVED, PROG, REWRITE, TASKS_SAVED
+from layer_mteb.cli.arguments import DATA_DEFAULT, MODEL_HELP, RUNS
+from layer_mteb.cli.console import NOTHING_SAVED, PROG
+from layer_mteb.cli.parser_products import add_export, add_label_budget, add_metric_readout, add_reproduce
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
-
-DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
-MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -50,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_select(commands)
     _add_correlate(commands)
     _add_import(commands)
-    _add_label_budget(commands)
-    _add_reproduce(commands)
+    add_label_budget(commands)
+    add_reproduce(commands)
+    add_export(commands)
     return parser
 
 
@@ -247,7 +246,7 @@ def _add_select(commands) -> None:
         "for the model's kind, printed with why); writes selection.<by>.csv",
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
-    _add_metric_readout(select)
+    add_metric_readout(select)
     select.add_argument(
         "--labels",
         type=_labels_budget,
@@ -292,20 +291,8 @@ def _add_correlate(commands) -> None:
     )
     correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
     correlate.add_argument("--seed", type=int, default=0, help="seed of the shuffles")
-    _add_metric_readout(correlate)
+    add_metric_readout(correlate)
     correlate.set_defaults(handler=handlers.correlate, interrupted=NOTHING_SAVED)
-
-
-def _add_metric_readout(parser) -> None:
-    from layer_mteb.analysis.runs.choices import METRIC_READOUTS
-
-    parser.add_argument(
-        "--metric-readout",
-        choices=METRIC_READOUTS,
-        default="auto",
-        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
-        "final_norm, or same (the scores' readout)",
-    )
 
 
 def _add_import(commands) -> None:
@@ -325,48 +312,3 @@ def _add_import(commands) -> None:
         help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
     )
     imp.set_defaults(handler=handlers.import_results)
-
-
-def _add_label_budget(commands) -> None:
-    budget = commands.add_parser(
-        "label-budget",
-        help="mean regret of a layer picked from K labelled examples against K, beside the label-free picks",
-    )
-    budget.add_argument("--run", action="append", required=True, help="a run folder (repeat for several models)")
-    budget.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
-    budget.add_argument("--draws", type=int, default=10, help="draws of K examples per task and K")
-    budget.add_argument("--seed", type=int, default=0, help="seed of the draws")
-    budget.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
-    budget.add_argument(
-        "--eval-workers", type=int, default=None, help="processes scoring layers (default: one per CPU core)"
-    )
-    budget.add_argument(
-        "--baselines-only",
-        action="store_true",
-        help="re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve",
-    )
-    budget.set_defaults(handler=handlers.label_budget, interrupted=TASKS_SAVED)
-
-
-def _add_reproduce(commands) -> None:
-    paper = commands.add_parser(
-        "reproduce", help="the paper's tables, figures and selector study from the authors' release beside our runs"
-    )
-    paper.add_argument(
-        "--reference",
-        default=None,
-        help="folder of the authors' released results (default: $LAYER_MTEB_REFERENCE, else ../shared/reference)",
-    )
-    paper.add_argument(
-        "--run", action="append", default=[], help="one of this project's run folders (repeatable; default: none)"
-    )
-    paper.add_argument("--output", default="results/paper", help="folder the paper's files are written to")
-    paper.add_argument(
-        "--permutations", type=int, default=200, help="shuffles per correlation p-value (200: minutes on 2 cores)"
-    )
-    paper.add_argument(
-        "--policy",
-        default=None,
-        help="also write the `select --by auto` policy trained on every study model here (default: not written)",
-    )
-    paper.set_defaults(handler=handlers.reproduce, interrupted=REWRITE)

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from layer_mteb.common.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 
@@ -67,6 +69,16 @@ def no_empty_folders_on_error(*folders: Path) -> Iterator[None]:
             if folder.is_dir() and not any(p.is_file() or p.is_symlink() for p in folder.rglob("*")):
                 shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def check_new_folder(folder: Path, overwrite: bool = False) -> None:
+    """A folder about to be written whole (one model, say) must be new or empty, unless ``overwrite``: refusing a
+    non-empty one keeps a typo from replacing someone's files. A file in its place is always refused."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--output {str(folder)!r} is a file; choose a folder to write into")
+    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+        raise UserError(f"--output {str(folder)!r} exists and is not empty; choose another folder or add --overwrite")
 
 
 def topmost_missing(folder: Path) -> Path:

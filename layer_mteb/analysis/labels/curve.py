@@ -22,12 +22,11 @@ from layer_mteb.analysis.labels.budget import (
     FULL,
     TaskLayers,
     judge,
-    one_setting,
     pick_layers,
     run_tasks,
 )
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.folders import read_run_scores
+from layer_mteb.analysis.runs.folders import one_setting, read_run_scores
 from layer_mteb.analysis.selection.select import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
