@@ -114,9 +114,10 @@ def load_texts(
     if source == "wikitext":
         raw, name, task = _wikitext(data_dir), "wikitext", None
     elif source.startswith(TASK_TEXTS):
-        task = texts_task(source)
-        raw = task_texts(task, data_dir)
-        name = task_source(file_task(task) or task)  # labelled by the task's name alone
+        selection = texts_task(source)  # a task name, or FILE.yaml:TASK for a custom task
+        raw = task_texts(selection, data_dir)
+        task = file_task(selection) or selection
+        name = task_source(task)  # labelled by the task's name alone
     elif _is_file(source):
         path = Path(source).expanduser()
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None
