@@ -100,3 +100,12 @@ def known_hidden_size(name: str) -> int | None:
             if isinstance(scope.get(key), int):
                 return scope[key]
     return None
+
+
+def packaged_name(name: str, revision: str) -> str:
+    """A packaged model's short name when a run names its hub id and packaged revision, else the name itself: how
+    a command that reloads a run's model (``select --labels``, ``cost``) finds it without the hub."""
+    for short, packaged in PACKAGED_MODELS.items():
+        if packaged.hub_id == name and revision.startswith(packaged.distributions[0] + "-"):
+            return short
+    return name

@@ -22,11 +22,12 @@ import pandas as pd
 from layer_mteb.analysis.labels.labelled import LabelledExamples, labelled_examples, layer_score
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
 from layer_mteb.analysis.runs.folders import read_run_scores
-from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import one_setting, scores_config
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
-from layer_mteb.model.loading import PACKAGED_MODELS, load_model
+from layer_mteb.model.loading import load_model
+from layer_mteb.model.names import packaged_name
 from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
 from layer_mteb.vectors.store import LayerCache, store_folder
 
@@ -73,8 +74,8 @@ def run_tasks(
             raise UserError(f"{run}/scores.csv has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
-    config = _config(scores)
-    loaded = load_model(model or _model_ref(name, revision), config, revision=None if model else revision)
+    config = scores_config(scores)
+    loaded = load_model(model or packaged_name(name, revision), config, revision=None if model else revision)
     settings = resolve_settings(loaded, config)
     folder = data_dir_from_env(data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
@@ -94,43 +95,6 @@ def run_tasks(
         n_layers = int(rows["n_layers"].iloc[0])
         seconds = time.perf_counter() - started
         yield TaskLayers(name, str(task_name), str(subset), curve, examples, vectors, n_layers, encoded, seconds)
-
-
-def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
-    own) give way to rows of the same layer that name the attention."""
-    if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
-        raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
-    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
-    if len(scores[settings].drop_duplicates()) > 1:
-        raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
-    named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
-    if "attention" in scores.columns and named["attention"].nunique() > 1:
-        raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
-    ordered = pd.concat([scores.drop(named.index), named])
-    return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
-
-
-def _config(scores: pd.DataFrame) -> EncodeConfig:
-    row = scores.iloc[-1]
-    attention = str(row.get("attention", "native"))
-    return EncodeConfig(
-        readout=str(row["readout"]),
-        pooling=str(row["pooling"]),
-        max_length=int(row["max_length"]),
-        dtype=str(row["dtype"]),
-        attention=None if attention in ("native", "nan") else attention,
-        normalize=str(row.get("normalize", False)) == "True",
-        device=default_device(),
-    )
-
-
-def _model_ref(name: str, revision: str) -> str:
-    """A packaged model's short name when the run names its hub id and packaged revision, else the name itself."""
-    for short, packaged in PACKAGED_MODELS.items():
-        if packaged.hub_id == name and revision.startswith(packaged.distributions[0] + "-"):
-            return short
-    return name
 
 
 def labels_file(k: int | str) -> str:
