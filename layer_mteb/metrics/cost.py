@@ -115,10 +115,11 @@ def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfi
     return out
 
 
-def _attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
+def _attention_flops(query, key, value, *_, **__) -> int:
     """FLOPs of one attention call from its shapes: Q·Kᵀ and the weights times V, 2 FLOPs a multiply-add. Keys and
     values may have fewer heads than queries (grouped-query attention); every query head still does the work.
-    A causal mask is not halved: the kernel computes the whole score matrix."""
+    A causal mask is not halved: the kernel computes the whole score matrix. Arguments are shapes (the counter's
+    wrapper turns tensors into shapes); dropout, masks, scale and the output shape change no count."""
     batch, heads, n_query, head_dim = query
     n_key, value_dim = key[-2], value[-1]
     return 2 * batch * heads * n_query * n_key * (head_dim + value_dim)
