@@ -188,7 +188,7 @@ def test_report_draws_score_against_cost_when_cost_csv_exists(tmp_path, caplog):
     measured = _run_folder(tmp_path / "measured", "toy/measured", [0.5, 0.795, 0.8, 0.7])
     _cost_frame("toy/measured", 3).to_csv(measured / COST_FILE, index=False)
     unmeasured = _run_folder(tmp_path / "unmeasured", "toy/unmeasured", [0.3, 0.6, 0.65])
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         write_report([measured, unmeasured], tmp_path / "report")
     for suffix in ("png", "pdf", "csv", "md"):
         assert (tmp_path / "report" / f"cost_quality.{suffix}").is_file()

@@ -45,21 +45,17 @@ def _seconds(value: object) -> str:
 
 def cost_quality(folders: Sequence[Path], stem: Path) -> list[Path]:
     """Write the figure (when some run has ``cost.csv``) and the table of cheapest layers of ``folders``."""
-    scores, costs = [], []
-    for folder in folders:
-        run_scores, cost = read_scores(folder), read_cost(folder)
-        scores.append(run_scores)
-        if cost is None:
+    scores = [read_scores(folder) for folder in folders]
+    costs = [read_cost(folder) for folder in folders]
+    if all(cost is None for cost in costs):
+        logger.info("no cost figure: no run has %s (`layer-mteb cost --run RUN` measures one)", COST_FILE)
+    for folder, run_scores, cost in zip(folders, scores, costs, strict=True):
+        if cost is None and any(c is not None for c in costs):
             models = ", ".join(sorted(run_scores["model"].astype(str).unique()))
-            logger.warning(
-                "cost figure leaves out %s (%s): no %s, run `layer-mteb cost --run %s`",
-                folder,
-                models,
-                COST_FILE,
-                folder,
+            logger.info(
+                "cost figure leaves out %s (%s): no %s; `layer-mteb cost --run %s`", folder, models, COST_FILE, folder
             )
-        else:
-            costs.append(cost)
+    costs = [cost for cost in costs if cost is not None]
     all_scores = pd.concat(scores, ignore_index=True)
     all_costs = pd.concat(costs, ignore_index=True) if costs else None
     picks = cheapest_layers(all_scores, all_costs)
@@ -109,8 +105,17 @@ def cost_figure(curves: pd.DataFrame, picks: pd.DataFrame, stem: Path) -> list[P
             ("fraction of the full model's forward FLOPs", "seconds per 1,000 texts (measured, forward only)"),
             strict=True,
         ):
+            # joined in layer order: measured seconds need not rise with every block on a busy machine
             sns.lineplot(
-                data=data, x=x, y="score", hue="model", palette=palette, marker="o", ax=ax, legend=ax is axes[0]
+                data=data,
+                x=x,
+                y="score",
+                hue="model",
+                palette=palette,
+                marker="o",
+                sort=False,
+                ax=ax,
+                legend=ax is axes[0],
             )
             for _, row in chosen.iterrows():
                 ax.scatter(row[x], row["score"], s=180, facecolors="none", edgecolors=palette[row["model"]], lw=2)
