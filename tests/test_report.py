@@ -171,6 +171,7 @@ def test_cli_report_writes_every_file(tmp_path, capsys):
     argv = ["report", "--run", str(alpha), "--run", str(one), "--output", str(output), "--paper-curves"]
     assert main([*argv, "--reference", str(reference)]) == 0
     expected = {"table1.csv", "table1.md", "per_task.csv", "layer_means.csv", "selectors.csv", "selectors.md"}
+    expected |= {"cost_quality.csv", "cost_quality.md"}  # named by depth; no figure without cost.csv
     for stem in ("figure1", "heatmap_toy_alpha", "heatmap_toy_one-layer", "metrics", "correlation"):
         expected |= {f"{stem}.png", f"{stem}.pdf"}
     assert {p.name for p in output.iterdir()} == expected

@@ -12,6 +12,11 @@ the paper reproduction; ``docs/report.md`` says why. It sits below every other a
 - **The paper's rule** (:data:`PAPER_RULE`): the layer of lowest prompt entropy on each task's own texts.
 - **No usable signal** (labels that rank nothing): keep the last layer, or the deepest scored one in a run of fewer
   layers (:func:`default_layer`), what a user without the signal would take.
+- **Cheapest layer within one point of the best** (:func:`cheapest_within`): among the layers whose score is at
+  least the best layer's less :data:`ONE_POINT` (0.01 of mteb's main score, one point on the report's ×100 scale),
+  the one whose cut model costs least; equal costs go to the shallower layer. The cost is the forward FLOPs fraction
+  of ``cost.csv`` (not its seconds: timing on a shared machine is noisy, and noise must not pick the layer); every
+  block adds FLOPs, so this is the shallowest such layer, and without ``cost.csv`` the depth ranks the same way.
 - **Correlations** need :data:`MIN_LAYERS` layers with both a metric value and a score, both varying.
 - **Figure 1's tasks**: :func:`common_tasks`; a curve is drawn only at layers holding every one of them; when they
   are fewer than some model scored, :func:`fewer_shared_tasks` says so.
@@ -29,6 +34,8 @@ TIE_TOL = 1e-9
 PAPER_RULE = "prompt_entropy@own"
 #: Fewest layers a correlation is computed over (with fewer, every rank statistic is nearly arbitrary).
 MIN_LAYERS = 3
+#: "Within one point of the best": 0.01 of mteb's main score (one point on the ×100 scale tables and figures show).
+ONE_POINT = 0.01
 #: Share of each model's layers Figure 1's task set must leave complete.
 FIGURE1_COVERAGE = 0.75
 
@@ -38,6 +45,17 @@ def extremum_layer(values: pd.Series, direction: str = "max", tol: float = TIE_T
     best = values.max() if direction == "max" else values.min()
     near = values >= best - tol if direction == "max" else values <= best + tol
     return int(values.index[near].max())
+
+
+def cheapest_within(scores: pd.Series, cost: pd.Series, tol: float = ONE_POINT) -> int:
+    """The cheapest layer (index of ``scores``) scoring within ``tol`` of the best: lowest ``cost`` (per layer, same
+    index) among the layers with a score at least best − ``tol``; equal costs (within :data:`TIE_TOL`) go to the
+    shallower layer. Layers without a score or a cost are never picked."""
+    both = pd.DataFrame({"score": scores, "cost": cost}).dropna()
+    if both.empty:
+        raise ValueError("no layer has both a score and a cost")
+    near = both[both["score"] >= both["score"].max() - tol - TIE_TOL]
+    return int(near.index[near["cost"] <= near["cost"].min() + TIE_TOL].min())
 
 
 def most_frequent_layer(picks: Iterable[int]) -> int:

@@ -112,6 +112,8 @@ def _check_runs(args: argparse.Namespace) -> None:
         check_writable(Path(args.output))
     if args.command == "label-budget":
         check_eval_workers(args.eval_workers)
+    if args.command == "cost":
+        _check_cost(args, runs[0])
 
 
 def _check_reproduce(args: argparse.Namespace) -> None:
@@ -120,6 +122,23 @@ def _check_reproduce(args: argparse.Namespace) -> None:
     if not release.is_file():
         raise UserError(f"no {release.name} in {args.reference}; pass --reference or set ${REFERENCE_ENV}")
     _check_runs(args)
+
+
+def _check_cost(args: argparse.Namespace, run: str) -> None:
+    """``cost``: the run folder is writable, the model and texts exist, the sizes are positive."""
+    check_writable(Path(run))
+    if args.model is not None:
+        model_kind(args.model)
+    if args.texts is not None:
+        sources = text_sources(args.texts)
+        check_task_names(_task_texts(sources))
+        for source in sources:
+            check_texts(source, args.data_dir)
+    for option, value in (("--n-texts", args.n_texts), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise UserError(f"{option} must be a positive integer, got {value}")
+    if args.max_batch_tokens is not None and args.max_batch_tokens < 1:
+        raise UserError(f"--max-batch-tokens must be a positive integer, got {args.max_batch_tokens}")
 
 
 def _check_import(args: argparse.Namespace) -> None:
@@ -165,6 +184,7 @@ _CHECKS = {
     "label-budget": _check_runs,
     "reproduce": _check_reproduce,
     "export": _check_export,
+    "cost": _check_runs,
 }
 
 

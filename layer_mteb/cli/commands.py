@@ -174,6 +174,17 @@ def select(args: argparse.Namespace) -> None:
             print(policy.describe(str(model), pooling_of(scores[scores["model"] == model])))
     board, note = run_leaderboard(args.run, selection, args.by)
     print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
+    print_cheapest(args.run)
+
+
+def print_cheapest(run: str) -> None:
+    """The cheapest layer within one point of the best (mean over tasks), one line per model of the run."""
+    from layer_mteb.analysis.selection.curves import MEAN
+    from layer_mteb.analysis.selection.tradeoff import cheapest_line, run_cheapest
+
+    picks = run_cheapest(run)
+    for _, row in picks[picks["scope"] == MEAN].iterrows():
+        print(cheapest_line(row, run))
 
 
 def select_by_labels(args: argparse.Namespace) -> None:
@@ -260,3 +271,25 @@ def export(args: argparse.Namespace) -> None:
         f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
         f"written to {output}"
     )
+
+
+def cost(args: argparse.Namespace) -> None:
+    from layer_mteb.common.config import default_device
+    from layer_mteb.common.run_files import COST_FILE
+    from layer_mteb.metrics.cost import CostSettings, run_cost
+
+    frame = run_cost(
+        args.run,
+        model=args.model,
+        texts=args.texts,
+        settings=CostSettings(n_texts=args.n_texts, seed=args.seed),
+        data_dir=args.data_dir,
+        batch_size=args.batch_size,
+        max_batch_tokens=args.max_batch_tokens,
+        device=process_device(args.device or default_device()),
+    )
+    shown = ["layer", "flops_fraction", "seconds_per_1000_texts", "flops"]
+    print(frame[shown].round(4).to_string(index=False))
+    print(f"\n{frame['n_texts'].iloc[0]} texts, batch size {args.batch_size}, {frame['threads'].iloc[0]} threads")
+    print_cheapest(args.run)
+    print(f"wrote {Path(args.run) / COST_FILE}")

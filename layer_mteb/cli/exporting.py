@@ -16,7 +16,7 @@ import pandas as pd
 from layer_mteb.cli.arguments import EXPORT_SETTINGS
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.results import one_setting, read_scores
 from layer_mteb.model.export import RunRecord
 from layer_mteb.model.names import packaged_name
 
@@ -66,9 +66,7 @@ def _read_run(run: str) -> pd.DataFrame:
 
 def run_settings(scores: pd.DataFrame) -> tuple[str, str, int, EncodeConfig]:
     """(model, revision, n_layers, encode settings) of a run of one model at one setting
-    (:func:`~layer_mteb.analysis.runs.folders.one_setting`; several is an error)."""
-    from layer_mteb.analysis.runs.folders import one_setting
-
+    (:func:`~layer_mteb.common.results.one_setting`; several is an error)."""
     rows = one_setting(scores)
     row = rows.iloc[-1]
     return str(row["model"]), str(row["revision"]), int(rows["n_layers"].max()), EncodeConfig.from_key(row)

@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_label_budget(commands)
     add_reproduce(commands)
     add_export(commands)
+    _add_cost(commands)
     return parser
 
 
@@ -312,3 +313,29 @@ def _add_import(commands) -> None:
         help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
     )
     imp.set_defaults(handler=handlers.import_results)
+
+
+def _add_cost(commands) -> None:
+    cost = commands.add_parser(
+        "cost", help="seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
+    )
+    cost.add_argument("--run", required=True, help="run folder: its scores.csv gives model, revision and settings")
+    cost.add_argument(
+        "--model", default=None, help="how to load the run's model (default: its name in scores.csv; packaged found)"
+    )
+    cost.add_argument(
+        "--texts",
+        default=None,
+        help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)",
+    )
+    cost.add_argument("--n-texts", type=int, default=256, help="texts drawn (seeded) from --texts and timed per layer")
+    cost.add_argument("--seed", type=int, default=0, help="seed of the text sample")
+    cost.add_argument(
+        "--batch-size", type=int, default=32, help="texts per forward pass: the run's (not recorded in scores.csv)"
+    )
+    cost.add_argument(
+        "--max-batch-tokens", type=int, default=None, help="the run's padded-token cap per batch (default: no cap)"
+    )
+    cost.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    cost.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
+    cost.set_defaults(handler=handlers.cost)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import pandas as pd
 
-from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.run_files import SCORES_FILE
 
@@ -131,3 +132,35 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
     table["mean"] = table.mean(axis=1)
     return table
+
+
+def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
+    own) give way to rows of the same layer that name the attention. Every command that loads a run's model again
+    (``select --labels``, ``cost``) reads the run through this, so they refuse the same mixed tables."""
+    if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
+        raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
+    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
+    if len(scores[settings].drop_duplicates()) > 1:
+        raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
+    named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
+    if "attention" in scores.columns and named["attention"].nunique() > 1:
+        raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
+    ordered = pd.concat([scores.drop(named.index), named])
+    return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
+
+
+def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
+    """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
+    device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
+    row = scores.iloc[-1]
+    attention = str(row.get("attention", "native"))
+    return EncodeConfig(
+        readout=str(row["readout"]),
+        pooling=str(row["pooling"]),
+        max_length=int(row["max_length"]),
+        dtype=str(row["dtype"]),
+        attention=None if attention in ("native", "nan") else attention,
+        normalize=str(row.get("normalize", False)) == "True",
+        **{"device": default_device(), **placement},
+    )

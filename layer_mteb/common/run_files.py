@@ -30,6 +30,7 @@ STRESS_FILES = ("stress.csv", "stress.csv.gz")
 DIP_FILE = "dip.csv"
 SELECTION_FILE = "selection.csv"
 CORRELATION_FILE = "correlation.csv"
+COST_FILE = "cost.csv"  # seconds and FLOPs of the model cut at each layer (`layer-mteb cost`)
 
 
 class SideFile(NamedTuple):

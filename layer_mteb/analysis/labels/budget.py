@@ -26,9 +26,9 @@ from layer_mteb.analysis.labels.labelled import (
     report_scorer_warnings,
 )
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
-from layer_mteb.analysis.runs.folders import one_setting, read_run_scores
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import one_setting, scores_config
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.runlog import declared_tasks, recorded_data_dir
@@ -82,7 +82,7 @@ def run_tasks(
             raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
-    config = EncodeConfig.from_key(scores.iloc[-1], device=default_device())
+    config = scores_config(scores)
     loaded = load_model(model or packaged_name(name, revision) or name, config, revision=None if model else revision)
     settings = resolve_settings(loaded, config)
     folder = data_dir_from_env(data_dir or recorded_data_dir(Path(run)))

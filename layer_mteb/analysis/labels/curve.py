@@ -26,10 +26,11 @@ from layer_mteb.analysis.labels.budget import (
     run_tasks,
 )
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.folders import one_setting, read_run_scores
+from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.analysis.selection.select import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
+from layer_mteb.common.results import one_setting
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.table import read_metrics
 

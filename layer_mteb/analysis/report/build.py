@@ -15,6 +15,8 @@ from typing import Literal
 import pandas as pd
 
 from layer_mteb.analysis.report import figures, stress_figures
+from layer_mteb.analysis.report.cost_figure import STEM as COST_STEM
+from layer_mteb.analysis.report.cost_figure import cost_quality
 from layer_mteb.analysis.report.markdown import leaderboard_markdown, table1_markdown
 from layer_mteb.analysis.report.table1 import (
     build_table1,
@@ -86,8 +88,7 @@ def write_report(
             figures.metric_panels(data.metrics, tmp / "metrics")
         if data.correlation is not None:
             figures.correlation_bars(data.correlation, tmp / "correlation")
-        for folder in data.folders:
-            stress_figures.run_figures(folder, tmp)
+        _per_run_files(data.folders, tmp)
         board = selector_leaderboard(data.selection)
         if board is not None:
             board.to_csv(tmp / "selectors.csv", index=False)
@@ -97,6 +98,13 @@ def write_report(
     os.umask(umask)
     output.chmod(0o777 & ~umask)  # the temporary folder was private
     return [output / name for name in names]
+
+
+def _per_run_files(folders: Sequence[Path], tmp: Path) -> None:
+    """What each run folder's own side files add: its stress figures, and the cost–quality view of the runs."""
+    for folder in folders:
+        stress_figures.run_figures(folder, tmp)
+    cost_quality(folders, tmp / COST_STEM)
 
 
 def _check_output(output: Path, folders: Iterable[Path]) -> None:

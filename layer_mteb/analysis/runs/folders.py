@@ -240,18 +240,3 @@ def load_reference(path: str | Path | None = None) -> pd.DataFrame:
     frame = release_scores(file)
     frame["model"] = frame["model"].astype(str).map(lambda m: f"{m.replace('/', '-')} (paper)")
     return frame[["model", "layer", "n_layers", "task", "main_score"]].reset_index(drop=True)
-
-
-def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
-    own) give way to rows of the same layer that name the attention."""
-    if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
-        raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
-    settings = [c for c in SETTINGS_COLUMNS if c != "attention" and c in scores.columns]
-    if len(scores[settings].drop_duplicates()) > 1:
-        raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
-    named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
-    if "attention" in scores.columns and named["attention"].nunique() > 1:
-        raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
-    ordered = pd.concat([scores.drop(named.index), named])
-    return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
