@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.runlog import declared_tasks
+from layer_mteb.common.run_log import declared_tasks
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import load_tasks, select_tasks
 from layer_mteb.tasks.custom import declared_in
@@ -213,10 +213,11 @@ def test_stsbenchmark_declared_as_a_custom_task_scores_exactly_as_its_offline_co
     assert len(named) == 7 and _per_layer(named) == _per_layer(custom)
 
 
-def test_labelled_selection_and_own_texts_find_the_custom_task_from_the_run(tmp_path, bert_tokenizer, monkeypatch):
+def test_labelled_selection_own_texts_and_cost_find_the_custom_task_from_the_run(tmp_path, bert_tokenizer, monkeypatch):
     from conftest import save_tiny_model
 
     from layer_mteb.analysis.labels.budget import select_with_labels
+    from layer_mteb.metrics.cost import CostSettings, run_cost
     from layer_mteb.metrics.texts import load_texts
 
     model = save_tiny_model("bert", bert_tokenizer, tmp_path / "model")
@@ -228,6 +229,8 @@ def test_labelled_selection_and_own_texts_find_the_custom_task_from_the_run(tmp_
     assert picks["task"].tolist() == ["MySTS"] and picks["chosen_layer"].between(0, 2).all()
     texts = load_texts(f"task:{path}:MySTS", n_prompts=100)
     assert texts.name == "task:MySTS" and texts.task == "MySTS" and len(texts.texts) == 8
+    cost = run_cost(run, model=str(model), settings=CostSettings(n_texts=4), batch_size=4)  # its texts, from the file
+    assert cost["layer"].tolist() == [0, 1, 2] and set(cost["texts"]) == {"task:MySTS"}
 
 
 def test_a_task_file_names_a_suite_or_one_task(tmp_path):

@@ -19,6 +19,7 @@ from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
 from layer_mteb.common.run_files import MTEB_FOLDER, RUN_LOG, SCORES_FILE, sharded
+from layer_mteb.common.run_log import read_run_log
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
@@ -27,7 +28,7 @@ from layer_mteb.evaluation.mteb_call import evaluate_layer, has_stored_result
 from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.request import RunRequest, resolve_run
-from layer_mteb.evaluation.runlog import read_run_log, time_record, warn_stale_side_files, write_run_log
+from layer_mteb.evaluation.runlog import time_record, warn_stale_side_files, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel

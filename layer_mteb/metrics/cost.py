@@ -33,6 +33,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import layer_columns, one_setting, read_scores, scores_config
 from layer_mteb.common.run_files import COST_FILE
+from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
@@ -93,14 +94,16 @@ def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data
     """``settings.n_texts`` texts drawn (seeded) from the union of ``sources`` (``task:<Task>``, ``wikitext`` or a
     file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time."""
     pool: dict[str, None] = {}
+    names = []
     for source in sources:
         found = load_texts(source, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed)
         pool.update(dict.fromkeys(found.texts))
+        names.append(found.name)  # task:<Task>, a custom task's too
     texts = list(pool)
     if len(texts) > settings.n_texts:
         keep = sorted(random.Random(settings.seed).sample(range(len(texts)), settings.n_texts))
         texts = [texts[i] for i in keep]
-    return TextSample(",".join(sources), tuple(texts))
+    return TextSample(",".join(names), tuple(texts))
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
@@ -221,9 +224,11 @@ def run_cost(
     scores = one_setting(read_scores(run))
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
     config = scores_config(scores, **placement)
-    sources = text_sources(texts) if texts else [f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"]))]
+    declared = declared_tasks(Path(run))  # a custom task is found again through the task file that declared it
+    own = [f"{TASK_TEXTS}{declared.get(task, task)}" for task in sorted(set(scores["task"]))]
+    sources = text_sources(texts) if texts else own
     loaded = load_model(model or packaged_name(name, revision) or name, config, revision=None if model else revision)
-    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir)
+    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded_data_dir(Path(run)))
     frame = measure_cost(loaded, sample, config, settings)
     frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
     atomic_write(Path(run) / COST_FILE, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.6g"))
