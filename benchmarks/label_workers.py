@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, table
 
-from layer_mteb.analysis.label_budget import pick_layers, run_tasks
+from layer_mteb.analysis.labels.budget import pick_layers, run_tasks
 
 
 def main(argv: list[str] | None = None) -> int:

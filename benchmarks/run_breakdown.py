@@ -14,13 +14,15 @@ import argparse
 import json
 from pathlib import Path
 
+from layer_mteb.common.run_files import RUN_LOG
+
 PHASES = ("forward", "pooling", "tokenize", "token_metrics", "task_metrics", "cache_io", "evaluators")
 
 
 def breakdown(run: Path) -> dict[str, object] | None:
     """One run folder's totals over its timed tasks, or None when none was timed."""
     # a task a later run only read back keeps the computing run's record under "computed"
-    entries = [{**e, **e.get("computed", {})} for e in json.loads((run / "run.json").read_text())["tasks"]]
+    entries = [{**e, **e.get("computed", {})} for e in json.loads((run / RUN_LOG).read_text())["tasks"]]
     entries = [e for e in entries if e.get("overhead_ratio")]
     if not entries:
         return None

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from layer_mteb.common.lazy import lazy_names
+from layer_mteb.common.version import VERSION
 
 if TYPE_CHECKING:
-    from layer_mteb.analysis.correlation import correlate
-    from layer_mteb.analysis.mteb_results import mteb_layer_scores
-    from layer_mteb.analysis.report import write_report
-    from layer_mteb.analysis.selection import leaderboard, select_layers
-    from layer_mteb.analysis.table1 import build_table1
+    from layer_mteb.analysis.report.build import write_report
+    from layer_mteb.analysis.report.table1 import build_table1
+    from layer_mteb.analysis.runs.mteb_results import mteb_layer_scores
+    from layer_mteb.analysis.selection.correlation import correlate
+    from layer_mteb.analysis.selection.select import leaderboard, select_layers
     from layer_mteb.common.config import EncodeConfig
     from layer_mteb.common.errors import UserError
     from layer_mteb.evaluation.encoder import LayerEncoder
@@ -31,8 +32,8 @@ _HOMES = {
     "ARCHITECTURES": "model.architectures",
     "LoadedModel": "model.architectures",
     "EncodeConfig": "common.config",
-    "correlate": "analysis.correlation",
-    "mteb_layer_scores": "analysis.mteb_results",
+    "correlate": "analysis.selection.correlation",
+    "mteb_layer_scores": "analysis.runs.mteb_results",
     "LayerEncoder": "evaluation.encoder",
     "UserError": "common.errors",
     "PACKAGED_MODELS": "model.loading",
@@ -40,10 +41,10 @@ _HOMES = {
     "wrap_model": "model.architectures",
     "MetricSettings": "metrics.runner",
     "compute_metrics": "metrics.runner",
-    "write_report": "analysis.report",
-    "build_table1": "analysis.table1",
-    "leaderboard": "analysis.selection",
-    "select_layers": "analysis.selection",
+    "write_report": "analysis.report.build",
+    "build_table1": "analysis.report.table1",
+    "leaderboard": "analysis.selection.select",
+    "select_layers": "analysis.selection.select",
     "LayerCache": "vectors.store",
     "load_tasks": "tasks.catalog",
     "sweep": "evaluation.sweep",
@@ -70,7 +71,7 @@ __all__ = [
     "wrap_model",
     "write_report",
 ]
-__version__ = "0.1.0"
 
+__version__ = VERSION
 
 __getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -9,6 +9,8 @@ from importlib import metadata
 import pandas as pd
 import torch
 
+from layer_mteb.metrics.texts import source_task
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 TEXTS = [
@@ -101,7 +103,7 @@ def run_tables(
             "n_layers": n_layers,
             "relative_depth": layer / n_layers,
             "texts": texts,
-            "task": texts.removeprefix("task:") if texts.startswith("task:") else None,
+            "task": source_task(texts),
             "metric": metric,
             "value": value,
             "n": 10,

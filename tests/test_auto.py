@@ -12,10 +12,13 @@ import pytest
 from _metric_fixtures import run_tables
 from test_paper import REFERENCE
 
-from layer_mteb.analysis import auto, lofo
-from layer_mteb.analysis.families import family_of
-from layer_mteb.analysis.selection import select_layers
-from layer_mteb.analysis.selectors import PAPER_RULE, ModelData, by_name, evaluate
+from layer_mteb.analysis.rules import PAPER_RULE
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE
+from layer_mteb.analysis.selection import auto
+from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
+from layer_mteb.analysis.study import engine, lofo
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import write_scores
 from layer_mteb.metrics.table import write_metrics
@@ -70,7 +73,8 @@ def synthetic(name: str, peaks: dict[str, int], n_layers: int = 10, types: dict[
 
 
 def fitted(models: list[ModelData], candidates=CANDIDATES, **settings) -> auto.Policy:
-    return lofo.fit_policy(lofo.cells(lofo.study_rows(models, candidates)), [c.name for c in candidates], **settings)
+    summed = engine.cells(engine.study_rows(models, candidates))
+    return lofo.fit_policy(summed, [c.name for c in candidates], **settings)
 
 
 def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_one() -> None:
@@ -93,11 +97,11 @@ def test_a_metric_that_marks_the_best_layer_on_other_families_picks_it_on_a_new_
 def test_one_family_is_no_evidence_and_a_small_gain_is_no_reason_to_leave_the_last_layer() -> None:
     names = [c.name for c in CANDIDATES]
     training = [synthetic("Pythia/a", {"T1": 2, "T2": 7}), synthetic("Pythia/b", {"T1": 5, "T2": 1})]
-    rule = lofo.fit_rule(lofo.cells(lofo.study_rows(training, CANDIDATES)), names, margin=0.0)
+    rule = lofo.fit_rule(engine.cells(engine.study_rows(training, CANDIDATES)), names, margin=0.0)
     assert rule.selector == "last_layer" and "one family only (pythia)" in rule.reason
-    two = lofo.cells(lofo.study_rows([*training, synthetic("bert/c", {"T1": 9, "T2": 9})], CANDIDATES))
+    two = engine.cells(engine.study_rows([*training, synthetic("bert/c", {"T1": 9, "T2": 9})], CANDIDATES))
     assert lofo.fit_rule(two, names, margin=0.0).selector == PAPER_RULE
-    gain = lofo.board(two).set_index("selector").loc[PAPER_RULE, "gain"]
+    gain = engine.board(two).set_index("selector").loc[PAPER_RULE, "gain"]
     abstained = lofo.fit_rule(two, names, margin=gain + 0.1)
     assert abstained.selector == "last_layer" and "< margin" in abstained.reason
 
@@ -121,10 +125,10 @@ def test_a_depth_per_task_type_is_learned_across_families_and_applied_by_type() 
 def test_the_study_population_says_which_models_it_leaves_out_and_checkpoints_share_a_weight() -> None:
     scores, _ = run_tables({"A": [0.1, 0.3, 0.7, 0.5], "B": [0.2, 0.6, 0.4, 0.3], "C": [0.1, 0.2, 0.3, 0.4]}, {})
     partial = scores[scores["layer"] < 3].assign(model="acme/partial")
-    kept, excluded = lofo.score_models(pd.concat([scores, partial]))
+    kept, excluded = engine.score_models(pd.concat([scores, partial]))
     assert [m.name for m in kept] == ["test/m"] and kept[0].task_types == {"A": "STS", "B": "STS", "C": "STS"}
     assert excluded.set_index("model").loc["acme/partial", "reason"].startswith("no task has its last layer")
-    assert lofo.weights(["Pythia/410m", "Pythia/410m@step1", "Pythia/70m"]) == {
+    assert engine.weights(["Pythia/410m", "Pythia/410m@step1", "Pythia/70m"]) == {
         "Pythia/410m": 0.5,
         "Pythia/410m@step1": 0.5,
         "Pythia/70m": 1.0,
@@ -151,6 +155,36 @@ def test_a_base_model_gets_the_shipped_base_rule() -> None:
         picked.query("selector == 'auto'")["chosen_layer"].tolist()
         == direct.query("selector == @rule")["chosen_layer"].tolist()
     )
+
+
+#: one task of each type the paper's tasks have, as their ``scores.csv`` rows name the type
+TYPED_TASKS = {
+    "EmotionClassification": "Classification",
+    "TwentyNewsgroupsClustering": "Clustering",
+    "TwitterSemEval2015": "PairClassification",
+    "AskUbuntuDupQuestions": "Reranking",
+    "STS12": "STS",
+}
+
+
+def test_a_base_model_gets_the_shipped_rule_of_each_task_type() -> None:
+    """The shipped base rule picks a depth per task type: on a 10-layer model each task gets the layer of its own
+    type's depth (or the rule's default), which is what that depth alone picks, and the types do not all agree."""
+    rule = auto.load_policy().rules["base"]
+    assert rule.by_type, "the shipped base rule has no depth per task type: this test has nothing to exercise"
+    curves = {task: [0.1 * ((k * (i + 3)) % 7) for k in range(11)] for i, task in enumerate(TYPED_TASKS)}
+    scores, metrics = run_tables(curves, {("prompt_entropy", "wikitext"): [1.0] * 11}, model="EleutherAI/pythia-70m")
+    scores["task_type"] = scores["task"].map(TYPED_TASKS)
+    picked = select_layers(scores=scores, metrics=metrics, by="auto", per_task=True).query("selector == 'auto'")
+    picked = picked.set_index("task")["chosen_layer"].to_dict()
+    wanted = {task: rule.by_type.get(kind, rule.selector) for task, kind in TYPED_TASKS.items()}
+    assert picked == {task: round(by_name(name).depth * 10) for task, name in wanted.items()}
+    for task, name in wanted.items():
+        direct = select_layers(scores=scores, metrics=metrics, by=name, per_task=True)
+        assert direct.query("task == @task and selector == @name")["chosen_layer"].tolist() == [picked[task]]
+    default = round(by_name(rule.selector).depth * 10)
+    typed = [task for task, kind in TYPED_TASKS.items() if kind in rule.by_type]
+    assert typed and all(picked[task] != default for task in typed) and len(set(picked.values())) >= 3
 
 
 def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_path: Path, capsys) -> None:
@@ -192,17 +226,17 @@ def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_chan
         auto.load_policy(path)
 
 
-@pytest.mark.skipif(not (REFERENCE / "official_layer_scores.csv").is_file(), reason="the authors' release is absent")
+@pytest.mark.skipif(not (REFERENCE / RELEASE_SCORES_FILE).is_file(), reason="the authors' release is absent")
 @pytest.mark.parametrize("family", ["pythia", "bert", "mamba"])
 def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: str) -> None:
     import dataclasses
 
-    from layer_mteb.analysis.importing import import_metrics_table, release_scores
+    from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 
     names = ["Pythia/14m", "Pythia/70m", "bert/base", "bert_CLS/base", "roberta_mean_pooling/base", "mamba/370m"]
-    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    models, excluded = lofo.score_models(scores, metrics)
+    models, excluded = engine.score_models(scores, metrics)
     assert [m.name for m in models if m.pooling == "first"] == ["bert_CLS/base"] and excluded.empty
     candidates = [*CANDIDATES, by_name("depth=0.2"), by_name("depth=0.9")]
     before = lofo.leave_one_family_out(models, candidates).set_index("model")

@@ -85,3 +85,15 @@ def test_metrics_output_that_is_a_file_fails_in_one_line_before_work(tmp_path, c
     said = "is a file" if output == taken else f"is inside {str(taken)!r}, which is a file"
     assert said in err and str(output) in err and len(err.splitlines()) == 1
     assert taken.read_text() == "mine\n"
+
+
+def test_the_command_line_defaults_are_the_library_s():
+    """The parser declares its defaults without importing the library; they must be the library's own."""
+    from layer_mteb.analysis.labels.budget import DEFAULT_DRAWS
+    from layer_mteb.cli.parser import build_parser
+    from layer_mteb.paper.reproduce import PERMUTATIONS
+
+    parser = build_parser()
+    assert parser.parse_args(["label-budget", "--run", "r"]).draws == DEFAULT_DRAWS
+    assert parser.parse_args(["select", "--run", "r"]).draws == DEFAULT_DRAWS
+    assert parser.parse_args(["reproduce"]).permutations == PERMUTATIONS

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import minilm_folder
 
-from layer_mteb.cli.checks import hub_needed
+from layer_mteb.cli.checks import check_arguments, hub_needed
 from layer_mteb.cli.parser import build_parser
 from layer_mteb.tasks.catalog import read_task_file
 from layer_mteb.tasks.names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
@@ -76,6 +76,32 @@ CASES = {
     "stress lengths": (["stress", "--model", "minilm-l6", "--lengths", "64,long"], "--lengths"),
     "select without a run": (["select", "--run", "{tmp}/none"], "does not exist"),
     "report of a folder without scores": (["report", "--run", "{tmp}"], "has no scores.csv"),
+    "label budget without a run": (["label-budget", "--run", "{tmp}/none"], "does not exist"),
+    "label budget with no worker": (
+        ["label-budget", "--run", "{tmp}/run", "--output", "{tmp}/out", "--eval-workers", "0"],
+        "--eval-workers must be a positive integer",
+    ),
+    "label budget written into a file": (["label-budget", "--run", "{tmp}/run", "--output", "{tmp}/file"], "is a file"),
+    "reproduce without the release": (
+        ["reproduce", "--reference", "{tmp}", "--output", "{tmp}/out"],
+        "no official_layer_scores.csv in {tmp}; pass --reference",
+    ),
+    "reproduce of a folder without scores": (
+        ["reproduce", "--reference", "{tmp}/release", "--run", "{tmp}", "--output", "{tmp}/out"],
+        "has no scores.csv",
+    ),
+    "export a negative layer": (
+        ["export", "--model", "minilm-l6", "--layer", "-1", "--output", "{tmp}/out"],
+        "--layer -1 is out of range",
+    ),
+    "export into a folder that is not empty": (
+        ["export", "--model", "minilm-l6", "--layer", "3", "--output", "{tmp}"],
+        "exists and is not empty; choose another folder or add --overwrite",
+    ),
+    "export a pick without a run": (
+        ["export", "--model", "minilm-l6", "--by", "auto", "--output", "{tmp}/out"],
+        "--by auto picks a layer from a run's scores: add --run RUN",
+    ),
 }
 
 
@@ -102,6 +128,10 @@ def _fresh_main(argv: list[str], cwd: Path) -> tuple[int, list[str], list[str]]:
 def test_a_mistake_is_one_line_before_anything_heavy_loads_and_writes_nothing(case, tmp_path):
     (tmp_path / "file").write_text("mine\n")
     (tmp_path / "broken.yaml").write_text("tasks:\n  STS: [STS12\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "official_layer_scores.csv").write_text("model,layer,task,main_score\n")
     before = sorted(p.name for p in tmp_path.rglob("*"))
     args, message = CASES[case]
     argv = [a.format(tmp=tmp_path) for a in args]
@@ -142,6 +172,8 @@ def _args(*argv: str):
         (["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:STS12"], False),
     ],
 )
-def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir):
+def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir, tmp_path):
     assert not (data_dir / "SciFact").exists()
-    assert hub_needed(_args(*argv, "--data-dir", str(data_dir))) is needed
+    args = _args(*argv, "--data-dir", str(data_dir), "--output", str(tmp_path))
+    check_arguments(args)  # as the command line does first: `run` then holds its resolved request
+    assert hub_needed(args) is needed

@@ -9,7 +9,13 @@ import pytest
 from _metric_fixtures import run_tables
 from scipy import stats
 
-from layer_mteb.analysis.correlation import METHODS, association, correlate, correlation_table, permutation_test
+from layer_mteb.analysis.selection.correlation import (
+    METHODS,
+    association,
+    correlate,
+    correlation_table,
+    permutation_test,
+)
 from layer_mteb.common.errors import UserError
 
 X = np.array([0.3, 1.2, -0.7, 2.5, 0.0, 1.9, -1.4, 0.8, 3.1])
@@ -104,8 +110,8 @@ def test_cli_correlate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_three_layers_are_enough_and_own_texts_give_a_mean_row() -> None:
-    from layer_mteb.analysis.correlation import OWN_TEXTS
     from layer_mteb.analysis.rules import MIN_LAYERS
+    from layer_mteb.analysis.selection.correlation import OWN_TEXTS
 
     assert MIN_LAYERS == 3
     scores, metrics = run_tables(

@@ -22,9 +22,9 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis import figures
-from layer_mteb.analysis.report import paper_layer_means, write_report
-from layer_mteb.analysis.table1 import headline_tasks, per_task_summary, task_scores
+from layer_mteb.analysis.report import figures
+from layer_mteb.analysis.report.build import paper_layer_means, write_report
+from layer_mteb.analysis.report.table1 import headline_tasks, per_task_summary, task_scores
 
 
 @pytest.fixture
@@ -244,8 +244,8 @@ def test_unexpected_side_files_are_skipped(tmp_path):
 
 
 def test_figure1_common_tasks_drop_the_task_that_leaves_layers_incomplete():
+    from layer_mteb.analysis.report.table1 import headline_tasks
     from layer_mteb.analysis.rules import common_tasks, complete_layer_means
-    from layer_mteb.analysis.table1 import headline_tasks
 
     rows = [("m1", t, layer) for t in ("T1", "T2", "T3") for layer in range(5)]
     rows += [("m2", t, layer) for t in ("T1", "T2") for layer in range(5)]

@@ -24,12 +24,24 @@ def test_importing_the_package_imports_nothing_heavy():
     assert [m for m in HEAVY if m in loaded] == []
 
 
-@pytest.mark.parametrize("command", ["", "run", "metrics", "report", "select", "correlate", "merge"])
+@pytest.mark.parametrize(
+    "command", ["", "run", "metrics", "report", "select", "correlate", "merge", "label-budget", "reproduce"]
+)
 def test_help_imports_nothing_heavy(command):
     argv = [command, "--help"] if command else ["--help"]
     code = f"from layer_mteb.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
     loaded = _imported_after(code)
     assert [m for m in HEAVY if m in loaded] == []
+
+
+def test_the_version_is_written_once_in_pyproject():
+    import tomllib
+    from conftest import REPO
+
+    import layer_mteb
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert layer_mteb.__version__ == pyproject["project"]["version"]
 
 
 def test_public_names_load_on_use_and_sweep_stays_the_function():
@@ -45,7 +57,7 @@ def test_public_names_load_on_use_and_sweep_stays_the_function():
         layer_mteb.no_such_name  # noqa: B018
 
 
-@pytest.mark.parametrize("command", ["run", "metrics", "report", "select", "correlate"])
+@pytest.mark.parametrize("command", ["run", "metrics", "report", "select", "correlate", "label-budget", "reproduce"])
 def test_every_optional_option_says_its_default(command, capsys):
     from layer_mteb.cli import main
 

@@ -4,7 +4,12 @@ layer is made to carry the gold similarity, so the right pick is known."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
+import subprocess
+import sys
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -13,9 +18,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from layer_mteb.analysis.label_budget import pick_layers, run_tasks, select_with_labels
-from layer_mteb.analysis.label_curve import curve_rows, labels_needed, plot_curve, write_curve
-from layer_mteb.analysis.labelled import layer_scores
+from layer_mteb.analysis.labels import budget
+from layer_mteb.analysis.labels.budget import TaskLayers, pick_layers, run_tasks, select_with_labels
+from layer_mteb.analysis.labels.curve import curve_rows, labels_needed, plot_curve, write_curve
+from layer_mteb.analysis.labels.labelled import LabelledExamples, layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -173,13 +179,15 @@ def test_labels_needed_reads_the_curve_against_each_baseline(tmp_path):
     assert (tmp_path / "curve.png").stat().st_size > 0
 
 
-def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(planted_run, data_dir, tmp_path):
+def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(planted_run, data_dir, tmp_path, capsys):
     out = tmp_path / "paper"
     out.mkdir()
     model = pd.read_csv(planted_run / "scores.csv")["model"].iloc[0]
     measured = pd.DataFrame({"model": model, "task": "BIOSSES", "k": ["8", "full"], "mean_regret": [0.02, 0.0]})
     measured.to_csv(out / "label_budget.csv", index=False)
-    write_curve([planted_run], out, data_dir=data_dir, baselines_only=True)
+    argv = ["label-budget", "--run", str(planted_run), "--output", str(out), "--data-dir", str(data_dir)]
+    assert main([*argv, "--baselines-only"]) == 0
+    assert "within 1 point of the best" in capsys.readouterr().out  # the labels each target needs
     kept = pd.read_csv(out / "label_budget.csv", dtype={"k": str})
     pd.testing.assert_frame_equal(kept, measured, check_dtype=False)  # the measured curve is not measured again
     baselines = pd.read_csv(out / "label_budget_baselines.csv")
@@ -189,9 +197,15 @@ def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(plant
     assert (out / "label_budget.png").stat().st_size > 0
 
 
-def test_baselines_only_without_a_curve_is_one_clear_error(planted_run, data_dir, tmp_path):
+def test_baselines_only_without_a_curve_is_one_clear_error(planted_run, data_dir, tmp_path, capsys):
     with pytest.raises(UserError, match="needs a measured curve"):
         write_curve([planted_run], tmp_path / "empty", data_dir=data_dir, baselines_only=True)
+    argv = ["label-budget", "--run", str(planted_run), "--output", str(tmp_path / "empty"), "--baselines-only"]
+    assert main(argv) == 2
+    curve = tmp_path / "empty" / "label_budget.csv"
+    assert capsys.readouterr().err == (
+        f"layer-mteb: error: --baselines-only needs a measured curve: {curve} does not exist\n"
+    )
 
 
 def test_an_interrupted_curve_resumes_from_the_tasks_it_saved(tiny_folder, data_dir, tmp_path):
@@ -210,3 +224,76 @@ def test_an_interrupted_curve_resumes_from_the_tasks_it_saved(tiny_folder, data_
     pd.testing.assert_frame_equal(again[columns], whole[columns])
     other = curve_rows(run, **{**options, "draws": 3})  # other draws never read those rows
     assert (other["seconds"] >= 0).all() and len(list(parts.iterdir())) == 2
+
+
+def test_a_run_remembers_its_data_folder_for_select_labels(planted_run, tiny_folder, data_dir, tmp_path, monkeypatch):
+    """The run read BIOSSES from ``data_dir`` and says so in run.json; ``select --labels`` on it then finds the labels
+    there although the environment now points at an empty folder, and ``--data-dir`` still takes precedence."""
+    entries = json.loads((planted_run / "run.json").read_text())["tasks"]
+    assert {entry["data_dir"] for entry in entries} == {str(data_dir.resolve())}
+    monkeypatch.setenv("LAYER_MTEB_DATA", str(tmp_path))  # no task folder here
+    picks = select_with_labels(planted_run, 8, draws=2, model=str(tiny_folder))
+    assert picks.iloc[0]["chosen_layer"] == SIGNAL_LAYER
+    with pytest.raises(UserError, match="does not exist"):
+        select_with_labels(planted_run, 8, draws=2, model=str(tiny_folder), data_dir=tmp_path / "missing")
+
+
+# Ctrl-C pressed as the first task's layers are being scored: the signal is real, only its moment is fixed.
+CTRL_C_WHILE_SCORING = """
+import signal, sys
+from layer_mteb.analysis.labels import budget
+from layer_mteb.cli import main
+
+def interrupted(*args, **kwargs):
+    signal.raise_signal(signal.SIGINT)
+
+budget.pick_layers = interrupted
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_in_select_labels_says_nothing_was_saved(planted_run, tiny_folder, data_dir):
+    argv = ["select", "--run", str(planted_run), "--labels", "8", "--model", str(tiny_folder)]
+    env = {**os.environ, "LAYER_MTEB_DATA": str(data_dir), "HF_HUB_OFFLINE": "1"}
+    before = {path: path.stat().st_mtime_ns for path in planted_run.glob("selection.labels-*")}
+    stopped = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_SCORING, *argv], env=env, capture_output=True, text=True
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    lines = [line for line in stopped.stderr.splitlines() if line.strip()]
+    assert lines[-1] == "layer-mteb: interrupted; nothing was saved, run the same command again"
+    assert not any("Traceback" in line for line in lines)
+    assert {path: path.stat().st_mtime_ns for path in planted_run.glob("selection.labels-*")} == before
+
+
+def _unconverging_unit() -> TaskLayers:
+    """A classification task whose logistic regression stops after one iteration: every fit warns that it did not
+    converge (scikit-learn's ConvergenceWarning), as mteb's does on a decoder's unnormalised vectors."""
+    from types import SimpleNamespace
+
+    from sklearn.linear_model import LogisticRegression
+
+    metadata = SimpleNamespace(name="Unconverging", type="Classification", main_score="accuracy")
+    task = SimpleNamespace(
+        metadata=metadata, seed=42, n_splits=2, samples_per_label=8, evaluator_model=LogisticRegression(max_iter=1)
+    )
+    rng = np.random.default_rng(0)
+    labels = np.repeat([0, 1, 2], 8)
+    vectors = rng.standard_normal((3, len(labels), 16)) * 100  # [layers, texts, D]
+    examples = LabelledExamples(task, [f"text {i}" for i in labels], np.arange(len(labels)), labels)
+    scores = pd.Series([0.4, 0.5, 0.45], index=[0, 1, 2])
+    return TaskLayers("test/model", "Unconverging", "default", scores, examples, vectors, n_layers=2)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_scorers_convergence_warnings_are_one_line_per_task_and_in_its_row(tmp_path, monkeypatch, caplog, workers):
+    monkeypatch.setattr(budget, "run_tasks", lambda *args, **kwargs: iter([_unconverging_unit()]))
+    with caplog.at_level(logging.WARNING, logger="layer_mteb"), warnings.catch_warnings(record=True) as passed_on:
+        warnings.simplefilter("always")
+        picks = select_with_labels(tmp_path, 8, draws=2, workers=workers)
+    assert not [w for w in passed_on if w.category.__name__ == "ConvergenceWarning"]  # counted, not shown
+    [line] = [r.getMessage() for r in caplog.records if "ConvergenceWarning" in r.getMessage()]
+    count = int(line.split(": ", 1)[1].split()[0])
+    assert count >= 3 * 2  # every layer fits in every draw
+    assert line.startswith(f"Unconverging: {count} ConvergenceWarnings from mteb's logistic regression at layers 0-2;")
+    assert picks["warnings"].tolist() == [f"{count} ConvergenceWarnings at layers 0-2"]

@@ -1,5 +1,6 @@
-"""The package's layout is its pipeline: no module imports another that (directly or through others) imports it back.
-The one-way order of the stages themselves is the import-linter contract in pyproject.toml (``lint-imports``)."""
+"""The package's layout is its pipeline: no module imports another that (directly or through others) imports it back,
+every module sits in one layer of the import-linter contract in pyproject.toml (whose one-way order ``lint-imports``
+checks), and no folder is crowded. The cycle check is shown to fail on a cycle planted in the real graph."""
 
 from __future__ import annotations
 
@@ -51,11 +52,23 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     return found
 
 
+def _package_graph() -> grimp.ImportGraph:
+    return grimp.build_graph("layer_mteb")
+
+
 def test_no_module_imports_itself_back():
-    graph = grimp.build_graph("layer_mteb")
-    # the package root names its public API lazily (PEP 562) and imports its stages only for type checkers
-    graph.remove_module("layer_mteb")
+    graph = _package_graph()
+    assert len(graph.modules) >= 90, "the graph must hold the whole package, the root included"
     assert _cycles(graph) == []
+
+
+def test_a_planted_cycle_in_the_real_package_is_found():
+    """The same check on the real graph with one upward import added fails, naming the modules of the cycle."""
+    graph = _package_graph()
+    graph.add_import(importer="layer_mteb.common.errors", imported="layer_mteb.cli.main")
+    cycles = _cycles(graph)
+    assert len(cycles) == 1
+    assert {"layer_mteb.common.errors", "layer_mteb.cli.main"} <= set(cycles[0])
 
 
 def test_the_cycle_finder_finds_a_cycle():
@@ -66,6 +79,47 @@ def test_the_cycle_finder_finds_a_cycle():
     graph.add_import(importer="pkg.b", imported="pkg.a")
     graph.add_import(importer="pkg.b", imported="pkg.c")
     assert _cycles(graph) == [["pkg.a", "pkg.b"]]
+
+
+def test_every_module_is_under_the_layer_contract():
+    """Each module belongs to one layer of the import-linter contract; the root package stands above them, and a
+    package that only holds layers (``analysis``) imports nothing."""
+    import tomllib
+    from conftest import REPO
+
+    contract = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    layers = [name.strip() for layer in contract["layers"] for name in layer.split("|")]
+    graph = _package_graph()
+    holders = {lay.rsplit(".", 1)[0] for lay in layers} - {"layer_mteb"}
+    outside = [
+        module
+        for module in sorted(graph.modules - holders - {"layer_mteb"})
+        if not any(module == lay or module.startswith(lay + ".") for lay in layers)
+    ]
+    assert outside == []
+    assert holders == {"layer_mteb.analysis"}
+    assert graph.find_modules_directly_imported_by("layer_mteb.analysis") == set()
+
+
+def test_no_package_folder_is_crowded():
+    from conftest import REPO
+
+    crowded = {
+        str(folder.relative_to(REPO)): count
+        for folder in (REPO / "layer_mteb").rglob("*")
+        if folder.is_dir() and (count := len([m for m in folder.glob("*.py") if m.name != "__init__.py"])) > 12
+    }
+    assert crowded == {}
+
+
+def test_no_public_name_is_also_a_submodule():
+    """A lazily exported name that is also a submodule's name would be replaced by the module once it is imported."""
+    import pkgutil
+
+    import layer_mteb
+
+    submodules = {info.name for info in pkgutil.iter_modules(layer_mteb.__path__)}
+    assert set(layer_mteb._HOMES) & submodules == set()
 
 
 def test_the_module_map_names_every_module():
@@ -83,9 +137,27 @@ def test_the_module_map_names_every_module():
         stage = cells[0].strip("`/") or stage
         rows[stage] = rows.get(stage, "") + cells[1]
     missing = []
-    for path in sorted((REPO / "layer_mteb").glob("*/*.py")):
-        if path.name in {"__init__.py", "__main__.py"}:
+    for path in sorted((REPO / "layer_mteb").rglob("*.py")):
+        stage = str(path.parent.relative_to(REPO / "layer_mteb"))
+        if path.name in {"__init__.py", "__main__.py"} or stage == ".":
             continue
-        if not re.search(rf"`{re.escape(path.name)}`", rows.get(path.parent.name, "")):
-            missing.append(f"{path.parent.name}/{path.name}")
+        if not re.search(rf"`{re.escape(path.name)}`", rows.get(stage, "")):
+            missing.append(f"{stage}/{path.name}")
     assert missing == []
+
+
+def test_modules_and_functions_stay_short():
+    """No module over 400 lines and no function over 60: a newcomer reads each in one sitting."""
+    import ast
+
+    from conftest import REPO
+
+    long = []
+    for path in sorted((REPO / "layer_mteb").rglob("*.py")):
+        source = path.read_text()
+        if len(source.splitlines()) > 400:
+            long.append(f"{path.relative_to(REPO)}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
+    assert long == []

@@ -23,7 +23,7 @@ from layer_mteb.metrics.curvature import curvature
 from layer_mteb.metrics.entropy import matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.table import METRIC_COLUMNS, read_metrics
-from layer_mteb.metrics.texts import load_texts
+from layer_mteb.metrics.texts import encoded_source, load_texts, source_task, task_source
 from layer_mteb.model.forward import tokenize
 from layer_mteb.model.pooling import readout_layers
 
@@ -197,6 +197,12 @@ def test_a_tasks_own_texts_are_its_evaluation_sentences() -> None:
     assert source.name == "task:STS17" and source.task == "STS17"
     assert set(source.texts) == expected  # both sides of every pair, en-en only, no scores
     assert len(load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=50).texts) == 50
+
+
+def test_a_source_label_names_its_task_and_nothing_else_does() -> None:
+    assert task_source("STS17") == "task:STS17" and source_task(task_source("STS17")) == "STS17"
+    assert encoded_source("STS17") == "encoded:STS17"
+    assert [source_task(s) for s in ("encoded:STS17", "wikitext", "file:a.txt", float("nan"))] == [None] * 4
 
 
 def test_a_task_without_data_is_a_clear_error(tmp_path: Path) -> None:

@@ -9,13 +9,17 @@ import nbformat
 from _report_fixtures import write_reference, write_results
 from nbclient import NotebookClient
 
+from layer_mteb.analysis.runs.choices import PYTHIA_SCORES_FILE
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "reproduce_table1_figure1.ipynb"
 
 
 def test_notebook_regenerates_the_report(tmp_path, monkeypatch):
     write_results(tmp_path / "results")
-    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(write_reference(tmp_path / "ref.csv")))
+    (tmp_path / "reference").mkdir()
+    write_reference(tmp_path / "reference" / PYTHIA_SCORES_FILE)
+    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "reference"))
     monkeypatch.delenv("LAYER_MTEB_RESULTS", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     notebook = nbformat.read(NOTEBOOK, as_version=4)

@@ -86,10 +86,13 @@ def test_an_unexpected_error_reading_a_result_deletes_nothing(tiny_folder, data_
     assert not list((out / "mteb").rglob("*.corrupt"))
 
 
-def test_tasks_without_data_stop_before_the_model_loads(data_dir, tmp_path):
-    missing_model = tmp_path / "no-such-model"  # never reached: the task check comes first
+def test_tasks_without_data_stop_before_the_model_loads(tiny_folder, data_dir, monkeypatch):
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the task check")
+
+    monkeypatch.setattr("layer_mteb.evaluation.sweep.load_model", no_load)
     with pytest.raises(UserError, match=r"no local copy .*SciDocsRR.*--tasks offline"):
-        sweep(str(missing_model), "BIOSSES,SciDocsRR", data_dir=data_dir, progress=False)
+        sweep(str(tiny_folder), "BIOSSES,SciDocsRR", data_dir=data_dir, progress=False)
 
 
 def test_skip_unavailable_runs_the_tasks_with_data(tiny_folder, data_dir, tmp_path):

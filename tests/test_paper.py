@@ -4,30 +4,31 @@ protocol (raw-stream metrics choosing among final-norm scores) and leave-one-mod
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from _metric_fixtures import run_tables
 
-from layer_mteb.analysis import selectors, study
-from layer_mteb.analysis.curves import MEAN, score_curves
-from layer_mteb.analysis.importing import import_folder, import_metrics_table, release_scores, write_import
-from layer_mteb.analysis.selection import select_layers
+from layer_mteb.analysis.rules import PAPER_RULE
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
+from layer_mteb.analysis.selection import selectors
+from layer_mteb.analysis.selection.curves import MEAN, score_curves
+from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.table1 import table1
 
 ROOT = Path(__file__).resolve().parents[1]
-#: ``../shared/reference`` beside the repository (or one level higher for a checkout in a subfolder)
-_BESIDE = (ROOT.parent / "shared" / "reference", ROOT.parent.parent / "shared" / "reference")
-REFERENCE = Path(os.environ.get("LAYER_MTEB_REFERENCE_DIR") or next((p for p in _BESIDE if p.is_dir()), ROOT))
+REFERENCE = reference_folder()
 PYTHIA_14M = REFERENCE / "official_mteb_json" / "Pythia-14m"
 pytestmark = pytest.mark.skipif(not PYTHIA_14M.is_dir(), reason="the authors' release is not on this machine")
 
 
 def release_rows(model: str) -> list[dict]:
-    with (REFERENCE / "official_layer_scores.csv").open() as handle:
+    with (REFERENCE / RELEASE_SCORES_FILE).open() as handle:
         return [row for row in csv.DictReader(handle) if row["model"] == model]
 
 
@@ -51,7 +52,7 @@ def test_table1_for_pythia_410m_matches_a_hand_computation():
     last = [scores[24] for scores in by_task.values()]
     best = [max(scores.values()) for scores in by_task.values()]
     share = sum(max(s.values()) > s[24] for s in by_task.values()) / 32
-    row = table1(release_scores(REFERENCE / "official_layer_scores.csv", ["Pythia/410m"])).iloc[0]
+    row = table1(release_scores(REFERENCE / RELEASE_SCORES_FILE, ["Pythia/410m"])).iloc[0]
     assert (row["n_tasks"], row["last_layer"]) == (32, 24)
     assert row["best_not_last"] == pytest.approx(100 * share) == 100.0
     assert row["avg_last"] == pytest.approx(100 * sum(last) / 32)
@@ -85,9 +86,9 @@ def test_selection_pairs_raw_metrics_with_final_norm_scores_and_records_it(tmp_p
 
 def test_leave_one_model_out_never_reads_the_held_out_scores():
     names = ["Pythia/14m", "Pythia/70m", "Pythia/160m"]
-    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    candidates = [selectors.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", selectors.PAPER_RULE)]
+    candidates = [selectors.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
     models = study.study_models(scores, metrics)
     before = study.leave_one_model_out(models, candidates).set_index("held_out")
     held = models[0]
@@ -100,10 +101,10 @@ def test_leave_one_model_out_never_reads_the_held_out_scores():
 
 def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
     names = ["Pythia/410m"]
-    scores = release_scores(REFERENCE / "official_layer_scores.csv", names)
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={"Pythia/410m": "Pythia/410m"})
     [model] = study.study_models(scores, metrics)
-    summary = study.per_model(selectors.evaluate([model], [selectors.by_name(selectors.PAPER_RULE)])).iloc[0]
+    summary = study.model_leaderboard([model], [selectors.by_name(PAPER_RULE)]).iloc[0]
     assert summary["n_tasks"] == 24
     assert (round(summary["chosen_score"], 2), round(summary["last_score"], 2)) == (45.99, 43.18)
     assert round(summary["best_score"], 2) == 49.37
@@ -137,3 +138,32 @@ def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
         "paper: stress_0.png, stress_1.png, stress_2.png, ... (3 more)",
     ]
     assert all(line.endswith(" s)") for line in lines)
+
+
+def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeypatch):
+    from layer_mteb.cli import main
+    from layer_mteb.paper import reproduce
+
+    called = []
+    monkeypatch.setattr(reproduce, "reproduce", lambda *args: called.append(args))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
+    argv = ["reproduce", "--reference", str(REFERENCE), "--run", str(run), "--output", str(tmp_path / "paper")]
+    assert main([*argv, "--permutations", "7", "--policy", str(tmp_path / "policy.json")]) == 0
+    assert called == [(REFERENCE, [run], tmp_path / "paper", 7, tmp_path / "policy.json")]
+
+
+def test_a_run_without_metrics_keeps_its_scores_but_mismatched_metrics_are_an_error(tmp_path):
+    from layer_mteb.paper.reproduce import run_scores
+
+    scores, metrics = run_tables({"STS12": [0.1, 0.3, 0.2]}, {("prompt_entropy", "wikitext"): [0.5, 0.4, 0.6]})
+    scores.to_csv(tmp_path / "scores.csv", index=False)
+    alone, none = run_scores(tmp_path)
+    assert none is None and alone["main_score"].tolist() == [0.1, 0.3, 0.2]
+    metrics.assign(max_length=128).to_csv(tmp_path / "metrics.csv", index=False)  # measured with other settings
+    with pytest.raises(UserError, match=r"metrics\.csv has no rows for the scored model and settings"):
+        run_scores(tmp_path)
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    _, paired = run_scores(tmp_path)
+    assert paired["value"].tolist() == [0.5, 0.4, 0.6]

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from layer_mteb.analysis.correlation import correlate
-from layer_mteb.analysis.report import write_report
-from layer_mteb.analysis.selection import select_layers
+from layer_mteb.analysis.report.build import write_report
+from layer_mteb.analysis.selection.correlation import correlate
+from layer_mteb.analysis.selection.select import select_layers
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.results import SCORE_COLUMNS, write_scores
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pandas as pd
 import pytest
 from _report_fixtures import (
     REFERENCE_SCORES,
+    alpha_metrics,
     alpha_scores,
     alpha_selection,
     one_layer_scores,
@@ -19,11 +21,19 @@ from _report_fixtures import (
 )
 
 from layer_mteb import UserError, build_table1
-from layer_mteb.analysis.markdown import table1_markdown
-from layer_mteb.analysis.report import paper_layer_means, write_report
-from layer_mteb.analysis.runs import discover_runs, load_reference, load_runs
-from layer_mteb.analysis.selection import selector_leaderboard
-from layer_mteb.analysis.table1 import per_task_summary, table1_notes, task_scores
+from layer_mteb.analysis.report.build import paper_layer_means, write_report
+from layer_mteb.analysis.report.markdown import table1_markdown
+from layer_mteb.analysis.report.table1 import per_task_summary, table1_notes, task_scores
+from layer_mteb.analysis.runs.folders import (
+    PYTHIA_SCORES_FILE,
+    REFERENCE_ENV,
+    discover_runs,
+    load_reference,
+    load_runs,
+    reference_folder,
+    reference_path,
+)
+from layer_mteb.analysis.selection.select import selector_leaderboard
 from layer_mteb.cli import main
 
 
@@ -161,6 +171,7 @@ def test_cli_report_writes_every_file(tmp_path, capsys):
     argv = ["report", "--run", str(alpha), "--run", str(one), "--output", str(output), "--paper-curves"]
     assert main([*argv, "--reference", str(reference)]) == 0
     expected = {"table1.csv", "table1.md", "per_task.csv", "layer_means.csv", "selectors.csv", "selectors.md"}
+    expected |= {"cost_quality.csv", "cost_quality.md"}  # named by depth; no figure without cost.csv
     for stem in ("figure1", "heatmap_toy_alpha", "heatmap_toy_one-layer", "metrics", "correlation"):
         expected |= {f"{stem}.png", f"{stem}.pdf"}
     assert {p.name for p in output.iterdir()} == expected
@@ -187,8 +198,17 @@ def test_cli_user_errors_are_one_line_and_exit_2(tmp_path, capsys, problem):
     assert not (tmp_path / "report").exists()
 
 
+def test_the_reference_is_the_release_folder_or_its_pythia_file(tmp_path, monkeypatch):
+    folder = tmp_path / "release"
+    folder.mkdir()
+    file = write_reference(folder / PYTHIA_SCORES_FILE)
+    assert reference_path(folder) == reference_path(file) == file
+    monkeypatch.setenv(REFERENCE_ENV, str(folder))  # one variable: the folder, read by the report and the paper
+    assert reference_folder() == folder and reference_path() == file
+
+
 def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere.csv"))
+    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere"))
     with pytest.raises(UserError, match="--reference"):
         write_report([write_run(tmp_path / "run", alpha_scores())], tmp_path / "report", paper_curves=True)
     assert not (tmp_path / "report").exists()
@@ -200,6 +220,24 @@ def test_a_run_without_the_last_layer_leaves_table1_empty():
     assert len(table) == 1
     row = table.iloc[0]
     assert row["n_tasks"] == 0 and math.isnan(row["avg_best"]) and pd.isna(row["best_layer"])
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"", "unreadable (EmptyDataError"),
+        (b"model,selector\n\xff\xfe,x\n", "unreadable (UnicodeDecodeError"),
+        (b"selector,layer\nlast_layer,2\n", "has no model column"),
+    ],
+)
+def test_an_unreadable_side_file_is_named_in_one_warning(tmp_path, caplog, content, why):
+    folder = write_run(tmp_path / "a", alpha_scores(), metrics=alpha_metrics())
+    (folder / "selection.csv").write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="layer_mteb"):
+        runs = load_runs([folder])
+    assert runs.selection is None and runs.metrics is not None  # left out; the readable side file stays
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"{folder / 'selection.csv'} ") and why in line
 
 
 def test_side_files_belong_to_their_run_folder(tmp_path):

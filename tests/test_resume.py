@@ -1,4 +1,4 @@
-"""A sweep killed at any point (SIGKILL) and started again ends with the same table, recomputing nothing finished;
+"""A sweep killed (SIGKILL) after any unit and started again ends with the same table, recomputing nothing finished;
 two runs with the same settings give bit-identical tables."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -26,12 +25,33 @@ def tiny_folder(tmp_path_factory, bert_tokenizer):
     return save_tiny_model("gpt_neox", bert_tokenizer, folder)
 
 
-def start(folder, data_dir, out, cache):
+#: ``layer-mteb run`` that kills itself (SIGKILL, nothing cleaned up) as soon as its scores table holds ``rows``
+#: rows: the kill lands right after a unit is written, at the unit asked for, without watching the process from here
+KILLED_AFTER = """
+import os, signal, sys
+from layer_mteb.cli.main import main
+from layer_mteb.evaluation import sweep
+
+rows, write = int(sys.argv[1]), sweep.write_scores
+
+def write_then_die(frame, *args, **kwargs):
+    path = write(frame, *args, **kwargs)
+    if len(frame) >= rows:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+
+sweep.write_scores = write_then_die
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def start(folder, data_dir, out, cache, kill_after_rows: int | None = None):
+    """``layer-mteb run`` in a process of its own; with ``kill_after_rows``, killed once that many rows are written."""
     env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    launcher = ["-m", "layer_mteb.cli"] if kill_after_rows is None else ["-c", KILLED_AFTER, str(kill_after_rows)]
     argv = [
         sys.executable,
-        "-m",
-        "layer_mteb.cli",
+        *launcher,
         "run",
         "--model",
         str(folder),
@@ -54,26 +74,20 @@ def rows_written(out) -> int:
         return 0
 
 
-def kill_when(process, out, rows: int, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while rows_written(out) < rows and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_folder, data_dir, tmp_path):
-    """SIGKILL after 1, 4 and 7 of 9 (task, layer) units, restarting each time, then let it finish."""
+    """SIGKILL right after the 1st, 4th and 7th of 9 (task, layer) units is written, restarting each time, then let
+    it finish."""
     reference_out = tmp_path / "reference"
     reference = start(tiny_folder, data_dir, reference_out, tmp_path / "reference-cache")
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
     out, cache = tmp_path / "out", tmp_path / "cache"
     rows_before_kill = 0
     for kill_after_rows in (1, 4, 7):
-        kill_when(start(tiny_folder, data_dir, out, cache), out, kill_after_rows)
-        assert rows_written(out) >= rows_before_kill  # nothing finished is ever lost
+        killed = start(tiny_folder, data_dir, out, cache, kill_after_rows)
+        assert killed.wait(timeout=300) == -signal.SIGKILL, killed.stderr.read()
+        assert rows_written(out) == kill_after_rows > rows_before_kill  # killed where asked; nothing finished lost
         rows_before_kill = rows_written(out)
     before = pd.read_csv(out / "scores.csv")
     finished_tasks = {t for t, n in before.groupby("task").size().items() if n == 3}

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from _metric_fixtures import run_tables
 
-from layer_mteb.analysis.selection import leaderboard, select_layers
+from layer_mteb.analysis.selection.select import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import write_scores
 from layer_mteb.metrics.table import write_metrics
@@ -155,8 +155,8 @@ def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsy
 
 
 def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(tmp_path: Path, capsys) -> None:
-    from layer_mteb.analysis.runs import load_runs
-    from layer_mteb.analysis.table1 import entropy_picks
+    from layer_mteb.analysis.report.table1 import entropy_picks
+    from layer_mteb.analysis.runs.folders import load_runs
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS)
@@ -183,9 +183,10 @@ TIED_METRIC = {("prompt_entropy", "wikitext"): [0.9, 0.1, 0.5, 0.1, 0.7]}  # min
 
 
 def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None:
-    from layer_mteb.analysis import selectors, study
+    from layer_mteb.analysis.report.table1 import per_task_summary, task_scores
     from layer_mteb.analysis.rules import extremum_layer, nearest_layer
-    from layer_mteb.analysis.table1 import per_task_summary, task_scores
+    from layer_mteb.analysis.selection import selectors
+    from layer_mteb.analysis.study import lomo as study
 
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-6, 0.3])) == 1
@@ -204,8 +205,8 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
 
 
 def test_the_last_layer_is_n_layers_in_table1_selection_the_study_and_the_paper() -> None:
-    from layer_mteb.analysis import study
-    from layer_mteb.analysis.table1 import build_table1
+    from layer_mteb.analysis.report.table1 import build_table1
+    from layer_mteb.analysis.study import lomo as study
     from layer_mteb.paper.table1 import table1
 
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:B"): METRICS[("prompt_entropy", "task:B")]})
@@ -242,3 +243,19 @@ def test_select_by_a_study_selector_uses_the_same_engine_units_and_file(tmp_path
     assert own[["task", "texts", "chosen_layer"]].values.tolist() == [["B", "task:B", 3]]
     assert main(["select", "--run", str(tmp_path), "--by", "nonsense@own"]) == 2
     assert "unknown metric or selector" in capsys.readouterr().err
+
+
+def test_a_rule_that_reads_no_metric_needs_no_metrics_csv(tmp_path: Path, capsys) -> None:
+    """``--by auto`` on an embedding model (its rule: the last layer) and ``--by depth=0.5`` read no metric, so a run
+    without ``metrics.csv`` can use them; a metric's selector still says the file is missing."""
+    from layer_mteb.cli import main
+
+    scores, _ = run_tables(SCORES, METRICS, model="sentence-transformers/all-MiniLM-L6-v2")
+    scores.to_csv(tmp_path / "scores.csv", index=False)
+    assert main(["select", "--run", str(tmp_path), "--by", "auto"]) == 0
+    picks = pd.read_csv(tmp_path / "selection.auto.csv")
+    assert set(picks.query("selector == 'auto'")["chosen_layer"]) == {4}
+    assert main(["select", "--run", str(tmp_path), "--by", "depth=0.5"]) == 0
+    capsys.readouterr()
+    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 2
+    assert "no metrics.csv" in capsys.readouterr().err

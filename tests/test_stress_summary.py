@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from layer_mteb.analysis.stress_summary import length_minima, model_summary, stress_markdown
+from layer_mteb.analysis.report.stress_summary import length_minima, model_summary, stress_markdown
 from layer_mteb.metrics.bimodality import DIP_COLUMNS
 from layer_mteb.metrics.stress_table import STRESS_COLUMNS
 

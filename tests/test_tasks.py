@@ -194,3 +194,24 @@ def test_load_tasks_gives_mteb_tasks_on_the_local_copy(data_dir):
     assert loaded[1].hf_subsets == ["en-en"] and loaded[0].eval_splits == ["test"]  # the paper's subset and split
     with pytest.raises(UserError, match="unknown mteb task"):
         tasks.load_tasks("NoSuchTask", data_dir=data_dir)
+
+
+def test_a_task_type_is_mtebs_and_only_an_unknown_name_has_none(monkeypatch):
+    import mteb
+
+    assert tasks.task_type("STS17") == "STS" and tasks.task_type("Banking77Classification") == "Classification"
+    assert tasks.task_type("NoSuchTaskInAnyMteb") is None  # the documented fallback: kept, untyped
+    real = mteb.get_task
+
+    def broken(name, *args, **kwargs):
+        if name == "STS17":
+            raise KeyError("a column missing inside the task class")
+        if name == "BIOSSES":
+            raise RuntimeError("mteb changed its task registry")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(mteb, "get_task", broken)
+    with pytest.raises(KeyError, match="column missing"):  # a known task failing is not an unknown name
+        tasks.task_type("STS17")
+    with pytest.raises(RuntimeError, match="registry"):
+        tasks.task_type("BIOSSES")

@@ -1,14 +1,8 @@
-"""Run folders read, layers selected, metrics correlated, the report drawn. The choices of its options are named
-here, in a module that imports nothing, so that the command line declares them without loading pandas."""
+"""What happens to a run after mteb scored it, one sub-package per job, imported one way (``lint-imports``):
 
-from __future__ import annotations
-
-from typing import Literal, get_args
-
-#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every
-#: text source that has raw metrics, else metrics of the scored readout itself.
-METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
-
-#: metric normalisations of imported results (``paper``: as the paper's figures show them)
-Normalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
-NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
+- :mod:`.runs`: read run folders and import others' results (the authors' release, mteb result JSONs);
+- :mod:`.selection`: the label-free selection engine (rules, per-layer curves, selectors, ``auto``, correlations);
+- :mod:`.labels`: layers picked from K labelled examples (loads models, runs worker pools);
+- :mod:`.report`: Table 1, figures, markdown and the report folder (reads results; computes nothing new);
+- :mod:`.study`: the selector studies (leave one model out, leave one family out) and the shipped ``auto`` policy.
+"""

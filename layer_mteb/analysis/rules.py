@@ -1,10 +1,22 @@
-"""The analysis rules, each defined once and used by Table 1, selection, the selector study, correlation and both
-Figure 1s (``layer-mteb report``, the notebook and ``python -m layer_mteb.paper``); ``docs/report.md`` says why.
+"""The analysis rules, each defined once and used by every consumer: Table 1, ``select`` (every ``--by``),
+``select --labels`` and the label-budget curve, the selector studies, correlation, the stress figures, the report and
+the paper reproduction; ``docs/report.md`` says why. It sits below every other analysis module so all can use it.
 
 - **Last layer**: the model's final hidden state, layer ``n_layers``. A task without a score there has no last layer:
-  it is left out of every comparison with the last layer (and named), never compared with a shallower layer.
-- **Ties go to the deeper layer**: among layers within :data:`TIE_TOL` of the best value (a score, or a metric in its
-  direction), the deepest wins; so does the deeper of two layers equally near a target depth.
+  it is left out of every comparison with the last layer (and named), never compared with a shallower layer. A table
+  that does not record ``n_layers`` holds every layer by construction (stress tests, dip tests), so its deepest layer
+  is its last (:func:`last_layer_of`).
+- **Ties go to the deeper layer**: among layers within :data:`TIE_TOL` of the best value (a score, a metric in its
+  direction, or a count of labelled draws), the deepest wins; so does the deeper of two layers equally near a target
+  depth.
+- **The paper's rule** (:data:`PAPER_RULE`): the layer of lowest prompt entropy on each task's own texts.
+- **No usable signal** (labels that rank nothing): keep the last layer, or the deepest scored one in a run of fewer
+  layers (:func:`default_layer`), what a user without the signal would take.
+- **Cheapest layer within one point of the best** (:func:`cheapest_within`): among the layers whose score is at
+  least the best layer's less :data:`ONE_POINT` (0.01 of mteb's main score, one point on the report's ×100 scale),
+  the one whose cut model costs least; equal costs go to the shallower layer. The cost is the forward FLOPs fraction
+  of ``cost.csv`` (not its seconds: timing on a shared machine is noisy, and noise must not pick the layer); every
+  block adds FLOPs, so this is the shallowest such layer, and without ``cost.csv`` the depth ranks the same way.
 - **Correlations** need :data:`MIN_LAYERS` layers with both a metric value and a score, both varying.
 - **Figure 1's tasks**: :func:`common_tasks`; a curve is drawn only at layers holding every one of them; when they
   are fewer than some model scored, :func:`fewer_shared_tasks` says so.
@@ -18,10 +30,14 @@ from collections.abc import Iterable
 import pandas as pd
 
 TIE_TOL = 1e-9
+#: The paper's rule (Skean et al. 2025): lowest prompt entropy of each task's own texts, picked per task.
+PAPER_RULE = "prompt_entropy@own"
 #: Fewest layers a correlation is computed over (with fewer, every rank statistic is nearly arbitrary).
 MIN_LAYERS = 3
+#: "Within one point of the best": 0.01 of mteb's main score (one point on the ×100 scale tables and figures show).
+ONE_POINT = 0.01
 #: Share of each model's layers Figure 1's task set must leave complete.
-COVERAGE = 0.75
+FIGURE1_COVERAGE = 0.75
 
 
 def extremum_layer(values: pd.Series, direction: str = "max", tol: float = TIE_TOL) -> int:
@@ -29,6 +45,42 @@ def extremum_layer(values: pd.Series, direction: str = "max", tol: float = TIE_T
     best = values.max() if direction == "max" else values.min()
     near = values >= best - tol if direction == "max" else values <= best + tol
     return int(values.index[near].max())
+
+
+def cheapest_within(scores: pd.Series, cost: pd.Series, tol: float = ONE_POINT) -> int:
+    """The cheapest layer (index of ``scores``) scoring within ``tol`` of the best: lowest ``cost`` (per layer, same
+    index) among the layers with a score at least best − ``tol``; equal costs (within :data:`TIE_TOL`) go to the
+    shallower layer. Layers without a score or a cost are never picked."""
+    both = pd.DataFrame({"score": scores, "cost": cost}).dropna()
+    if both.empty:
+        raise ValueError("no layer has both a score and a cost")
+    near = both[both["score"] >= both["score"].max() - tol - TIE_TOL]
+    return int(near.index[near["cost"] <= near["cost"].min() + TIE_TOL].min())
+
+
+def most_frequent_layer(picks: Iterable[int]) -> int:
+    """The layer picked most often; ties go to the deeper layer."""
+    counts = pd.Series(list(picks), dtype="int64").value_counts()
+    return extremum_layer(counts.sort_index(), "max")
+
+
+def default_layer(layers: Iterable[int], n_layers: int) -> int:
+    """The layer kept when a signal cannot rank the layers: the last layer where it is scored, else the deepest."""
+    layers = list(layers)
+    return n_layers if n_layers in layers else int(max(layers))
+
+
+def from_depth(layers: pd.Index, n_layers: int, depth: float) -> pd.Index:
+    """The ``layers`` at relative depth ``depth`` or deeper (a float depth compared within :data:`TIE_TOL`)."""
+    return layers[layers / n_layers >= depth - TIE_TOL]
+
+
+def last_layer_of(table: pd.DataFrame) -> int:
+    """The last layer of a (one-model) table: its ``n_layers`` where it records one, else its deepest layer (tables
+    without ``n_layers`` hold every layer: stress and dip tests, released metrics)."""
+    if "n_layers" in table.columns and table["n_layers"].notna().any():
+        return int(table["n_layers"].dropna().iloc[0])
+    return int(table["layer"].max())
 
 
 def nearest_layer(layers: Iterable[int], target: float) -> int:
@@ -41,7 +93,7 @@ def last_score(curve: pd.Series, n_layers: int) -> float:
     return float(curve[n_layers]) if n_layers in curve.index and not pd.isna(curve[n_layers]) else math.nan
 
 
-def common_tasks(scores: pd.DataFrame, coverage: float = COVERAGE) -> list[str]:
+def common_tasks(scores: pd.DataFrame, coverage: float = FIGURE1_COVERAGE) -> list[str]:
     """Figure 1's task set over the models of ``scores`` (``model, task, layer, main_score``): start from the tasks
     every model scored and drop, one at a time, the task whose removal completes the most layers (ties: the later
     name), until every model has at least ``coverage`` of its scored layers holding all remaining tasks."""

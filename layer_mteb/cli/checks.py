@@ -1,6 +1,7 @@
 """Every mistake the arguments and the file system reveal, found before torch, transformers or mteb load and before
-the hub is probed: unknown tasks (all of them at once), missing models, texts, data and run folders, output paths
-that are files or read-only, malformed layer lists, shards and sizes, a memory budget below one vector. Nothing is
+the hub is probed: unknown tasks (all of them at once), custom tasks' files (missing, empty, wrong columns or
+values), missing models, texts, data and run folders, output paths that are files or read-only, malformed layer
+lists, shards and sizes, a memory budget below one vector. Nothing is
 written and nothing is logged here, so a mistake costs a fraction of a second and prints one line. The same checks
 run again, exactly, where the library does the work: this module only moves them first."""
 
@@ -9,14 +10,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from layer_mteb.cli.commands import output_folder, parse_lengths, parse_shard
+from layer_mteb.analysis.runs.choices import REFERENCE_ENV, RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.cli.arguments import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.plan import check_layers, check_writable
+from layer_mteb.common.files import check_new_folder
+from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.evaluation.request import resolve_run
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
-from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task
 from layer_mteb.tasks.names import check_task_names
 from layer_mteb.vectors.budget import check_one_vector_fits, parse_size
 
@@ -34,22 +39,31 @@ def hub_needed(args: argparse.Namespace) -> bool:
     models = args.model if isinstance(args.model, list) else [args.model]
     if any(may_need_hub(model) for model in models):
         return True
-    data = data_dir_from_env(args.data_dir, announce=False)
-    if args.command == "run":
-        names = [spec.name for spec in select_tasks(args.tasks, data)[1]]
+    if args.command == "run":  # the request's tasks and data folder; custom tasks are read from their own files
+        data = args.request.data_dir
+        names = [spec.name for spec in args.request.tasks if spec.custom is None]
     else:
+        data = data_dir_from_env(args.data_dir, announce=False)
         names = _task_texts(_sources(args))
     return any(data is None or not (data / name).is_dir() for name in names)
 
 
 def _check_run(args: argparse.Namespace) -> None:
-    check_writable(output_folder(args))
-    for model in args.model:
-        model_kind(model)
-    select_tasks(args.tasks, data_dir_from_env(args.data_dir, announce=False))
-    check_layers(args.layers)
-    parse_shard(args.shard)
-    check_eval_workers(args.eval_workers)
+    """``run``'s arguments resolved into the request the sweep takes as it is (``args.request``)."""
+    args.request = resolve_run(
+        args.model,
+        args.tasks,
+        layers=args.layers,
+        data_dir=args.data_dir,
+        output=output_folder(args),
+        revision=args.revision.split(",") if args.revision else None,
+        shard=parse_shard(args.shard),
+        eval_workers=args.eval_workers,
+        task_metrics=args.task_metrics,
+        skip_unavailable=args.skip_unavailable,
+        trust_remote_code=args.trust_remote_code,
+        announce=False,
+    )
     _check_encoding(args, args.model)
 
 
@@ -92,16 +106,71 @@ def _check_runs(args: argparse.Namespace) -> None:
         folder = Path(run)
         if not folder.is_dir():
             raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
-        if not (folder / "scores.csv").is_file():
-            raise UserError(f"{str(folder)!r} has no scores.csv: pass a folder written by `layer-mteb run`")
-    if args.command == "report":
+        if not (folder / SCORES_FILE).is_file():
+            raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
+    if args.command in ("report", "label-budget", "reproduce"):
         check_writable(Path(args.output))
+    if args.command == "label-budget":
+        check_eval_workers(args.eval_workers)
+    if args.command == "cost":
+        _check_cost(args, runs[0])
+
+
+def _check_reproduce(args: argparse.Namespace) -> None:
+    args.reference = reference_folder(args.reference)
+    release = args.reference / RELEASE_SCORES_FILE
+    if not release.is_file():
+        raise UserError(f"no {release.name} in {args.reference}; pass --reference or set ${REFERENCE_ENV}")
+    _check_runs(args)
+
+
+def _check_cost(args: argparse.Namespace, run: str) -> None:
+    """``cost``: the run folder is writable, the model and texts exist, the sizes are positive."""
+    check_writable(Path(run))
+    if args.model is not None:
+        model_kind(args.model)
+    if args.texts is not None:
+        sources = text_sources(args.texts)
+        check_task_names(_task_texts(sources))
+        for source in sources:
+            check_texts(source, args.data_dir)
+    for option, value in (("--n-texts", args.n_texts), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise UserError(f"{option} must be a positive integer, got {value}")
+    if args.max_batch_tokens is not None and args.max_batch_tokens < 1:
+        raise UserError(f"--max-batch-tokens must be a positive integer, got {args.max_batch_tokens}")
 
 
 def _check_import(args: argparse.Namespace) -> None:
     if not Path(args.folder).is_dir():
         raise UserError(f"results folder {args.folder!r} does not exist")
     check_writable(Path(args.output))
+
+
+def _check_export(args: argparse.Namespace) -> None:
+    """What ``export``'s options say alone: one source and one way to name the layer, an output that is new or
+    empty; the layer's range is known once the run's table or the model is read."""
+    if args.run is None and args.model is None:
+        raise UserError("give --model M (with --layer K) or --run RUN (with --by SELECTOR or --layer K)")
+    if (args.layer is None) == (args.by is None):
+        raise UserError("give the layer as --layer K or pick it with --by SELECTOR (with --run), not both or neither")
+    if args.by is not None and args.run is None:
+        raise UserError(f"--by {args.by} picks a layer from a run's scores: add --run RUN")
+    if args.task is not None and args.by is None:
+        raise UserError("--task names whose pick --by exports: add --by SELECTOR")
+    if args.layer is not None and args.layer < 0:
+        raise UserError(f"--layer {args.layer} is out of range: layers count from 0 (the embeddings)")
+    if args.run is not None:
+        _check_runs(args)
+        given = [f"--{name.replace('_', '-')}" for name in EXPORT_SETTINGS if getattr(args, name) is not None]
+        if given:
+            raise UserError(f"with --run the settings are the run's: drop {', '.join(given)}")
+    if args.model is not None:
+        model_kind(args.model)
+    check_writable(Path(args.output))
+    check_new_folder(Path(args.output), args.overwrite)
+    if args.max_length is not None and args.max_length < 1:
+        raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
 
 
 _CHECKS = {
@@ -112,6 +181,10 @@ _CHECKS = {
     "select": _check_runs,
     "correlate": _check_runs,
     "import": _check_import,
+    "label-budget": _check_runs,
+    "reproduce": _check_reproduce,
+    "export": _check_export,
+    "cost": _check_runs,
 }
 
 
@@ -121,4 +194,6 @@ def _sources(args: argparse.Namespace) -> list[str]:
 
 
 def _task_texts(sources: list[str]) -> list[str]:
-    return [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]
+    """The mteb tasks whose texts ``sources`` name (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``)."""
+    names = [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]
+    return [name for name in names if file_task(name) is None]

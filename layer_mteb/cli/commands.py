@@ -4,16 +4,16 @@ The library is imported inside each command, so ``--help`` and argument errors s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 
+from layer_mteb.cli.arguments import output_folder, parse_lengths, process_device
 from layer_mteb.common.errors import UserError
-
-RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
 
 
 def import_results(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.importing import write_import
+    from layer_mteb.analysis.runs.importing import write_import
 
     lines = write_import(
         args.folder,
@@ -46,13 +46,6 @@ def _encode_config(args: argparse.Namespace):
     )
 
 
-def output_folder(args: argparse.Namespace) -> Path:
-    """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
-    rewrites the project's own tables."""
-    model = args.model if isinstance(args.model, str) else args.model[0]
-    return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
-
-
 def _probe_hub_if_needed(args: argparse.Namespace) -> None:
     """Probe the hub only when something may come from it; before mteb and datasets import (they read
     ``HF_HUB_OFFLINE`` once)."""
@@ -67,28 +60,13 @@ def _probe_hub_if_needed(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> None:
     _probe_hub_if_needed(args)
     from layer_mteb.cli.console import print_scores
-    from layer_mteb.evaluation.sweep import sweep
+    from layer_mteb.evaluation.sweep import SweepOptions, run_request
 
-    output = output_folder(args)
-    frame = sweep(
-        args.model,
-        args.tasks,
-        layers=args.layers,
-        config=_encode_config(args),
-        data_dir=args.data_dir,
-        output=output,
-        vector_cache=not args.no_vector_cache,
-        overwrite=args.overwrite,
-        revision=args.revision.split(",") if args.revision else None,
-        trust_remote_code=args.trust_remote_code,
-        shard=parse_shard(args.shard),
-        task_metrics=args.task_metrics,
-        eval_workers=args.eval_workers,
-        skip_unavailable=args.skip_unavailable,
-        show_warnings=args.verbose,
-    )
+    request = dataclasses.replace(args.request, config=_encode_config(args))  # the device: known once torch is
+    options = SweepOptions(overwrite=args.overwrite, show_warnings=args.verbose, vector_cache=not args.no_vector_cache)
+    frame = run_request(request, options)
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
-        print_scores(frame, output)
+        print_scores(frame, request.output)
 
 
 def merge(args: argparse.Namespace) -> None:
@@ -98,25 +76,8 @@ def merge(args: argparse.Namespace) -> None:
     print(f"merged {len(frame)} rows into {Path(args.output) / 'scores.csv'}")
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``I/N`` (0 <= I < N) -> (I, N)."""
-    if text is None:
-        return None
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
-        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
-    return int(index), int(count)
-
-
-def process_device(device: str) -> str:
-    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        return f"cuda:{os.environ['LOCAL_RANK']}"
-    return device
-
-
 def report(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.report import write_report
+    from layer_mteb.analysis.report.build import write_report
     from layer_mteb.cli.console import print_report
 
     paths = write_report(
@@ -157,16 +118,6 @@ def metrics(args: argparse.Namespace) -> None:
         print_metrics(frame, output)
 
 
-def parse_lengths(text: str | None) -> tuple[int, ...] | None:
-    """``--lengths 64,128`` -> (64, 128); None when not given (the stress test's own lengths)."""
-    if not text:
-        return None
-    try:
-        return tuple(int(n) for n in text.split(","))
-    except ValueError:
-        raise UserError(f"--lengths must be comma-separated token counts, got {text!r}") from None
-
-
 def stress(args: argparse.Namespace) -> None:
     _probe_hub_if_needed(args)
     from layer_mteb.evaluation.plan import check_writable
@@ -204,16 +155,17 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection import run_leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers
     from layer_mteb.cli.console import print_leaderboard
+    from layer_mteb.common.run_files import selection_file
 
     if args.labels is not None:
         select_by_labels(args)
         return
     selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
     if args.by == "auto":  # which rule picked for each model, and why
-        from layer_mteb.analysis.auto import load_policy
-        from layer_mteb.analysis.selection import pooling_of
+        from layer_mteb.analysis.selection.auto import load_policy
+        from layer_mteb.analysis.selection.select import pooling_of
         from layer_mteb.common.results import read_scores
 
         policy = load_policy()
@@ -222,14 +174,32 @@ def select(args: argparse.Namespace) -> None:
             print(policy.describe(str(model), pooling_of(scores[scores["model"] == model])))
     board, note = run_leaderboard(args.run, selection, args.by)
     print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
+    print_cheapest(args.run)
+
+
+def print_cheapest(run: str) -> None:
+    """The cheapest layer within one point of the best (mean over tasks), one line per model of the run."""
+    from layer_mteb.analysis.selection.curves import MEAN
+    from layer_mteb.analysis.selection.tradeoff import cheapest_line, run_cheapest
+
+    picks = run_cheapest(run)
+    for _, row in picks[picks["scope"] == MEAN].iterrows():
+        print(cheapest_line(row, run))
 
 
 def select_by_labels(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.label_budget import labels_file, select_with_labels
+    from layer_mteb.analysis.labels.budget import select_with_labels
     from layer_mteb.common.files import atomic_write
+    from layer_mteb.common.run_files import labels_file
 
     picks = select_with_labels(
-        args.run, args.labels, draws=args.draws, seed=args.seed, model=args.model, workers=args.eval_workers
+        args.run,
+        args.labels,
+        draws=args.draws,
+        seed=args.seed,
+        model=args.model,
+        workers=args.eval_workers,
+        data_dir=args.data_dir,
     )
     path = Path(args.run) / labels_file(args.labels)
     atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))
@@ -242,7 +212,7 @@ def select_by_labels(args: argparse.Namespace) -> None:
 
 
 def correlate(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.correlation import correlate, correlation_table
+    from layer_mteb.analysis.selection.correlation import correlate, correlation_table
     from layer_mteb.cli.console import print_correlation
 
     frame = correlate(
@@ -253,3 +223,73 @@ def correlate(args: argparse.Namespace) -> None:
         metric_readout=args.metric_readout,
     )
     print_correlation(correlation_table(frame), Path(args.run))
+
+
+def label_budget(args: argparse.Namespace) -> None:
+    from layer_mteb.analysis.labels.curve import write_curve
+
+    needed = write_curve(
+        args.run,
+        args.output,
+        draws=args.draws,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        baselines_only=args.baselines_only,
+        workers=args.eval_workers,
+    )
+    print(needed.to_string(index=False))
+
+
+def reproduce(args: argparse.Namespace) -> None:
+    from layer_mteb.paper.reproduce import reproduce as reproduce_paper
+
+    policy = Path(args.policy) if args.policy else None
+    reproduce_paper(Path(args.reference), [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
+
+
+def export(args: argparse.Namespace) -> None:
+    from layer_mteb.cli.exporting import plan_export
+
+    plan = plan_export(args)
+    from layer_mteb.model.names import may_need_hub
+
+    if may_need_hub(plan.model):
+        from layer_mteb.model.hub import offline_unless_reachable
+
+        offline_unless_reachable()
+    from layer_mteb.model.export import export_layer
+    from layer_mteb.model.loading import load_model
+
+    model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=args.trust_remote_code)
+    if plan.scored_revision is not None and model.revision != plan.scored_revision:
+        raise UserError(
+            f"{plan.model} is at revision {model.revision}, but {args.run} scored revision {plan.scored_revision}; "
+            "pass --model the model the run scored"
+        )
+    output = export_layer(model, plan.layer, plan.config, args.output, overwrite=args.overwrite, run=plan.run)
+    print(
+        f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
+        f"written to {output}"
+    )
+
+
+def cost(args: argparse.Namespace) -> None:
+    from layer_mteb.common.config import default_device
+    from layer_mteb.common.run_files import COST_FILE
+    from layer_mteb.metrics.cost import CostSettings, run_cost
+
+    frame = run_cost(
+        args.run,
+        model=args.model,
+        texts=args.texts,
+        settings=CostSettings(n_texts=args.n_texts, seed=args.seed),
+        data_dir=args.data_dir,
+        batch_size=args.batch_size,
+        max_batch_tokens=args.max_batch_tokens,
+        device=process_device(args.device or default_device()),
+    )
+    shown = ["layer", "flops_fraction", "seconds_per_1000_texts", "flops"]
+    print(frame[shown].round(4).to_string(index=False))
+    print(f"\n{frame['n_texts'].iloc[0]} texts, batch size {args.batch_size}, {frame['threads'].iloc[0]} threads")
+    print_cheapest(args.run)
+    print(f"wrote {Path(args.run) / COST_FILE}")

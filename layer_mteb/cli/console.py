@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PROG = "layer-mteb"
+#: What Ctrl-C leaves behind, said in its one line: a sweep's finished units are saved and a rerun resumes them (the
+#: default); a command that writes its file only at the end saves nothing; the paper is rewritten whole.
+RESUME = "finished units are saved, run the same command again to resume"
+NOTHING_SAVED = "nothing was saved, run the same command again"
+TASKS_SAVED = "finished tasks are saved, run the same command again to resume"
+REWRITE = "files already written stay, run the same command again to write them all"
 
 
 def setup_logging() -> None:
@@ -35,16 +41,16 @@ def setup_logging() -> None:
         handler.addFilter(lambda record: "is superseded by" not in record.getMessage())
 
 
-def run_reporting_errors(command: Callable[[], None]) -> int:
+def run_reporting_errors(command: Callable[[], None], interrupted: str = RESUME) -> int:
     """Run ``command``; a :class:`UserError`, a full disk, a folder without write access or a path too long for the
     file system is one line, exit 2;
-    Ctrl-C is one line saying how to resume, exit 130 (128 + SIGINT, as shells report it)."""
+    Ctrl-C is one line saying what was saved (``interrupted``), exit 130 (128 + SIGINT, as shells report it)."""
     try:
         command()
     except UserError as err:
         return fail(str(err))
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; finished units are saved, run the same command again to resume", file=sys.stderr)
+        print(f"{PROG}: interrupted; {interrupted}", file=sys.stderr)
         return 130
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -68,7 +74,7 @@ def fail(message: str) -> int:
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
     """Layers as rows, tasks as columns, one table per (model, revision); one summary line each (best and last
     layer); then where the files are."""
-    from layer_mteb.analysis.table1 import run_summary
+    from layer_mteb.analysis.report.table1 import run_summary
     from layer_mteb.common.results import layer_table
 
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):

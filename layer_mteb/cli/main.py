@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from layer_mteb.cli.checks import check_arguments
-from layer_mteb.cli.console import run_reporting_errors, setup_logging
+from layer_mteb.cli.console import RESUME, run_reporting_errors, setup_logging
 from layer_mteb.cli.parser import build_parser
 
 
@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     if checked:
         return checked
     setup_logging()
-    return run_reporting_errors(lambda: args.handler(args))
+    return run_reporting_errors(lambda: args.handler(args), getattr(args, "interrupted", RESUME))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,10 @@ import argparse
 from pathlib import Path
 
 from layer_mteb.cli import commands as handlers
-from layer_mteb.cli.console import PROG
+from layer_mteb.cli.arguments import DATA_DEFAULT, MODEL_HELP, RUNS
+from layer_mteb.cli.console import NOTHING_SAVED, PROG
+from layer_mteb.cli.parser_products import add_export, add_label_budget, add_metric_readout, add_reproduce
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
-
-DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
-MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -49,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_select(commands)
     _add_correlate(commands)
     _add_import(commands)
+    add_label_budget(commands)
+    add_reproduce(commands)
+    add_export(commands)
+    _add_cost(commands)
     return parser
 
 
@@ -131,7 +134,7 @@ def _add_run(commands) -> None:
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path(handlers.RUNS) / "report"), help="report folder (runs/report)")
+    report.add_argument("--output", default=str(Path(RUNS) / "report"), help="report folder (runs/report)")
     report.add_argument(
         "--random-run",
         action="append",
@@ -142,8 +145,8 @@ def _add_report(commands) -> None:
     report.add_argument(
         "--reference",
         default=None,
-        help="the authors' per-layer scores (default: $LAYER_MTEB_REFERENCE or "
-        "../shared/reference/official_pythia_layer_scores.csv)",
+        help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
+        "official_pythia_layer_scores.csv in $LAYER_MTEB_REFERENCE, else in ../shared/reference)",
     )
     report.add_argument(
         "--paper-tasks",
@@ -244,7 +247,7 @@ def _add_select(commands) -> None:
         "for the model's kind, printed with why); writes selection.<by>.csv",
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
-    _add_metric_readout(select)
+    add_metric_readout(select)
     select.add_argument(
         "--labels",
         type=_labels_budget,
@@ -263,7 +266,13 @@ def _add_select(commands) -> None:
         default=None,
         help="with --labels: processes scoring layers at once (default: one per CPU core)",
     )
-    select.set_defaults(handler=handlers.select)
+    select.add_argument(
+        "--data-dir",
+        default=None,
+        help="with --labels: folder of local task data (default: the folder the run read, from its run.json, "
+        f"else {DATA_DEFAULT.strip('()').removeprefix('default: ')})",
+    )
+    select.set_defaults(handler=handlers.select, interrupted=NOTHING_SAVED)
 
 
 def _labels_budget(value: str) -> int | str:
@@ -283,24 +292,12 @@ def _add_correlate(commands) -> None:
     )
     correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
     correlate.add_argument("--seed", type=int, default=0, help="seed of the shuffles")
-    _add_metric_readout(correlate)
-    correlate.set_defaults(handler=handlers.correlate)
-
-
-def _add_metric_readout(parser) -> None:
-    from layer_mteb.analysis import METRIC_READOUTS
-
-    parser.add_argument(
-        "--metric-readout",
-        choices=METRIC_READOUTS,
-        default="auto",
-        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
-        "final_norm, or same (the scores' readout)",
-    )
+    add_metric_readout(correlate)
+    correlate.set_defaults(handler=handlers.correlate, interrupted=NOTHING_SAVED)
 
 
 def _add_import(commands) -> None:
-    from layer_mteb.analysis import NORMALIZATIONS
+    from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS
 
     imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
@@ -311,8 +308,34 @@ def _add_import(commands) -> None:
     imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
     imp.add_argument(
         "--normalization",
-        choices=NORMALIZATIONS,
+        choices=RELEASE_NORMALIZATIONS,
         default="paper",
         help="metric normalisation (paper: maxEntropy for entropies and LiDAR, raw for the others, as its figures)",
     )
     imp.set_defaults(handler=handlers.import_results)
+
+
+def _add_cost(commands) -> None:
+    cost = commands.add_parser(
+        "cost", help="seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
+    )
+    cost.add_argument("--run", required=True, help="run folder: its scores.csv gives model, revision and settings")
+    cost.add_argument(
+        "--model", default=None, help="how to load the run's model (default: its name in scores.csv; packaged found)"
+    )
+    cost.add_argument(
+        "--texts",
+        default=None,
+        help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)",
+    )
+    cost.add_argument("--n-texts", type=int, default=256, help="texts drawn (seeded) from --texts and timed per layer")
+    cost.add_argument("--seed", type=int, default=0, help="seed of the text sample")
+    cost.add_argument(
+        "--batch-size", type=int, default=32, help="texts per forward pass: the run's (not recorded in scores.csv)"
+    )
+    cost.add_argument(
+        "--max-batch-tokens", type=int, default=None, help="the run's padded-token cap per batch (default: no cap)"
+    )
+    cost.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    cost.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
+    cost.set_defaults(handler=handlers.cost)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from layer_mteb.common.errors import UserError
 
@@ -76,6 +77,30 @@ class EncodeConfig:
     def key(self) -> dict[str, str | int | bool | None]:
         """The settings that change vectors: part of every cache key and of mteb's experiment name."""
         return {k: v for k, v in asdict(self).items() if k in SETTINGS_COLUMNS}
+
+    @classmethod
+    def from_key(cls, key: Mapping[str, Any], **placement: Any) -> EncodeConfig:
+        """The settings a :meth:`key` names, or a table row holding :data:`SETTINGS_COLUMNS` (``scores.csv``), with
+        ``placement`` (device, batch size, ...) added; a setting the row lacks keeps its default.
+
+        Values are read as tables hold them (numpy numbers, ``"True"``); the model's own attention (``None``) is also
+        read from an empty cell or the ``native`` older tables wrote (:data:`LEGACY_SETTINGS`).
+        """
+        values: dict[str, Any] = {}
+        for name in SETTINGS_COLUMNS:
+            if name not in key:
+                continue
+            value = key[name]
+            if name == "attention":
+                own = value is None or str(value) in ("nan", LEGACY_SETTINGS["attention"])
+                values[name] = None if own else str(value)
+            elif name == "normalize":
+                values[name] = str(value) == "True"
+            elif name == "max_length":
+                values[name] = int(value)
+            else:
+                values[name] = str(value)
+        return cls(**values, **placement)
 
 
 _PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map", "max_cache_memory")

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from layer_mteb.common.errors import UserError
+
 logger = logging.getLogger(__name__)
 
 
@@ -69,6 +71,16 @@ def no_empty_folders_on_error(*folders: Path) -> Iterator[None]:
         raise
 
 
+def check_new_folder(folder: Path, overwrite: bool = False) -> None:
+    """A folder about to be written whole (one model, say) must be new or empty, unless ``overwrite``: refusing a
+    non-empty one keeps a typo from replacing someone's files. A file in its place is always refused."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"--output {str(folder)!r} is a file; choose a folder to write into")
+    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+        raise UserError(f"--output {str(folder)!r} exists and is not empty; choose another folder or add --overwrite")
+
+
 def topmost_missing(folder: Path) -> Path:
     """The outermost folder that making ``folder`` would create (``folder`` itself when its parent exists)."""
     folder = Path(folder)
@@ -114,9 +126,14 @@ def file_sha256(file: Path) -> str:
     return digest.hexdigest()
 
 
+def cache_root() -> Path:
+    """Where converted models, pooled-vector caches and remembered file hashes live (``$LAYER_MTEB_CACHE``, else
+    ``~/.cache/layer_mteb``)."""
+    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb"))
+
+
 def _hash_memo_path() -> Path:
-    """Beside the converted models and vectors (``$LAYER_MTEB_CACHE``, else ``~/.cache/layer_mteb``)."""
-    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb")) / "file-hashes.json"
+    return cache_root() / "file-hashes.json"
 
 
 def _read_memo(memo_path: Path) -> dict:

@@ -6,27 +6,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from importlib import import_module
-from types import ModuleType
 from typing import Any
 
 
-class _LazyPackage(ModuleType):
-    """A package whose public function shares its name with a submodule (``layer_mteb.evaluation.sweep``): importing the
-    submodule binds the module on the package, which would hide the function; the function is kept instead."""
-
-    _public_functions: frozenset[str] = frozenset()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in self._public_functions and isinstance(value, ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
 def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package``, whose public name -> submodule defining it is ``homes``."""
+    """``__getattr__`` and ``__dir__`` for ``package``, whose public name -> submodule defining it is ``homes``.
+
+    A public name must not also be the name of one of the package's submodules: importing that submodule would
+    bind the module over the name (tests/test_layout.py checks this)."""
     module = sys.modules[package]
-    module.__class__ = _LazyPackage
-    module._public_functions = frozenset(name for name, home in homes.items() if home == name)
 
     def __getattr__(name: str) -> Any:
         if name not in homes:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import pandas as pd
 
-from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
+from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.run_files import SCORES_FILE
 
 
 class LayerId(TypedDict):
@@ -23,7 +26,6 @@ class LayerId(TypedDict):
 
 LAYER_COLUMNS = tuple(LayerId.__annotations__)
 SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
-SCORES_FILE = "scores.csv"
 #: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6
@@ -74,17 +76,31 @@ def tidy_scores(rows: list[dict]) -> pd.DataFrame:
 ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
 
 
-def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
+def combine_scores(
+    kept: pd.DataFrame, new_rows: list[dict], own_attention: Mapping[tuple[str, str], str] | None = None
+) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows``: rows of the same measurement are
-    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores."""
+    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores.
+
+    Rows written before the attention was resolved say ``native``, the model's own. ``own_attention`` ((model,
+    revision) -> the attention that model runs unless told otherwise) reads them as that attention, so a rerun
+    replaces them like any other row instead of keeping an older copy of the same measurement beside its own."""
     new = tidy_scores(new_rows)
     if kept.empty:
         return new
-    kept = with_legacy_settings(kept.copy())
+    kept = _resolve_native(with_legacy_settings(kept.copy()), own_attention or {})
     if not new.empty:
         keys = pd.MultiIndex.from_frame(new[ROW_KEY].astype(str))
         kept = kept[~pd.MultiIndex.from_frame(kept[ROW_KEY].astype(str)).isin(keys)]
     return tidy_scores([*kept.to_dict("records"), *new.to_dict("records")])
+
+
+def _resolve_native(frame: pd.DataFrame, own_attention: Mapping[tuple[str, str], str]) -> pd.DataFrame:
+    native = frame["attention"].astype(str) == LEGACY_SETTINGS["attention"]
+    for (model, revision), attention in own_attention.items():
+        rows = native & (frame["model"].astype(str) == model) & (frame["revision"].astype(str) == revision)
+        frame.loc[rows, "attention"] = attention
+    return frame
 
 
 def read_scores_if_any(run_dir: Path, name: str = SCORES_FILE) -> pd.DataFrame:
@@ -116,3 +132,35 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
     table["mean"] = table.mean(axis=1)
     return table
+
+
+def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
+    own) give way to rows of the same layer that name the attention. Every command that loads a run's model again
+    (``select --labels``, ``cost``) reads the run through this, so they refuse the same mixed tables."""
+    if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
+        raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
+    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
+    if len(scores[settings].drop_duplicates()) > 1:
+        raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
+    named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
+    if "attention" in scores.columns and named["attention"].nunique() > 1:
+        raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
+    ordered = pd.concat([scores.drop(named.index), named])
+    return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
+
+
+def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
+    """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
+    device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
+    row = scores.iloc[-1]
+    attention = str(row.get("attention", "native"))
+    return EncodeConfig(
+        readout=str(row["readout"]),
+        pooling=str(row["pooling"]),
+        max_length=int(row["max_length"]),
+        dtype=str(row["dtype"]),
+        attention=None if attention in ("native", "nan") else attention,
+        normalize=str(row.get("normalize", False)) == "True",
+        **{"device": default_device(), **placement},
+    )

@@ -70,13 +70,19 @@ def summary_line(task: str, record: Mapping[str, Mapping], shown: bool = False) 
     task raised none."""
     if not record:
         return None
-    parts = [
-        f"{entry['count']} {name}{'s' if entry['count'] != 1 else ''} from the evaluators at "
+    tail = "shown above" if shown else "--verbose shows them"
+    return f"{task}: {counted(record, 'the evaluators')} (scores are mteb's, unchanged; {tail})"
+
+
+def counted(record: Mapping[str, Mapping], source: str | None = None) -> str:
+    """``281 ConvergenceWarnings from <source> at layers 3-30; 1 UserWarning ...`` ('' for none): a task's
+    :func:`task_warnings` record in words."""
+    where = f" from {source}" if source else ""
+    return "; ".join(
+        f"{entry['count']} {name}{'s' if entry['count'] != 1 else ''}{where} at "
         f"{'layer' if len(entry['layers']) == 1 else 'layers'} {layer_ranges(entry['layers'])}"
         for name, entry in record.items()
-    ]
-    tail = "shown above" if shown else "--verbose shows them"
-    return f"{task}: {'; '.join(parts)} (scores are mteb's, unchanged; {tail})"
+    )
 
 
 def layer_ranges(layers: list[int]) -> str:

@@ -9,20 +9,20 @@ import pandas as pd
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import combine_scores, read_scores, read_scores_if_any, write_scores
-from layer_mteb.evaluation.plan import shard_name
+from layer_mteb.common.run_files import SCORES_FILE, shard_pattern, sharded
 
 
 def merge_shards(output: str | Path) -> pd.DataFrame:
     """Join the shard tables of a run folder into its ``scores.csv`` (after a SLURM array, say)."""
     output = Path(output)
-    files = sorted(output.glob("scores.shard-*-of-*.csv"))
+    files = sorted(output.glob(shard_pattern(SCORES_FILE)))
     if not files:
         raise UserError(f"no shard tables (scores.shard-I-of-N.csv) in {output}")
     counts = {int(f.name.split("-of-")[1].split(".")[0]) for f in files}
     if len(counts) != 1:
         raise UserError(f"{output} mixes shard tables of different runs ({sorted(counts)} shards)")
     n = counts.pop()
-    missing = [i for i in range(n) if not (output / shard_name("scores", ".csv", (i, n))).exists()]
+    missing = [i for i in range(n) if not (output / sharded(SCORES_FILE, (i, n))).exists()]
     if missing:
         raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
     shards = pd.concat([pd.read_csv(f) for f in files], ignore_index=True).to_dict("records")

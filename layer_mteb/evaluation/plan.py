@@ -10,10 +10,11 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
-from layer_mteb.tasks.catalog import TaskSpec, load_task, select_tasks
+from layer_mteb.tasks.catalog import TaskSpec, load_task
 
 logger = logging.getLogger(__name__)
 
@@ -56,27 +57,24 @@ def resolve_layer(layer: int, n_layers: int) -> int:
     return layer % (n_layers + 1)
 
 
-def task_units(tasks, data_dir: Path | None, *, skip_unavailable: bool = False) -> list[tuple[object, str, str]]:
-    """-> [(mteb task, data origin, data fingerprint)]; resolving names here gives early, clear errors.
+def task_units(
+    tasks: Sequence[Any], split: str, data_dir: Path | None, *, skip_unavailable: bool = False
+) -> list[tuple[object, str, str]]:
+    """Resolved task specs (:class:`~layer_mteb.evaluation.request.RunRequest`) -> [(mteb task, data origin, data
+    fingerprint)]; mteb task objects a caller gave pass as they are.
 
     With the hub offline (``HF_HUB_OFFLINE``), a task without a local copy cannot load: all such tasks are named in
     one error before any model loads, or, with ``skip_unavailable``, left out with one warning naming them.
     """
-    if isinstance(tasks, str):
-        task_file, specs = select_tasks(tasks, data_dir)
-        split = task_file.split
-    elif all(isinstance(t, str) for t in tasks):
-        task_file, specs = select_tasks(",".join(tasks), data_dir)
-        split = task_file.split
-    else:
+    if tasks and not isinstance(tasks[0], TaskSpec):
         return [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
     units = []
-    for spec in specs:
+    for spec in tasks:
         task = load_task(spec, split, data_dir)
         local = data_dir / spec.name if data_dir is not None else None
-        if local is not None and local.is_dir():  # the folder's content and which of its files make which split
-            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))
-        else:
+        if spec.custom is None and local is not None and local.is_dir():  # the folder's content and which file is
+            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))  # which split
+        else:  # a custom task's revision is already the fingerprint of its files and declaration
             fingerprint = task.metadata.revision
         units.append((task, _origin(spec, data_dir), fingerprint))
     unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
@@ -104,6 +102,8 @@ def hub_offline() -> bool:
 
 
 def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
+    if spec.custom is not None:
+        return "custom"
     if data_dir is not None and (data_dir / spec.name).is_dir():
         return "local-partial" if spec.partial else "local"
     return "hub"
@@ -125,10 +125,3 @@ def distributed_shard() -> tuple[int, int] | None:
     """(rank, world size) when started by ``accelerate launch`` / ``torchrun`` with several processes, else None."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
-
-
-def shard_name(stem: str, suffix: str, shard: tuple[int, int] | None) -> str:
-    """``scores.csv`` for a whole run, ``scores.shard-1-of-4.csv`` for one shard of it."""
-    if shard is None or shard[1] == 1:
-        return f"{stem}{suffix}"
-    return f"{stem}.shard-{shard[0]}-of-{shard[1]}{suffix}"

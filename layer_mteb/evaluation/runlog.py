@@ -15,28 +15,11 @@ import logging
 from pathlib import Path
 
 from layer_mteb.common.files import write_json
+from layer_mteb.common.run_files import SCORES_FILE, SIDE_FILES
 from layer_mteb.common.timing import peak_rss_bytes
 from layer_mteb.evaluation.workers import usable_cpus
 
 logger = logging.getLogger(__name__)
-
-
-def read_run_log(path: Path) -> list[dict]:
-    """The entries of an existing ``run.json`` (none when there is none; an unreadable one is named and left)."""
-    if not path.is_file():
-        return []
-    try:
-        log = json.loads(path.read_text())
-        entries = [dict(entry) for entry in log["tasks"]]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        logger.warning(
-            "%s is unreadable (%s: %s); it is rewritten with this run's tasks only", path, type(err).__name__, err
-        )
-        return []
-    shared = log.get("settings")  # the old layout: one settings object for the whole file
-    for entry in entries:
-        entry.setdefault("settings", shared)
-    return entries
 
 
 def write_run_log(path: Path, kept: list[dict], new: list[dict]) -> None:
@@ -100,16 +83,12 @@ def _unit(entry: dict) -> tuple[object, ...]:
     return entry.get("model"), entry.get("revision"), entry.get("task"), settings
 
 
-#: Files of a run folder computed from its scores: a sweep that changed the scores makes them stale.
-SIDE_FILES = {"selection.csv": "layer-mteb select", "correlation.csv": "layer-mteb correlate"}
-
-
 def warn_stale_side_files(output: Path) -> None:
     """Name every side file older than the scores it was computed from, with the command that refreshes it."""
-    scores = output / "scores.csv"
+    scores = output / SCORES_FILE
     if not scores.is_file():
         return
-    for name, command in SIDE_FILES.items():
+    for name, command in SIDE_FILES.values():
         side = output / name
-        if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+        if command is not None and side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
             logger.warning("%s was computed from earlier scores; refresh it: %s --run %s", side, command, output)

@@ -18,19 +18,22 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
+from layer_mteb.common.run_files import MTEB_FOLDER, RUN_LOG, SCORES_FILE, sharded
+from layer_mteb.common.run_log import read_run_log
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.mteb_call import evaluate_layer, has_stored_result
-from layer_mteb.evaluation.plan import check_writable, distributed_shard, parse_layers, shard_name, task_units
+from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.runlog import read_run_log, time_record, warn_stale_side_files, write_run_log
+from layer_mteb.evaluation.request import RunRequest, resolve_run
+from layer_mteb.evaluation.runlog import time_record, warn_stale_side_files, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
-from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, check_eval_workers, score_layers
+from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
-from layer_mteb.tasks.catalog import data_dir_from_env
+from layer_mteb.tasks.custom import declared_in
 from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
 from layer_mteb.vectors.store import LayerCache, store_folder
 
@@ -71,22 +74,45 @@ def sweep(
     layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
     The evaluators' warnings are counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
     """
-    config = config or EncodeConfig(device=default_device())
-    launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
-    shard = shard or launched
-    output_path = _checked_output(output, shard, task_metrics)
-    eval_workers = check_eval_workers(eval_workers)
-    # before any model: a mistyped task should not wait for a model load
-    work = task_units(tasks, data_dir_from_env(data_dir), skip_unavailable=skip_unavailable)
-    units = _units(model, revision, work, shard)
-    record = _Record(output_path, shard, task_metrics)
-    in_memory = _ModelInMemory(config, layers, trust_remote_code)
-    options = _Options(overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache)
+    request = resolve_run(
+        model,
+        tasks,
+        layers=layers,
+        data_dir=data_dir,
+        output=output,
+        revision=revision,
+        shard=shard,
+        eval_workers=eval_workers,
+        task_metrics=task_metrics,
+        skip_unavailable=skip_unavailable,
+        trust_remote_code=trust_remote_code,
+        config=config,
+    )
+    options = SweepOptions(
+        overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache
+    )
+    return run_request(request, options)
+
+
+def run_request(request: RunRequest, options: SweepOptions | None = None) -> pd.DataFrame:
+    """Score the resolved ``request`` (:func:`~layer_mteb.evaluation.request.resolve_run`): what ``layer-mteb run``
+    calls after its up-front checks built the request, and what :func:`sweep` calls after building the same one."""
+    options = options or SweepOptions()
+    config = request.config or EncodeConfig(device=default_device())
+    # before any model: a task without data should not wait for a model load
+    work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
+    units = [(m, r, unit) for m in request.models for r in request.revisions for unit in work]
+    units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
+    record = _Record(
+        request.output, request.shard, request.task_metrics, data_dir=request.data_dir, asked_attention=config.attention
+    )
+    in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
-        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=progress)
+        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=options.progress)
         for model_ref, model_revision, (task, data, fingerprint) in units:
             loaded, layer_ids = in_memory.get(model_ref, model_revision)
             # every choice the request leaves open is made here, once, and only read from now on
+            eval_workers = request.eval_workers
             settings = resolve_settings(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
@@ -94,37 +120,19 @@ def sweep(
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
-    if launched is not None and output_path is not None:
-        return merge_when_all_done(output_path, shard)
+    if request.launched and request.output is not None:
+        return merge_when_all_done(request.output, request.shard)
     return tidy_scores(record.rows)
 
 
-def _units(model, revision, work: list, shard: tuple[int, int] | None) -> list[tuple[object, object, tuple]]:
-    """(model, revision, task unit) for every combination, in model order; a shard takes every n-th of them."""
-    models = [model] if isinstance(model, LoadedModel | str) else list(model)
-    revisions = [revision] if revision is None or isinstance(revision, str) else list(revision)
-    units = [(m, r, unit) for m in models for r in revisions for unit in work]
-    return units if shard is None else units[shard[0] :: shard[1]]
-
-
-def _checked_output(output: str | Path | None, shard: tuple[int, int] | None, task_metrics: bool) -> Path | None:
-    """The run folder, checked before any work: writable, and one process when task metrics go into it."""
-    output_path = Path(output) if output is not None else None
-    if output_path is not None:
-        check_writable(output_path)
-    if task_metrics and (shard is not None or output_path is None):
-        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
-    return output_path
-
-
 @dataclass(frozen=True)
-class _Options:
+class SweepOptions:
     """What the caller asked of every task of a sweep."""
 
-    overwrite: bool  # recompute vectors and scores
-    progress: bool
-    show_warnings: bool  # each evaluator warning as it comes, besides the per-task count
-    vector_cache: bool  # keep each task's pooled vectors on disk for reruns
+    overwrite: bool = False  # recompute vectors and scores
+    progress: bool = True
+    show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
+    vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
 
 
 @dataclass
@@ -157,15 +165,19 @@ class _Record:
     output: Path | None
     shard: tuple[int, int] | None
     task_metrics: bool = False
+    data_dir: Path | None = None  # recorded with each task read from it, so later commands find the data again
+    asked_attention: str | None = None  # --attention, None for the model's own
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
+    #: (model, revision) -> the attention it runs unless told otherwise: what older tables call ``native``
+    own_attention: dict[tuple[str, str], str] = field(default_factory=dict)
     _results: ResultCache | None = None
 
     @property
     def results(self) -> ResultCache | None:
         """mteb's result cache under ``output/mteb``, made on first use (it creates its folder)."""
         if self._results is None and self.output is not None:
-            self._results = ResultCache(self.output / "mteb")
+            self._results = ResultCache(self.output / MTEB_FOLDER)
         return self._results
 
     def __post_init__(self) -> None:
@@ -173,15 +185,21 @@ class _Record:
         self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
         self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
         # the folders this sweep may create, known before it creates any
-        self.made = [self.output / "mteb", topmost_missing(self.output)] if self.output is not None else []
+        self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
 
     @property
     def scores_name(self) -> str:
-        return shard_name("scores", ".csv", self.shard)
+        return sharded(SCORES_FILE, self.shard)
 
     @property
     def log_name(self) -> str:
-        return shard_name("run", ".json", self.shard)
+        return sharded(RUN_LOG, self.shard)
+
+    def model_ready(self, loaded: LoadedModel, ran: str | None) -> None:
+        """Note the model's own attention when this run shows it: what ran when none was asked, or the only one an
+        encoder or state-space model has. (A decoder switched by ``--attention`` does not show its own.)"""
+        if ran is not None and (self.asked_attention is None or loaded.architecture.kind != "causal"):
+            self.own_attention[(loaded.name, loaded.revision)] = ran
 
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows
@@ -189,7 +207,7 @@ class _Record:
 
     def _write_scores(self) -> None:
         if self.output is not None:
-            write_scores(combine_scores(self.kept, self.rows), self.output, self.scores_name)
+            write_scores(combine_scores(self.kept, self.rows, self.own_attention), self.output, self.scores_name)
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
@@ -208,9 +226,10 @@ def _sweep_task(
     settings: RunSettings,
     layer_ids: list[int],
     record: _Record,
-    options: _Options,
+    options: SweepOptions,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    record.model_ready(loaded, settings.encode.attention)
     store = store_folder(loaded, settings, task.metadata.name) if options.vector_cache else None
     start = time.perf_counter()
     loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
@@ -228,6 +247,8 @@ def _sweep_task(
         loaded, settings.encode, store, progress=options.progress, observe=observe, depth=depth, budget=settings.budget
     )
     entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
+    if str(settings.data).startswith("local") and record.data_dir is not None:
+        entry["data_dir"] = str(record.data_dir.resolve())
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
@@ -256,12 +277,15 @@ def _sweep_task(
 
 
 def _log_entry(loaded: LoadedModel, task, settings: RunSettings, texts_loaded: int) -> dict:
-    """A task's ``run.json`` entry as it starts: what ran, with which settings; the counts grow as it goes."""
+    """A task's ``run.json`` entry as it starts: what ran, with which settings (and, for a custom task, the task file
+    that declares it); the counts grow as it goes."""
+    source = declared_in(task)  # a custom task: where to find its declaration again
     return {
         "model": loaded.name,
         "revision": loaded.revision,
         "task": task.metadata.name,
         **settings.record(),
+        **({"task_file": str(source)} if source is not None else {}),
         "texts_loaded": texts_loaded,
         "texts_encoded": 0,
         "units_evaluated": 0,
@@ -284,7 +308,7 @@ def _score_layers(
     layer_ids: list[int],
     record: _Record,
     entry: dict,
-    options: _Options,
+    options: SweepOptions,
 ) -> dict[str, float]:
     """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
     ``entry`` counting what was encoded, evaluated and reused, and the evaluators' warnings. Returns the seconds the
@@ -301,6 +325,7 @@ def _score_layers(
         cache.fill(known)
         if cache.path is not None and len(cache) > entry["texts_loaded"]:
             cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]  # saved: the loop below need not save it again
     # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
     # find every text in it
     first = [] if known is not None else layer_ids[:1]

@@ -2,15 +2,14 @@
 augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
 
 :data:`DIRECTIONS` says, for every metric in ``metrics.csv``, whether a lower (``min``) or higher (``max``) value is
-taken to mean a better embedding layer; layer selection and its leaderboard use it. The metric functions load on
-first use (PEP 562), so reading :data:`DIRECTIONS` does not import torch.
+taken to mean a better embedding layer; layer selection and its leaderboard use it.
+This module imports nothing heavy, so reading :data:`DIRECTIONS` does not import torch; the metric functions live
+in their own modules (:mod:`.entropy`, :mod:`.curvature`, :mod:`.contrastive`).
 """
 
 from __future__ import annotations
 
 from typing import Literal
-
-from layer_mteb.common.lazy import lazy_names
 
 Direction = Literal["min", "max"]
 
@@ -31,24 +30,3 @@ DIRECTIONS: dict[str, Direction] = {
     "lidar": "max",
     "dime": "max",
 }
-
-_HOMES = {
-    **dict.fromkeys(("dime", "infonce", "lidar"), "contrastive"),
-    **dict.fromkeys(("curvature", "token_curvatures"), "curvature"),
-    **dict.fromkeys(
-        (
-            "NORMALIZATIONS",
-            "effective_rank",
-            "matrix_entropy",
-            "normalize_entropy",
-            "preprocess",
-            "renyi_entropy",
-            "token_entropies",
-        ),
-        "entropy",
-    ),
-}
-__all__ = ["DIRECTIONS", *_HOMES]
-
-
-__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -26,7 +26,7 @@ from layer_mteb.metrics.contrastive import dime, infonce, lidar
 from layer_mteb.metrics.curvature import token_curvatures
 from layer_mteb.metrics.entropy import Normalization, matrix_entropy, normalize_entropy, token_entropies
 from layer_mteb.metrics.table import tidy_metrics, write_metrics
-from layer_mteb.metrics.texts import ENCODED_TEXTS, TextSource, load_texts
+from layer_mteb.metrics.texts import TextSource, encoded_source, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import encode_all_layers
@@ -145,7 +145,7 @@ class TaskTextMetrics:
         not the ``task:<task>`` source (its evaluation splits); empty when this run encoded none of them."""
         if not self.parts:
             return tidy_metrics([])
-        source = TextSource(f"{ENCODED_TEXTS}{task}", (), task, pooled.shape[1])
+        source = TextSource(encoded_source(task), (), task, pooled.shape[1])
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source)
         summaries = [part.summary() for part in self.parts]

@@ -51,7 +51,7 @@ QUICK_STRESS_SIZES = {"n_prompts": 16, "length_prompts": 10}
 #: padded tokens per batch when the caller sets no cap: 2048-token prompts would otherwise come 32 at a time
 DEFAULT_BATCH_TOKENS = 16384
 #: the readable form of each normalisation, as in the release: raw nats, ÷ log N, ÷ log D, ÷ min(log N, log D)
-NORMALIZATIONS = tuple(dict.fromkeys(PROMPT_ENTROPIES.values()))
+STRESS_NORMALIZATIONS = tuple(dict.fromkeys(PROMPT_ENTROPIES.values()))
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ class _Run:
         defined = observer.entropy_valid | (observer.lengths >= 2)
         d = max(observer.hidden_size, 2)
         out = {}
-        for normalization in NORMALIZATIONS:
+        for normalization in STRESS_NORMALIZATIONS:
             value = normalize_entropy(observer.entropy, normalization, tokens, d)
             out[normalization] = torch.where(defined, value, torch.full_like(value, float("nan"))).numpy()
         return out

@@ -14,10 +14,9 @@ import pandas as pd
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, write_json
+from layer_mteb.common.run_files import DIP_FILE, STRESS_FILES
 from layer_mteb.metrics.bimodality import DIP_COLUMNS
 
-STRESS_FILES = ("stress.csv", "stress.csv.gz")
-DIP_FILE = "dip.csv"
 RUNS_FILE = "stress.json"
 STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
 _KEY = ["model", "texts", "readout", "test"]

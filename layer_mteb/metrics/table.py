@@ -23,8 +23,8 @@ from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import LAYER_COLUMNS, with_legacy_settings
+from layer_mteb.common.run_files import METRICS_FILE
 
-METRICS_FILE = "metrics.csv"
 METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
 #: Rows with equal values here come from the same computation and are replaced together.
 _SOURCE_KEY = ["model", "revision", "texts", *SETTINGS_COLUMNS]

@@ -2,8 +2,9 @@
 (label-free, so usable for per-task layer selection), or a plain text file with one prompt per line.
 
 Each source has one label in ``metrics.csv`` and each label one meaning: ``task:<Task>`` is the texts of the task's
-evaluation split(s) (``metrics --texts task:<Task>``, sampled down to ``--n-prompts``); ``encoded:<Task>`` is every
-text mteb's evaluator encodes for the task (``run --task-metrics``: for classification also its training sample).
+evaluation split(s) (``metrics --texts task:<Task>``, or ``task:FILE.yaml:<Task>`` for a task a task file declares,
+sampled down to ``--n-prompts``); ``encoded:<Task>`` is every text mteb's evaluator encodes for the task
+(``run --task-metrics``: for classification also its training sample).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.tasks.catalog import data_dir_from_env
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task, select_tasks
+from layer_mteb.tasks.custom_files import check_custom_files
 from layer_mteb.tasks.names import check_task_names
 from layer_mteb.tasks.texts import task_texts
 
@@ -55,6 +57,21 @@ def _is_file(text: str) -> bool:
         return False
 
 
+def task_source(task: str) -> str:
+    """The label of ``task``'s own texts (its evaluation splits) in ``metrics.csv``: ``task:<task>``."""
+    return f"{TASK_TEXTS}{task}"
+
+
+def encoded_source(task: str) -> str:
+    """The label of every text mteb's evaluator encodes for ``task`` in ``metrics.csv``: ``encoded:<task>``."""
+    return f"{ENCODED_TEXTS}{task}"
+
+
+def source_task(source: object) -> str | None:
+    """The task whose own texts ``source`` labels (``task:<task>`` -> ``<task>``); ``None`` for any other source."""
+    return source.removeprefix(TASK_TEXTS) if isinstance(source, str) and source.startswith(TASK_TEXTS) else None
+
+
 def texts_task(source: str) -> str:
     """The task named by a ``task:<TaskName>`` source; a source naming none is a :class:`UserError`."""
     task = source.removeprefix(TASK_TEXTS).strip()
@@ -70,6 +87,8 @@ def check_texts(source: str, data_dir: str | Path | None = None) -> None:
         if folder is None or not (folder / WIKITEXT_FILE).is_file():
             where = f"{folder}/" if folder else ""
             raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+    elif source.startswith(TASK_TEXTS) and file_task(texts_task(source)) is not None:  # task:FILE.yaml:TASK
+        check_custom_files(s.custom for s in select_tasks(texts_task(source))[1] if s.custom is not None)
     elif source.startswith(TASK_TEXTS):
         check_task_names([texts_task(source)])
     elif not _is_file(source):
@@ -95,8 +114,10 @@ def load_texts(
     if source == "wikitext":
         raw, name, task = _wikitext(data_dir), "wikitext", None
     elif source.startswith(TASK_TEXTS):
-        task = texts_task(source)
-        raw, name = task_texts(task, data_dir), f"{TASK_TEXTS}{task}"
+        selection = texts_task(source)  # a task name, or FILE.yaml:TASK for a custom task
+        raw = task_texts(selection, data_dir)
+        task = file_task(selection) or selection
+        name = task_source(task)  # labelled by the task's name alone
     elif _is_file(source):
         path = Path(source).expanduser()
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None

@@ -1,12 +1,11 @@
 """Loading a model by hub id, local folder, GGUF file or packaged short name into a :class:`LoadedModel`.
 
 Packaged models are real models shipped inside PyPI packages (usable with no hub access); GGUF files are
-dequantised once into an HF folder under :func:`cache_root`.
+dequantised once into an HF folder under :func:`~layer_mteb.common.files.cache_root`.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import zipfile
@@ -19,13 +18,13 @@ from safetensors import SafetensorError
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.files import building, content_hash
+from layer_mteb.common.files import building, cache_root, content_hash
 from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
 from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import PACKAGED_MODELS, PackagedModel, model_kind, packaged_distributions
 
-__all__ = ["PACKAGED_MODELS", "cache_root", "load_model", "packaged_folder"]
+__all__ = ["PACKAGED_MODELS", "load_model", "packaged_folder"]
 
 
 def load_model(
@@ -89,11 +88,6 @@ def packaged_folder(name: str) -> Path:
     packaged = PACKAGED_MODELS[name]
     folder = _packaged_folder(name, packaged)
     return Path(_gguf_as_folder(folder / packaged.gguf_file)) if packaged.gguf_file else folder
-
-
-def cache_root() -> Path:
-    """Where converted models and pooled-vector caches live (``$LAYER_MTEB_CACHE``, else ``~/.cache/layer_mteb``)."""
-    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb"))
 
 
 def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str | None]:

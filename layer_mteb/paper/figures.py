@@ -1,6 +1,6 @@
 """Figures of the paper regenerated from the release: Figure 1 (score vs relative depth) and the Pythia-410m training
 progression. Every curve of one panel averages the same task set (the library's Figure 1 rule,
-:func:`~layer_mteb.analysis.rules.common_tasks`); a layer some of those tasks lack is a gap, never averaged over fewer
+:func:`.rules.common_tasks`); a layer some of those tasks lack is a gap, never averaged over fewer
 tasks. Saved as PNG and PDF without creation dates."""
 
 from __future__ import annotations
@@ -11,20 +11,21 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis.figures import _style, save
-from layer_mteb.analysis.rules import COVERAGE, common_tasks, complete_layer_means, tasks_phrase
-from layer_mteb.analysis.table1 import task_scores
+from layer_mteb.analysis.report.figures import figure1_panel, save, style
+from layer_mteb.analysis.report.table1 import headline_tasks, task_scores
+from layer_mteb.analysis.rules import FIGURE1_COVERAGE, tasks_phrase
+from layer_mteb.metrics.texts import source_task
 
 
-def curves_of(scores: pd.DataFrame, models: list[str], coverage: float = COVERAGE) -> tuple[pd.DataFrame, list[str]]:
-    """``models``' Figure 1 curves (score ×100 per layer, over :func:`~layer_mteb.analysis.rules.common_tasks`, gaps
+def curves_of(
+    scores: pd.DataFrame, models: list[str], coverage: float = FIGURE1_COVERAGE
+) -> tuple[pd.DataFrame, list[str]]:
+    """``models``' Figure 1 curves (score ×100 per layer, over :func:`.rules.common_tasks`, gaps
     where a layer lacks one of them) and that task set."""
-    tasks = task_scores(scores[scores["model"].isin(models)])
-    chosen = common_tasks(tasks, coverage)
-    curves = complete_layer_means(tasks, chosen)
+    headline = headline_tasks(task_scores(scores[scores["model"].isin(models)]), coverage=coverage)
     order = {model: i for i, model in enumerate(models)}
-    curves = curves.sort_values(["model", "layer"], key=lambda c: c.map(order) if c.name == "model" else c)
-    return curves.assign(score=curves["main_score"] * 100), chosen
+    curves = headline.curves.sort_values(["model", "layer"], key=lambda c: c.map(order) if c.name == "model" else c)
+    return curves.assign(score=curves["main_score"] * 100), headline.tasks
 
 
 def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: Path) -> list[Path]:
@@ -33,14 +34,11 @@ def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: 
         (*curves_of(release, models), "authors' release"),
         (*curves_of(ours, ours["model"].drop_duplicates().tolist()), "this project's runs"),
     ]
-    with _style():
+    with style():
         fig = Figure(figsize=(13, 4.8), layout="constrained")
         axes = fig.subplots(1, 2)
         for ax, (curves, tasks, title) in zip(axes, panels, strict=True):
-            sns.lineplot(
-                data=curves, x="relative_depth", y="score", hue="model", style="model", markers=True, ax=ax, lw=2
-            )
-            ax.set_xlabel("relative depth (layer / number of layers)")
+            figure1_panel(ax, curves)
             ax.set_ylabel(f"mean main score ×100 over {tasks_phrase(len(tasks))}")
             ax.set_title(f"{title}: mean over the same {tasks_phrase(len(tasks))}", fontsize=10)
             ax.legend(fontsize=8, frameon=False)
@@ -52,7 +50,7 @@ def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list
     order = sorted(scores["model"].unique(), key=_step)
     curves, tasks = curves_of(scores, order, coverage=1.0)
     curves = curves.assign(checkpoint=curves["model"].map(_label))
-    own_texts = metrics["texts"].str.startswith("task:")
+    own_texts = metrics["texts"].map(source_task).notna()
     entropy = metrics[metrics["model"].isin(order) & (metrics["metric"] == "prompt_entropy") & own_texts]
     ent_tasks = set.intersection(*(set(p["task"]) for _, p in entropy.groupby("model")))
     entropy = entropy[entropy["task"].isin(ent_tasks)]
@@ -60,7 +58,7 @@ def progression(scores: pd.DataFrame, metrics: pd.DataFrame, stem: Path) -> list
     entropy = entropy.assign(checkpoint=entropy["model"].map(_label))
     labels = [_label(m) for m in order]
     palette = dict(zip(labels, sns.color_palette("viridis", len(labels)), strict=True))
-    with _style():
+    with style():
         fig = Figure(figsize=(13, 4.8), layout="constrained")
         left, right = fig.subplots(1, 2)
         for ax, data, y, legend in ((left, curves, "score", False), (right, entropy, "value", "auto")):

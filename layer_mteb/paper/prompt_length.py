@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from layer_mteb.analysis.figures import _style, save
-from layer_mteb.analysis.stress_figures import level_lines, run_figures, stress_curves
-from layer_mteb.analysis.stress_summary import length_minima, model_summary, stress_markdown
+from layer_mteb.analysis.report.figures import save, style
+from layer_mteb.analysis.report.stress_figures import level_lines, run_figures, stress_curves
+from layer_mteb.analysis.report.stress_summary import length_minima, model_summary, stress_markdown
+from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics.stress_table import read_dips, read_stress
 
@@ -67,12 +68,12 @@ def _summary(runs: list[Path], curves: pd.DataFrame, path: Path) -> list[Path]:
 
 def _figure(curves: pd.DataFrame, stem: Path) -> list[Path]:
     models = list(dict.fromkeys(curves["model"]))
-    with _style():
+    with style():
         fig = Figure(figsize=(4.2 * len(models), 6.5), layout="constrained")
         axes = fig.subplots(2, len(models), squeeze=False)
         for column, model in enumerate(models):
             part = curves[curves["model"] == model]
-            part = part.assign(depth=part["layer"] / part["layer"].max(), level=part["prompt_length"])
+            part = part.assign(depth=part["layer"] / last_layer_of(part), level=part["prompt_length"])
             for row, normalization in enumerate(("raw", "maxEntropy")):
                 ax = axes[row, column]
                 level_lines(ax, part[part["normalization"] == normalization], "depth", "tokens", cmap="magma_r")

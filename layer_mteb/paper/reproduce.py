@@ -1,4 +1,4 @@
-"""``python -m layer_mteb.paper``: the paper's results regenerated from the authors' released per-layer scores and
+"""``layer-mteb reproduce``: the paper's results regenerated from the authors' released per-layer scores and
 metrics, beside this project's own runs, written to one folder (``results/paper``): Table 1, Figure 1, the training
 progression, the correlations and the selector study with its leave-one-model-out and leave-one-family-out
 choices (and, with ``--policy``, the policy ``select --by auto`` ships).
@@ -8,24 +8,27 @@ Offline and deterministic: the same inputs give the same bytes (figures without 
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis import lofo as family_study
-from layer_mteb.analysis import study
-from layer_mteb.analysis.auto import write_policy
-from layer_mteb.analysis.correlation import correlate
-from layer_mteb.analysis.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs import load_run
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE
+from layer_mteb.analysis.runs.folders import load_run
+from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
+from layer_mteb.analysis.selection.auto import write_policy
+from layer_mteb.analysis.selection.correlation import correlate
+from layer_mteb.analysis.study import engine
+from layer_mteb.analysis.study import lofo as family_study
+from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import read_scores
+from layer_mteb.metrics.table import METRICS_FILE
+from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import figures, prompt_length
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
@@ -48,13 +51,13 @@ REASONS = {
 
 
 def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any."""
-    try:
-        return load_run(run, None, None, "auto")
-    except UserError:  # a run without metrics: its scores alone
-        from layer_mteb.common.results import read_scores
+    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any.
 
+    Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
+    (other settings, missing columns) is an error, not a run silently left out of the correlations and the study."""
+    if not (run / METRICS_FILE).is_file():
         return read_scores(run), None
+    return load_run(run, None, None, "auto")
 
 
 #: Writes one table into the output folder under the given file name.
@@ -66,11 +69,13 @@ def reproduce(
 ) -> list[Path]:
     """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
     on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
-    model is written there too (:func:`~layer_mteb.analysis.lofo.train_policy`)."""
+    model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`)."""
+    if not (reference / "official_layer_scores.csv").is_file():
+        raise UserError(f"no official_layer_scores.csv in {reference}; pass --reference")
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
-    release = release_scores(reference / "official_layer_scores.csv")
+    release = release_scores(reference / RELEASE_SCORES_FILE)
     release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
@@ -143,13 +148,12 @@ def _selector_study(
     kind fixed, to show what the depth per task type adds), and with ``policy`` the policy trained on every model.
     Returns LOMO, the leaderboard, LOFO and the exclusions."""
     models = study.study_models(scores[~scores["model"].str.contains("@")], metrics)
-    evaluation = study.per_model(study.evaluate(models, study.selectors()))
-    write("selectors.csv", evaluation)
-    board = study.across_models(evaluation)
+    write("selectors.csv", study.model_leaderboard(models))
+    board = study.across_models(models)
     write("selector_leaderboard.csv", board)
     lomo = study.leave_one_model_out(models)
     write("lomo.csv", lomo)
-    population, excluded = family_study.score_models(scores, metrics)
+    population, excluded = engine.score_models(scores, metrics)
     lofo = family_study.leave_one_family_out(population)
     write("lofo.csv", lofo)
     fixed = family_study.leave_one_family_out(population, variant="fixed")  # what the per-type depths add
@@ -180,9 +184,9 @@ class Progress:
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
-    """The library's correlations (:func:`~layer_mteb.analysis.correlation.correlate`) of each model's own-text
+    """The library's correlations (:func:`.correlation.correlate`) of each model's own-text
     metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
-    own = metrics[metrics["texts"].str.startswith("task:")]
+    own = metrics[metrics["texts"].map(source_task).notna()]
     frames = []
     for model, part in own.groupby("model", sort=False):
         model_scores = scores[scores["model"] == model]
@@ -193,26 +197,3 @@ def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int)
         except UserError as err:
             logger.warning("%s: no correlations (%s)", model, err)
     return pd.concat(frames, ignore_index=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m layer_mteb.paper", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--reference",
-        default=os.environ.get("LAYER_MTEB_REFERENCE_DIR", "../shared/reference"),
-        help="folder of the authors' released results ($LAYER_MTEB_REFERENCE_DIR, else ../shared/reference)",
-    )
-    parser.add_argument("--run", action="append", default=[], help="one of this project's run folders (repeatable)")
-    parser.add_argument("--output", default="results/paper")
-    parser.add_argument("--permutations", type=int, default=PERMUTATIONS)
-    parser.add_argument(
-        "--policy", default=None, help="also write the `select --by auto` policy trained on every study model here"
-    )
-    args = parser.parse_args(argv)
-    reference = Path(args.reference)
-    if not (reference / "official_layer_scores.csv").is_file():
-        print(f"error: no official_layer_scores.csv in {reference}; pass --reference", flush=True)
-        return 2
-    policy = Path(args.policy) if args.policy else None
-    reproduce(reference, [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
-    return 0

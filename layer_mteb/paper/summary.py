@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.analysis.lofo import lofo_means
-from layer_mteb.analysis.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.study.lofo import lofo_means
 
 
 def _num(value: object) -> str:
@@ -63,7 +63,7 @@ def summary_markdown(
 
 def lofo_markdown(lofo: pd.DataFrame, excluded: pd.DataFrame | None = None) -> list[str]:
     """The leave-one-family-out record: per held-out model, per family (its models averaged), on average four ways
-    (:func:`~layer_mteb.analysis.lofo.lofo_means`) and the folders left out with why."""
+    (:func:`~layer_mteb.analysis.study.lofo.lofo_means`) and the folders left out with why."""
     columns = [("held_out_family", "held-out family", text), ("model", "model", text), ("selector", "rule", text)]
     columns += [("n_tasks", "tasks", integer), ("regret", "regret", _num), ("gain", "gain vs last", _signed)]
     columns += [("last_regret", "last-layer regret", _num), ("paper_rule_regret", "paper rule regret", _num)]

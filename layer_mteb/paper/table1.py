@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.analysis.table1 import build_table1, per_task_summary, table1_notes, task_scores
+from layer_mteb.analysis.report.table1 import build_table1, per_task_summary, table1_notes, task_scores
 
 #: Table 1 as printed (workshop version): best ≠ last (%), avg last, avg best.
 PAPER_TABLE1 = {
@@ -17,7 +17,7 @@ COLUMNS = ["model", "n_tasks", "last_layer", "best_not_last", "avg_last", "avg_b
 
 
 def table1(scores: pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
-    """The library's Table 1 (:func:`~layer_mteb.analysis.table1.build_table1`, all task types) for ``models``
+    """The library's Table 1 (:func:`~layer_mteb.analysis.report.table1.build_table1`, all task types) for ``models``
     (default: every model, in order of appearance), ×100 as the paper prints it; ``note`` names the tasks left out
     for lack of a last-layer score and the layers other tasks miss."""
     names = models or scores["model"].drop_duplicates().tolist()

@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 
 from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.tasks.custom import custom_task
+from layer_mteb.tasks.custom_schema import parse_custom
 from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.names import check_task_names, known_names, unknown_tasks_message
 from layer_mteb.tasks.spec import TaskFile, TaskSpec
@@ -29,18 +31,44 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
     """Parse and validate a tasks.yaml; every schema problem is one line naming the file."""
     path = Path(path)
     raw = _load_yaml(path)
-    if not isinstance(raw, dict) or not isinstance(raw.get("tasks"), dict) or not raw["tasks"]:
-        raise UserError(f"{path}: expected a mapping with a non-empty 'tasks:' section of categories")
+    listed = raw.get("tasks") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not (listed or raw.get("custom")) or not isinstance(listed or {}, dict):
+        raise UserError(
+            f"{path}: expected a mapping with a non-empty 'tasks:' section of categories (or a 'custom:' list)"
+        )
+    split = str(raw.get("split", "test"))
     specs = []
-    for category, entries in raw["tasks"].items():
+    for category, entries in (raw.get("tasks") or {}).items():
         if not isinstance(entries, list):
             raise UserError(f"{path}{_where(entries, raw['tasks'])}: category {category!r} must hold a list of tasks")
         for entry in entries:
             specs.append(_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry))
+    specs += _custom_specs(path, raw, split)
     suites = raw.get("suites") or {}
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
         raise UserError(f"{path}{_where(suites, raw)}: 'suites:' must map suite names to lists of task names")
-    return TaskFile(str(raw.get("split", "test")), tuple(specs), {k: tuple(v) for k, v in suites.items()})
+    return TaskFile(split, tuple(specs), {k: tuple(v) for k, v in suites.items()})
+
+
+def _custom_specs(path: Path, raw: dict, split: str) -> list[TaskSpec]:
+    """The ``custom:`` tasks of a task file, each name given once in the whole file."""
+    entries = raw.get("custom") or []
+    if not isinstance(entries, list):
+        raise UserError(f"{path}{_where(entries, raw)}: 'custom:' must hold a list of tasks")
+    listed = {name for tasks in (raw.get("tasks") or {}).values() if isinstance(tasks, list) for name in _names(tasks)}
+    specs = []
+    for entry in entries:
+        where = f"{path}{_where(entry, entries)}"
+        custom = parse_custom(where, entry, path, split)
+        if custom.name in listed:
+            raise UserError(f"{where}: two tasks are named {custom.name!r}; give each task its own name")
+        listed.add(custom.name)
+        specs.append(TaskSpec(custom.name, custom.type, custom=custom))
+    return specs
+
+
+def _names(entries: list) -> list[str]:
+    return [e if isinstance(e, str) else e.get("name") for e in entries if isinstance(e, str | dict)]
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -164,11 +192,29 @@ def data_dir_from_env(data_dir: str | Path | None, *, announce: bool = True) -> 
 
 
 def select_tasks(selection: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
-    """Resolve ``--tasks``: ``FILE.yaml[:SUITE]``, a suite name, or comma-separated mteb task names; every name
-    that mteb does not know is reported in one error (without importing mteb, see :mod:`.names`)."""
+    """Resolve ``--tasks``: ``FILE.yaml[:SUITE or :TASK]``, a suite name, or comma-separated mteb task names; every
+    name that mteb does not know is reported in one error (without importing mteb, see :mod:`.names`), and a custom
+    task named like an mteb task is refused."""
     task_file, specs = _select(selection, data_dir)
-    check_task_names(spec.name for spec in specs)
+    check_task_names(spec.name for spec in specs if spec.custom is None)
+    _check_custom_names([spec for spec in specs if spec.custom is not None])
     return task_file, specs
+
+
+def _check_custom_names(specs: list[TaskSpec]) -> None:
+    """A custom task may not take an mteb task's name: results, caches and reports key tasks by name."""
+    if not specs:
+        return
+    taken = [spec.custom for spec in specs if spec.custom is not None and spec.name in known_names()]
+    if taken:
+        raise UserError(f"{taken[0].where} has the name of an mteb task; rename it (e.g. {taken[0].name}Custom)")
+
+
+def file_task(selection: str) -> str | None:
+    """The task part of a ``FILE.yaml:TASK`` selection (a custom task is named this way outside ``run``), else
+    None."""
+    file_part, _, task = selection.partition(":")
+    return (task.strip() or None) if file_part.endswith((".yaml", ".yml")) else None
 
 
 def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskSpec]]:
@@ -190,16 +236,18 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
         return list(task_file.tasks)
     if suite == "paper32-fast":
         return [TaskSpec(t.fast, t.category, t.subsets) if t.fast else t for t in task_file.tasks]
-    if suite == "offline":
-        if data_dir is None:
+    if suite == "offline":  # custom tasks are local by definition
+        if data_dir is None and not any(t.custom for t in task_file.tasks):
             raise UserError(f"the 'offline' suite needs a data folder: --data-dir DIR or ${DATA_DIR_ENV}")
-        present = [t for t in task_file.tasks if (data_dir / t.name).is_dir()]
+        present = [t for t in task_file.tasks if t.custom or (data_dir is not None and (data_dir / t.name).is_dir())]
         if not present:
             raise UserError(f"no task of the task file has a folder in {data_dir}")
         return present
     if suite not in task_file.suites:
+        if any(t.name == suite for t in task_file.tasks):  # FILE.yaml:TASK, one task of the file
+            return [task_file.spec(suite)]
         known = ", ".join([*BUILTIN_SUITES, *task_file.suites])
-        raise UserError(f"unknown suite {suite!r}; known suites: {known}")
+        raise UserError(f"unknown suite {suite!r}; known suites: {known} (or a task of the file)")
     return [task_file.spec(name) for name in task_file.suites[suite]]
 
 
@@ -207,8 +255,13 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets.
 
     When ``data_dir`` has a folder for it, the task comes with that folder's data loaded (mteb then neither loads
-    nor unloads it); ``task.unload_data()`` drops it for good, and ``load_task`` again reads it anew.
+    nor unloads it); ``task.unload_data()`` drops it for good, and ``load_task`` again reads it anew. A custom task
+    (:mod:`.custom`) comes with its files loaded too; its own ``load_data`` reads them again after an unload.
     """
+    if spec.custom is not None:  # read now, as local data is: a bad file fails before any model loads
+        task = custom_task(spec.custom)
+        task.load_data()
+        return task
     import mteb
 
     try:
@@ -218,6 +271,23 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     if data_dir is not None and (data_dir / spec.name).is_dir():
         load_local_data(task, data_dir / spec.name, spec)
     return task
+
+
+def task_type(name: str) -> str | None:
+    """mteb's type of the task called ``name`` (``STS``, ``Classification``, ...), or ``None`` for a name the installed
+    mteb does not know (the authors' release names tasks later mteb versions dropped: their scores stay, untyped).
+
+    Only mteb's unknown-name error gives ``None``: any other failure propagates, because the type decides the
+    ``auto`` policy's rules per task type, which must not change silently with the installed mteb."""
+    import mteb
+
+    try:
+        task = mteb.get_task(name)
+    except KeyError:
+        if name in known_names():  # a known task failing to build is not an unknown name
+            raise
+        return None
+    return task.metadata.type
 
 
 def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:

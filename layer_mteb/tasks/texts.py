@@ -8,15 +8,24 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.tasks.catalog import data_dir_from_env, load_task, read_task_file
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task, load_task, read_task_file, select_tasks
 
 _NOT_TEXT = ("label", "lang", "score")
 
 
 def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
-    """Every text of a task's evaluation split(s) and subsets (labels and ids are skipped)."""
-    task_file = read_task_file()
-    task = load_task(task_file.spec(name), task_file.split, data_dir_from_env(data_dir))
+    """Every text of a task's evaluation split(s) and subsets (labels and ids are skipped); ``name`` is an mteb
+    task's name or ``FILE.yaml:TASK`` (a custom task, say)."""
+    folder = data_dir_from_env(data_dir)
+    if file_task(name) is not None:
+        task_file, specs = select_tasks(name, folder)
+        if len(specs) != 1 or specs[0].name != file_task(name):
+            raise UserError(f"{name!r} names a suite; name one task of the file: FILE.yaml:TASK")
+        spec = specs[0]
+    else:
+        task_file = read_task_file()
+        spec = task_file.spec(name)
+    task = load_task(spec, task_file.split, folder)
     try:
         task.load_data()
     except (OSError, ConnectionError, ValueError) as err:

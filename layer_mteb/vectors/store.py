@@ -23,13 +23,12 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.common.files import atomic_write, text_hash
+from layer_mteb.common.files import atomic_write, cache_root, text_hash
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import BatchObserver, encode_all_layers
-from layer_mteb.model.loading import cache_root
 from layer_mteb.vectors.budget import check_one_layer_fits, format_size, resolve_budget, store_bytes
 from layer_mteb.vectors.layer_files import SegmentWriter, gather, read_segment, remove_torn, segment_folders
 

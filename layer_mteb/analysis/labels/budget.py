@@ -1,0 +1,221 @@
+"""Layer selection from K labelled examples: score every layer on K examples drawn from the task's test split, pick
+the best, and judge the pick by the full-split score mteb computed for it (the run's ``scores.csv``).
+
+Every layer is scored from the run's pooled-vector store (:mod:`layer_mteb.vectors.store`): no forward pass when it
+is warm, one pass that refills it when it is not. Draws are seeded (draw ``d`` of seed ``s`` takes the same
+examples whatever K's neighbours or the layers are), and every layer of a draw is scored on the same examples.
+``regret = best − chosen`` and ``gain = chosen − last``, in mteb's units, with the last layer, the best layer and
+ties as :mod:`~layer_mteb.analysis.rules` defines them for every selector: a run of fewer layers than the model's has
+no last layer, so no gain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from layer_mteb.analysis.labels.labelled import (
+    LabelledExamples,
+    labelled_examples,
+    layer_score,
+    report_scorer_warnings,
+)
+from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
+from layer_mteb.analysis.runs.folders import read_run_scores
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import one_setting, scores_config
+from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
+from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.workers import check_eval_workers, score_layers
+from layer_mteb.model.loading import load_model
+from layer_mteb.model.names import packaged_name
+from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
+from layer_mteb.vectors.store import LayerCache, store_folder
+
+DEFAULT_DRAWS = 10
+FULL = "full"  # K meaning every labelled example of the split (one draw)
+
+
+@dataclass
+class TaskLayers:
+    """One (task, subset) of a run: mteb's full-split score per scored layer, the labelled examples and their
+    pooled vectors of those layers ([n_layers_scored, len(examples.texts), D])."""
+
+    model: str
+    task: str
+    subset: str
+    scores: pd.Series  # layer -> main_score, ascending layers
+    examples: LabelledExamples
+    vectors: np.ndarray
+    n_layers: int
+    texts_encoded: int = 0
+    load_seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.task if self.subset in ("default", "") else f"{self.task}/{self.subset}"
+
+
+def run_tasks(
+    run: str | Path,
+    *,
+    tasks: Sequence[str] | None = None,
+    model: str | None = None,
+    data_dir: str | Path | None = None,
+) -> Iterator[TaskLayers]:
+    """The (task, subset) units of ``run``'s ``scores.csv`` with their vectors, one at a time.
+
+    ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
+    folder, say); a packaged model is found from its hub id and revision.
+    """
+    scores = one_setting(read_run_scores(Path(run)))
+    if tasks is not None:
+        unknown = sorted(set(tasks) - set(scores["task"]))
+        if unknown:
+            raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
+        scores = scores[scores["task"].isin(tasks)]
+    name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
+    config = scores_config(scores)
+    loaded = load_model(model or packaged_name(name, revision) or name, config, revision=None if model else revision)
+    settings = resolve_settings(loaded, config)
+    folder = data_dir_from_env(data_dir or recorded_data_dir(Path(run)))
+    declared = declared_tasks(Path(run))  # custom tasks: the task file that declared each
+    for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
+        started = time.perf_counter()
+        _, (spec,) = select_tasks(declared.get(str(task_name), str(task_name)), folder)
+        task = load_task(spec, str(split), folder)
+        task.load_data()
+        examples = labelled_examples(task, str(subset), str(split))
+        curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
+        depth = int(curve.index.max())
+        store = store_folder(loaded, settings, str(task_name))
+        cache = LayerCache(loaded, settings.encode, store, depth=depth, budget=settings.budget)
+        encoded = sum(t not in cache.index for t in dict.fromkeys(examples.texts))
+        vectors = cache.vectors(examples.texts).cpu().numpy()[curve.index.to_numpy()]
+        if encoded:
+            cache.save()
+        n_layers = int(rows["n_layers"].iloc[0])
+        seconds = time.perf_counter() - started
+        yield TaskLayers(name, str(task_name), str(subset), curve, examples, vectors, n_layers, encoded, seconds)
+
+
+def check_budget(k: int | str) -> None:
+    """K is a number of examples (at least 2: one example ranks nothing) or ``"full"``."""
+    if k != FULL and (not isinstance(k, int) or isinstance(k, bool) or k < 2):
+        raise UserError(f"--labels must be a number of examples of at least 2, or {FULL!r}; got {k!r}")
+
+
+def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
+    """The example rows of one draw: ``k`` of ``n`` without replacement, from a generator seeded by (seed, draw);
+    every row for ``k == "full"``. A K larger than the split is a :class:`UserError`."""
+    if k == FULL:
+        return np.arange(n)
+    check_budget(k)
+    if k > n:
+        raise UserError(f"--labels {k} is more than the {n} labelled examples of the split")
+    return np.sort(np.random.default_rng([seed, draw]).choice(n, size=k, replace=False))
+
+
+def pick_layers(
+    unit: TaskLayers,
+    k: int | str,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    workers: int = 1,
+    seen: dict[int, LayerWarnings] | None = None,
+) -> list[int]:
+    """The layer picked in each draw: the best score on the draw's examples, ties to the deeper layer.
+
+    A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer
+    (:func:`~layer_mteb.analysis.rules.default_layer`), what a user without usable labels would take.
+    ``workers`` > 1 scores the layers (each in every draw) in forked processes, one thread each, as the sweep
+    evaluates layers: the same scores and picks as one worker.
+    ``seen`` receives the warnings each layer's scoring raised (counted in the process that scored it), by layer.
+    """
+    layers = unit.scores.index.to_numpy()
+    if k != FULL and isinstance(k, int) and k > len(unit.examples):
+        raise UserError(f"--labels {k} is more than the {len(unit.examples)} labelled examples of {unit.name}")
+    drawn = [draw_rows(len(unit.examples), k, draw, seed) for draw in range(1 if k == FULL else draws)]
+
+    def score(layer: int) -> list[dict]:  # one job per layer: a job's fixed cost outweighs a small draw's scoring
+        vectors, task_seed = unit.vectors[layer], unit.examples.task.seed
+        return [{"score": layer_score(unit.examples, vectors, rows, seed=task_seed)} for rows in drawn]
+
+    scored_layers = list(score_layers(score, range(len(layers)), workers))
+    if seen is not None:
+        seen.update({int(layers[s.layer]): s.warnings for s in scored_layers if s.warnings})
+    scored = [[row["score"] for row in s.rows] for s in scored_layers]
+    picks = []
+    for scores in np.array(scored, dtype=np.float64).T:  # [draws, layers]
+        finite = pd.Series(scores, index=layers)[np.isfinite(scores)]
+        picks.append(extremum_layer(finite, "max") if len(finite) else default_layer(layers, unit.n_layers))
+    return picks
+
+
+def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
+    """The picks scored by mteb's full-split scores: the most frequent pick (ties: deeper) with its score, regret and
+    gain, and regret and gain over the draws (mean, standard deviation); no last layer scored, no gain."""
+    curve = unit.scores
+    best_layer = extremum_layer(curve, "max")
+    best, last = float(curve[best_layer]), last_score(curve, unit.n_layers)
+    chosen = most_frequent_layer(picks)
+    regrets = best - curve.loc[list(picks)].to_numpy()
+    gains = curve.loc[list(picks)].to_numpy() - last
+    counts = pd.Series(list(picks)).value_counts()
+    return {
+        "chosen_layer": chosen,
+        "chosen_score": float(curve[chosen]),
+        "best_layer": best_layer,
+        "best_score": best,
+        "last_score": last,
+        "regret": best - float(curve[chosen]),
+        "gain": float(curve[chosen]) - last,
+        "mean_regret": float(regrets.mean()),
+        "regret_std": float(regrets.std()),
+        "mean_gain": float(gains.mean()),
+        "picks": " ".join(f"{layer}:{counts[layer]}" for layer in sorted(counts.index)),
+    }
+
+
+def select_with_labels(
+    run: str | Path,
+    k: int | str,
+    *,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    tasks: Sequence[str] | None = None,
+    model: str | None = None,
+    data_dir: str | Path | None = None,
+    workers: int | None = None,
+) -> pd.DataFrame:
+    """One row per (task, subset) of ``run``: the layer K labelled examples pick, judged on the full split.
+
+    ``workers`` processes score the layers (default: one per CPU core, as ``--eval-workers``); picks do not
+    depend on it.
+
+    ``seconds`` is the time to score every layer in every draw (vectors in memory); ``texts_encoded`` counts the
+    texts the vector store lacked (0 when it was warm); ``warnings`` the warnings the scorers raised (a logistic
+    regression that did not converge, say), each task's also logged in one line.
+    """
+    check_budget(k)
+    if draws < 1:
+        raise UserError(f"--draws must be at least 1; got {draws}")
+    workers = check_eval_workers(workers)
+    rows = []
+    for unit in run_tasks(run, tasks=tasks, model=model, data_dir=data_dir):
+        started = time.perf_counter()
+        seen: dict[int, LayerWarnings] = {}
+        picks = pick_layers(unit, k, draws, seed, workers, seen)
+        row = {"model": unit.model, "task": unit.name, "k": k, "draws": len(picks), "n_examples": len(unit.examples)}
+        row |= judge(unit, picks)
+        row |= {"seconds": time.perf_counter() - started, "texts_encoded": unit.texts_encoded}
+        row["warnings"] = report_scorer_warnings(unit.name, unit.examples.task.metadata.type, seen)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,236 @@
+"""A task's labelled test examples, and each layer's score on any subset of them, computed the way mteb scores them.
+
+:func:`labelled_examples` reads the examples of one (subset, split) from a loaded mteb task: pairs with a gold score
+(STS) or label (pair classification), or texts with a label (classification, clustering). :func:`layer_scores`
+scores every layer on the examples ``rows`` picks, from pooled vectors, with mteb's own scoring functions where
+they take vectors or similarities (see each scorer); one array per call, no ``mteb.evaluate``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from datasets import Dataset
+from mteb.abstasks.classification import AbsTaskClassification
+from mteb.abstasks.clustering import AbsTaskClustering
+from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+from mteb.abstasks.pair_classification import AbsTaskPairClassification
+from mteb.abstasks.sts import AbsTaskSTS
+from sklearn.base import clone
+from sklearn.cluster import MiniBatchKMeans
+from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, v_measure_score
+from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_distances, paired_manhattan_distances
+from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
+
+from layer_mteb.common.errors import UserError
+from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted, task_warnings
+from layer_mteb.tasks.mteb_compat import pair_metrics, sts_gold, sts_metrics
+
+PAIRED = ("STS", "PairClassification")
+#: mteb's k-means batch size for legacy clustering (``ClusteringEvaluator(clustering_batch_size=500)``)
+KMEANS_BATCH = 500
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LabelledExamples:
+    """The labelled examples of one (task, subset, split): ``texts`` holds each unique text once; ``items`` indexes
+    it ([n] for single texts, [n, 2] for pairs) and ``gold`` is each example's score or label."""
+
+    task: object
+    texts: list[str]
+    items: np.ndarray
+    gold: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @property
+    def paired(self) -> bool:
+        return self.items.ndim == 2
+
+
+def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
+    """The examples mteb scores for ``task`` (data loaded) on ``subset``/``split``, in the dataset's order.
+
+    Legacy clustering keeps mteb's several cluster sets; their (text, label) examples are pooled into one list.
+    """
+    data = task.dataset if subset not in task.dataset and subset == "default" else task.dataset[subset]
+    rows = data[split]
+    if isinstance(task, AbsTaskSTS):
+        first, second = task.column_names
+        gold = [sts_gold(task, x) for x in rows["score"]]  # mteb normalises before correlating
+        return _pairs(task, rows[first], rows[second], gold)
+    if isinstance(task, AbsTaskPairClassification):
+        if len(rows) == 1:  # mteb's v1 layout: all pairs in one row
+            rows = Dataset.from_dict(rows[0])
+        return _pairs(task, rows[task.input1_column_name], rows[task.input2_column_name], rows[task.label_column_name])
+    if isinstance(task, AbsTaskClassification):
+        return _singles(task, rows[task.input_column_name], rows[task.label_column_name])
+    if isinstance(task, AbsTaskClusteringLegacy | AbsTaskClustering):
+        texts, labels = rows[task.input_column_name], rows[task.label_column_name]
+        if texts and isinstance(texts[0], list):  # legacy: one row per cluster set
+            texts = [t for group in texts for t in group]
+            labels = [label for group in labels for label in group]
+        labels = [label[0] if isinstance(label, list) else label for label in labels]  # hierarchical: level 0
+        return _singles(task, texts, labels)
+    raise UserError(
+        f"{task.metadata.name}: labelled selection supports STS, pair classification, classification "
+        f"and clustering, not {task.metadata.type}"
+    )
+
+
+def _pairs(task, first: Sequence[str], second: Sequence[str], gold: Sequence) -> LabelledExamples:
+    texts = list(dict.fromkeys([*first, *second]))
+    index = {t: i for i, t in enumerate(texts)}
+    items = np.array([[index[a], index[b]] for a, b in zip(first, second, strict=True)], dtype=np.int64)
+    return LabelledExamples(task, texts, items.reshape(-1, 2), np.asarray(gold))
+
+
+def _singles(task, texts: Sequence[str], labels: Sequence) -> LabelledExamples:
+    unique = list(dict.fromkeys(texts))
+    index = {t: i for i, t in enumerate(unique)}
+    items = np.array([index[t] for t in texts], dtype=np.int64)
+    return LabelledExamples(task, unique, items, np.asarray(labels))
+
+
+def layer_scores(examples: LabelledExamples, vectors: np.ndarray, rows: np.ndarray, seed: int = 42) -> np.ndarray:
+    """The task's main score for every layer of ``vectors`` ([L+1, len(texts), D]) on the examples ``rows``.
+
+    NaN where the examples cannot score (say, no positive pair among them). ``seed`` drives the classifier's
+    folds and k-means, as ``task.seed`` does in mteb.
+    """
+    with threadpool_limits(1):  # small fits: BLAS threads cost 6-15x more than they save (and share the cores)
+        return np.array([layer_score(examples, layer, rows, seed) for layer in vectors], dtype=np.float64)
+
+
+def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray, seed: int = 42) -> float:
+    """The task's main score of one layer's vectors ([len(texts), D]) on the examples ``rows`` (see
+    :func:`layer_scores`); independent of every other layer, so layers can be scored in any order or process.
+
+    The caller limits BLAS to one thread, once for many calls (entering the limit costs milliseconds, as much as
+    scoring a few pairs)."""
+    task = examples.task
+    kind = task.metadata.type
+    scorer = {"STS": _sts, "PairClassification": _pair_classification}.get(kind)
+    if scorer is None:
+        scorer = _clustering if kind == "Clustering" else _classification
+    return scorer(task, task.metadata.main_score, layer[examples.items[rows]], examples.gold[rows], seed)
+
+
+def _sts(task, main: str, pairs: np.ndarray, gold: np.ndarray, seed: int) -> float:
+    """mteb's ``AbsTaskSTS._calculate_scores`` on the similarities ``AnySTSEvaluator`` computes (cosine, negated
+    Manhattan and Euclidean distances; the encoder's own similarity is cosine); main score ``cosine_spearman``."""
+    a, b = pairs[:, 0], pairs[:, 1]
+    cosine = 1 - paired_cosine_distances(a, b)
+    scores = {
+        "cosine_scores": cosine.tolist(),
+        "manhattan_distances": (-paired_manhattan_distances(a, b)).tolist(),
+        "euclidean_distances": (-paired_euclidean_distances(a, b)).tolist(),
+        "similarity_scores": cosine.tolist(),
+    }
+    return float(sts_metrics(task, scores, gold.tolist())[main])
+
+
+def _pair_classification(task, main: str, pairs: np.ndarray, gold: np.ndarray, seed: int) -> float:
+    """mteb's ``AbsTaskPairClassification._compute_metrics`` on the distances ``PairClassificationEvaluator``
+    computes; main score ``max_ap``, the best average precision over cosine, dot, Manhattan and Euclidean."""
+    if len(np.unique(gold)) < 2:
+        return float("nan")  # average precision needs positives and negatives
+    a, b = pairs[:, 0], pairs[:, 1]
+    cosine = 1 - paired_cosine_distances(a, b)
+    distances = {
+        "cosine_scores": cosine.tolist(),
+        "similarity_scores": cosine.tolist(),
+        "manhattan_distances": paired_manhattan_distances(a, b).tolist(),
+        "euclidean_distances": paired_euclidean_distances(a, b).tolist(),
+        "dot_scores": np.einsum("nd,nd->n", a, b).tolist(),
+    }
+    return float(pair_metrics(task, distances, gold.tolist())[main])
+
+
+def _classification(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> float:
+    """mteb's cross-validated classification (``_evaluate_subset_cross_validation``) within the given texts:
+    ``task.n_splits`` shuffled folds (fewer when there are fewer texts), each training fold undersampled to
+    ``task.samples_per_label`` per label as mteb does, ``task.evaluator_model`` (logistic regression) fitted on it.
+    The out-of-fold predictions of all texts are scored at once with the main score as mteb's
+    ``_calculate_scores`` defines it (accuracy, or macro / weighted F1, precision, recall): folds of one or two
+    texts, as small K gives, would each be scored on almost nothing.
+
+    A training fold that holds one label predicts that label (a classifier cannot be fitted to one class).
+    """
+    if main not in CLASSIFICATION_SCORES:
+        raise UserError(f"{task.metadata.name}: main score {main!r} is not one labelled selection computes")
+    folds = KFold(n_splits=min(task.n_splits, len(y)), shuffle=True, random_state=seed)
+    predicted = np.empty_like(y)
+    positions: list[int] | None = None
+    for train_rows, test in folds.split(x):
+        positions, train = _undersample(train_rows, y, task.samples_per_label, seed, positions)
+        if len(np.unique(y[train])) == 1:
+            predicted[test] = y[train][0]
+        else:
+            predicted[test] = clone(task.evaluator_model).fit(x[train], y[train]).predict(x[test])
+    return float(CLASSIFICATION_SCORES[main](y, predicted))
+
+
+#: what raises the warnings a task type's scorer may raise (a logistic regression that did not converge, say)
+SCORERS = {"Classification": "mteb's logistic regression", "Clustering": "scikit-learn's k-means"}
+
+
+def report_scorer_warnings(name: str, task_type: str, per_layer: Mapping[int, LayerWarnings]) -> str:
+    """Log one line for a task whose labelled scoring raised warnings, as a sweep tells its evaluators' warnings,
+    and return them in words for the task's row ('' for none): counted in the scoring processes, they were
+    otherwise dropped there."""
+    record = task_warnings(per_layer)
+    if record:
+        source = SCORERS.get(task_type, "the labelled scorers")
+        logger.warning(
+            "%s: %s; the layers were scored with those fits, as mteb scores them", name, counted(record, source)
+        )
+    return counted(record)
+
+
+#: mteb's ``AbsTaskClassification._calculate_scores``, main score by main score
+CLASSIFICATION_SCORES = {
+    "accuracy": accuracy_score,
+    "f1": partial(f1_score, average="macro", zero_division=0),
+    "f1_weighted": partial(f1_score, average="weighted", zero_division=0),
+    "precision": partial(precision_score, average="macro", zero_division=0),
+    "precision_weighted": partial(precision_score, average="weighted", zero_division=0),
+    "recall": partial(recall_score, average="macro", zero_division=0),
+    "recall_weighted": partial(recall_score, average="weighted", zero_division=0),
+}
+
+
+def _undersample(
+    rows: np.ndarray, labels: np.ndarray, per_label: int, seed: int, positions: list[int] | None = None
+) -> tuple[list[int], np.ndarray]:
+    """mteb's ``_undersample_data`` as its cross-validation calls it: the positions (into a fold's training rows) it
+    shuffled for the previous fold are shuffled again with the seed, so fold ``i`` takes the seeded permutation
+    ``i + 1`` times; then at most ``per_label`` rows of each label, in that order. Returns the positions for the
+    next fold and the rows kept."""
+    positions = list(range(len(rows))) if positions is None else positions
+    np.random.RandomState(seed).shuffle(positions)
+    kept, counts = [], {}
+    for position in positions:
+        row = rows[position]
+        label = labels[row]
+        if counts.get(label, 0) < per_label:
+            kept.append(row)
+            counts[label] = counts.get(label, 0) + 1
+    return positions, np.asarray(kept, dtype=np.int64)
+
+
+def _clustering(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> float:
+    """mteb's legacy clustering evaluator on the given texts: ``MiniBatchKMeans`` with as many clusters as labels
+    among them (batch 500, ``n_init="auto"``, ``random_state`` the seed), scored by ``v_measure_score``."""
+    n_labels = len(np.unique(y))
+    if n_labels < 2:
+        return 1.0  # mteb's own convention for a set of one label
+    model = MiniBatchKMeans(n_clusters=n_labels, batch_size=KMEANS_BATCH, n_init="auto", random_state=seed)
+    return float(v_measure_score(y, model.fit_predict(x)))

@@ -1,0 +1,140 @@
+"""``layer-mteb report``: run folders in, a report folder out (Table 1, figures, selector leaderboard).
+
+The folder is built under a temporary name and renamed into place at the end, so a failed report never leaves
+half its files; an existing folder is replaced only when it is itself a report.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from layer_mteb.analysis.report import figures, stress_figures
+from layer_mteb.analysis.report.cost_figure import STEM as COST_STEM
+from layer_mteb.analysis.report.cost_figure import cost_quality
+from layer_mteb.analysis.report.markdown import leaderboard_markdown, table1_markdown
+from layer_mteb.analysis.report.table1 import (
+    build_table1,
+    headline_tasks,
+    layer_means,
+    per_task_summary,
+    table1_notes,
+    task_scores,
+)
+from layer_mteb.analysis.rules import fewer_shared_tasks
+from layer_mteb.analysis.runs.folders import Runs, load_reference, load_runs
+from layer_mteb.analysis.selection.select import selector_leaderboard
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import building
+
+logger = logging.getLogger(__name__)
+
+PaperTasks = Literal["run", "all"]
+PAPER_TASKS: tuple[str, ...] = ("run", "all")
+REPORT_MARKER = "table1.csv"
+
+
+def write_report(
+    runs: Sequence[str | Path] | Runs,
+    output: str | Path,
+    *,
+    paper_curves: bool = False,
+    reference: str | Path | None = None,
+    paper_tasks: PaperTasks = "run",
+    entropy_selector: str | None = None,
+    random_runs: Sequence[str | Path] = (),
+) -> list[Path]:
+    """Write Table 1 (CSV + Markdown), Figure 1, heatmaps, and, where the runs hold them, metric panels,
+    correlation bars and the selector leaderboard. Returns the written paths (inside ``output``).
+
+    ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored, so they compare like for
+    like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
+    ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
+    Figure 1's curves all average one task set (:func:`~.rules.common_tasks` over the non-random models); its
+    title counts them, its caption names them, and a warning says so when some run scored more.
+    """
+    if paper_tasks not in PAPER_TASKS:
+        raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")
+    data = runs if isinstance(runs, Runs) else load_runs([*runs, *random_runs])
+    random_models = set(load_runs(random_runs).scores["model"]) if random_runs else set()
+    output = Path(output)
+    _check_output(output, data.folders)
+    tasks = task_scores(data.scores)
+    headline = headline_tasks(tasks, random_models)
+    paper = paper_layer_means(headline.rows, reference, paper_tasks) if paper_curves else None
+    summary = per_task_summary(tasks)
+    table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
+    shrunk = fewer_shared_tasks(tasks[~tasks["model"].isin(random_models)], headline.tasks)
+    if shrunk:
+        logger.warning(shrunk)
+    with building(output) as tmp:
+        table.to_csv(tmp / "table1.csv", index=False)
+        (tmp / "table1.md").write_text(table1_markdown(table, table1_notes(summary)))
+        summary.to_csv(tmp / "per_task.csv", index=False)
+        layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
+        paper_frame, paper_note = paper if paper is not None else (None, "")
+        figures.figure1(
+            headline.curves, tmp / "figure1", paper_frame, paper_note, headline.caption, len(headline.tasks)
+        )
+        for model, rows in tasks.groupby("model", sort=True):
+            best = summary[summary["model"] == model].set_index("task")["best_layer"]
+            figures.heatmap(rows, best, str(model), tmp / f"heatmap_{figures.slug(str(model))}")
+        if data.metrics is not None:
+            figures.metric_panels(data.metrics, tmp / "metrics")
+        if data.correlation is not None:
+            figures.correlation_bars(data.correlation, tmp / "correlation")
+        _per_run_files(data.folders, tmp)
+        board = selector_leaderboard(data.selection)
+        if board is not None:
+            board.to_csv(tmp / "selectors.csv", index=False)
+            (tmp / "selectors.md").write_text(leaderboard_markdown(board))
+        names = sorted(p.name for p in tmp.iterdir())
+    umask = os.umask(0)
+    os.umask(umask)
+    output.chmod(0o777 & ~umask)  # the temporary folder was private
+    return [output / name for name in names]
+
+
+def _per_run_files(folders: Sequence[Path], tmp: Path) -> None:
+    """What each run folder's own side files add: its stress figures, and the cost–quality view of the runs."""
+    for folder in folders:
+        stress_figures.run_figures(folder, tmp)
+    cost_quality(folders, tmp / COST_STEM)
+
+
+def _check_output(output: Path, folders: Iterable[Path]) -> None:
+    """Refuse to replace anything that is not an earlier report (a run folder, a results root, a file)."""
+    resolved = output.resolve()
+    for folder in folders:
+        if resolved == folder.resolve() or resolved in folder.resolve().parents:
+            raise UserError(f"--output {str(output)!r} would replace run folder {str(folder)!r}: choose a new folder")
+    if output.exists() and not (output.is_dir() and (not any(output.iterdir()) or (output / REPORT_MARKER).exists())):
+        raise UserError(f"--output {str(output)!r} exists and is not a report folder: choose a new folder")
+
+
+def paper_layer_means(
+    scores: pd.DataFrame, reference: str | Path | None = None, which: PaperTasks = "run"
+) -> tuple[pd.DataFrame, str]:
+    """The authors' per-layer averages (a :func:`layer_means` frame) and a note saying which tasks they average."""
+    paper = load_reference(reference)
+    paper_tasks = set(paper["task"])
+    run_tasks = {_paper_name(t) for t in scores["task"].astype(str)} & paper_tasks
+    if which == "run" and run_tasks:
+        paper = paper[paper["task"].isin(run_tasks)]
+        note = f"dashed: paper curves averaged over the same {len(run_tasks)} tasks as the runs"
+    elif which == "run":
+        note = f"dashed: paper curves over all {len(paper_tasks)} paper tasks (the runs share none)"
+    else:
+        note = f"dashed: paper curves over all {len(paper_tasks)} paper tasks"
+    curves = layer_means(task_scores(paper.assign(task_type="unknown")))
+    return curves, note
+
+
+def _paper_name(task: str) -> str:
+    """The paper's name for a task: mteb's newer ``.v2`` variants score the same task on deduplicated data."""
+    return task.removesuffix(".v2")

@@ -1,0 +1,127 @@
+"""What the stress tests say per model, computed from ``stress.csv`` / ``dip.csv`` and the prompt-length curves, so
+the documentation quotes numbers a command wrote rather than numbers read off a figure.
+
+Per model: at how many layers entropy rises with randomness, falls with repetition and rises with length (mean over
+prompts at the strongest level against the weakest); the layer of minimum entropy of the unperturbed prompts; the
+most bimodal layer of the unperturbed prompts (dip, p-value) and how many stress levels × layers reach p < 0.05; and,
+per prompt length, where the normalised entropy is lowest and how far it falls from layer 0 (beside Pythia-410m).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.stress_figures import stress_curves
+from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, most_bimodal_layer
+
+#: (test, normalisation read, the direction the paper reports: +1 rises with the level, -1 falls)
+TRENDS = (("randomness", DIP_NORMALIZATION, 1), ("repetition", DIP_NORMALIZATION, -1), ("length", "raw", 1))
+#: p-value under which a dip counts as bimodal
+ALPHA = 0.05
+
+
+def trend(curves: pd.DataFrame, test: str, normalization: str, direction: int) -> tuple[int, int]:
+    """(layers whose mean moves in ``direction`` from the weakest to the strongest level, layers) of one model."""
+    part = curves[(curves["test"] == test) & (curves["normalization"] == normalization)]
+    if part.empty:
+        return 0, 0
+    table = part.pivot(index="layer", columns="level", values="mean").sort_index(axis=1)
+    change = table.iloc[:, -1] - table.iloc[:, 0]
+    return int((change * direction > 0).sum()), len(table)
+
+
+def model_summary(values: pd.DataFrame, dips: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, readout) of a stress table and its dip table (see the module docstring)."""
+    rows = []
+    for (model, readout), part in values.groupby(["model", "readout"], sort=True):
+        curves = stress_curves(part)
+        row: dict[str, object] = {"model": model, "readout": readout, "layers": int(part["layer"].max())}
+        for test, normalization, direction in TRENDS:
+            moved, layers = trend(curves, test, normalization, direction)
+            row[test] = f"{moved}/{layers}" if layers else None
+        plain = curves[
+            curves["test"].isin(["randomness", "repetition"])
+            & (curves["level"] == 0)
+            & (curves["normalization"] == DIP_NORMALIZATION)
+        ].drop_duplicates("layer")
+        if not plain.empty:
+            low = plain.sort_values(["mean", "layer"], kind="stable").iloc[0]
+            row.update(min_layer=int(low["layer"]), min_value=float(low["mean"]))
+            row["min_depth"] = row["min_layer"] / row["layers"]
+        row.update(_bimodality(dips[(dips["model"] == model) & (dips["readout"] == readout)]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _bimodality(dips: pd.DataFrame) -> dict[str, object]:
+    """The most bimodal layer of the unperturbed prompts, and how many perturbed levels × layers have p < ALPHA."""
+    out: dict[str, object] = {}
+    plain = dips[dips["test"] == "none"]
+    if not plain.empty:
+        layer = most_bimodal_layer(plain)
+        top = plain[plain["layer"] == layer].iloc[0]
+        out.update(dip_layer=layer, dip=float(top["dip"]), dip_p=float(top["p_value"]), dip_n=int(top["n"]))
+    # randomness and repetition at level 0 are the unperturbed prompts again: not a stress level
+    unperturbed = dips["test"].isin(["randomness", "repetition"]) & (dips["level"] == 0)
+    stressed = dips[(dips["test"] != "none") & ~unperturbed]
+    out["bimodal_levels"] = f"{int((stressed['p_value'] < ALPHA).sum())}/{len(stressed)}"
+    return out
+
+
+def length_minima(curves: pd.DataFrame, normalization: str = DIP_NORMALIZATION) -> pd.DataFrame:
+    """model, prompt_length, layers, min_layer, min_depth, first (layer 0), min_value, drop of ``prompt_length.csv``
+    curves: where each length's mean entropy is lowest and how far it falls from layer 0."""
+    rows = []
+    chosen = curves[curves["normalization"] == normalization]
+    for (model, length), part in chosen.groupby(["model", "prompt_length"], sort=False):
+        part = part.sort_values("layer")
+        low = part.sort_values(["mean", "layer"], kind="stable").iloc[0]
+        layers, first = int(part["layer"].max()), float(part["mean"].iloc[0])
+        rows.append(
+            {
+                "model": model,
+                "prompt_length": int(length),
+                "layers": layers,
+                "min_layer": int(low["layer"]),
+                "min_depth": int(low["layer"]) / layers,
+                "first": first,
+                "min_value": float(low["mean"]),
+                "drop": first - float(low["mean"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _f3(value: object) -> str:
+    return "—" if pd.isna(value) else f"{float(value):.3f}"
+
+
+def _f2(value: object) -> str:
+    return "—" if pd.isna(value) else f"{float(value):.2f}"
+
+
+def _p(value: object) -> str:
+    return "—" if pd.isna(value) else f"{float(value):.2g}"
+
+
+def stress_markdown(summary: pd.DataFrame, minima: pd.DataFrame) -> str:
+    """The two tables of ``stress.md``: per model, and per model and prompt length."""
+    s = [("model", "model", text), ("readout", "readout", text), ("layers", "L", integer)]
+    s += [("randomness", "rises with randomness", text), ("repetition", "falls with repetition", text)]
+    s += [("length", "raw rises with length", text), ("min_layer", "min layer", integer)]
+    s += [("min_depth", "depth", _f2), ("min_value", "min entropy", _f3), ("dip_layer", "most bimodal", integer)]
+    s += [("dip", "dip", _f3), ("dip_p", "p", _p), ("dip_n", "prompts", integer)]
+    s += [("bimodal_levels", f"stress levels × layers with p < {ALPHA}", text)]
+    m = [("model", "model", text), ("prompt_length", "tokens", integer), ("min_layer", "min layer", integer)]
+    m += [("min_depth", "depth", _f2), ("first", "layer 0", _f3), ("min_value", "minimum", _f3), ("drop", "drop", _f3)]
+    return "\n\n".join(
+        [
+            "## Stress tests per model",
+            "Entropy ÷ min(log N, log D) unless marked raw; trends count layers (of L + 1) whose mean over prompts "
+            "moves that way from the weakest to the strongest level; minimum and dip on the unperturbed prompts.",
+            markdown_table(summary, s),
+            "## Prompt length: where each model compresses random-token prompts most (÷ min(log N, log D))",
+            markdown_table(minima, m),
+        ]
+    )

@@ -1,0 +1,242 @@
+"""The one reader of run folders: one run's scores with the metrics that match its settings (:func:`load_run`, for
+selection and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
+``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb.analysis.runs.choices import METRIC_READOUTS, PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
+from layer_mteb.analysis.runs.importing import release_scores
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.results import read_scores, with_legacy_settings
+from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
+from layer_mteb.metrics.table import read_metrics
+from layer_mteb.metrics.texts import task_source
+
+SIDE_KEYS = {
+    "selection": ("model", "selector", "scope"),
+    "metrics": ("model", "layer", "texts", "metric", "readout"),
+    "correlation": ("model", "metric", "method", "scope"),
+}
+REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
+CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
+#: The folder of the authors' released results (its SOURCE.md says what each file is).
+logger = logging.getLogger(__name__)
+
+
+def load_run(
+    run: str | Path | None,
+    scores: pd.DataFrame | None,
+    metrics: pd.DataFrame | None,
+    metric_readout: str = "auto",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scores and metrics from ``run`` (unless given as frames), metrics restricted to the scores' settings.
+
+    The metrics' readout may differ from the scores' (``metric_readout``; see :data:`METRIC_READOUTS`): the paper
+    scored every layer with the final norm on top but measured its metrics on the raw stream of one forward pass.
+    The returned metrics keep their own ``readout`` column, so what was paired can be recorded.
+    """
+    if metric_readout not in METRIC_READOUTS:
+        raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
+    if scores is None or metrics is None:
+        if run is None:
+            raise UserError("give a run folder (--run) or both scores and metrics tables")
+        if scores is None:
+            if not (Path(run) / SCORES_FILE).is_file():
+                raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
+            scores = read_scores(run)
+        if metrics is None:
+            metrics = read_metrics(run)
+    if scores.empty:
+        raise UserError("the scores table is empty")
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
+    used = scores[["model", *settings, "readout"]].drop_duplicates()
+    matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
+    parts = []
+    for (model, _texts), part in matched.groupby(["model", "texts"], sort=False):
+        scored = set(used.loc[used["model"] == model, "readout"])
+        wanted = _metric_readout(metric_readout, scored, set(part["readout"]))
+        parts.append(part[part["readout"] == wanted])
+    matched = pd.concat(parts) if parts else matched
+    if matched.empty and not metrics.empty:  # an empty table given on purpose leaves only the baselines
+        described = ", ".join(f"{c}={used[c].iloc[0]}" for c in [*settings, "readout"])
+        raise UserError(
+            f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
+            "rerun `layer-mteb metrics` with the same --model, --pooling, --max-length and --dtype"
+        )
+    return scores, matched
+
+
+def _metric_readout(choice: str, scored: set[str], available: set[str]) -> str | None:
+    if choice == "auto":
+        return "raw" if "raw" in available else next(iter(sorted(scored & available)), None)
+    if choice == "same":
+        return next(iter(sorted(scored & available)), None)
+    return choice
+
+
+@dataclass
+class Runs:
+    """Every run folder's frames, concatenated; ``model`` holds a label that is unique per (model, settings)."""
+
+    scores: pd.DataFrame
+    selection: pd.DataFrame | None = None
+    metrics: pd.DataFrame | None = None
+    correlation: pd.DataFrame | None = None
+    folders: list[Path] = field(default_factory=list)
+
+
+def discover_runs(root: str | Path) -> list[Path]:
+    """Run folders below ``root``: every folder holding a ``scores.csv`` (mteb's own JSON folders skipped)."""
+    root = Path(root)
+    found = {p.parent for p in root.rglob(SCORES_FILE) if MTEB_FOLDER not in p.relative_to(root).parts[:-1]}
+    return sorted(found)
+
+
+def load_runs(folders: Iterable[str | Path]) -> Runs:
+    """Read run folders; a folder without a usable ``scores.csv`` is a :class:`UserError`.
+
+    The same model run with different settings (readout, pooling, ...) gets a label naming the difference, so two
+    runs never silently merge; runs of one model with the same settings (say, tasks split across two runs) merge,
+    and a (task, subset, layer) scored twice keeps the row from the folder given last.
+    """
+    folders = list(dict.fromkeys(Path(f) for f in folders))
+    if not folders:
+        raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
+    parts = [(folder, part) for folder in folders for _, part in read_run_scores(folder).groupby("model", sort=False)]
+    labels = _labels([part for _, part in parts])
+    scores, sides = [], {name: [] for name in SIDE_FILES}
+    for (folder, part), label in zip(parts, labels, strict=True):
+        scores.append(part.assign(model=label))
+        alone = sum(f == folder for f, _ in parts) == 1
+        for side_name, (file, _) in SIDE_FILES.items():
+            side = _side_rows(_as_report_rows(side_name, _read_side(folder / file)), str(part["model"].iloc[0]), alone)
+            if side is not None:
+                sides[side_name].append(side.assign(model=label))
+    merged = pd.concat(scores, ignore_index=True)
+    keys = [c for c in ("model", "task", "split", "subset", "layer") if c in merged.columns]
+    merged = merged.drop_duplicates(keys, keep="last").reset_index(drop=True)
+    merged_sides = {name: _merge_side(name, frames) for name, frames in sides.items()}
+    return Runs(merged, **merged_sides, folders=folders)
+
+
+def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFrame | None:
+    """The side-file rows of ``model``; a file naming one other model counts as this run's when the run has one
+    model (the metrics code may spell the model as given on the command line rather than its hub id)."""
+    if side is None:
+        return None
+    names = side["model"].astype(str)
+    if (names == model).any():
+        return side[names == model]
+    return side if alone and names.nunique() == 1 else None
+
+
+def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
+    (selector or metric, scope): scope ``mean`` for the score averaged over tasks (its WikiText rows), else a task
+    name (its own-text rows where present, else WikiText)."""
+    if frame is None or name not in ("selection", "correlation") or "task" not in frame.columns:
+        return frame
+    if "texts" in frame.columns:
+        texts = frame["texts"].astype(str)
+        own = texts == frame["task"].astype(str).map(task_source)
+        key = "selector" if name == "selection" else "metric"
+        has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
+        frame = frame[own | (~has_own & (texts == "wikitext"))]
+    frame = frame.assign(scope=frame["task"].astype(str))
+    return frame.rename(columns={"statistic": "value"}) if name == "correlation" else frame
+
+
+def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """Concatenate one kind of side file; a row repeated by merged runs keeps the copy from the folder given last."""
+    if not frames:
+        return None
+    frame = pd.concat(frames, ignore_index=True)
+    keys = [c for c in SIDE_KEYS[name] if c in frame.columns]
+    return frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
+
+
+def read_run_scores(folder: Path) -> pd.DataFrame:
+    path = folder / SCORES_FILE
+    if not folder.is_dir():
+        raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
+    if not path.is_file():
+        raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read {path}: {first_line(err)}") from None
+    missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise UserError(f"{path} lacks columns {missing}: re-run `layer-mteb run` to rewrite it")
+    if frame.empty:
+        raise UserError(f"{path} has no scores yet: let `layer-mteb run` finish at least one layer")
+    frame = with_legacy_settings(frame)
+    frame["layer"] = frame["layer"].astype(int)
+    frame["n_layers"] = frame["n_layers"].astype(int)
+    return frame
+
+
+def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
+    """One label per run: the model name, plus the settings that tell apart runs of the same model."""
+    names = [str(frame["model"].iloc[0]) for frame in frames]
+    configs = [{c: str(f[c].iloc[0]) for c in CONFIG_COLUMNS if c in f.columns} for f in frames]
+    labels = []
+    for name, config in zip(names, configs, strict=True):
+        same = [c for n, c in zip(names, configs, strict=True) if n == name]
+        differing = [k for k in config if len({c.get(k) for c in same}) > 1]
+        labels.append(f"{name} ({', '.join(f'{k}={config[k]}' for k in differing)})" if differing else name)
+    return labels
+
+
+def _read_side(path: Path) -> pd.DataFrame | None:
+    """An optional per-run file; absent or without rows means 'not there'. One that cannot be read or lacks a
+    ``model`` column is left out with a warning naming it: the report then lacks what it holds, which a user must
+    be told."""
+    if not path.is_file():
+        return None
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
+        return None
+    if "model" not in frame.columns:
+        logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
+        return None
+    return frame if not frame.empty else None
+
+
+def reference_path(path: str | Path | None = None) -> Path:
+    """The authors' per-layer Pythia scores: ``path`` (that file, or a release folder holding it), else the file in
+    :func:`reference_folder`."""
+    chosen = Path(path) if path else reference_folder()
+    file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
+    if not file.is_file():
+        raise UserError(
+            f"paper reference scores not found at {str(file)!r}: pass --reference or set ${REFERENCE_ENV} to the "
+            "folder of the authors' release"
+        )
+    return file
+
+
+def load_reference(path: str | Path | None = None) -> pd.DataFrame:
+    """The authors' per-layer scores as a scores-like frame (``model`` = "Pythia-410m (paper)", integer layers).
+
+    Read by :func:`~.importing.release_scores`, the one reader of the release's files: their last layer appears
+    twice (``layer_24`` and ``layer_24_last``, same scores) and the copy is dropped.
+    """
+    file = reference_path(path)
+    raw = pd.read_csv(file)
+    missing = [c for c in ("model", "layer", "task", "main_score") if c not in raw.columns]
+    if missing:
+        raise UserError(f"{file} lacks columns {missing}: expected model, layer (layer_<k>), task, main_score")
+    frame = release_scores(file)
+    frame["model"] = frame["model"].astype(str).map(lambda m: f"{m.replace('/', '-')} (paper)")
+    return frame[["model", "layer", "n_layers", "task", "main_score"]].reset_index(drop=True)

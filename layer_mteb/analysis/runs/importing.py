@@ -1,0 +1,264 @@
+"""Per-layer results made elsewhere, as this project's tables: folders of mteb result JSONs (the authors' layout
+``layer_<k>/<Task>.json`` written by mteb 1.x, and mteb 2.x result folders such as a run's own ``mteb/``), the
+authors' released long-format score table, and their long-format metrics table.
+
+Each JSON is read by :func:`~.mteb_results.layer_results`, the one reader of mteb result files (mteb's own
+``TaskResult.from_disk``, which reads 1.x files too); only the paper's subset of a multi-subset task (``tasks.yaml``:
+AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks are reported by
+:func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
+(:func:`layer_mteb.analysis.selection.curves.score_curves`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb.analysis.rules import last_layer_of
+from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNormalization
+from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
+from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import SCORE_COLUMNS, tidy_scores
+from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE
+from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.metrics.texts import source_task
+from layer_mteb.tasks.catalog import read_task_file, task_type
+
+#: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
+#: mean pooling with special tokens, max length 2048, half precision.
+AUTHORS_SETTINGS = {
+    "readout": "final_norm",
+    "pooling": "mean",
+    "max_length": 2048,
+    "dtype": "float16",
+    **LEGACY_SETTINGS,  # the model's own attention, no normalisation after pooling
+}
+#: Hidden-state count of the released models (their configs), for folders that do not reach the last layer.
+RELEASE_DEPTHS = {
+    "Pythia/14m": 6,
+    "Pythia/70m": 6,
+    "Pythia/160m": 12,
+    "Pythia/410m": 24,
+    "Pythia/1b": 16,
+    "mamba/130m": 24,
+    "mamba/370m": 48,
+    "mamba/790m": 48,
+    "mamba/1.4b": 48,
+    "mamba/2.8b": 64,
+    "bert/base": 12,
+    "bert_CLS/base": 12,
+    "bert/large": 24,
+    "roberta_CLS/base": 12,
+    "roberta_mean_pooling/base": 12,
+    "roberta_mean_pooling/large": 24,
+    "LLM2Vec-mntp/8B": 32,
+    "LLM2Vec-mntp-unsup-simcse/8B": 32,
+    "LLM2Vec-mntp-supervised/8B": 32,
+}
+
+#: What the paper's figures plot (the authors' plotting notebook, ``layerwise_entropies.ipynb``): entropies and LiDAR
+#: divided by min(ln N, ln D) (``maxEntropy``), DiME, InfoNCE and curvature raw. A constant divisor per source, so
+#: the layer a metric selects is the same under every normalisation.
+PAPER_NORMALIZATION = {"curvature": "raw", "dime": "raw", "infonce": "raw"}
+
+
+def release_depth(model: str) -> int | None:
+    """The released model's number of layers (checkpoints ``model@step`` share their model's)."""
+    return RELEASE_DEPTHS.get(model.split("@")[0])
+
+
+def import_folder(
+    folder: str | Path, *, model: str | None = None, n_layers: int | None = None, split: str = "test"
+) -> pd.DataFrame:
+    """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.results.SCORE_COLUMNS`).
+
+    The layer comes from mteb's ``model_meta.json`` beside the file (``experiment_kwargs['layer']``, this project's
+    runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where
+    ``layer_<L>`` is absent). ``model`` and ``n_layers`` default to what the files say.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise UserError(f"{folder} is not a folder of mteb result JSONs")
+    subsets = {spec.name: spec.subsets for spec in read_task_file().tasks}
+    rows, seen = [], set()
+    for found in layer_results(root):
+        name, task = model or found.meta.get("name") or root.name, found.result.task_name
+        if (name, found.layer, task) in seen:
+            continue  # a `layer_<L>_last` copy of a layer already read
+        seen.add((name, found.layer, task))
+        kwargs = found.experiment if "layer" in found.experiment else {}  # a layer folder of the authors': theirs
+        described = {
+            "model": name,
+            "revision": found.meta.get("revision") or found.result.mteb_version,
+            "layer": found.layer,
+            "task_type": task_type(task),
+            **{key: kwargs.get(key, AUTHORS_SETTINGS[key]) for key in AUTHORS_SETTINGS},
+            "data": "imported",
+        }
+        rows += [{**described, **row} for row in found.score_rows([split], subsets.get(task))]
+    if not rows:
+        raise UserError(f"no per-layer mteb result JSONs with a {split!r} split under {folder}")
+    return _with_depth(pd.DataFrame(rows), n_layers)
+
+
+def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
+    if "n_layers" not in frame.columns:
+        frame["n_layers"] = pd.NA
+    for model, part in frame.groupby("model"):
+        depth = n_layers or release_depth(model) or last_layer_of(part)
+        frame.loc[part.index, "n_layers"] = depth
+    frame["n_layers"] = frame["n_layers"].astype(int)
+    frame["relative_depth"] = frame["layer"] / frame["n_layers"]
+    return tidy_scores(frame[SCORE_COLUMNS].to_dict("records"))
+
+
+def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
+    """The one reader of the release's ``layer`` labels: ``layer_<k>`` -> integer ``k``. Rows of other labels are
+    dropped; the ``layer_<L>_last`` copy of a layer is kept only where ``layer_<L>`` itself is absent."""
+    parsed = raw["layer"].astype(str).str.extract(AUTHORS_LAYER)
+    raw = raw.assign(layer=pd.to_numeric(parsed[0]), is_copy=parsed[1].notna()).dropna(subset=["layer"])
+    raw = raw.sort_values("is_copy", kind="stable").drop_duplicates(["model", "layer", "task"])
+    return raw.assign(layer=raw["layer"].astype(int))
+
+
+def release_scores(path: str | Path, models: list[str] | None = None) -> pd.DataFrame:
+    """The authors' ``official_layer_scores.csv`` (``model,layer,task,main_score,...``) as score rows."""
+    raw = pd.read_csv(path)
+    if models is not None:
+        unknown = sorted(set(models) - set(raw["model"]))
+        if unknown:
+            raise UserError(f"{path} has no model(s) {', '.join(unknown)}")
+        raw = raw[raw["model"].isin(models)]
+    raw = release_layers(raw)
+    frame = raw.assign(
+        revision=raw["model"].str.partition("@")[2].replace("", "main"),
+        task_type=None,
+        split="test",
+        subset=None,
+        data="release",
+        **AUTHORS_SETTINGS,
+    )
+    # the authors' *_CLS folders read the first token ([CLS]) instead of the mean over tokens
+    frame.loc[frame["model"].str.contains("_CLS"), "pooling"] = "first"
+    return _with_depth(frame, None)
+
+
+def missing_layers(scores: pd.DataFrame) -> pd.DataFrame:
+    """(model, task, missing) for every task that lacks some layer 0..deepest layer scored for that model."""
+    rows = []
+    for model, part in scores.groupby("model", sort=False):
+        layers = set(range(int(part["layer"].max()) + 1))
+        for task, rows_of_task in part.groupby("task"):
+            lacking = sorted(layers - set(rows_of_task["layer"]))
+            if lacking:
+                rows.append({"model": model, "task": task, "missing": lacking})
+    return pd.DataFrame(rows, columns=["model", "task", "missing"])
+
+
+def describe_missing(missing: pd.DataFrame) -> list[str]:
+    """One line per model naming the missing layers of each task (what a report must say, never hide)."""
+    lines = []
+    for model, part in missing.groupby("model", sort=False):
+        listed = "; ".join(f"{row.task}: {_ranges(row.missing)}" for row in part.itertuples())
+        lines.append(f"{model}: layers missing from the results ({listed})")
+    return lines
+
+
+def _ranges(layers: list[int]) -> str:
+    spans, start = [], layers[0]
+    for prev, cur in zip(layers, [*layers[1:], None], strict=True):
+        if cur != prev + 1:
+            spans.append(str(start) if start == prev else f"{start}–{prev}")
+            start = cur
+    return ", ".join(spans)
+
+
+def import_metrics_table(
+    path: str | Path,
+    *,
+    normalization: ReleaseNormalization = "paper",
+    models: dict[str, str] | None = None,
+    settings: dict | None = None,
+) -> pd.DataFrame:
+    """The authors' long metrics table (``official_layer_metrics.csv.gz``) -> metric rows of ``readout = raw``.
+
+    Their metrics were computed on the raw residual stream of one full forward pass, so the rows say ``raw``; the
+    other settings are the scores' (``settings``, default the authors') so selection pairs them with those scores.
+    ``models`` maps the table's names to the names the rows get (default: every model, names kept). A task's own
+    texts use its test split when it has one.
+    """
+    if normalization not in RELEASE_NORMALIZATIONS:
+        raise UserError(f"--normalization must be one of {', '.join(RELEASE_NORMALIZATIONS)}; got {normalization!r}")
+    table = pd.read_csv(path)
+    if models is not None:
+        table = table[table["model"].isin(models)]
+    wanted = table["metric"].map(lambda m: PAPER_NORMALIZATION.get(m, "maxEntropy"))
+    if normalization != "paper":
+        wanted = pd.Series(normalization, index=table.index)
+    table = table[table["normalization"] == wanted]
+    tests = table[table["texts"].map(source_task).notna() & (table["split"] == "test")]
+    has_test = set(zip(tests["model"], tests["texts"], strict=True))
+    keep = [
+        source_task(texts) is None or split == "test" or (model, texts) not in has_test
+        for model, texts, split in zip(table["model"], table["texts"], table["split"], strict=True)
+    ]
+    table = table[keep]
+    settings = {**AUTHORS_SETTINGS, **(settings or {}), "readout": "raw"}
+    depth = table["model"].map(release_depth).fillna(table.groupby("model")["layer"].transform("max"))
+    frame = pd.DataFrame(
+        {
+            "model": table["model"].map(models) if models is not None else table["model"],
+            "revision": table["model"].str.partition("@")[2].replace("", "main"),
+            "layer": table["layer"].astype(int),
+            "n_layers": depth.astype(int),
+            "relative_depth": table["layer"] / depth,
+            "texts": table["texts"],
+            "task": table["texts"].map(source_task).fillna(""),
+            "metric": table["metric"],
+            "value": table["value"],
+            "n": pd.NA,
+            **settings,
+        }
+    )
+    return frame[METRIC_COLUMNS].sort_values(["model", "texts", "metric", "layer"], kind="stable")
+
+
+def write_import(
+    folder: str | Path,
+    output: str | Path,
+    *,
+    model: str | None = None,
+    n_layers: int | None = None,
+    metrics: str | Path | None = None,
+    metrics_model: str | None = None,
+    normalization: ReleaseNormalization = "paper",
+) -> list[str]:
+    """Import ``folder`` into ``output/scores.csv`` (and the model's rows of a metrics table into ``metrics.csv``);
+    returns the lines to show: what was read and every missing layer. Nothing is written if anything fails."""
+    from layer_mteb.common.results import write_scores
+    from layer_mteb.metrics.table import write_metrics
+
+    scores = import_folder(folder, model=model, n_layers=n_layers)
+    names = scores["model"].unique().tolist()
+    table = None
+    if metrics is not None:
+        source = metrics_model or names[0]
+        settings = {k: scores[k].iloc[0] for k in SETTINGS_COLUMNS if k != "readout"}
+        table = import_metrics_table(metrics, normalization=normalization, models={source: names[0]}, settings=settings)
+        if table.empty:
+            raise UserError(f"{metrics} has no rows for model {source!r}; name it with --metrics-model")
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    write_scores(scores, out)
+    if table is not None:
+        write_metrics(table, out)
+    lines = [
+        f"{name}: {part['task'].nunique()} tasks, layers {part['layer'].min()}–{part['layer'].max()} "
+        f"({len(part)} scores) -> {out / SCORES_FILE}"
+        for name, part in scores.groupby("model", sort=False)
+    ]
+    if table is not None:
+        lines.append(f"metrics ({normalization}): {len(table)} rows -> {out / METRICS_FILE}")
+    return lines + describe_missing(missing_layers(scores))

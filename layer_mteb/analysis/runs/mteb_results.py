@@ -1,0 +1,115 @@
+"""The one reader of per-layer mteb result JSONs: a run's own ``mteb/`` folder and result folders made elsewhere (the
+authors' ``layer_<k>/<Task>.json``, written by mteb 1.x), each file read by mteb's own ``TaskResult.from_disk``.
+
+A run stores each layer as an mteb *experiment* of the model: ``ModelMeta.experiment_kwargs`` (the folder's
+``model_meta.json``) holds the layer and the settings that made its vectors; the authors' folders name the layer
+instead. mteb's ``ResultCache.load_results()`` skips experiments unless asked (``load_experiments="match_name"``),
+and ``BenchmarkResults.to_dataframe()`` then averages experiments of one model into one number, which is no layer's
+score. This reader keeps every layer apart: :func:`layer_results` yields each file with its layer, and
+:func:`mteb_layer_scores` makes a run's one row per (layer, task, split, subset), so what mteb stored can be
+checked against ``scores.csv`` or used without layer_mteb's own tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import MTEB_DECIMALS
+from layer_mteb.common.run_files import MTEB_FOLDER
+
+if TYPE_CHECKING:
+    from mteb.results import TaskResult
+
+#: The authors' layer folders and labels: ``layer_<k>``, and ``layer_<L>_last``, a copy of the last layer.
+AUTHORS_LAYER = re.compile(r"^layer_(\d+)(_last)?$")
+_MODEL_META = "model_meta.json"
+_NOT_RESULTS = {_MODEL_META, "run_settings.json"}
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """One mteb result file of one layer: mteb's ``TaskResult`` and the ``model_meta.json`` beside it (``{}`` where
+    there is none, as in the authors' folders)."""
+
+    path: Path
+    layer: int
+    meta: dict[str, Any]
+    result: TaskResult
+
+    @property
+    def experiment(self) -> dict[str, Any]:
+        """The experiment's settings (the layer among them), as the run gave them to mteb; empty when not a run's."""
+        return dict(self.meta.get("experiment_kwargs") or {})
+
+    def score_rows(self, splits: Collection[str] | None = None, subsets: Collection[str] | None = None) -> list[dict]:
+        """One row (task, split, subset, main_score rounded as ``scores.csv`` rounds it) per split and subset, only
+        ``splits`` and ``subsets`` where given."""
+        return [
+            {
+                "task": self.result.task_name,
+                "split": split,
+                "subset": scores["hf_subset"],
+                "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
+            }
+            for split, per_subset in self.result.scores.items()
+            if splits is None or split in splits
+            for scores in per_subset
+            if not subsets or scores["hf_subset"] in subsets
+        ]
+
+
+def layer_results(folder: str | Path) -> Iterator[LayerResult]:
+    """Every mteb result JSON below ``folder`` that belongs to a layer, in path order with the authors'
+    ``layer_<L>_last`` copies after every other file; the layer comes from ``model_meta.json``'s experiment (a run's)
+    or from a ``layer_<k>`` folder (the authors'). A result of the plain model, with neither, is skipped."""
+    from mteb.results import TaskResult
+
+    paths = sorted(Path(folder).rglob("*.json"), key=lambda p: (p.parent.name.endswith("_last"), str(p)))
+    metas: dict[Path, dict[str, Any]] = {}
+    for path in paths:
+        if path.name in _NOT_RESULTS:
+            continue
+        if path.parent not in metas:
+            meta_file = path.parent / _MODEL_META
+            metas[path.parent] = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+        meta = metas[path.parent]
+        layer = _layer_of(path, meta)
+        if layer is not None:
+            yield LayerResult(path, layer, meta, TaskResult.from_disk(path))
+
+
+def _layer_of(path: Path, meta: dict[str, Any]) -> int | None:
+    kwargs = meta.get("experiment_kwargs") or {}
+    if "layer" in kwargs:
+        return int(kwargs["layer"])
+    for part in reversed(path.relative_to(path.anchor).parts[:-1]):
+        match = AUTHORS_LAYER.match(part)
+        if match:
+            return int(match.group(1))
+    return None
+
+
+def mteb_layer_scores(run: str | Path) -> pd.DataFrame:
+    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``run/mteb``, with the
+    experiment's settings as columns, sorted like ``scores.csv``."""
+    folder = Path(run) / MTEB_FOLDER
+    if not folder.is_dir():
+        raise UserError(f"{folder} does not exist: a run folder written by `layer-mteb run` has its mteb results there")
+    rows = [
+        {"model": found.meta.get("name"), "revision": found.meta.get("revision"), **found.experiment, **row}
+        for found in layer_results(folder)
+        if "layer" in found.experiment  # a run's layer, not an authors' folder copied in
+        for row in found.score_rows()
+    ]
+    if not rows:
+        raise UserError(f"{folder} holds no per-layer mteb results")
+    frame = pd.DataFrame(rows)
+    return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)

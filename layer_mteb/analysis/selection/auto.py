@@ -1,0 +1,151 @@
+"""``select --by auto``: the selector the study chose, shipped as a small versioned JSON file in the package.
+
+A :class:`Policy` holds one rule per kind of model, a fact known without labels: trained for embeddings (see
+:mod:`~.families`), pooled from the first token (a ``[CLS]`` readout), or a base language model pooled over its
+tokens. A rule is the study selector that kind uses, possibly one per task type (a depth per type), or the last
+layer when the evidence for another was too weak (an abstention), with why, and what it was trained on.
+:func:`~.lofo.train_policy` writes it; this module only reads it and applies it, so ``select`` never sees the
+study's scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.selectors import Selector, by_name
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import atomic_write
+
+AUTO = "auto"
+#: 2: a rule may pick per task type (``by_type``), and first-token pooling is a kind of its own.
+VERSION = 2
+#: The policy ``select --by auto`` applies: written by ``layer-mteb reproduce --policy`` (``make reproduce``).
+POLICY_FILE = Path(__file__).with_name("auto_selector.json")
+KINDS = ("embedding", "cls", "base")
+#: The readout of a first-token (``[CLS]``) model: :func:`layer_mteb.model.pooling.pool`'s ``first``.
+FIRST_TOKEN = "first"
+
+
+def kind_of(model: str, pooling: str = "mean") -> str:
+    """``embedding`` for a model trained to produce embeddings, ``cls`` for one read out at its first token (the
+    release names those folders ``*_CLS``), else ``base``."""
+    if family_of(model).embedding:
+        return "embedding"
+    return "cls" if pooling == FIRST_TOKEN or "_cls" in model.lower() else "base"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one kind of model gets: a study selector's name, the selector used instead on tasks of some types
+    (``by_type``: task type -> selector name) and why it was chosen (or why the rule abstained)."""
+
+    selector: str
+    reason: str
+    by_type: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The rule in one phrase: ``depth=0.8``, or ``by task type (Clustering depth=0.9, …; else depth=0.8)``."""
+        if not self.by_type:
+            return self.selector
+        types = ", ".join(f"{t} {name}" for t, name in sorted(self.by_type.items()))
+        return f"by task type ({types}; else {self.selector})"
+
+    def selector_names(self) -> list[str]:
+        return list(dict.fromkeys([self.selector, *self.by_type.values()]))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One rule per kind of model, the abstention margin and variant (``fixed``: one selector per kind;
+    ``by_type``: a depth per task type) it was fitted with, and its provenance."""
+
+    rules: dict[str, Rule]
+    margin: float
+    variant: str = "fixed"
+    models: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+    version: int = VERSION
+    date: str = ""
+    package_version: str = ""
+    record: dict[str, float] = field(default_factory=dict)
+
+    def rule_for(self, model: str, pooling: str = "mean") -> Rule:
+        return self.rules[kind_of(model, pooling)]
+
+    def selector_for(self, model: str, pooling: str = "mean") -> Selector:
+        """The study selector this policy applies to ``model``, renamed ``auto`` so tables say who picked."""
+        rule = self.rule_for(model, pooling)
+        chosen = by_name(rule.selector)
+        return dataclasses.replace(chosen, name=AUTO, acts_as=chosen.name, by_type=tuple(sorted(rule.by_type.items())))
+
+    def describe(self, model: str, pooling: str = "mean") -> str:
+        """One line: which rule was used for ``model`` and why, with the policy's provenance."""
+        family = family_of(model)
+        rule = self.rule_for(model, pooling)
+        kinds = {"embedding": f"embedding model ({family.why})", "cls": "first-token ([CLS]) pooling"}
+        kind = kinds.get(kind_of(model, pooling), "base language model")
+        trained = f"trained on {len(self.models)} models of {len(self.families)} families"
+        return f"{AUTO} (v{self.version}, {trained}): {model}: {kind}: {rule.reason} -> {rule.label}"
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version,
+            "date": self.date,
+            "package_version": self.package_version,
+            "margin": self.margin,
+            "variant": self.variant,
+            "rules": {kind: dataclasses.asdict(rule) for kind, rule in self.rules.items()},
+            "trained_on": {"models": list(self.models), "families": list(self.families)},
+            "record": self.record,
+        }
+
+
+def from_json(data: dict) -> Policy:
+    return Policy(
+        rules={kind: Rule(**rule) for kind, rule in data["rules"].items()},
+        margin=float(data["margin"]),
+        variant=str(data.get("variant", "fixed")),
+        models=tuple(data["trained_on"]["models"]),
+        families=tuple(data["trained_on"]["families"]),
+        version=int(data["version"]),
+        date=str(data.get("date", "")),
+        package_version=str(data.get("package_version", "")),
+        record=dict(data.get("record", {})),
+    )
+
+
+def load_policy(path: str | Path = POLICY_FILE) -> Policy:
+    """The shipped policy (one :class:`UserError` line if the file is missing or not a policy)."""
+    try:
+        policy = from_json(json.loads(Path(path).read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UserError(f"cannot read the auto selector {path} ({err}); regenerate it with `make reproduce`") from None
+    if set(policy.rules) != set(KINDS) or policy.version != VERSION:
+        raise UserError(
+            f"{path} is policy v{policy.version} with rules for {sorted(policy.rules)}, not v{VERSION} with "
+            f"{list(KINDS)}; regenerate it with `make reproduce`"
+        )
+    for rule in policy.rules.values():
+        for name in rule.selector_names():
+            by_name(name)  # an unknown selector is one UserError line
+    return policy
+
+
+def write_policy(policy: Policy, path: str | Path = POLICY_FILE) -> Path:
+    """Write ``policy`` as JSON; a file that differs only in its date is left as it is (same inputs, same bytes)."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text())
+            if {**old, "date": ""} == {**policy.to_json(), "date": ""}:
+                return path
+        except ValueError:
+            pass
+    text = json.dumps(policy.to_json(), indent=2) + "\n"
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    return path

@@ -1,0 +1,246 @@
+"""Label-free layer selection and its honest scorecard: for each metric, pick the layer where the metric is best
+(prompt entropy: lowest, the paper's rule; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
+layer's real score with the last layer and with the best layer in hindsight.
+
+``regret = best − chosen`` (≥ 0, 0 is perfect) and ``gain = chosen − last`` (can be negative: a selector can hurt).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from itertools import chain
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb.analysis.runs.folders import load_run
+from layer_mteb.analysis.selection.auto import AUTO, load_policy
+from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
+from layer_mteb.analysis.selection.selectors import (
+    BASELINES,
+    SELECTION_COLUMNS,
+    ModelData,
+    Selector,
+    by_name,
+    evaluate,
+)
+from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE, selection_file
+from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
+
+
+def select_layers(
+    run: str | Path | None = None,
+    *,
+    scores: pd.DataFrame | None = None,
+    metrics: pd.DataFrame | None = None,
+    by: str | list[str] | None = None,
+    per_task: bool = False,
+    metric_readout: str = "auto",
+) -> pd.DataFrame:
+    """One row per (task, selector, text source): the chosen layer and how it scores.
+
+    Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
+    it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
+    general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
+    With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
+    ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
+    ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
+    default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
+    ``by`` may also name a selector of the paper's study (:func:`~.selectors.by_name`, e.g.
+    ``dataset_entropy@own:from=0.25``; one on own texts picks per task), or ``auto``: the rule the study chose for
+    the model's kind (:mod:`~.auto`), in rows named ``auto``. Ties go to the deeper layer and "last" is
+    layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
+    """
+    if metrics is None and run is not None and not (Path(run) / METRICS_FILE).is_file():
+        metrics = _no_metrics_needed(by, Path(run))
+    scores, metrics = load_run(run, scores, metrics, metric_readout)
+    per_task = per_task or needs_own_texts(by)
+    frame = _select(scores, metrics, by, per_task)
+    if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
+        both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
+        atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
+    return frame
+
+
+def _no_metrics_needed(by: str | list[str] | None, run: Path) -> pd.DataFrame | None:
+    """An empty metrics table when what ``by`` applies to every model of the run reads no metric (a fixed depth, a
+    baseline, or ``auto`` whose rule for the model is one), so a run without ``metrics.csv`` can use it; else
+    ``None`` (the missing file, or scores, is then the error it is)."""
+    if by is None or not isinstance(by, str) or by in DIRECTIONS or not (run / SCORES_FILE).is_file():
+        return None
+    if by == AUTO:
+        scores = read_scores(run)
+        policy = load_policy()
+        names = [
+            name
+            for model, part in scores.groupby("model")
+            for name in policy.rule_for(str(model), pooling_of(part)).selector_names()
+        ]
+    else:
+        names = [by]
+    if any(by_name(name).metric is not None for name in names):
+        return None
+    return pd.DataFrame(columns=METRIC_COLUMNS)
+
+
+def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
+    policy = load_policy() if by == AUTO else None
+    study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS and policy is None else None
+    names = None if by is None or study is not None or policy is not None else [by] if isinstance(by, str) else list(by)
+    frames = []
+    for model, model_scores in scores.groupby("model", sort=False):
+        curves = score_curves(model_scores)
+        model_metrics = metrics[metrics["model"] == model]
+        metric_by = metric_curves(model_metrics, names)
+        data = ModelData(
+            name=str(model),
+            n_layers=int(model_scores["n_layers"].iloc[0]),
+            scores=pd.DataFrame(curves),
+            metrics=metric_by,
+            readout=dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True)),
+            task_types=task_types(model_scores),
+            pooling=pooling_of(model_scores),
+        )
+        candidates = [Selector(name) for name in BASELINES]
+        if policy is not None:
+            candidates.append(policy.selector_for(str(model), data.pooling))
+        elif study is not None:
+            candidates.append(study)
+        else:
+            # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
+            # `run --task-metrics` describe a different text set and are not a selector's source
+            general = [(m, t) for m, t in metric_by if not t.startswith(ENCODED_TEXTS)]
+            sources = dict.fromkeys((m, "own" if source_task(t) is not None else t) for m, t in general)
+            candidates += [Selector(metric, metric, source) for metric, source in sources]
+        tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
+        frames.append(evaluate([data], candidates, tasks))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SELECTION_COLUMNS)
+    return frame[SELECTION_COLUMNS]
+
+
+def task_types(scores: pd.DataFrame) -> dict[str, str]:
+    """task -> mteb task type, as the scores record it (a rule may pick a depth per type)."""
+    if "task_type" not in scores.columns:
+        return {}
+    return scores.dropna(subset=["task_type"]).groupby("task")["task_type"].first().astype(str).to_dict()
+
+
+def pooling_of(scores: pd.DataFrame) -> str:
+    """The pooling the scores were read out with (``mean`` where they do not say)."""
+    found = scores["pooling"].dropna() if "pooling" in scores.columns else pd.Series(dtype=str)
+    return str(found.iloc[0]) if len(found) else "mean"
+
+
+def needs_own_texts(by: str | list[str] | None) -> bool:
+    """Whether ``by`` names a study selector on each task's own texts (or is ``auto`` with a rule that does),
+    which can pick only per task."""
+    if by == AUTO:
+        rules = load_policy().rules.values()
+        return any(by_name(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
+    return isinstance(by, str) and by not in DIRECTIONS and by_name(by).source == "own"
+
+
+def leaderboard(
+    selection: pd.DataFrame,
+    by: Sequence[str] = ("selector", "texts"),
+    within: Sequence[str] = (),
+    mean_tasks: Mapping[str, Collection[str]] | None = None,
+) -> pd.DataFrame:
+    """Selectors ranked by mean regret, then mean gain: the one ranking behind ``layer-mteb select`` and the report.
+
+    Rows are grouped by ``within`` + ``by`` and ranked inside each ``within`` group (say, per model and scope);
+    per-task own-text sources (``task:<name>``) are pooled as ``own texts``. ``chosen_layer`` is the layer every
+    grouped row chose, else ``varies``; ``n_tasks`` counts distinct tasks, a model's ``mean`` row counting as the
+    tasks it averages when ``mean_tasks`` (model -> task names, :func:`tasks_in_mean`) gives them; ``beats_last`` is
+    the share with gain > 0.
+    """
+    frame = selection
+    counted = [[t] for t in frame["task"]]
+    if mean_tasks is not None:
+        rows = zip(frame["model"].astype(str), frame["task"], strict=True)
+        counted = [list(mean_tasks.get(m, [t])) if t == MEAN else [t] for m, t in rows]
+    frame = frame.assign(counted=counted)
+    if "texts" in frame.columns:
+        frame = frame.assign(texts=frame["texts"].where(frame["texts"].map(source_task).isna(), "own texts"))
+    frame = frame.assign(beats_last=frame["gain"] > 0)
+    board = frame.groupby([*within, *by], sort=False).agg(
+        n_tasks=("counted", lambda s: len(set(chain.from_iterable(s)))),
+        chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
+        chosen_score=("chosen_score", "mean"),
+        last_score=("last_score", "mean"),
+        best_score=("best_score", "mean"),
+        regret=("regret", "mean"),
+        gain=("gain", "mean"),
+        beats_last=("beats_last", "mean"),
+    )
+    board = board.reset_index()
+    order = [*within, "regret", "gain"]
+    ascending = [True] * len(within) + [True, False]
+    return board.sort_values(order, ascending=ascending, kind="stable").reset_index(drop=True)
+
+
+def is_selector(board: pd.DataFrame, name: str) -> pd.Series:
+    """Which rows of a :func:`leaderboard` (``selector``, ``texts``) are the study selector ``name``
+    (``<metric>@<own|source>``, :func:`~.selectors.by_name`) or a baseline of that name."""
+    metric, _, source = name.partition("@")
+    if not source:
+        return board["selector"] == name
+    texts = "own texts" if source == "own" else source
+    return (board["selector"] == metric) & (board["texts"] == texts)
+
+
+def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
+    """model -> the tasks its ``mean`` score curve averages (every task it scored, :func:`~.curves.score_curves`)."""
+    return {str(model): sorted(part["task"].astype(str).unique()) for model, part in scores.groupby("model")}
+
+
+def run_leaderboard(
+    run: str | Path, selection: pd.DataFrame, by: str | list[str] | None = None
+) -> tuple[pd.DataFrame, str | None]:
+    """``layer-mteb select``'s table for ``selection`` (read from ``run``), its ``mean`` rows counting the tasks
+    they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
+    metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
+    (a general source such as WikiText would pick in both scopes)."""
+    board = leaderboard(selection, mean_tasks=tasks_in_mean(read_scores(run)))
+    if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
+        return board, None
+    both = pd.read_csv(Path(run) / selection_file(by))
+    per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
+    if per_task.empty:
+        return board, None
+    names = ", ".join(dict.fromkeys(per_task["selector"].astype(str)))
+    return board, (
+        "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
+        f"--per-task shows the metric selectors: {names}"
+    )
+
+
+LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
+
+
+def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`leaderboard` per model: one global layer each (scope ``mean``), and per-task
+    picks averaged over tasks (scope ``per task``), in the report's column names.
+
+    Numbers are the selection file's own (``chosen_score``, ``last_score``, ...); ``None`` when it is absent or lacks
+    ``model, selector, scope, chosen_layer, chosen_score``.
+    """
+    needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
+    if selection is None or not needed <= set(selection.columns):
+        return None
+    frame = selection.astype({"scope": str})
+    for column in ("last_score", "best_score", "gain", "regret"):
+        if column not in frame:
+            frame = frame.assign(**{column: math.nan})
+    scope = frame["scope"].where(frame["scope"] == MEAN, "per task")
+    board = leaderboard(frame.assign(task=frame["scope"], scope=scope), by=["selector"], within=["model", "scope"])
+    board = board.rename(columns=dict(chosen_layer="layer", chosen_score="score", last_score="last", best_score="best"))
+    global_pick = board["scope"] == MEAN
+    board["layer"] = pd.to_numeric(board["layer"].where(global_pick), errors="coerce").astype("Int64")
+    board["n_tasks"] = board["n_tasks"].where(~global_pick).astype("Int64")
+    return board[LEADERBOARD_COLUMNS]

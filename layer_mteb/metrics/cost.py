@@ -1,0 +1,235 @@
+"""What a model cut at each layer costs: measured seconds per 1,000 texts and forward FLOPs, per depth k = 0..L.
+
+A layer is only worth picking for its cost if the cost is measured on the texts and batches the run used, so both
+numbers come from one fixed, seeded sample of the run's own task texts (:func:`sample_texts`), tokenised and padded
+once into the run's length-sorted batches; neither tokenising nor pooling is timed, only the model's forward.
+
+- **Seconds**: after one warm-up pass of the full model, one timed pass of the sample per depth, the model cut by
+  :func:`~layer_mteb.model.architectures.first_blocks` (its shallow blocks and embeddings, the final norm off: the
+  norm is a per-token scale, no matrix product, so it changes neither the FLOPs nor measurably the time).
+- **FLOPs**: ``torch.utils.flop_counter.FlopCounterMode`` over one pass of the full model on the same batches, with
+  its per-module breakdown: the model cut at k does everything the full model does except blocks k+1..L, so its
+  FLOPs are the total less those blocks' (:func:`depth_flops`). One counted pass instead of L+1, and exact: the
+  counter sees the same padded shapes the timed passes run (``tests/test_cost.py`` checks it against counting each
+  cut model directly). The counter counts matrix products (linear layers, attention, convolutions), so embedding
+  look-ups and norms count zero; CPU attention is added here because torch does not count its kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import atomic_write
+from layer_mteb.common.results import layer_columns, one_setting, read_scores, scores_config
+from layer_mteb.common.run_files import COST_FILE
+from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
+from layer_mteb.model.architectures import LoadedModel, first_blocks
+from layer_mteb.model.attention import with_model_attention
+from layer_mteb.model.forward import length_sorted_batches, tokenize
+from layer_mteb.model.loading import load_model
+from layer_mteb.model.names import packaged_name
+
+logger = logging.getLogger(__name__)
+
+COST_COLUMNS = [
+    "model",
+    "revision",
+    "layer",
+    "n_layers",
+    "relative_depth",
+    "texts",
+    "n_texts",
+    "seed",
+    "readout",
+    "pooling",
+    "max_length",
+    "dtype",
+    "attention",
+    "normalize",
+    "batch_size",
+    "max_batch_tokens",
+    "device",
+    "threads",
+    "seconds",
+    "seconds_per_1000_texts",
+    "flops",
+    "flops_fraction",
+]
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    """How many texts the cost is measured on and the seed that draws them: 256 texts time each depth to a few
+    percent on a CPU while keeping the slowest packaged model (Gemma-3-270M, 19 depths) to minutes."""
+
+    n_texts: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_texts < 1:
+            raise UserError(f"--n-texts must be a positive integer, got {self.n_texts}")
+
+
+@dataclass(frozen=True)
+class TextSample:
+    """The texts the cost was measured on: ``name`` says where they came from (the ``texts`` column)."""
+
+    name: str
+    texts: tuple[str, ...]
+
+
+def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data_dir=None) -> TextSample:
+    """``settings.n_texts`` texts drawn (seeded) from the union of ``sources`` (``task:<Task>``, ``wikitext`` or a
+    file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time."""
+    pool: dict[str, None] = {}
+    names = []
+    for source in sources:
+        found = load_texts(source, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed)
+        pool.update(dict.fromkeys(found.texts))
+        names.append(found.name)  # task:<Task>, a custom task's too
+    texts = list(pool)
+    if len(texts) > settings.n_texts:
+        keep = sorted(random.Random(settings.seed).sample(range(len(texts)), settings.n_texts))
+        texts = [texts[i] for i in keep]
+    return TextSample(",".join(names), tuple(texts))
+
+
+def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
+    """The run's batches of ``texts`` (its tokenisation, max length, length-sorted batch sizes), padded on the
+    device once, so the timed passes time the model and nothing else."""
+    token_ids, _ = tokenize(model.tokenizer, texts, config.max_length)
+    batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
+    out = []
+    for batch in batches:
+        padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
+        out.append({key: value.to(model.device) for key, value in padded.items()})
+    return out
+
+
+def _attention_flops(query, key, value, *_, **__) -> int:
+    """FLOPs of one attention call from its shapes: Q·Kᵀ and the weights times V, 2 FLOPs a multiply-add. Keys and
+    values may have fewer heads than queries (grouped-query attention); every query head still does the work.
+    A causal mask is not halved: the kernel computes the whole score matrix. Arguments are shapes (the counter's
+    wrapper turns tensors into shapes); dropout, masks, scale and the output shape change no count."""
+    batch, heads, n_query, head_dim = query
+    n_key, value_dim = key[-2], value[-1]
+    return 2 * batch * heads * n_query * n_key * (head_dim + value_dim)
+
+
+def _counter():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cpu_attention = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    return FlopCounterMode(display=False, custom_mapping={cpu_attention: _attention_flops})
+
+
+def depth_flops(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) -> list[int]:
+    """Forward FLOPs of the model cut at each depth k = 0..L on ``batches``: the counted total of one full pass less
+    the FLOPs of blocks k+1..L, read from the counter's per-module breakdown (block i is ``<Model>.<blocks>.<i>``)."""
+    counter = _counter()
+    with torch.inference_mode(), counter:
+        for batch in batches:
+            model.model(**batch, **model.forward_options)
+    counts = counter.get_flop_counts()
+    root = f"{type(model.model).__name__}.{model.architecture.blocks}"
+    missing = [i for i in range(model.n_layers) if f"{root}.{i}" not in counts]
+    if missing:
+        raise RuntimeError(f"the FLOP counter saw no block {missing[0]} ({root}.{missing[0]}) of {model.name}")
+    per_block = [sum(counts[f"{root}.{i}"].values()) for i in range(model.n_layers)]
+    total = int(counter.get_total_flops())
+    return [total - sum(per_block[k:]) for k in range(model.n_layers + 1)]
+
+
+def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]:
+    """Seconds of one forward pass over ``batches`` of the model cut at each depth k = 0..L, after one untimed
+    warm-up pass of the full model (first calls allocate memory and pick kernels)."""
+    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+
+    def one_pass() -> float:
+        started = time.perf_counter()
+        for batch in batches:
+            model.model(**batch, **model.forward_options)
+        synchronize()
+        return time.perf_counter() - started
+
+    seconds = []
+    with torch.inference_mode():
+        one_pass()
+        for depth in range(model.n_layers + 1):
+            with first_blocks(model, depth) if depth < model.n_layers else nullcontext():
+                seconds.append(one_pass())
+            logger.info("cost of %s cut at layer %d: %.2f s", model.name, depth, seconds[-1])
+    return seconds
+
+
+def measure_cost(
+    model: LoadedModel, sample: TextSample, config: EncodeConfig, settings: CostSettings | None = None
+) -> pd.DataFrame:
+    """``cost.csv``'s rows for ``model`` on ``sample``: one per depth k = 0..L, seconds and FLOPs of the cut model."""
+    settings = settings or CostSettings()
+    config = with_model_attention(config, model)
+    batches = padded_batches(model, sample.texts, config)
+    flops = depth_flops(model, batches)
+    seconds = depth_seconds(model, batches)
+    n = len(sample.texts)
+    rows = [
+        {
+            **layer_columns(model, depth),
+            "texts": sample.name,
+            "n_texts": n,
+            "seed": settings.seed,
+            **config.key(),
+            "batch_size": config.batch_size,
+            "max_batch_tokens": config.max_batch_tokens,
+            "device": str(model.device),
+            "threads": torch.get_num_threads(),
+            "seconds": seconds[depth],
+            "seconds_per_1000_texts": 1000 * seconds[depth] / n,
+            "flops": flops[depth],
+            "flops_fraction": flops[depth] / flops[-1] if flops[-1] else float("nan"),
+        }
+        for depth in range(model.n_layers + 1)
+    ]
+    return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def run_cost(
+    run: str | Path,
+    *,
+    model: str | None = None,
+    texts: str | None = None,
+    settings: CostSettings | None = None,
+    data_dir: str | Path | None = None,
+    **placement,
+) -> pd.DataFrame:
+    """Measure the cost of every depth of ``run``'s model with the run's settings, and write ``run/cost.csv``.
+
+    The model, revision and encode settings come from the run's ``scores.csv`` (``model`` overrides how to load
+    it, as for ``select --labels``); ``texts`` defaults to the run's tasks' own texts (``task:<Task>`` each);
+    ``placement`` (``batch_size``, ``max_batch_tokens``, ``device``) is not recorded in the run and so is given.
+    """
+    settings = settings or CostSettings()
+    scores = one_setting(read_scores(run))
+    name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
+    config = scores_config(scores, **placement)
+    declared = declared_tasks(Path(run))  # a custom task is found again through the task file that declared it
+    own = [f"{TASK_TEXTS}{declared.get(task, task)}" for task in sorted(set(scores["task"]))]
+    sources = text_sources(texts) if texts else own
+    loaded = load_model(model or packaged_name(name, revision) or name, config, revision=None if model else revision)
+    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded_data_dir(Path(run)))
+    frame = measure_cost(loaded, sample, config, settings)
+    frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
+    atomic_write(Path(run) / COST_FILE, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.6g"))
+    return frame

@@ -1,0 +1,159 @@
+"""The ``custom:`` section of a task file: tasks mteb does not know, declared by their type, their files and which
+columns hold what. Parsed here into frozen records with every schema mistake a one-line error naming the file and
+the entry; the files themselves are read and checked by :mod:`.custom_files`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from layer_mteb.common.errors import UserError
+
+#: the task types a custom task may have (mteb's ``TaskMetadata.type`` spelling)
+CUSTOM_TYPES = ("Classification", "PairClassification", "STS", "Clustering", "Retrieval", "Reranking")
+RETRIEVAL_TYPES = ("Retrieval", "Reranking")
+#: the part of a retrieval task each of its three files holds
+RETRIEVAL_PARTS = ("corpus", "queries", "qrels")
+#: what the columns of a split's file are for (role -> default column name, mteb's own names), per task type
+SPLIT_ROLES: dict[str, dict[str, str]] = {
+    "Classification": {"text": "text", "label": "label"},
+    "Clustering": {"text": "text", "label": "label"},
+    "PairClassification": {"text1": "sentence1", "text2": "sentence2", "label": "label"},
+    "STS": {"text1": "sentence1", "text2": "sentence2", "score": "score"},
+}
+#: the same for the three files of a retrieval task; ``title`` is read only when named, a missing qrels ``score``
+#: column means every listed pair is relevant (1)
+RETRIEVAL_ROLES: dict[str, dict[str, str | None]] = {
+    "corpus": {"id": "id", "text": "text", "title": None},
+    "queries": {"id": "id", "text": "text"},
+    "qrels": {"query_id": "query-id", "corpus_id": "corpus-id", "score": "score"},
+}
+#: the evaluator settings a task may change (mteb's class attributes of the same name), with their kind
+SETTINGS: dict[str, dict[str, type]] = {
+    "Classification": {"samples_per_label": int, "n_experiments": int},
+    "STS": {"min_score": float, "max_score": float},
+}
+#: the file kind where rows are read (split-based tasks: every split's file)
+ROWS = "rows"
+KEYS = {"name", "type", "files", "columns", "description", "language", *(k for s in SETTINGS.values() for k in s)}
+
+
+@dataclass(frozen=True)
+class CustomTask:
+    """One declared task: ``files`` maps a split (or, for retrieval, ``corpus``/``queries``/``qrels``) to its file;
+    ``columns`` maps each file kind (``rows`` for split files) to {role: column}; ``source`` is the task file."""
+
+    name: str
+    type: str
+    files: dict[str, Path]
+    columns: dict[str, dict[str, str | None]]
+    source: Path
+    split: str = "test"
+    description: str = ""
+    language: str = "eng-Latn"
+    settings: dict[str, int | float] = field(default_factory=dict)
+
+    @property
+    def retrieval(self) -> bool:
+        return self.type in RETRIEVAL_TYPES
+
+    def file_kind(self, key: str) -> str:
+        """Which ``columns`` entry a file of ``files`` is read with."""
+        return key if self.retrieval else ROWS
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}: custom task {self.name!r}"
+
+
+def parse_custom(where: str, entry: Any, source: Path, split: str) -> CustomTask:
+    """One entry of ``custom:``; ``where`` names the file and the entry's position, ``source`` is the task file (file
+    paths are relative to its folder) and ``split`` the evaluation split."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
+        raise UserError(f"{where}: every custom task needs a 'name:' (got {entry!r})")
+    name = entry["name"]
+    unknown = set(entry) - KEYS
+    if unknown:
+        raise UserError(f"{where}: custom task {name!r} has unknown keys {sorted(unknown)}; known: {sorted(KEYS)}")
+    kind = entry.get("type")
+    if kind not in CUSTOM_TYPES:
+        raise UserError(f"{where}: custom task {name!r} needs 'type:' one of {', '.join(CUSTOM_TYPES)} (got {kind!r})")
+    files = _files(where, name, kind, entry.get("files"), source.parent, split)
+    return CustomTask(
+        name=name,
+        type=kind,
+        files=files,
+        columns=_columns(where, name, kind, entry.get("columns")),
+        source=source,
+        split=split,
+        description=_text(where, name, entry, "description", f"{kind} task {name} declared in {source.name}"),
+        language=_text(where, name, entry, "language", "eng-Latn"),
+        settings=_settings(where, name, kind, entry),
+    )
+
+
+def _files(where: str, name: str, kind: str, files: Any, folder: Path, split: str) -> dict[str, Path]:
+    """``files:`` as {split or part: path}, paths resolved against the task file's folder."""
+    if not isinstance(files, dict) or not files or not all(isinstance(v, str) and v for v in files.values()):
+        raise UserError(f"{where}: custom task {name!r} needs 'files:' mapping each split to one file path")
+    if kind in RETRIEVAL_TYPES:
+        if set(files) != set(RETRIEVAL_PARTS):
+            raise UserError(
+                f"{where}: {kind} task {name!r} needs 'files:' with exactly corpus, queries and qrels "
+                f"(the {split!r} split's), got {sorted(files)}"
+            )
+    else:
+        if split not in files:
+            raise UserError(f"{where}: custom task {name!r} has no file for the evaluation split {split!r}")
+        if kind == "Classification" and "train" not in files:
+            raise UserError(
+                f"{where}: Classification task {name!r} has no 'train' file: mteb fits its classifier on a train "
+                "split; add one under 'files:'"
+            )
+    return {str(key): folder / value for key, value in files.items()}
+
+
+def _columns(where: str, name: str, kind: str, given: Any) -> dict[str, dict[str, str | None]]:
+    """The defaults of the type with the names ``columns:`` gives (flat for split files, per file for retrieval)."""
+    defaults = RETRIEVAL_ROLES if kind in RETRIEVAL_TYPES else {ROWS: dict(SPLIT_ROLES[kind])}
+    given = given or {}
+    if not isinstance(given, dict):
+        raise UserError(f"{where}: 'columns:' of custom task {name!r} must map roles to column names")
+    nested = given if kind in RETRIEVAL_TYPES else {ROWS: given}
+    columns: dict[str, dict[str, str | None]] = {}
+    for part, roles in defaults.items():
+        chosen = nested.get(part) or {}
+        unknown = set(chosen) - set(roles) if isinstance(chosen, dict) else None
+        if unknown is None or unknown or not all(isinstance(v, str) and v for v in chosen.values()):
+            label = f"columns of {part!r}" if kind in RETRIEVAL_TYPES else "columns"
+            raise UserError(
+                f"{where}: {label} of custom task {name!r} must map roles {sorted(roles)} to column names "
+                f"(got {chosen!r})"
+            )
+        columns[part] = {**roles, **chosen}
+    extra = set(nested) - set(defaults)
+    if extra:
+        raise UserError(f"{where}: 'columns:' of {kind} task {name!r} has unknown parts {sorted(extra)}")
+    return columns
+
+
+def _text(where: str, name: str, entry: dict, key: str, default: str) -> str:
+    value = entry.get(key, default)
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{where}: '{key}:' of custom task {name!r} must be a non-empty string")
+    return value
+
+
+def _settings(where: str, name: str, kind: str, entry: dict) -> dict[str, int | float]:
+    allowed = SETTINGS.get(kind, {})
+    settings: dict[str, int | float] = {}
+    for key in set(entry) & {k for s in SETTINGS.values() for k in s}:
+        value = entry[key]
+        if key not in allowed:
+            raise UserError(f"{where}: '{key}:' does not apply to {kind} task {name!r}")
+        if isinstance(value, bool) or not isinstance(value, allowed[key] | int) or (allowed[key] is int and value < 1):
+            kind = "whole number of at least 1" if allowed[key] is int else "number"
+            raise UserError(f"{where}: '{key}:' of custom task {name!r} must be a {kind} (got {value!r})")
+        settings[key] = allowed[key](value)
+    return settings
