@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, table
 
 from layer_mteb.common.results import read_scores
-from layer_mteb.metrics.agreement_run import agreement_curves, model_source, references_for, scored_run
+from layer_mteb.metrics.agreement.run import agreement_curves, model_source, references_for, scored_run
 from layer_mteb.model.loading import load_model
 
 

@@ -7,8 +7,8 @@ picked layer's score, main score × 100, subsets averaged within a task), beside
 Regret, the best layer, ties (the deeper layer) and the last layer are the project's own rules
 (:mod:`layer_mteb.analysis.rules`, :func:`layer_mteb.analysis.selection.curves.score_curves`). Variants:
 ``<mknn|cka>:<outlier>@<reference>`` (argmax of agreement), ``id_after_peak``, ``id_min``, ``id_valley_after_peak``
-(:mod:`layer_mteb.metrics.intrinsic_dimension`) and ``last_layer``. A task with fewer unique texts than ``n`` is
-read at all of its texts.
+(:mod:`layer_mteb.metrics.agreement.intrinsic_dimension`) and ``last_layer``. A task with fewer unique texts than
+``n`` is read at all of its texts.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pandas as pd
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.common.results import read_scores
-from layer_mteb.metrics.agreement_table import ID_METRIC, read_agreement
-from layer_mteb.metrics.intrinsic_dimension import ID_RULES, id_pick
-from layer_mteb.metrics.reference import default_reference
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
+from layer_mteb.metrics.agreement.reference import default_reference
+from layer_mteb.metrics.agreement.table import ID_METRIC, read_agreement
 from layer_mteb.model.names import PACKAGED_MODELS
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")

@@ -24,7 +24,8 @@ import time
 from dataclasses import replace
 
 from layer_mteb.common.results import read_scores
-from layer_mteb.metrics.agreement_run import (
+from layer_mteb.metrics.agreement.reference import REFERENCES, default_reference, is_same_model
+from layer_mteb.metrics.agreement.run import (
     DEFAULT_N,
     TaskSample,
     curve_rows,
@@ -34,8 +35,7 @@ from layer_mteb.metrics.agreement_run import (
     sample_texts,
     scored_run,
 )
-from layer_mteb.metrics.agreement_table import tidy_agreement, write_agreement
-from layer_mteb.metrics.reference import REFERENCES, default_reference, is_same_model
+from layer_mteb.metrics.agreement.table import tidy_agreement, write_agreement
 from layer_mteb.model.loading import load_model
 
 N_SIZES = (32, 64, 128, 256, 512, 1024)

@@ -10,11 +10,11 @@ import torch
 from conftest import save_tiny_model
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.metrics.agreement import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers
-from layer_mteb.metrics.agreement_run import agreement_curves, references_for, sample_texts, scored_run
-from layer_mteb.metrics.agreement_table import AGREEMENT_COLUMNS, ID_METRIC, curves, read_agreement
-from layer_mteb.metrics.intrinsic_dimension import ID_RULES, id_pick, two_nn
-from layer_mteb.metrics.reference import default_reference, load_reference
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick, two_nn
+from layer_mteb.metrics.agreement.measures import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers
+from layer_mteb.metrics.agreement.reference import default_reference, load_reference
+from layer_mteb.metrics.agreement.run import agreement_curves, references_for, sample_texts, scored_run
+from layer_mteb.metrics.agreement.table import AGREEMENT_COLUMNS, ID_METRIC, curves, read_agreement
 
 
 def _points(n: int, d: int, seed: int = 0) -> torch.Tensor:

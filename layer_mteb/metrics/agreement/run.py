@@ -4,7 +4,7 @@
 settings made the scores; ``n`` texts of the task's evaluation splits are drawn (labels never read); every layer's
 pooled vectors of them come from the run's vector store (:func:`~layer_mteb.vectors.store.store_folder`), or from
 one forward pass of the sample that is then added to it; the reference encodes the same texts; and the curves go
-to ``agreement.csv`` (:mod:`.agreement_table`).
+to ``agreement.csv`` (:mod:`.table`).
 
 Samples nest: the sample of ``n`` texts for a seed is the first ``n`` of one seeded permutation of the task's
 unique texts, so a study draws its largest sample once and reads every smaller one off it.
@@ -26,10 +26,10 @@ from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import SCORES_FILE, layer_columns, read_scores
 from layer_mteb.common.settings import RunSettings
-from layer_mteb.metrics.agreement import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
-from layer_mteb.metrics.agreement_table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
-from layer_mteb.metrics.intrinsic_dimension import id_curve
-from layer_mteb.metrics.reference import Reference, default_reference, is_same_model, load_reference
+from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
+from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
+from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
+from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model

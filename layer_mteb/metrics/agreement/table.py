@@ -59,7 +59,7 @@ def read_agreement(run_dir: str | Path) -> pd.DataFrame:
     """A run's ``agreement.csv`` (one :class:`UserError` line when there is none or it lacks columns)."""
     path = Path(run_dir) / AGREEMENT_FILE
     if not path.is_file():
-        raise UserError(f"no {AGREEMENT_FILE} in {run_dir}: compute the curves with layer_mteb.metrics.agreement_run")
+        raise UserError(f"no {AGREEMENT_FILE} in {run_dir}: compute the curves with layer_mteb.metrics.agreement.run")
     frame = pd.read_csv(path, keep_default_na=False, na_values={"value": [""]})
     missing = set(AGREEMENT_COLUMNS) - set(frame.columns)
     if missing:
