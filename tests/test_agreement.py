@@ -171,8 +171,55 @@ def test_a_reference_must_load_and_differ_from_the_model(tmp_path):
     with pytest.raises(UserError, match="is the model under test"):
         references_for("sentence-transformers/all-mpnet-base-v2", "mpnet-base")
     assert default_reference("sentence-transformers/all-mpnet-base-v2") == "minilm-l6"
-    assert default_reference("google/gemma-3-270m") == "mpnet-base"
+    mpnet_installed = _installed("mpnet-base")
+    assert default_reference("google/gemma-3-270m") == ("mpnet-base" if mpnet_installed else "minilm-l6")
     with pytest.raises(UserError, match=r"no scores\.csv"):
         scored_run(tmp_path)
     with pytest.raises(UserError, match="at least one task"):
         agreement_curves(tmp_path, [])
+
+
+def _installed(name: str) -> bool:
+    from layer_mteb.model.names import packaged_distributions
+
+    try:
+        packaged_distributions(name)
+    except UserError:
+        return False
+    return True
+
+
+def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run, data_dir, tmp_path, capsys):
+    """``select --by agreement`` computes the run's curves once and picks each task's layer of most agreement (ties
+    deeper); ``--by auto`` on this base model then uses those curves; a reference that cannot load is one line,
+    exit 2, and writes nothing."""
+    from layer_mteb.cli import main
+    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
+
+    _, folder = tiny_run
+    run = tmp_path / "run"
+    run.mkdir()
+    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
+    rows = [
+        {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "layer": layer}
+        | {"n_layers": 2, "task": "BIOSSES", "task_type": "STS", "subset": "default", "split": "test"}
+        | {"main_score": score}
+        for layer, score in enumerate([0.1, 0.3, 0.2])
+    ]
+    pd.DataFrame(rows).to_csv(run / "scores.csv", index=False)
+    bad = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
+    assert main([*bad, "--reference", str(tmp_path / "no-such-encoder")]) == 2
+    assert "neither a packaged model" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["scores.csv"]
+    argv = [*bad, "--reference", "minilm-l6", "--data-dir", str(data_dir)]
+    assert main(argv) == 0
+    curve = curves(read_agreement(run), metric="mknn", outlier="none", n=40, k=10, seed=0)["BIOSSES"]
+    best = int(curve[curve >= curve.max() - 1e-9].index.max())
+    picks = pd.read_csv(run / "selection.agreement.csv")
+    assert picks.query("selector == 'agreement' and task == 'BIOSSES'")["chosen_layer"].tolist() == [best]
+    stored = (run / AGREEMENT_FILE).read_text()
+    assert main(argv) == 0 and (run / AGREEMENT_FILE).read_text() == stored  # the stored curves are read back
+    assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40", "--reference", "minilm-l6"]) == 0
+    assert "the layer of most agreement with sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().out
+    auto = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
+    assert auto["chosen_layer"].tolist() == [best]

@@ -162,16 +162,23 @@ def select(args: argparse.Namespace) -> None:
     if args.labels is not None:
         select_by_labels(args)
         return
-    selection = select_layers(args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout)
-    if args.by == "auto":  # which rule picked for each model, and why
-        from layer_mteb.analysis.selection.auto import load_policy
-        from layer_mteb.analysis.selection.select import pooling_of
-        from layer_mteb.common.results import read_scores
+    from layer_mteb.analysis.selection.agreement import AgreementOptions, describe_agreement
 
-        policy = load_policy()
-        scores = read_scores(args.run)
-        for model in selection["model"].unique():
-            print(policy.describe(str(model), pooling_of(scores[scores["model"] == model])))
+    options = AgreementOptions(
+        reference=args.reference,
+        metric=args.agreement,
+        outlier=args.outliers,
+        n=args.sample,
+        k=args.neighbours,
+        seed=args.seed,
+        model=args.model,
+    )
+    selection = select_layers(
+        args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout, agreement=options
+    )
+    if args.by in ("auto", "agreement"):  # which rule picked for each model, and why
+        for line in describe_agreement(args.run, selection, args.by, options):
+            print(line)
     board, note = run_leaderboard(args.run, selection, args.by)
     print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
     print_cheapest(args.run)

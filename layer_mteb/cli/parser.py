@@ -244,7 +244,8 @@ def _add_select(commands) -> None:
         default=None,
         help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
         "e.g. dataset_entropy@own:from=0.25 (own texts: picks per task) or depth=0.8, or auto (the study's choice "
-        "for the model's kind, printed with why); writes selection.<by>.csv",
+        "for the model's kind, printed with why), or agreement (the layer that agrees most with a trusted sentence "
+        "encoder on each task's texts); writes selection.<by>.csv",
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
     add_metric_readout(select)
@@ -256,7 +257,9 @@ def _add_select(commands) -> None:
         "run's cached vectors, instead of by a metric (default: off, pick by metrics)",
     )
     select.add_argument("--draws", type=int, default=10, help="seeded draws of K examples per task (with --labels)")
-    select.add_argument("--seed", type=int, default=0, help="seed of the draws (with --labels)")
+    select.add_argument(
+        "--seed", type=int, default=0, help="seed of the draws (--labels) or of the text sample (--by agreement)"
+    )
     select.add_argument(
         "--model", default=None, help="with --labels: how to load the run's model (default: its name in scores.csv)"
     )
@@ -266,6 +269,23 @@ def _add_select(commands) -> None:
         default=None,
         help="with --labels: processes scoring layers at once (default: one per CPU core)",
     )
+    select.add_argument(
+        "--reference",
+        default=None,
+        help="with --by agreement: the trusted sentence encoder (packaged name or folder; default: mpnet-base when "
+        "installed, else minilm-l6, never the model itself)",
+    )
+    select.add_argument(
+        "--agreement", choices=("mknn", "cka"), default="mknn", help="with --by agreement: mutual k-NN or linear CKA"
+    )
+    select.add_argument(
+        "--outliers",
+        choices=("none", "standardize", "clamp"),
+        default="none",
+        help="with --by agreement: rogue dimensions left, standardised, or clamped at the 0.95 quantile",
+    )
+    select.add_argument("--sample", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)")
+    select.add_argument("--neighbours", type=int, default=10, help="with --by agreement: k of mutual k-NN")
     select.add_argument(
         "--data-dir",
         default=None,

@@ -16,7 +16,8 @@ Direction = Literal["min", "max"]
 #: metric -> the better end. Prompt entropy: the paper's rule, a compressed (low-entropy) prompt means the layer has
 #: distilled the prompt to a few directions. Dataset entropy / effective rank: spread-out, non-collapsed pooled
 #: vectors separate texts. Curvature: straighter token trajectories. InfoNCE: lower loss is more augmentation-
-#: invariant. LiDAR, DiME: more discriminative directions / more information shared by views.
+#: invariant. LiDAR, DiME: more discriminative directions / more information shared by views. Agreement (with a trusted
+#: sentence encoder, on a task's own texts): nearer to an embedding model's geometry.
 DIRECTIONS: dict[str, Direction] = {
     "prompt_entropy": "min",
     "prompt_entropy_raw": "min",
@@ -29,4 +30,5 @@ DIRECTIONS: dict[str, Direction] = {
     "infonce": "min",
     "lidar": "max",
     "dime": "max",
+    "agreement": "max",
 }

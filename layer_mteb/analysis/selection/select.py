@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.auto import AUTO, load_policy
+from layer_mteb.analysis.selection.agreement import AGREEMENT, AgreementOptions, agreement_metrics
+from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.selection.selectors import (
     BASELINES,
@@ -25,10 +26,12 @@ from layer_mteb.analysis.selection.selectors import (
     by_name,
     evaluate,
 )
+from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE, selection_file
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
 
@@ -41,6 +44,7 @@ def select_layers(
     by: str | list[str] | None = None,
     per_task: bool = False,
     metric_readout: str = "auto",
+    agreement: AgreementOptions | None = None,
 ) -> pd.DataFrame:
     """One row per (task, selector, text source): the chosen layer and how it scores.
 
@@ -56,13 +60,14 @@ def select_layers(
     the model's kind (:mod:`~.auto`), in rows named ``auto``. Ties go to the deeper layer and "last" is
     layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
+    agreed = _agreement_rows(run, by, agreement)
     if metrics is None and run is not None and not (Path(run) / METRICS_FILE).is_file():
-        metrics = _no_metrics_needed(by, Path(run))
+        metrics = pd.DataFrame(columns=METRIC_COLUMNS) if by == AGREEMENT else _no_metrics_needed(by, Path(run))
     scores, metrics = load_run(run, scores, metrics, metric_readout)
-    per_task = per_task or needs_own_texts(by)
-    frame = _select(scores, metrics, by, per_task)
+    per_task = per_task or needs_own_texts(by) or by == AGREEMENT
+    frame = _select(scores, metrics, by, per_task, agreed)
     if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
-        both = pd.concat([frame, _select(scores, metrics, by, not per_task)], ignore_index=True)
+        both = pd.concat([frame, _select(scores, metrics, by, not per_task, agreed)], ignore_index=True)
         atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
     return frame
 
@@ -88,15 +93,42 @@ def _no_metrics_needed(by: str | list[str] | None, run: Path) -> pd.DataFrame | 
     return pd.DataFrame(columns=METRIC_COLUMNS)
 
 
-def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | None, per_task: bool) -> pd.DataFrame:
+def _model_metrics(metrics: pd.DataFrame, agreed: pd.DataFrame | None, model: str, by: object) -> pd.DataFrame:
+    """``model``'s metric rows a pick reads: with agreement curves, those too (measured on the scores' own readout,
+    so no raw/final_norm pairing applies); ``--by agreement`` reads them alone."""
+    own = metrics[metrics["model"] == model]
+    if agreed is None:
+        return own
+    agreed = agreed[agreed["model"] == model]
+    return agreed if by == AGREEMENT else pd.concat([own, agreed], ignore_index=True)
+
+
+def _agreement_rows(run: str | Path | None, by: object, options: AgreementOptions | None) -> pd.DataFrame | None:
+    """The agreement curves ``by`` reads: ``agreement`` computes the missing ones; ``auto`` uses stored ones."""
+    if by == AGREEMENT:
+        if run is None:
+            raise UserError("--by agreement needs a run folder: it reads the run's vectors of each task's texts")
+        return agreement_metrics(run, options or AgreementOptions())
+    if by == AUTO and run is not None and (Path(run) / AGREEMENT_FILE).is_file():
+        return agreement_metrics(run, options or AgreementOptions(), compute=False)
+    return None
+
+
+def _select(
+    scores: pd.DataFrame,
+    metrics: pd.DataFrame,
+    by: str | list[str] | None,
+    per_task: bool,
+    agreed: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     policy = load_policy() if by == AUTO else None
     study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS and policy is None else None
     names = None if by is None or study is not None or policy is not None else [by] if isinstance(by, str) else list(by)
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
-        model_metrics = metrics[metrics["model"] == model]
-        metric_by = metric_curves(model_metrics, names)
+        model_metrics = _model_metrics(metrics, agreed, str(model), by)
+        metric_by = metric_curves(model_metrics, None if by == AGREEMENT else names)
         data = ModelData(
             name=str(model),
             n_layers=int(model_scores["n_layers"].iloc[0]),
@@ -108,7 +140,7 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
         )
         candidates = [Selector(name) for name in BASELINES]
         if policy is not None:
-            candidates.append(policy.selector_for(str(model), data.pooling))
+            candidates.append(auto_selector(policy, data))
         elif study is not None:
             candidates.append(study)
         else:
@@ -121,6 +153,20 @@ def _select(scores: pd.DataFrame, metrics: pd.DataFrame, by: str | list[str] | N
         frames.append(evaluate([data], candidates, tasks))
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SELECTION_COLUMNS)
     return frame[SELECTION_COLUMNS]
+
+
+def auto_selector(policy: Policy, data: ModelData) -> Selector:
+    """What ``--by auto`` applies: for a base language model whose run has agreement curves on every task, the
+    layer of most agreement (the study: docs/agreement.md); otherwise the shipped policy's rule for its kind."""
+    if kind_of(data.name, data.pooling) == "base" and uses_agreement(data):
+        return Selector(AUTO, metric=AGREEMENT, source="own", acts_as=AGREEMENT)
+    return policy.selector_for(data.name, data.pooling)
+
+
+def uses_agreement(data: ModelData) -> bool:
+    """Whether every task of ``data`` has an agreement curve."""
+    tasks = [t for t in data.scores.columns if t != MEAN]
+    return bool(tasks) and all(data.curve(AGREEMENT, "own", task) is not None for task in tasks)
 
 
 def task_types(scores: pd.DataFrame) -> dict[str, str]:

@@ -31,8 +31,16 @@ REFERENCES = ("mpnet-base", "minilm-l6")
 
 
 def default_reference(model: str) -> str:
-    """The first of :data:`REFERENCES` that is not ``model`` (a packaged name or its hub id)."""
-    return next(r for r in REFERENCES if not is_same_model(r, model))
+    """The first installed one of :data:`REFERENCES` that is not ``model`` (a packaged name or its hub id):
+    all-mpnet-base-v2 when installed, else all-MiniLM-L6-v2; one line when neither can serve."""
+    candidates = [r for r in REFERENCES if not is_same_model(r, model)]
+    for name in candidates:
+        try:
+            packaged_distributions(name)
+        except UserError:
+            continue
+        return name
+    raise UserError(f"no reference encoder is installed for agreement (one of {', '.join(candidates)}): make models")
 
 
 def is_same_model(reference: str, model: str) -> bool:

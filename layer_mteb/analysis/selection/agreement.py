@@ -1,0 +1,148 @@
+"""``select --by agreement``: per task, the layer whose geometry agrees most with a trusted sentence encoder on the
+task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024, or linear CKA; docs/agreement.md).
+
+The run's ``agreement.csv`` holds the per-layer curves (:mod:`layer_mteb.metrics.agreement`); tasks without a curve
+for the asked (reference, metric, outlier, n, k, seed) are computed first, with one model and one reference load.
+The curves then enter the one selection engine as a metric (``agreement``, higher is better), so the pick, the tie
+rule (deeper) and regret and gain are those of every other selector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.results import LAYER_COLUMNS
+from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
+from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
+from layer_mteb.metrics.agreement.table import AGREEMENT_FILE, read_agreement
+from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.metrics.texts import task_source
+
+#: the selector (and the metric its curves become in the engine)
+AGREEMENT = "agreement"
+
+
+@dataclass(frozen=True)
+class AgreementOptions:
+    """The curve a pick reads; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
+
+    reference: str | None = None  # packaged name or folder; None: all-mpnet-base-v2 when installed, else MiniLM
+    metric: str = "mknn"
+    outlier: str = "none"
+    n: int = DEFAULT_N
+    k: int = DEFAULT_K
+    seed: int = DEFAULT_SEED
+    model: str | None = None  # how to load the run's model when its name in scores.csv is not loadable as it stands
+
+    def __post_init__(self) -> None:
+        if self.metric not in AGREEMENT_METRICS:
+            raise UserError(f"--agreement must be one of {', '.join(AGREEMENT_METRICS)}; got {self.metric!r}")
+        if self.outlier not in OUTLIERS:
+            raise UserError(f"--outliers must be one of {', '.join(OUTLIERS)}; got {self.outlier!r}")
+        if self.n < 2 * (self.k + 1) or self.k < 1:
+            raise UserError(f"--sample {self.n} and --neighbours {self.k} need k >= 1 and n >= 2 (k + 1)")
+
+
+def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bool = True) -> pd.DataFrame:
+    """The run's agreement curves under ``options`` as ``metrics.csv`` rows (metric ``agreement``, texts
+    ``task:<Task>``, the scores' settings), one curve per scored task; missing curves are computed when
+    ``compute`` (else those tasks have none)."""
+    run = Path(run)
+    if not (run / SCORES_FILE).is_file():
+        raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
+    scores = pd.read_csv(run / SCORES_FILE)
+    tasks = sorted(set(scores["task"].astype(str)))
+    missing = [task for task in tasks if _curve_rows(run, options, task).empty]
+    if missing and compute:
+        from layer_mteb.metrics.agreement.run import agreement_curves
+
+        agreement_curves(
+            run, missing, n=options.n, seed=options.seed, k=options.k, reference=options.reference, model=options.model
+        )
+    rows = pd.concat([_curve_rows(run, options, task) for task in tasks], ignore_index=True)
+    return pd.DataFrame(
+        {
+            **{column: rows[column] for column in LAYER_COLUMNS if column in rows},
+            "texts": rows["task"].map(task_source),
+            "task": rows["task"],
+            "metric": AGREEMENT,
+            "value": rows["value"],
+            "n": rows["n"],
+            **{column: rows[column] for column in SETTINGS_COLUMNS if column in rows},
+        },
+        columns=METRIC_COLUMNS,
+    )
+
+
+def _curve_rows(run: Path, options: AgreementOptions, task: str) -> pd.DataFrame:
+    """``task``'s stored curve under ``options``: the reference asked (any stored one when none is), at sample
+    size ``n`` (or at the task's whole size when it has fewer texts), empty when there is none."""
+    if not (run / AGREEMENT_FILE).is_file():
+        return pd.DataFrame()
+    table = read_agreement(run)
+    rows = table[
+        (table["task"] == task)
+        & (table["metric"] == options.metric)
+        & (table["outlier"] == options.outlier)
+        & (table["seed"] == options.seed)
+        & (table["k"] == (options.k if options.metric == "mknn" else 0))
+    ]
+    rows = rows[rows["reference"] == _display(options.reference)] if options.reference else _first_reference(rows)
+    exact = rows[rows["n"] == options.n]
+    if not exact.empty or rows.empty or rows["n"].max() > options.n:
+        return exact
+    # a task of fewer texts than n is stored at its whole size: accept that size only if it is the sample's
+    return rows[rows["n"] == _sample_size(task, options)]
+
+
+def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
+    """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored reference's."""
+    stored = sorted(set(rows["reference"]), key=lambda name: ("mpnet" not in name, name))
+    return rows[rows["reference"] == stored[0]] if stored else rows
+
+
+def _display(reference: str) -> str:
+    """How ``agreement.csv`` names a reference given as a packaged name or a folder."""
+    from layer_mteb.model.names import PACKAGED_MODELS
+
+    if reference in PACKAGED_MODELS:
+        return PACKAGED_MODELS[reference].hub_id
+    return f"local/{Path(reference).expanduser().resolve().name}"
+
+
+def _sample_size(task: str, options: AgreementOptions) -> int:
+    """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
+    from layer_mteb.metrics.agreement.run import sample_texts
+
+    return len(sample_texts(task, options.n, options.seed))
+
+
+def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, options: AgreementOptions) -> list[str]:
+    """One line per model: what ``--by agreement`` read (reference, its revision, metric, n, k, seed), or which rule
+    ``--by auto`` applied and why (agreement for a base model whose run has its curves, else the shipped policy)."""
+    from layer_mteb.analysis.selection.auto import AUTO, kind_of, load_policy
+    from layer_mteb.common.results import read_scores
+
+    scores, lines = read_scores(run), []
+    for model in selection["model"].astype(str).unique():
+        part = scores[scores["model"] == model]
+        pooling = str(part["pooling"].iloc[0]) if "pooling" in part else "mean"
+        picked = selection[(selection["model"] == model) & (selection["selector"] == (AUTO if by == AUTO else by))]
+        if by == AUTO and not (picked["texts"].astype(str).str.startswith("task:")).any():
+            line = load_policy().describe(model, pooling)
+            if kind_of(model, pooling) == "base":
+                line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
+            lines.append(line)
+            continue
+        first = _curve_rows(Path(run), options, str(part["task"].iloc[0]))
+        reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
+        what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
+        why = "base language model: the layer of most agreement" if by == AUTO else "the layer of most agreement"
+        lines.append(f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}")
+    return lines
