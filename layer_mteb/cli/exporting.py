@@ -89,11 +89,13 @@ def _selection(args: argparse.Namespace, scores: pd.DataFrame) -> tuple[int, str
     from layer_mteb.analysis.selection.select import select_layers
 
     picks = select_layers(
+        args.run,  # read for agreement curves; no selection file is written
         scores=scores,
         metrics=_metrics(args.run),
         by=args.by,
         per_task=args.task is not None,
         metric_readout=args.metric_readout,
+        write=False,
     )
     label = "auto" if args.by == "auto" else args.by
     picks = picks[picks["selector"] == label]

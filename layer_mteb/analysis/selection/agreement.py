@@ -98,7 +98,7 @@ def _curve_rows(run: Path, options: AgreementOptions, task: str) -> pd.DataFrame
     if not exact.empty or rows.empty or rows["n"].max() > options.n:
         return exact
     # a task of fewer texts than n is stored at its whole size: accept that size only if it is the sample's
-    return rows[rows["n"] == _sample_size(task, options)]
+    return rows[rows["n"] == _sample_size(run, task, options)]
 
 
 def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
@@ -116,11 +116,12 @@ def _display(reference: str) -> str:
     return f"local/{Path(reference).expanduser().resolve().name}"
 
 
-def _sample_size(task: str, options: AgreementOptions) -> int:
+def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
+    from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
     from layer_mteb.metrics.agreement.run import sample_texts
 
-    return len(sample_texts(task, options.n, options.seed))
+    return len(sample_texts(declared_tasks(run).get(task, task), options.n, options.seed, recorded_data_dir(run)))
 
 
 def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, options: AgreementOptions) -> list[str]:

@@ -45,14 +45,15 @@ def select_layers(
     per_task: bool = False,
     metric_readout: str = "auto",
     agreement: AgreementOptions | None = None,
+    write: bool = True,
 ) -> pd.DataFrame:
     """One row per (task, selector, text source): the chosen layer and how it scores.
 
     Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
-    With ``run``, writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
-    ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
+    With ``run`` (and ``write``), writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global
+    pick), or with ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
     ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
     ``by`` may also name a selector of the paper's study (:func:`~.selectors.by_name`, e.g.
@@ -66,7 +67,7 @@ def select_layers(
     scores, metrics = load_run(run, scores, metrics, metric_readout)
     per_task = per_task or needs_own_texts(by) or by == AGREEMENT
     frame = _select(scores, metrics, by, per_task, agreed)
-    if run is not None:  # the file keeps both scopes, so the report has the global and the per-task picks
+    if run is not None and write:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task, agreed)], ignore_index=True)
         atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
     return frame

@@ -25,6 +25,7 @@ import torch
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import SCORES_FILE, layer_columns, read_scores
+from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
@@ -196,8 +197,10 @@ def agreement_curves(
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
     references = references_for(run.model, reference, run.config.device)
     frames = []
+    declared = declared_tasks(Path(run_dir))  # a custom task's texts are found through its task file
+    data_dir = data_dir or recorded_data_dir(Path(run_dir))
     for task in tasks:
-        texts = sample_texts(task, n, seed, data_dir)
+        texts = sample_texts(declared.get(task, task), n, seed, data_dir)
         sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
         for ref in references:
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
