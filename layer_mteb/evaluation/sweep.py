@@ -17,14 +17,14 @@ from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
-from layer_mteb.common.results import combine_scores, read_scores_if_any, score_rows, tidy_scores, write_scores
+from layer_mteb.common.results import combine_scores, read_scores_if_any, tidy_scores, write_scores
 from layer_mteb.common.run_files import MTEB_FOLDER, RUN_LOG, SCORES_FILE, sharded
 from layer_mteb.common.run_log import read_run_log
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
-from layer_mteb.evaluation.mteb_call import evaluate_layer, has_stored_result
+from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder
 from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.request import RunRequest, resolve_run
@@ -252,9 +252,8 @@ def _sweep_task(
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
-        random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
-        result = evaluate_layer(encoder, task, record.results, options.overwrite)
-        return score_rows(result.task_results[0], task=task, encoder=encoder, data=settings.data)
+        # in a worker too: every layer starts from the task state a lone run sees
+        return score_encoder(encoder, task, random_state, record.results, options.overwrite, settings.data)
 
     evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, options)
     if cache.n_truncated:
