@@ -223,3 +223,8 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     assert "the layer of most agreement with sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().out
     auto = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
     assert auto["chosen_layer"].tolist() == [best]
+    id_curve = curves(read_agreement(run), metric=ID_METRIC, n=40, seed=0)["BIOSSES"]
+    for rule in ID_RULES:  # the published intrinsic-dimension rules are selectors of the same engine
+        assert main(["select", "--run", str(run), "--by", rule, "--sample", "40"]) == 0
+        picked = pd.read_csv(run / f"selection.{rule}.csv").query(f"selector == '{rule}' and task == 'BIOSSES'")
+        assert picked["chosen_layer"].tolist() == [id_pick(id_curve.to_numpy(), rule)]

@@ -17,7 +17,8 @@ Direction = Literal["min", "max"]
 #: distilled the prompt to a few directions. Dataset entropy / effective rank: spread-out, non-collapsed pooled
 #: vectors separate texts. Curvature: straighter token trajectories. InfoNCE: lower loss is more augmentation-
 #: invariant. LiDAR, DiME: more discriminative directions / more information shared by views. Agreement (with a trusted
-#: sentence encoder, on a task's own texts): nearer to an embedding model's geometry.
+#: sentence encoder, on a task's own texts): nearer to an embedding model's geometry. TwoNN intrinsic dimension:
+#: lower (KV-Embedding's rule; ``--by id_min`` and the other published rules skip layer 0).
 DIRECTIONS: dict[str, Direction] = {
     "prompt_entropy": "min",
     "prompt_entropy_raw": "min",
@@ -31,4 +32,5 @@ DIRECTIONS: dict[str, Direction] = {
     "lidar": "max",
     "dime": "max",
     "agreement": "max",
+    "two_nn_id": "min",
 }

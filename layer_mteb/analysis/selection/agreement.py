@@ -9,6 +9,7 @@ rule (deeper) and regret and gain are those of every other selector.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,14 +19,17 @@ from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import LAYER_COLUMNS
 from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
-from layer_mteb.metrics.agreement.table import AGREEMENT_FILE, read_agreement
+from layer_mteb.metrics.agreement.table import AGREEMENT_FILE, ID_METRIC, NO_REFERENCE, read_agreement
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import task_source
 
 #: the selector (and the metric its curves become in the engine)
 AGREEMENT = "agreement"
+#: the selectors that read a run's ``agreement.csv``: agreement and the intrinsic-dimension rules
+READS_AGREEMENT = (AGREEMENT, *ID_RULES)
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,7 @@ class AgreementOptions:
     model: str | None = None  # how to load the run's model when its name in scores.csv is not loadable as it stands
 
     def __post_init__(self) -> None:
-        if self.metric not in AGREEMENT_METRICS:
+        if self.metric not in (*AGREEMENT_METRICS, ID_METRIC):
             raise UserError(f"--agreement must be one of {', '.join(AGREEMENT_METRICS)}; got {self.metric!r}")
         if self.outlier not in OUTLIERS:
             raise UserError(f"--outliers must be one of {', '.join(OUTLIERS)}; got {self.outlier!r}")
@@ -66,12 +70,15 @@ def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bo
             run, missing, n=options.n, seed=options.seed, k=options.k, reference=options.reference, model=options.model
         )
     rows = pd.concat([_curve_rows(run, options, task) for task in tasks], ignore_index=True)
+    rows = rows.assign(metric=AGREEMENT)
+    id_rows = [_curve_rows(run, dataclasses.replace(options, metric=ID_METRIC, outlier="none"), t) for t in tasks]
+    rows = pd.concat([rows, *id_rows], ignore_index=True)
     return pd.DataFrame(
         {
             **{column: rows[column] for column in LAYER_COLUMNS if column in rows},
             "texts": rows["task"].map(task_source),
             "task": rows["task"],
-            "metric": AGREEMENT,
+            "metric": rows["metric"],
             "value": rows["value"],
             "n": rows["n"],
             **{column: rows[column] for column in SETTINGS_COLUMNS if column in rows},
@@ -93,7 +100,12 @@ def _curve_rows(run: Path, options: AgreementOptions, task: str) -> pd.DataFrame
         & (table["seed"] == options.seed)
         & (table["k"] == (options.k if options.metric == "mknn" else 0))
     ]
-    rows = rows[rows["reference"] == _display(options.reference)] if options.reference else _first_reference(rows)
+    if options.metric == ID_METRIC:  # the intrinsic dimension reads no reference
+        rows = rows[rows["reference"] == NO_REFERENCE]
+    elif options.reference:
+        rows = rows[rows["reference"] == _display(options.reference)]
+    else:
+        rows = _first_reference(rows)
     exact = rows[rows["n"] == options.n]
     if not exact.empty or rows.empty or rows["n"].max() > options.n:
         return exact

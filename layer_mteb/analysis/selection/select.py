@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.agreement import AGREEMENT, AgreementOptions, agreement_metrics
+from layer_mteb.analysis.selection.agreement import AGREEMENT, READS_AGREEMENT, AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.selection.selectors import (
@@ -63,9 +63,9 @@ def select_layers(
     """
     agreed = _agreement_rows(run, by, agreement)
     if metrics is None and run is not None and not (Path(run) / METRICS_FILE).is_file():
-        metrics = pd.DataFrame(columns=METRIC_COLUMNS) if by == AGREEMENT else _no_metrics_needed(by, Path(run))
+        metrics = pd.DataFrame(columns=METRIC_COLUMNS) if by in READS_AGREEMENT else _no_metrics_needed(by, Path(run))
     scores, metrics = load_run(run, scores, metrics, metric_readout)
-    per_task = per_task or needs_own_texts(by) or by == AGREEMENT
+    per_task = per_task or needs_own_texts(by) or by in READS_AGREEMENT
     frame = _select(scores, metrics, by, per_task, agreed)
     if run is not None and write:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task, agreed)], ignore_index=True)
@@ -101,14 +101,14 @@ def _model_metrics(metrics: pd.DataFrame, agreed: pd.DataFrame | None, model: st
     if agreed is None:
         return own
     agreed = agreed[agreed["model"] == model]
-    return agreed if by == AGREEMENT else pd.concat([own, agreed], ignore_index=True)
+    return agreed if by in READS_AGREEMENT else pd.concat([own, agreed], ignore_index=True)
 
 
 def _agreement_rows(run: str | Path | None, by: object, options: AgreementOptions | None) -> pd.DataFrame | None:
     """The agreement curves ``by`` reads: ``agreement`` computes the missing ones; ``auto`` uses stored ones."""
-    if by == AGREEMENT:
+    if by in READS_AGREEMENT:
         if run is None:
-            raise UserError("--by agreement needs a run folder: it reads the run's vectors of each task's texts")
+            raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
         return agreement_metrics(run, options or AgreementOptions())
     if by == AUTO and run is not None and (Path(run) / AGREEMENT_FILE).is_file():
         return agreement_metrics(run, options or AgreementOptions(), compute=False)
@@ -129,7 +129,7 @@ def _select(
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
         model_metrics = _model_metrics(metrics, agreed, str(model), by)
-        metric_by = metric_curves(model_metrics, None if by == AGREEMENT else names)
+        metric_by = metric_curves(model_metrics, None if by in READS_AGREEMENT else names)
         data = ModelData(
             name=str(model),
             n_layers=int(model_scores["n_layers"].iloc[0]),

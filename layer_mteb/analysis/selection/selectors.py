@@ -16,6 +16,8 @@ import pandas as pd
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
+from layer_mteb.metrics.agreement.table import ID_METRIC
 from layer_mteb.metrics.texts import task_source
 
 #: Metrics whose extremum is a study candidate (the authors' six).
@@ -107,11 +109,22 @@ class Selector:
             return extremum_layer(model.scores[task].dropna(), "max")
         if self.depth is not None or kind == "middle_layer":
             return nearest_layer(layers, (self.depth if self.depth is not None else 0.5) * model.n_layers)
+        if kind in ID_RULES:
+            return _id_rule_pick(kind, model, task)
         values = model.curve(str(self.metric), str(self.source), task)
         if values is None:
             return None
         values = values[from_depth(values.index, model.n_layers, self.from_depth)].dropna()
         return None if values.empty else extremum_layer(values, DIRECTIONS[str(self.metric)])
+
+
+def _id_rule_pick(rule: str, model: ModelData, task: str) -> int | None:
+    """A published intrinsic-dimension rule (:data:`ID_RULES`) on the task's TwoNN curve; it reads the whole curve
+    0..L in order, so a run missing a layer has no pick."""
+    values = model.curve(ID_METRIC, "own", task)
+    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
+        return None
+    return id_pick(values.sort_index().to_numpy(), rule)
 
 
 def selectors(sources: tuple[str, ...] = ("own", "wikitext")) -> list[Selector]:
@@ -128,12 +141,13 @@ def selectors(sources: tuple[str, ...] = ("own", "wikitext")) -> list[Selector]:
 
 def by_name(name: str) -> Selector:
     """The selector called ``name`` (one clear error naming the forms otherwise)."""
-    found = {s.name: s for s in [*selectors(), Selector("oracle")]}
+    found = {s.name: s for s in [*selectors(), Selector("oracle"), *(Selector(r, ID_METRIC, "own") for r in ID_RULES)]}
     if name not in found:
         raise UserError(
             f"unknown metric or selector {name!r}: use a metric ({', '.join(DIRECTIONS)}), or "
             f"<metric>@<own|wikitext>[:from=0.25|0.50|0.75], depth=0.1…1.0, last_layer, middle_layer, oracle, "
-            f"or auto (the study's choice per kind of model; docs/selection.md)"
+            f"{', '.join(ID_RULES)} (intrinsic dimension), agreement, or auto (the study's choice per kind of model; "
+            "docs/selection.md)"
         )
     return found[name]
 

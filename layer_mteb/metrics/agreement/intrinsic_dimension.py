@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 IdRule = Literal["id_after_peak", "id_min", "id_valley_after_peak"]
 ID_RULES: tuple[str, ...] = get_args(IdRule)
@@ -34,7 +36,7 @@ def two_nn(x: torch.Tensor | np.ndarray, discard_fraction: float = DISCARD_FRACT
         from skdim.id import TwoNN
     except ImportError:
         raise ImportError("the intrinsic dimension needs scikit-dimension: pip install 'layer_mteb[metrics]'") from None
-    points = np.asarray(x.cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    points = np.asarray(x.cpu() if hasattr(x, "cpu") else x, dtype=np.float64)  # a torch tensor or an array
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Dropping .*duplicate points")
         return float(TwoNN(discard_fraction=discard_fraction).fit(points).dimension_)
