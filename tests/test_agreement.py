@@ -131,7 +131,8 @@ def tiny_run(tmp_path_factory, bert_tokenizer):
     run.mkdir()
     settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32"}
     row = {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "normalize": False}
-    pd.DataFrame([{**row, "layer": 0, "n_layers": 2, "task": "BIOSSES", "main_score": 0.1}]).to_csv(
+    unit = {"task": "BIOSSES", "subset": "default", "split": "test"}  # a scores.csv row's key, as a run writes it
+    pd.DataFrame([{**row, "layer": 0, "n_layers": 2, **unit, "main_score": 0.1}]).to_csv(
         run / "scores.csv", index=False
     )
     return run, folder

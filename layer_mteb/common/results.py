@@ -153,14 +153,4 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
 def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
     """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
     device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
-    row = scores.iloc[-1]
-    attention = str(row.get("attention", "native"))
-    return EncodeConfig(
-        readout=str(row["readout"]),
-        pooling=str(row["pooling"]),
-        max_length=int(row["max_length"]),
-        dtype=str(row["dtype"]),
-        attention=None if attention in ("native", "nan") else attention,
-        normalize=str(row.get("normalize", False)) == "True",
-        **{"device": default_device(), **placement},
-    )
+    return EncodeConfig.from_key(scores.iloc[-1], **{"device": default_device(), **placement})

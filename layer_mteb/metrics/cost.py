@@ -38,8 +38,7 @@ from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import length_sorted_batches, tokenize
-from layer_mteb.model.loading import load_model
-from layer_mteb.model.names import packaged_name
+from layer_mteb.model.loading import load_scored_model
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +226,7 @@ def run_cost(
     declared = declared_tasks(Path(run))  # a custom task is found again through the task file that declared it
     own = [f"{TASK_TEXTS}{declared.get(task, task)}" for task in sorted(set(scores["task"]))]
     sources = text_sources(texts) if texts else own
-    loaded = load_model(model or packaged_name(name, revision) or name, config, revision=None if model else revision)
+    loaded = load_scored_model(name, revision, config, model)
     sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded_data_dir(Path(run)))
     frame = measure_cost(loaded, sample, config, settings)
     frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found

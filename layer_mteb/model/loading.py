@@ -22,7 +22,7 @@ from layer_mteb.common.files import building, cache_root, content_hash
 from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
 from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
-from layer_mteb.model.names import PACKAGED_MODELS, PackagedModel, model_kind, packaged_distributions
+from layer_mteb.model.names import PACKAGED_MODELS, PackagedModel, model_kind, packaged_distributions, packaged_name
 
 __all__ = ["PACKAGED_MODELS", "load_model", "packaged_folder"]
 
@@ -81,6 +81,14 @@ def load_model(
 
 
 # --------------------------------------------------------------------------------------------- packaged models
+
+
+def load_scored_model(name: str, revision: str, config: EncodeConfig, model: str | None = None) -> LoadedModel:
+    """The model a results table names (hub id ``name`` at ``revision``), as the commands that reload a run's model
+    load it: ``model`` when given (a local folder, say), else the packaged model of that hub id and revision, else
+    the hub id at that revision."""
+    source = model or packaged_name(name, revision) or name
+    return load_model(source, config, revision=None if model else revision)
 
 
 def packaged_folder(name: str) -> Path:

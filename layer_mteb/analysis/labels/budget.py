@@ -34,8 +34,7 @@ from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
-from layer_mteb.model.loading import load_model
-from layer_mteb.model.names import packaged_name
+from layer_mteb.model.loading import load_scored_model
 from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
 from layer_mteb.vectors.store import LayerCache, store_folder
 
@@ -83,7 +82,7 @@ def run_tasks(
         scores = scores[scores["task"].isin(tasks)]
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
     config = scores_config(scores)
-    loaded = load_model(model or packaged_name(name, revision) or name, config, revision=None if model else revision)
+    loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
     folder = data_dir_from_env(data_dir or recorded_data_dir(Path(run)))
     declared = declared_tasks(Path(run))  # custom tasks: the task file that declared each

@@ -17,12 +17,18 @@ import pandas as pd
 
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import LAYER_COLUMNS
+from layer_mteb.common.results import LAYER_COLUMNS, read_scores
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
-from layer_mteb.metrics.agreement.table import AGREEMENT_FILE, ID_METRIC, NO_REFERENCE, read_agreement
+from layer_mteb.metrics.agreement.table import (
+    AGREEMENT_COLUMNS,
+    AGREEMENT_FILE,
+    ID_METRIC,
+    NO_REFERENCE,
+    read_agreement,
+)
 from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import task_source
 
@@ -60,18 +66,20 @@ def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bo
     run = Path(run)
     if not (run / SCORES_FILE).is_file():
         raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
-    scores = pd.read_csv(run / SCORES_FILE)
-    tasks = sorted(set(scores["task"].astype(str)))
-    missing = [task for task in tasks if _curve_rows(run, options, task).empty]
+    tasks = sorted(set(read_scores(run)["task"].astype(str)))
+    table = _stored(run)
+    missing = [task for task in tasks if _curve_rows(table, run, options, task).empty]
     if missing and compute:
         from layer_mteb.metrics.agreement.run import agreement_curves
 
         agreement_curves(
             run, missing, n=options.n, seed=options.seed, k=options.k, reference=options.reference, model=options.model
         )
-    rows = pd.concat([_curve_rows(run, options, task) for task in tasks], ignore_index=True)
+        table = _stored(run)
+    rows = pd.concat([_curve_rows(table, run, options, task) for task in tasks], ignore_index=True)
     rows = rows.assign(metric=AGREEMENT)
-    id_rows = [_curve_rows(run, dataclasses.replace(options, metric=ID_METRIC, outlier="none"), t) for t in tasks]
+    id_options = dataclasses.replace(options, metric=ID_METRIC, outlier="none")
+    id_rows = [_curve_rows(table, run, id_options, task) for task in tasks]
     rows = pd.concat([rows, *id_rows], ignore_index=True)
     return pd.DataFrame(
         {
@@ -87,12 +95,14 @@ def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bo
     )
 
 
-def _curve_rows(run: Path, options: AgreementOptions, task: str) -> pd.DataFrame:
-    """``task``'s stored curve under ``options``: the reference asked (any stored one when none is), at sample
-    size ``n`` (or at the task's whole size when it has fewer texts), empty when there is none."""
-    if not (run / AGREEMENT_FILE).is_file():
-        return pd.DataFrame()
-    table = read_agreement(run)
+def _stored(run: Path) -> pd.DataFrame:
+    """The run's ``agreement.csv``, read once per pick (empty when there is none yet)."""
+    return read_agreement(run) if (run / AGREEMENT_FILE).is_file() else pd.DataFrame(columns=AGREEMENT_COLUMNS)
+
+
+def _curve_rows(table: pd.DataFrame, run: Path, options: AgreementOptions, task: str) -> pd.DataFrame:
+    """``task``'s curve in the run's ``table`` under ``options``: the reference asked (any stored one when none is),
+    at sample size ``n`` (or at the task's whole size when it has fewer texts), empty when there is none."""
     rows = table[
         (table["task"] == task)
         & (table["metric"] == options.metric)
@@ -140,7 +150,6 @@ def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, option
     """One line per model: what ``--by agreement`` read (reference, its revision, metric, n, k, seed), or which rule
     ``--by auto`` applied and why (agreement for a base model whose run has its curves, else the shipped policy)."""
     from layer_mteb.analysis.selection.auto import AUTO, kind_of, load_policy
-    from layer_mteb.common.results import read_scores
 
     scores, lines = read_scores(run), []
     for model in selection["model"].astype(str).unique():
@@ -153,7 +162,7 @@ def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, option
                 line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
             lines.append(line)
             continue
-        first = _curve_rows(Path(run), options, str(part["task"].iloc[0]))
+        first = _curve_rows(_stored(Path(run)), Path(run), options, str(part["task"].iloc[0]))
         reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
         what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
         why = "base language model: the layer of most agreement" if by == AUTO else "the layer of most agreement"

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import SCORES_FILE, layer_columns, read_scores
+from layer_mteb.common.results import SCORES_FILE, layer_columns, one_setting, read_scores, scores_config
 from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
@@ -53,25 +53,14 @@ class ScoredRun:
 
 
 def scored_run(run_dir: str | Path, device: str | None = None) -> ScoredRun:
-    """The one (model, revision, settings) of ``run_dir/scores.csv``; a folder with none or several is an error."""
+    """The one (model, revision, settings) of ``run_dir/scores.csv`` (:func:`~layer_mteb.common.results.one_setting`,
+    as every command that reloads a run's model reads it); a folder with none or several is an error."""
     path = Path(run_dir) / SCORES_FILE
     if not path.is_file():
         raise UserError(f"no {SCORES_FILE} in {run_dir}: score the model first (`layer-mteb run --output {run_dir}`)")
-    columns = ["model", "revision", "readout", "pooling", "max_length", "dtype", "attention", "normalize"]
-    runs = read_scores(run_dir)[columns].drop_duplicates()
-    if len(runs) != 1:
-        raise UserError(f"{path} holds {len(runs)} (model, revision, settings) combinations; agreement needs one")
-    row = runs.iloc[0]
-    config = EncodeConfig(
-        readout=row["readout"],
-        pooling=row["pooling"],
-        max_length=int(row["max_length"]),
-        dtype=row["dtype"],
-        attention=None if row["attention"] == "native" else row["attention"],
-        normalize=str(row["normalize"]) == "True",
-        device=device or default_device(),
-    )
-    return ScoredRun(str(row["model"]), str(row["revision"]), config)
+    scores = one_setting(read_scores(run_dir))
+    config = scores_config(scores, **({"device": device} if device else {}))
+    return ScoredRun(str(scores["model"].iloc[0]), str(scores["revision"].iloc[0]), config)
 
 
 def model_source(run: ScoredRun) -> str:
