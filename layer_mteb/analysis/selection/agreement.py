@@ -21,6 +21,7 @@ from layer_mteb.common.results import LAYER_COLUMNS, read_scores
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
+from layer_mteb.metrics.agreement.reference import reference_name
 from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
 from layer_mteb.metrics.agreement.table import (
     AGREEMENT_COLUMNS,
@@ -113,7 +114,7 @@ def _curve_rows(table: pd.DataFrame, run: Path, options: AgreementOptions, task:
     if options.metric == ID_METRIC:  # the intrinsic dimension reads no reference
         rows = rows[rows["reference"] == NO_REFERENCE]
     elif options.reference:
-        rows = rows[rows["reference"] == _display(options.reference)]
+        rows = rows[rows["reference"] == reference_name(options.reference)]
     else:
         rows = _first_reference(rows)
     exact = rows[rows["n"] == options.n]
@@ -127,15 +128,6 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
     """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored reference's."""
     stored = sorted(set(rows["reference"]), key=lambda name: ("mpnet" not in name, name))
     return rows[rows["reference"] == stored[0]] if stored else rows
-
-
-def _display(reference: str) -> str:
-    """How ``agreement.csv`` names a reference given as a packaged name or a folder."""
-    from layer_mteb.model.names import PACKAGED_MODELS
-
-    if reference in PACKAGED_MODELS:
-        return PACKAGED_MODELS[reference].hub_id
-    return f"local/{Path(reference).expanduser().resolve().name}"
 
 
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:

@@ -82,18 +82,25 @@ def load_reference(name: str, device: str = "cpu") -> Reference:
     if name in PACKAGED_MODELS:
         dist = packaged_distributions(name)[0]
         folder = packaged_folder(name)
-        display, revision = PACKAGED_MODELS[name].hub_id, f"{dist.metadata['Name']}-{metadata.version(dist.name)}"
+        revision = f"{dist.metadata['Name']}-{metadata.version(dist.name)}"
     else:
         folder = Path(name).expanduser()
         if not folder.is_dir():
             known = ", ".join(REFERENCES)
             raise UserError(f"--reference {name!r} is neither a packaged model ({known}) nor a model folder")
-        display, revision = f"local/{folder.resolve().name}", content_hash(folder)
+        revision = content_hash(folder)
     try:
         encoder = SentenceTransformer(str(folder), device=device, local_files_only=True)
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:
         raise UserError(f"cannot load reference {name!r} as a sentence-transformers model: {first_line(err)}") from None
-    return Reference(display, revision, encoder)
+    return Reference(reference_name(name), revision, encoder)
+
+
+def reference_name(reference: str) -> str:
+    """How ``agreement.csv`` names a reference given as a packaged name (its hub id) or a folder (``local/<name>``)."""
+    if reference in PACKAGED_MODELS:
+        return PACKAGED_MODELS[reference].hub_id
+    return f"local/{Path(reference).expanduser().resolve().name}"
 
 
 def _read_store(store: Path) -> dict[str, np.ndarray]:
