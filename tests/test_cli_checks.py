@@ -177,3 +177,16 @@ def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, da
     args = _args(*argv, "--data-dir", str(data_dir), "--output", str(tmp_path))
     check_arguments(args)  # as the command line does first: `run` then holds its resolved request
     assert hub_needed(args) is needed
+
+
+@pytest.mark.parametrize(
+    ("by", "said"),
+    [("agreement", "agreement curves are saved"), ("id_min", "agreement curves are saved"), ("auto", "nothing")],
+)
+def test_ctrl_c_says_what_select_has_saved(by, said, tmp_path):
+    """``--by agreement`` (and the intrinsic-dimension rules) write each task's curves as it finishes, so Ctrl-C
+    says they are kept; a pick that computes nothing has saved nothing."""
+    (tmp_path / "scores.csv").write_text("model,layer\n")
+    args = _args("select", "--run", str(tmp_path), "--by", by)
+    check_arguments(args)
+    assert said in args.interrupted

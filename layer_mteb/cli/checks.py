@@ -12,6 +12,7 @@ from pathlib import Path
 
 from layer_mteb.analysis.runs.choices import REFERENCE_ENV, RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.cli.arguments import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
+from layer_mteb.cli.console import CURVES_SAVED
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
@@ -19,6 +20,7 @@ from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import resolve_run
 from layer_mteb.evaluation.workers import check_eval_workers
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
@@ -114,6 +116,8 @@ def _check_runs(args: argparse.Namespace) -> None:
         check_eval_workers(args.eval_workers)
     if args.command == "cost":
         _check_cost(args, runs[0])
+    if args.command == "select" and args.labels is None and args.by in ("agreement", *ID_RULES):
+        args.interrupted = CURVES_SAVED  # each task's curves are written as it finishes; a rerun reads them back
 
 
 def _check_reproduce(args: argparse.Namespace) -> None:

@@ -23,6 +23,7 @@ PROG = "layer-mteb"
 RESUME = "finished units are saved, run the same command again to resume"
 NOTHING_SAVED = "nothing was saved, run the same command again"
 TASKS_SAVED = "finished tasks are saved, run the same command again to resume"
+CURVES_SAVED = "finished tasks' agreement curves are saved in agreement.csv, run the same command again to resume"
 REWRITE = "files already written stay, run the same command again to write them all"
 
 
