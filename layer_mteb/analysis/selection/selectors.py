@@ -146,7 +146,7 @@ def by_name(name: str) -> Selector:
         raise UserError(
             f"unknown metric or selector {name!r}: use a metric ({', '.join(DIRECTIONS)}), or "
             f"<metric>@<own|wikitext>[:from=0.25|0.50|0.75], depth=0.1…1.0, last_layer, middle_layer, oracle, "
-            f"{', '.join(ID_RULES)} (intrinsic dimension), agreement, or auto (the study's choice per kind of model; "
+            f"{', '.join(ID_RULES)} (intrinsic dimension), or auto (the study's choice per kind of model; "
             "docs/selection.md)"
         )
     return found[name]
