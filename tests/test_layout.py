@@ -1,6 +1,6 @@
 """The package's layout is its pipeline: no module imports another that (directly or through others) imports it back,
 every module sits in one layer of the import-linter contract in pyproject.toml (whose one-way order ``lint-imports``
-checks), and no folder is crowded. The cycle check is shown to fail on a cycle planted in the real graph."""
+checks). The cycle check is shown to fail on a cycle planted in the real graph."""
 
 from __future__ import annotations
 
@@ -101,17 +101,6 @@ def test_every_module_is_under_the_layer_contract():
     assert graph.find_modules_directly_imported_by("layer_mteb.analysis") == set()
 
 
-def test_no_package_folder_is_crowded():
-    from conftest import REPO
-
-    crowded = {
-        str(folder.relative_to(REPO)): count
-        for folder in (REPO / "layer_mteb").rglob("*")
-        if folder.is_dir() and (count := len([m for m in folder.glob("*.py") if m.name != "__init__.py"])) > 12
-    }
-    assert crowded == {}
-
-
 def test_no_public_name_is_also_a_submodule():
     """A lazily exported name that is also a submodule's name would be replaced by the module once it is imported."""
     import pkgutil
@@ -146,8 +135,8 @@ def test_the_module_map_names_every_module():
     assert missing == []
 
 
-def test_modules_and_functions_stay_short():
-    """No module over 400 lines and no function over 60: a newcomer reads each in one sitting."""
+def test_functions_stay_short():
+    """No function over 60 lines: a newcomer reads each in one sitting. Modules are sized by their job, not capped."""
     import ast
 
     from conftest import REPO
@@ -155,8 +144,6 @@ def test_modules_and_functions_stay_short():
     long = []
     for path in sorted((REPO / "layer_mteb").rglob("*.py")):
         source = path.read_text()
-        if len(source.splitlines()) > 400:
-            long.append(f"{path.relative_to(REPO)}: {len(source.splitlines())} lines")
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}")
