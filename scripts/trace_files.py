@@ -62,7 +62,7 @@ def main_() -> None:
     sequence = trace(args)
     seen: set[str] = set()
     back_steps: set[tuple[str, str]] = set()
-    for before, name in zip(["<cli>", *sequence], sequence):
+    for before, name in zip(["<cli>", *sequence[:-1]], sequence, strict=True):
         if name in seen:
             back_steps.add((before, name))
         seen.add(name)
