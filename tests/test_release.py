@@ -173,3 +173,30 @@ def test_wikitext_metrics_keep_one_split_per_model(tmp_path):
     }  # fmt: skip
     mamba = rows[(rows["model"] == "mamba/130m") & (rows["metric"] == "prompt_entropy")]
     assert len(mamba) == 25  # its entropy_sentence.pkl: the older name of prompt entropy
+
+
+@pytest.mark.slow  # four figures of up to 49 layers: tens of seconds on a busy machine
+@needs_release
+def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(tmp_path):
+    from layer_mteb.paper.reproduce import _with_split
+    from layer_mteb.paper.wikitext import draw, extrema, sources_markdown
+
+    results = tmp_path / "experiments" / "results"
+    for folder in ("bert/base/main", "Pythia/410m/main", "mamba/370m/main", "Pythia/2.8b/main"):
+        shutil.copytree(RELEASE / "experiments" / "results" / folder / "metrics" / "wikitext",
+                        results / folder / "metrics" / "wikitext")  # fmt: skip
+    tables = read_release(tmp_path)
+    rows = import_metrics_table(tables.metrics)
+    wiki = _with_split(rows, tables.metrics)
+    first, sets = draw(wiki, tmp_path / "a")
+    second, _ = draw(wiki, tmp_path / "b")
+    names = ["figure2_wikitext.png", "figure2_wikitext.pdf", "figure12_wikitext.png", "figure12_wikitext.pdf"]
+    assert [p.name for p in first] == names  # no checkpoints here: no progression figure
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(first, second, strict=True))
+    table = extrema(wiki, rows.iloc[:0], sets).set_index(["figure", "model", "metric"])
+    entropy = table.xs("prompt_entropy", level="metric").loc["figure2_wikitext"]
+    assert entropy.loc[["bert/base", "Pythia/410m", "mamba/370m"], "min_layer"].tolist() == [11, 12, 48]
+    assert (entropy["split"] == "train").all()
+    markdown = "\n".join(sources_markdown(sets, table.reset_index(), wiki))
+    assert "- Pythia/2.8b (no split folder): curvature at 4 of 33 layers" in markdown
+    assert "| figure2_wikitext | Pythia/410m | train | 12 | 0.50 | — | — | — |" in markdown

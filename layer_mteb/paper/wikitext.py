@@ -32,7 +32,10 @@ EXTREMA_COLUMNS += ["max_depth", "layers"]
 
 
 def checkpoint_models(models: list[str]) -> dict[str, str]:
-    """Pythia-410m's checkpoints and its final model, in training order, with their labels."""
+    """Pythia-410m's checkpoints and its final model, in training order, with their labels (none without a
+    checkpoint)."""
+    if not any(m.startswith(CHECKPOINT) for m in models):
+        return {}
     chosen = [m for m in models if m.startswith(CHECKPOINT) or m == "Pythia/410m"]
     return {m: figures.checkpoint_label(m) for m in sorted(chosen, key=figures.checkpoint_step)}
 
@@ -58,6 +61,7 @@ TITLES = {
 def draw(wikitext: pd.DataFrame, output: Path) -> tuple[list[Path], dict[str, dict[str, str]]]:
     """The three WikiText metric figures; returns the files and each figure's models."""
     sets = figure_sets(wikitext)
+    output.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for stem, models in sets.items():
         if models:
