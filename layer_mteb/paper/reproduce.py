@@ -92,6 +92,8 @@ def reproduce(
     every_metric = import_metrics_table(tables.metrics)
     release_metrics = every_metric[every_metric["texts"].map(source_task).notna()]  # correlations, study, extrema
     release_wikitext = _with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)
+    if release_wikitext.empty:
+        logger.warning("the release's tables have no WikiText metrics: no WikiText figures (pass --release)")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
     our_metrics = [metrics for _, metrics in ours if metrics is not None]
