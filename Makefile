@@ -60,14 +60,16 @@ results/%/correlation.csv:
 	$(BIN)/layer-mteb select --run results/$* > results/$*/selection.txt
 	$(BIN)/layer-mteb correlate --run results/$* > results/$*/correlation.txt
 
-# The paper from the authors' released per-layer results (../shared/reference, see its SOURCE.md) beside the four
-# real-model runs above: Table 1, Figure 1, training progression, correlations, selector study (offline, minutes),
-# and the policy `layer-mteb select --by auto` ships (trained on every study model; rewritten only when it changes).
-REFERENCE ?= $(abspath ../shared/reference)
+# The paper from the authors' release as they published it (a clone of their repository, OFSkean/information_flow;
+# ../shared/reference/release holds one, see ../shared/reference/SOURCE.md; elsewhere set RELEASE=<your clone>)
+# beside the four real-model runs above: Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12,
+# training progression), correlations, selector study (offline, minutes), and the policy `layer-mteb select --by
+# auto` ships (trained on every study model; rewritten only when it changes).
+RELEASE ?= ../shared/reference/release
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
-	$(BIN)/layer-mteb reproduce --reference $(REFERENCE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
+	$(BIN)/layer-mteb reproduce --release $(RELEASE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
 		--policy layer_mteb/analysis/selection/auto_selector.json
 
 # The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every

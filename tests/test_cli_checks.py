@@ -83,11 +83,19 @@ CASES = {
     ),
     "label budget written into a file": (["label-budget", "--run", "{tmp}/run", "--output", "{tmp}/file"], "is a file"),
     "reproduce without the release": (
+        ["reproduce", "--release", "{tmp}/clone", "--output", "{tmp}/out"],
+        "no authors' release at {tmp}/clone: get the authors' release with `git clone",
+    ),
+    "reproduce from a folder that is no release": (
+        ["reproduce", "--release", "{tmp}", "--output", "{tmp}/out"],
+        "holds no <family>/<size>/<revision>/mteb or metrics folder of the release",
+    ),
+    "reproduce without the extracted tables": (
         ["reproduce", "--reference", "{tmp}", "--output", "{tmp}/out"],
-        "no official_layer_scores.csv in {tmp}; pass --reference",
+        "no official_layer_scores.csv in {tmp}; pass --release with a clone of the authors' repository",
     ),
     "reproduce of a folder without scores": (
-        ["reproduce", "--reference", "{tmp}/release", "--run", "{tmp}", "--output", "{tmp}/out"],
+        ["reproduce", "--release", "{tmp}/release", "--run", "{tmp}", "--output", "{tmp}/out"],
         "has no scores.csv",
     ),
     "export a negative layer": (
@@ -132,6 +140,7 @@ def test_a_mistake_is_one_line_before_anything_heavy_loads_and_writes_nothing(ca
     (tmp_path / "run" / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
     (tmp_path / "release").mkdir()
     (tmp_path / "release" / "official_layer_scores.csv").write_text("model,layer,task,main_score\n")
+    (tmp_path / "release" / "Pythia" / "14m" / "main" / "mteb").mkdir(parents=True)  # the release's layout
     before = sorted(p.name for p in tmp_path.rglob("*"))
     args, message = CASES[case]
     argv = [a.format(tmp=tmp_path) for a in args]

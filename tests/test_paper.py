@@ -140,18 +140,25 @@ def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
     assert all(line.endswith(" s)") for line in lines)
 
 
-def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeypatch):
+def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeypatch, capsys):
     from layer_mteb.cli import main
     from layer_mteb.paper import reproduce
 
     called = []
-    monkeypatch.setattr(reproduce, "reproduce", lambda *args: called.append(args))
+    monkeypatch.setattr(reproduce, "reproduce", lambda *args, **kwargs: called.append((args, kwargs)))
     run = tmp_path / "run"
     run.mkdir()
     (run / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
-    argv = ["reproduce", "--reference", str(REFERENCE), "--run", str(run), "--output", str(tmp_path / "paper")]
+    release = REFERENCE / "release"
+    argv = ["reproduce", "--release", str(release), "--run", str(run), "--output", str(tmp_path / "paper")]
     assert main([*argv, "--permutations", "7", "--policy", str(tmp_path / "policy.json")]) == 0
-    assert called == [(REFERENCE, [run], tmp_path / "paper", 7, tmp_path / "policy.json")]
+    results = release / "experiments" / "results"
+    assert called == [((results, [run], tmp_path / "paper", 7, tmp_path / "policy.json"), {"extracted": False})]
+    # the former --reference folder of extracted tables still works for one release, saying it is deprecated
+    argv = ["reproduce", "--reference", str(REFERENCE), "--output", str(tmp_path / "paper")]
+    assert main(argv) == 0
+    assert called[-1] == ((REFERENCE, [], tmp_path / "paper", 200, None), {"extracted": True})
+    assert "--reference (tables extracted from the release) is deprecated" in capsys.readouterr().err
 
 
 def test_a_run_without_metrics_keeps_its_scores_but_mismatched_metrics_are_an_error(tmp_path):

@@ -8,9 +8,10 @@ run again, exactly, where the library does the work: this module only moves them
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from layer_mteb.analysis.runs.choices import REFERENCE_ENV, RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.cli.arguments import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.cli.console import CURVES_SAVED
 from layer_mteb.common.config import EncodeConfig
@@ -121,11 +122,26 @@ def _check_runs(args: argparse.Namespace) -> None:
 
 
 def _check_reproduce(args: argparse.Namespace) -> None:
-    args.reference = reference_folder(args.reference)
-    release = args.reference / RELEASE_SCORES_FILE
-    if not release.is_file():
-        raise UserError(f"no {release.name} in {args.reference}; pass --reference or set ${REFERENCE_ENV}")
+    """``--release`` (a clone of the authors' repository) must hold their results; the deprecated ``--reference``
+    (extracted tables) still works for one release, saying so."""
+    from layer_mteb.analysis.runs.release_layout import results_folder
+
+    extracted = args.reference is not None and args.release is None
+    if extracted:
+        args.reference = Path(args.reference)
+        if not (args.reference / RELEASE_SCORES_FILE).is_file():
+            raise UserError(
+                f"no {RELEASE_SCORES_FILE} in {args.reference}; pass --release with a clone of the authors' repository"
+            )
+    else:
+        args.release = results_folder(args.release or reference_folder() / "release")
     _check_runs(args)
+    if extracted:
+        print(
+            "layer-mteb: --reference (tables extracted from the release) is deprecated and goes in the next "
+            "release; pass --release with a clone of the authors' repository",
+            file=sys.stderr,
+        )
 
 
 def _check_cost(args: argparse.Namespace, run: str) -> None:

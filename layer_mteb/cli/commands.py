@@ -251,7 +251,10 @@ def reproduce(args: argparse.Namespace) -> None:
     from layer_mteb.paper.reproduce import reproduce as reproduce_paper
 
     policy = Path(args.policy) if args.policy else None
-    reproduce_paper(Path(args.reference), [Path(r) for r in args.run], Path(args.output), args.permutations, policy)
+    extracted = args.release is None  # the deprecated --reference: tables extracted from the release
+    source = Path(args.reference) if extracted else Path(args.release)
+    runs = [Path(r) for r in args.run]
+    reproduce_paper(source, runs, Path(args.output), args.permutations, policy, extracted=extracted)
 
 
 def export(args: argparse.Namespace) -> None:

@@ -48,9 +48,16 @@ def add_reproduce(commands) -> None:
         "reproduce", help="the paper's tables, figures and selector study from the authors' release beside our runs"
     )
     paper.add_argument(
+        "--release",
+        default=None,
+        help="a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
+        "(default: $LAYER_MTEB_REFERENCE/release, else ../shared/reference/release)",
+    )
+    paper.add_argument(
         "--reference",
         default=None,
-        help="folder of the authors' released results (default: $LAYER_MTEB_REFERENCE, else ../shared/reference)",
+        help="deprecated: a folder of tables extracted from the release (official_layer_scores.csv, ...); "
+        "use --release (default: not used)",
     )
     paper.add_argument(
         "--run", action="append", default=[], help="one of this project's run folders (repeatable; default: none)"

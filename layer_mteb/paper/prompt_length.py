@@ -1,5 +1,6 @@
 """The paper's prompt-length stress test regenerated from the authors' release (Pythia-410m, 1000 random-token
-prompts per length, ``official_prompt_length_entropy.csv.gz``), beside this project's models' length curves.
+prompts per length: the release's ``adhoc/pythia_random_of_differing_lengths.pkl``, read by
+:func:`layer_mteb.analysis.runs.release.prompt_length_table`), beside this project's models' length curves.
 
 Writes ``prompt_length.csv`` (model, prompt_length, layer, normalization, mean, std over prompts), the figure
 ``prompt_length.png/.pdf`` (raw and ÷ min(log N, log D) entropy against relative depth, one line per length), each
@@ -25,9 +26,9 @@ RELEASE_FILE = "official_prompt_length_entropy.csv.gz"
 COLUMNS = ["model", "prompt_length", "layer", "normalization", "mean", "std"]
 
 
-def release_curves(reference: Path) -> pd.DataFrame:
-    """Mean and std over prompts of the released per-prompt values."""
-    frame = pd.read_csv(reference / RELEASE_FILE)
+def release_curves(release: Path | pd.DataFrame) -> pd.DataFrame:
+    """Mean and std over prompts of the released per-prompt values (the table, or a folder of extracted tables)."""
+    frame = release if isinstance(release, pd.DataFrame) else pd.read_csv(release / RELEASE_FILE)
     grouped = frame.groupby(["model", "prompt_length", "layer", "normalization"], sort=True)["value"]
     return grouped.agg(mean="mean", std="std").reset_index()[COLUMNS]
 
@@ -44,8 +45,10 @@ def our_curves(runs: list[Path]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
-def reproduce(reference: Path, runs: list[Path], output: Path) -> list[Path]:
-    curves = pd.concat([release_curves(reference), our_curves(runs)], ignore_index=True)
+def reproduce(release: Path | pd.DataFrame | None, runs: list[Path], output: Path) -> list[Path]:
+    """The length curves of the release (none when it lacks the adhoc pickle) and of every run that has them."""
+    parts = [our_curves(runs)] if release is None else [release_curves(release), our_curves(runs)]
+    curves = pd.concat(parts, ignore_index=True)
     path = output / "prompt_length.csv"
     atomic_write(path, lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
     written = [path, *_figure(curves, output / "prompt_length")]

@@ -1,7 +1,8 @@
-"""``layer-mteb reproduce``: the paper's results regenerated from the authors' released per-layer scores and
-metrics, beside this project's own runs, written to one folder (``results/paper``): Table 1, Figure 1, the training
-progression, the correlations and the selector study with its leave-one-model-out and leave-one-family-out
-choices (and, with ``--policy``, the policy ``select --by auto`` ships).
+"""``layer-mteb reproduce``: the paper's results regenerated from the authors' release (a clone of their repository,
+read by :mod:`layer_mteb.analysis.runs.release`) beside this project's own runs, written to one folder
+(``results/paper``): Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12, training progression), the
+correlations and the selector study with its leave-one-model-out and leave-one-family-out choices (and, with
+``--policy``, the policy ``select --by auto`` ships).
 
 Offline and deterministic: the same inputs give the same bytes (figures without creation dates, seeded tests).
 """
@@ -16,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
+from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores, wikitext_splits
+from layer_mteb.analysis.runs.release import ReleaseTables, extracted_tables, read_release
 from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.analysis.study import engine
@@ -29,7 +30,7 @@ from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.table import METRICS_FILE
 from layer_mteb.metrics.texts import source_task
-from layer_mteb.paper import figures, prompt_length
+from layer_mteb.paper import figures, prompt_length, wikitext
 from layer_mteb.paper.summary import summary_markdown
 from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
 
@@ -64,19 +65,35 @@ def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
 Write = Callable[[str, pd.DataFrame], None]
 
 
+def release_tables(source: Path, *, extracted: bool = False) -> ReleaseTables:
+    """The release's tables: read from a clone of the authors' repository, or (``extracted``, the former
+    ``--reference`` folder) from the tables once extracted from it."""
+    return extracted_tables(source) if extracted else read_release(source)
+
+
 def reproduce(
-    reference: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS, policy: Path | None = None
+    source: Path,
+    runs: list[Path],
+    output: Path,
+    permutations: int = PERMUTATIONS,
+    policy: Path | None = None,
+    *,
+    extracted: bool = False,
 ) -> list[Path]:
     """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
     on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
-    model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`)."""
-    if not (reference / "official_layer_scores.csv").is_file():
-        raise UserError(f"no official_layer_scores.csv in {reference}; pass --reference")
+    model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`). ``source``: a clone of the
+    authors' repository (or its ``experiments/results``); with ``extracted``, a folder of extracted tables."""
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
-    release = release_scores(reference / RELEASE_SCORES_FILE)
-    release_metrics = import_metrics_table(reference / "official_layer_metrics.csv.gz")
+    tables = release_tables(source, extracted=extracted)
+    release = release_scores(tables.scores)
+    every_metric = import_metrics_table(tables.metrics)
+    release_metrics = every_metric[every_metric["texts"].map(source_task).notna()]  # correlations, study, extrema
+    release_wikitext = _with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)
+    if release_wikitext.empty:
+        logger.warning("the release's tables have no WikiText metrics: no WikiText figures (pass --release)")
     ours = [run_scores(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
     our_metrics = [metrics for _, metrics in ours if metrics is not None]
@@ -90,7 +107,11 @@ def reproduce(
 
     versus, every = _table1(release, our_scores, write)
     progress.step()
-    figure_tasks = _figures(release, release_metrics, our_scores, output, written)
+    figure_tasks = _figures(release, release_wikitext, our_scores, output, written)
+    progress.step()
+    drawn, sets = wikitext.draw(release_wikitext, output)
+    extrema = wikitext.extrema(release_wikitext, release_metrics, sets)
+    written += [*drawn, wikitext.write_extrema(extrema, output / "metric_extrema.csv")]
     progress.step()
     all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
     all_scores = pd.concat([release, our_scores], ignore_index=True)
@@ -98,14 +119,20 @@ def reproduce(
     progress.step()
     lomo, board, lofo, excluded = _selector_study(all_scores, all_metrics, write, policy, written)
     progress.step()
-    written += prompt_length.reproduce(reference, runs, output)
+    written += prompt_length.reproduce(tables.prompt_length, runs, output)
     progress.step()
     markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
+    markdown += "\n" + "\n\n".join(wikitext.sources_markdown(sets, extrema, release_wikitext)) + "\n"
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
     progress.step()
     print(f"paper: {len(written)} files in {output}, {time.perf_counter() - started:.0f} s in all", flush=True)
     return written
+
+
+def _with_split(rows: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The WikiText metric rows with the split they came from (metric rows have no split column)."""
+    return rows.assign(split=rows["model"].map(wikitext_splits(table)))
 
 
 def _table1(release: pd.DataFrame, our_scores: pd.DataFrame, write: Write) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -125,9 +152,10 @@ def _table1(release: pd.DataFrame, our_scores: pd.DataFrame, write: Write) -> tu
 
 
 def _figures(
-    release: pd.DataFrame, release_metrics: pd.DataFrame, our_scores: pd.DataFrame, output: Path, written: list[Path]
+    release: pd.DataFrame, release_wikitext: pd.DataFrame, our_scores: pd.DataFrame, output: Path, written: list[Path]
 ) -> dict[str, list[str]]:
-    """Figure 1 (release and run panels) and the training progression; returns the tasks each panel averages."""
+    """Figure 1 (release and run panels) and the training progression (scores, WikiText prompt entropy); returns the
+    tasks each panel averages."""
     written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
         "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
@@ -137,7 +165,7 @@ def _figures(
     if shrunk:
         logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
-    written += figures.progression(checkpoints, release_metrics, output / "progression")
+    written += figures.progression(checkpoints, release_wikitext, output / "progression")
     return figure_tasks
 
 

@@ -123,9 +123,11 @@ def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
     return raw.assign(layer=raw["layer"].astype(int))
 
 
-def release_scores(path: str | Path, models: list[str] | None = None) -> pd.DataFrame:
-    """The authors' ``official_layer_scores.csv`` (``model,layer,task,main_score,...``) as score rows."""
-    raw = pd.read_csv(path)
+def release_scores(path: str | Path | pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
+    """The authors' per-layer scores (``model,layer,task,main_score,...``: the table
+    :func:`.release.score_table` builds from their release, or the extracted ``official_layer_scores.csv``) as score
+    rows."""
+    raw = path if isinstance(path, pd.DataFrame) else pd.read_csv(path)
     if models is not None:
         unknown = sorted(set(models) - set(raw["model"]))
         if unknown:
@@ -176,22 +178,24 @@ def _ranges(layers: list[int]) -> str:
 
 
 def import_metrics_table(
-    path: str | Path,
+    path: str | Path | pd.DataFrame,
     *,
     normalization: ReleaseNormalization = "paper",
     models: dict[str, str] | None = None,
     settings: dict | None = None,
 ) -> pd.DataFrame:
-    """The authors' long metrics table (``official_layer_metrics.csv.gz``) -> metric rows of ``readout = raw``.
+    """The authors' long metrics table (:func:`.release.metric_table`, or the extracted
+    ``official_layer_metrics.csv.gz``) -> metric rows of ``readout = raw``.
 
     Their metrics were computed on the raw residual stream of one full forward pass, so the rows say ``raw``; the
     other settings are the scores' (``settings``, default the authors') so selection pairs them with those scores.
-    ``models`` maps the table's names to the names the rows get (default: every model, names kept). A task's own
-    texts use its test split when it has one.
+    ``models`` maps the table's names to the names the rows get (default: every model, names kept). One split per
+    model and texts: a task's own texts use its test split when it has one, WikiText the first of
+    :data:`WIKITEXT_SPLITS` the model has.
     """
     if normalization not in RELEASE_NORMALIZATIONS:
         raise UserError(f"--normalization must be one of {', '.join(RELEASE_NORMALIZATIONS)}; got {normalization!r}")
-    table = pd.read_csv(path)
+    table = path if isinstance(path, pd.DataFrame) else pd.read_csv(path)
     if models is not None:
         table = table[table["model"].isin(models)]
     wanted = table["metric"].map(lambda m: PAPER_NORMALIZATION.get(m, "maxEntropy"))
@@ -204,7 +208,7 @@ def import_metrics_table(
         source_task(texts) is None or split == "test" or (model, texts) not in has_test
         for model, texts, split in zip(table["model"], table["texts"], table["split"], strict=True)
     ]
-    table = table[keep]
+    table = _one_wikitext_split(table[keep])
     settings = {**AUTHORS_SETTINGS, **(settings or {}), "readout": "raw"}
     depth = table["model"].map(release_depth).fillna(table.groupby("model")["layer"].transform("max"))
     frame = pd.DataFrame(
@@ -223,6 +227,30 @@ def import_metrics_table(
         }
     )
     return frame[METRIC_COLUMNS].sort_values(["model", "texts", "metric", "layer"], kind="stable")
+
+
+#: The WikiText split whose metrics stand for a model, in order of preference: most folders of the release have
+#: ``train``; six store their metrics without a split folder (empty here); the Pythia-410m checkpoints add a ``test``
+#: folder with one or two metrics.
+WIKITEXT_SPLITS = ("train", "", "test")
+
+
+def wikitext_splits(table: pd.DataFrame) -> dict[str, str]:
+    """model -> the WikiText split whose metrics stand for it in a release metrics table (``""``: none recorded)."""
+    wiki = table[table["texts"] == "wikitext"]
+    splits = wiki["split"].fillna("")
+    rank = splits.map({split: i for i, split in enumerate(WIKITEXT_SPLITS)}).fillna(len(WIKITEXT_SPLITS))
+    ranked = pd.DataFrame({"model": wiki["model"], "split": splits, "rank": rank}).sort_values("rank", kind="stable")
+    return dict(ranked.drop_duplicates("model")[["model", "split"]].itertuples(index=False, name=None))
+
+
+def _one_wikitext_split(table: pd.DataFrame) -> pd.DataFrame:
+    """WikiText rows of each model's :func:`wikitext_splits` split only (other texts unchanged)."""
+    wiki = table["texts"] == "wikitext"
+    if not wiki.any():
+        return table
+    chosen = table["model"].map(wikitext_splits(table))
+    return table[~wiki | (table["split"].fillna("") == chosen)]
 
 
 def write_import(
