@@ -6,7 +6,7 @@ float16 and rounded to bfloat16 (each evaluation from the task's same random sta
 gives, per model and readout, the largest |score difference| over layers and tasks and the largest |pooled value|:
 float16 overflows to inf above 65,504.
 
-    python benchmarks/cache_dtype.py                                   # MiniLM-L6 and SmolLM2-135M, demo tasks
+    python benchmarks/cache_dtype.py                                   # MiniLM-L6 and SmolLM2-135M, five tasks
     python benchmarks/cache_dtype.py --models minilm-l6 --quick        # 200 rows per split
 """
 

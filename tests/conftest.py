@@ -6,16 +6,55 @@ import os
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pytest
 import torch
+
+from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", REPO.parent / "shared" / "data"))
+#: the authors' release ($LAYER_MTEB_REFERENCE, else ../shared/reference), as `layer-mteb reproduce` finds it
+SHARED_REFERENCE = reference_folder()
+#: CI (``CI=true``, as CI services set it) runs every test on real data: there a missing data or reference folder is
+#: a failure, so a suite that scored nothing real cannot pass; elsewhere the tests that need one skip, saying why
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+#: what CI must find: (path, what it is, how to point at another copy)
+REQUIRED_IN_CI = (
+    (SHARED_DATA / "STSBenchmark", "the task data folder", "LAYER_MTEB_DATA"),
+    (SHARED_REFERENCE / RELEASE_SCORES_FILE, "the authors' release", "LAYER_MTEB_REFERENCE"),
+)
+
+
+def missing_required() -> list[str]:
+    """One phrase per folder CI needs and cannot find."""
+    return [f"{what} ({path} not found; set ${env})" for path, what, env in REQUIRED_IN_CI if not path.exists()]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI, stop before any test when a data or reference folder is missing: the tests that read it would
+    otherwise skip and the run would pass on nothing."""
+    missing = missing_required()
+    if IN_CI and missing:
+        pytest.exit(f"CI=true, and missing: {'; '.join(missing)}; the tests that read them may not skip in CI", 1)
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A test whose data or reference folder is missing: skipped with ``reason`` locally, failed in CI."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: missing data fails the run)", pytrace=False)
+    pytest.skip(reason)
+
+
+def needs(path: Path, what: str) -> pytest.MarkDecorator:
+    """A mark for tests that read ``path``: skipped when it is missing, saying so, except in CI (where the session
+    has already stopped, see :func:`pytest_sessionstart`, or the test fails on the missing file)."""
+    return pytest.mark.skipif(not IN_CI and not path.exists(), reason=f"{what} not found at {path}")
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +66,7 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not (SHARED_DATA / "STSBenchmark").is_dir():
-        pytest.skip(f"shared task data not found at {SHARED_DATA} (set LAYER_MTEB_DATA)")
+        unavailable(f"shared task data not found at {SHARED_DATA} (set LAYER_MTEB_DATA)")
     return SHARED_DATA
 
 

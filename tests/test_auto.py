@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from _metric_fixtures import run_tables
+from conftest import needs
 from test_paper import REFERENCE
 
 from layer_mteb.analysis.rules import PAPER_RULE
@@ -226,7 +227,7 @@ def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_chan
         auto.load_policy(path)
 
 
-@pytest.mark.skipif(not (REFERENCE / RELEASE_SCORES_FILE).is_file(), reason="the authors' release is absent")
+@needs(REFERENCE / RELEASE_SCORES_FILE, "the authors' release")
 @pytest.mark.parametrize("family", ["pythia", "bert", "mamba"])
 def test_leave_one_family_out_never_reads_the_held_out_familys_scores(family: str) -> None:
     import dataclasses

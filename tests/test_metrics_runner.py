@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 from _metric_fixtures import TEXTS, minilm_tokenizer, tiny_gpt2, tiny_gpt2_words
-from conftest import block_states
+from conftest import SHARED_DATA, block_states, needs
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -185,8 +184,7 @@ def test_cli_metrics_on_a_real_model_and_a_text_file(tmp_path: Path, capsys: pyt
     assert "not 'wikitext'" in capsys.readouterr().err
 
 
-SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-needs_data = pytest.mark.skipif(not (SHARED_DATA / "STS17").is_dir(), reason="shared task data not found")
+needs_data = needs(SHARED_DATA / "STS17", "shared task data")
 
 
 @needs_data

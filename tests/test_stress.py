@@ -117,13 +117,13 @@ def test_bad_settings_are_one_user_error():
 
 def test_regenerated_pythia_length_curve_equals_the_release_means(tmp_path):
     import pandas as pd
-    from conftest import REPO
+    from conftest import SHARED_REFERENCE, unavailable
 
     from layer_mteb.paper.prompt_length import RELEASE_FILE, reproduce
 
-    reference = REPO.parent / "shared" / "reference"
+    reference = SHARED_REFERENCE
     if not (reference / RELEASE_FILE).is_file():
-        pytest.skip(f"{RELEASE_FILE} not found in {reference}")
+        unavailable(f"{RELEASE_FILE} not found in {reference}")
     run = tmp_path / "run"
     settings = _settings(tests=("length", "randomness"))
     run_stress(tiny_gpt2(), _file(tmp_path, LONG), config=CONFIG, settings=settings, output=run, progress=False)

@@ -4,8 +4,7 @@ each prompt length's curve is lowest (on the authors' released Pythia-410m value
 from __future__ import annotations
 
 import pandas as pd
-import pytest
-from conftest import REPO
+from conftest import SHARED_REFERENCE, unavailable
 
 from layer_mteb.analysis.report.stress_summary import length_minima, model_summary, stress_markdown
 from layer_mteb.metrics.bimodality import DIP_COLUMNS
@@ -55,9 +54,9 @@ def test_model_summary_counts_layers_per_trend_and_finds_minimum_and_dip():
 def test_length_minima_of_the_release_pythia_curves():
     from layer_mteb.paper.prompt_length import RELEASE_FILE, release_curves
 
-    reference = REPO.parent / "shared" / "reference"
+    reference = SHARED_REFERENCE
     if not (reference / RELEASE_FILE).is_file():
-        pytest.skip(f"{RELEASE_FILE} not found in {reference}")
+        unavailable(f"{RELEASE_FILE} not found in {reference}")
     minima = length_minima(release_curves(reference)).set_index("prompt_length")
     assert minima.loc[64, "min_layer"] == 12 and minima.loc[64, "min_depth"] == 0.5  # SOURCE.md: layer 12 lowest
     assert (minima.loc[[128, 256, 512, 1024, 2048], "min_layer"] == 21).all()

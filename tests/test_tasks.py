@@ -50,7 +50,7 @@ def test_offline_suite_is_the_tasks_with_a_local_folder(data_dir):
 
 
 def test_selection_forms(tmp_path):
-    assert [s.name for s in select_tasks("demo")[1]][:2] == ["STSBenchmark", "BIOSSES"]
+    assert [s.name for s in select_tasks("demo")[1]][:2] == ["STS17", "AmazonCounterfactualClassification"]
     assert [s.name for s in select_tasks("STS12, STS13")[1]] == ["STS12", "STS13"]
     custom = tmp_path / "mine.yaml"
     custom.write_text("tasks:\n  STS:\n    - STS12\n    - {name: STS17, subsets: [en-en]}\nsuites:\n  one: [STS17]\n")

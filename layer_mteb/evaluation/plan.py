@@ -14,7 +14,7 @@ from typing import Any
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
-from layer_mteb.tasks.catalog import TaskSpec, load_task
+from layer_mteb.tasks.catalog import TaskSpec, hub_offline, load_task, task_data
 
 logger = logging.getLogger(__name__)
 
@@ -63,27 +63,24 @@ def task_units(
     """Resolved task specs (:class:`~layer_mteb.evaluation.request.RunRequest`) -> [(mteb task, data origin, data
     fingerprint)]; mteb task objects a caller gave pass as they are.
 
-    With the hub offline (``HF_HUB_OFFLINE``), a task without a local copy cannot load: all such tasks are named in
-    one error before any model loads, or, with ``skip_unavailable``, left out with one warning naming them.
+    With the hub offline (``HF_HUB_OFFLINE``), a task whose data is neither in the data folder nor shipped in the
+    package cannot load: all such tasks are named in one error before any model loads, or, with
+    ``skip_unavailable``, left out with one warning naming them.
     """
     if tasks and not isinstance(tasks[0], TaskSpec):
         return [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
     units = []
     for spec in tasks:
         task = load_task(spec, split, data_dir)
-        local = data_dir / spec.name if data_dir is not None else None
-        if spec.custom is None and local is not None and local.is_dir():  # the folder's content and which file is
-            fingerprint = text_hash(content_hash(local), sorted(spec.local_files.items()))  # which split
+        origin, folder = task_data(spec, data_dir)
+        if folder is not None:  # the folder's content and which file is which split
+            fingerprint = text_hash(content_hash(folder), sorted(spec.local_files.items()))
         else:  # a custom task's revision is already the fingerprint of its files and declaration
             fingerprint = task.metadata.revision
-        units.append((task, _origin(spec, data_dir), fingerprint))
+        units.append((task, origin, fingerprint))
     unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
     if unavailable and not skip_unavailable:
-        where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
-        raise UserError(
-            f"the hub is offline and {len(unavailable)} task(s) have no local copy {where}: "
-            f"{', '.join(unavailable)}; use --tasks offline, or --skip-unavailable to run the others"
-        )
+        raise UserError(unavailable_message(unavailable, data_dir, len(units) - len(unavailable)))
     if unavailable:
         logger.warning(
             "skipping %d task(s) with no local copy (hub offline): %s", len(unavailable), ", ".join(unavailable)
@@ -94,19 +91,16 @@ def task_units(
     return units
 
 
-def hub_offline() -> bool:
-    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``)."""
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def _origin(spec: TaskSpec, data_dir: Path | None) -> str:
-    if spec.custom is not None:
-        return "custom"
-    if data_dir is not None and (data_dir / spec.name).is_dir():
-        return "local-partial" if spec.partial else "local"
-    return "hub"
+def unavailable_message(names: Sequence[str], data_dir: Path | None, n_others: int) -> str:
+    """The one line for tasks that neither the data folder nor the hub can give: it names the two places their data
+    can come from, and ``--skip-unavailable`` only when other tasks would run."""
+    where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
+    others = f", or --skip-unavailable to run the other {n_others}" if n_others else ""
+    return (
+        f"the hub is offline and {len(names)} task(s) have no local copy {where}: {', '.join(names)}; "
+        "give a data folder holding a folder per task (--data-dir DIR or $LAYER_MTEB_DATA), "
+        f"or run where the hub can be reached (without HF_HUB_OFFLINE=1){others}"
+    )
 
 
 def check_writable(folder: Path) -> None:

@@ -23,6 +23,9 @@ BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")
 DATA_DIR_ENV = "LAYER_MTEB_DATA"
 # the project's shared task data, one level above a checkout (the README's ``../shared/data``)
 SIBLING_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+#: the demo's tasks shipped inside the package (package data, with each task's provenance and licence), read when
+#: neither the data folder nor the hub has them: see :func:`task_data`
+EMBEDDED_DATA_DIR = Path(__file__).resolve().parent / "demo_data"
 _announced: set[Path] = set()
 logger = logging.getLogger(__name__)
 
@@ -254,9 +257,10 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
 def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
     """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets.
 
-    When ``data_dir`` has a folder for it, the task comes with that folder's data loaded (mteb then neither loads
-    nor unloads it); ``task.unload_data()`` drops it for good, and ``load_task`` again reads it anew. A custom task
-    (:mod:`.custom`) comes with its files loaded too; its own ``load_data`` reads them again after an unload.
+    When ``data_dir`` has a folder for it, or the hub is offline and the package ships its data, the task comes with
+    that folder's data loaded (:func:`task_data`; mteb then neither loads nor unloads it); ``task.unload_data()``
+    drops it for good, and ``load_task`` again reads it anew. A custom task (:mod:`.custom`) comes with its files
+    loaded too; its own ``load_data`` reads them again after an unload.
     """
     if spec.custom is not None:  # read now, as local data is: a bad file fails before any model loads
         task = custom_task(spec.custom)
@@ -268,9 +272,45 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
         task = mteb.get_task(spec.name, eval_splits=[split], hf_subsets=list(spec.subsets) if spec.subsets else None)
     except KeyError:
         raise UserError(unknown_tasks_message([spec.name], known_names())) from None
-    if data_dir is not None and (data_dir / spec.name).is_dir():
-        load_local_data(task, data_dir / spec.name, spec)
+    _, folder = task_data(spec, data_dir)
+    if folder is not None:
+        load_local_data(task, folder, spec)
     return task
+
+
+def task_data(spec: TaskSpec, data_dir: Path | None) -> tuple[str, Path | None]:
+    """Where the data of ``spec`` comes from, as (origin, folder): the one precedence every command follows.
+
+    1. the task's folder in the data folder (``--data-dir`` / ``$LAYER_MTEB_DATA``): ``local``, or ``local-partial``
+       where ``tasks.yaml`` says the copy differs from mteb's;
+    2. the hub, when it can be reached: ``hub`` (mteb's own copy, which published scores use), no folder;
+    3. with the hub offline, the copy shipped in the package (:data:`EMBEDDED_DATA_DIR`, the demo's tasks only):
+       ``embedded``.
+
+    A task in none of them is ``hub`` with the hub offline: the run names it in one error before any model loads.
+    A custom task reads its own files (``custom``).
+    """
+    if spec.custom is not None:
+        return "custom", None
+    if data_dir is not None and (data_dir / spec.name).is_dir():
+        return ("local-partial" if spec.partial else "local"), data_dir / spec.name
+    embedded = EMBEDDED_DATA_DIR / spec.name
+    if hub_offline() and embedded.is_dir():
+        return "embedded", embedded
+    return "hub", None
+
+
+def embedded_tasks() -> list[str]:
+    """The tasks whose data ships in the package (:data:`EMBEDDED_DATA_DIR`), sorted."""
+    return sorted(folder.name for folder in EMBEDDED_DATA_DIR.iterdir() if folder.is_dir())
+
+
+def hub_offline() -> bool:
+    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``, set by the user or by the command
+    line's probe when the hub cannot be reached)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def task_type(name: str) -> str | None:
