@@ -27,7 +27,8 @@ IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 #: what CI must find: (path, what it is, how to point at another copy)
 REQUIRED_IN_CI = (
     (SHARED_DATA / "STSBenchmark", "the task data folder", "LAYER_MTEB_DATA"),
-    (SHARED_REFERENCE / RELEASE_SCORES_FILE, "the authors' release", "LAYER_MTEB_REFERENCE"),
+    (SHARED_REFERENCE / RELEASE_SCORES_FILE, "the tables extracted from the authors' release", "LAYER_MTEB_REFERENCE"),
+    (SHARED_REFERENCE / "release" / "experiments" / "results", "the authors' release", "LAYER_MTEB_REFERENCE"),
 )
 
 

@@ -22,9 +22,11 @@ def pytest_run(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 def test_in_ci_a_missing_data_or_reference_folder_fails_the_run(tmp_path):
     run = pytest_run(NO_DATA, CI="true", LAYER_MTEB_DATA=str(tmp_path), LAYER_MTEB_REFERENCE=str(tmp_path))
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "CI=true, and missing: the task data folder" in run.stdout + run.stderr
-    assert f"the authors' release ({tmp_path}/official_layer_scores.csv not found" in run.stdout + run.stderr
+    said = run.stdout + run.stderr
+    assert run.returncode == 1, said
+    assert "CI=true, and missing: the task data folder" in said
+    assert f"extracted from the authors' release ({tmp_path}/official_layer_scores.csv not found" in said
+    assert f"the authors' release ({tmp_path}/release/experiments/results not found" in said
 
 
 def test_outside_ci_a_test_that_needs_the_data_folder_skips_saying_why(tmp_path):
