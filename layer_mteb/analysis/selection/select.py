@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.rules import best_line
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.agreement import AGREEMENT, READS_AGREEMENT, AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
@@ -265,6 +266,18 @@ def run_leaderboard(
         "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
         f"--per-task shows the metric selectors: {names}"
     )
+
+
+def best_lines(run: str | Path, selection: pd.DataFrame) -> list[str]:
+    """Per model of ``run``, what best and regret compare in the table ``select`` prints for ``selection``
+    (:func:`~layer_mteb.analysis.rules.best_line`): every mode prints the same two bests, one layer for every task
+    and each task's own best layer, and says which of them its regret is against."""
+    per_task = not (selection["task"] == MEAN).all()
+    scores = read_scores(run)
+    return [
+        best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
+        for model, part in scores.groupby("model", sort=False)
+    ]
 
 
 LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
