@@ -254,7 +254,8 @@ def run_leaderboard(
     they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
     metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
     (a general source such as WikiText would pick in both scopes)."""
-    board = leaderboard(selection, mean_tasks=tasks_in_mean(read_scores(run)))
+    within = ["model"] if selection["model"].nunique() > 1 else []  # a run of several models: ranked per model
+    board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(read_scores(run)))
     if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
         return board, None
     both = pd.read_csv(Path(run) / selection_file(by))
