@@ -111,7 +111,7 @@ def test_every_mode_of_select_reports_the_same_bests_and_says_which_its_regret_i
     # (0.6+0.5)/2 at 4 -> layer 3 (0.6); each task at its own best: (0.6 + 0.7) / 2 = 0.65
     bests = "best of test/m over 2 tasks: one layer for every task: layer 3, mean 0.6000; each task at its own best "
     bests += "layer: mean 0.6500; the table's best_score and regret are against "
-    assert plain_line.startswith(bests + "the one layer") and "compares layers 0-4 of 0-6" in plain_line
+    assert plain_line.startswith(bests + "that one layer") and "compares layers 0-4 of 0-6" in plain_line
     assert per_task_line.startswith(bests + "each task's own best layer")
     assert auto_line == per_task_line
     mean_oracle = plain.query("task == 'mean' and selector == 'oracle'").iloc[0]

@@ -165,7 +165,7 @@ def best_line(model: str, table: pd.DataFrame, per_task: bool) -> str:
         else "one layer for every task: none (no layer is scored on every task)"
     )
     own = f"each task at its own best layer: mean {best['per_task']:.4f}"
-    shown = "each task's own best layer (a layer per task)" if per_task else "the one layer (--per-task: per task)"
+    shown = "each task's own best layer (a layer per task)" if per_task else "that one layer"
     line = f"best of {model} over {tasks_phrase(int(best['n_tasks']))}: {single}; {own}; the table's best_score "
     line += f"and regret are against {shown}"
     if best["partial"]:
