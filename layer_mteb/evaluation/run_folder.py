@@ -16,14 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import read_scores_if_any, with_legacy_settings
 from layer_mteb.common.run_files import SCORES_FILE, shard_pattern
 from layer_mteb.model.names import recorded_name
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the settings a request states before its model loads (the attention only when asked: None is the model's own)
 STATED = tuple(c for c in SETTINGS_COLUMNS if c != "attention")
@@ -60,12 +61,19 @@ class FolderRuns:
             )
 
 
-def held_scores(output: Path) -> pd.DataFrame:
-    """Every score row the folder holds: ``scores.csv`` and the shard tables not merged yet."""
-    parts = [read_scores_if_any(output)]
-    parts += [with_legacy_settings(pd.read_csv(path)) for path in sorted(output.glob(shard_pattern(SCORES_FILE)))]
+def held_scores(output: Path) -> pd.DataFrame | None:
+    """Every score row the folder holds: ``scores.csv`` and the shard tables not merged yet; None when it holds
+    none (read without pandas, so ``run``'s up-front checks stay light for a new folder)."""
+    paths = [p for p in [output / SCORES_FILE, *sorted(output.glob(shard_pattern(SCORES_FILE)))] if p.is_file()]
+    if not paths:
+        return None
+    import pandas as pd
+
+    from layer_mteb.common.results import with_legacy_settings
+
+    parts = [with_legacy_settings(pd.read_csv(path)) for path in paths]
     parts = [p for p in parts if not p.empty]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return pd.concat(parts, ignore_index=True) if parts else None
 
 
 def check_output(
@@ -77,7 +85,7 @@ def check_output(
     if output is None or not output.is_dir():
         return None
     held = held_scores(output)
-    if held.empty:
+    if held is None:
         return None
     settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
     named = settings[settings["attention"] != NATIVE]
