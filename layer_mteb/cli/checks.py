@@ -18,8 +18,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.plan import check_writable
-from layer_mteb.evaluation.request import resolve_run
-from layer_mteb.evaluation.run_folder import check_output
+from layer_mteb.evaluation.request import check_output, resolve_run
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task

@@ -27,8 +27,7 @@ from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder
 from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.request import RunRequest, resolve_run
-from layer_mteb.evaluation.run_folder import check_output
+from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
 from layer_mteb.evaluation.runlog import time_record, warn_stale_side_files, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
