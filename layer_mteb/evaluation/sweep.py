@@ -184,7 +184,7 @@ class _Record:
         return self._results
 
     def __post_init__(self) -> None:
-        # what the folder already holds (other tasks, layers or settings) stays; this run adds or replaces its own
+        # what the folder already holds (other tasks or layers) stays; this run adds or replaces its own
         self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
         self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
         # the folders this sweep may create, known before it creates any
