@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 import torch
 from conftest import RAGGED_TEXTS, ForwardCounter, minilm_folder, tiny_model
 
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.attention import set_attention
@@ -42,27 +44,30 @@ def test_experiment_kwargs_change_with_attention_and_normalize(bert_tokenizer):
 
 
 def test_no_stale_reuse_across_attention_and_normalize(bert_tokenizer, data_dir, tmp_path):
-    """Same model, same output folder and vector cache: each new setting encodes again and gets its own rows."""
+    """Same model and vector cache: each new setting encodes again and gets its own rows, in its own run folder (a
+    folder holds one setting: writing another into it is refused)."""
     loaded = tiny_model("llama", bert_tokenizer)
-    out = tmp_path / "run"
 
-    def run(config: EncodeConfig) -> tuple[pd.DataFrame, int]:
+    def run(config: EncodeConfig, folder: str) -> tuple[pd.DataFrame, int]:
         counter = ForwardCounter(loaded.model)
         try:
             frame = sweep(
-                loaded, ["BIOSSES"], layers="-1", config=config, data_dir=data_dir, output=out, progress=False
-            )
+                loaded, ["BIOSSES"], layers="-1", config=config, data_dir=data_dir, output=tmp_path / folder,
+                progress=False,
+            )  # fmt: skip
         finally:
             counter.close()
         return frame, counter.texts
 
-    causal, encoded = run(EncodeConfig())
+    causal, encoded = run(EncodeConfig(), "causal")
     assert encoded > 0 and causal["attention"].item() == "causal"
-    assert run(EncodeConfig())[1] == 0  # the same settings are served from the caches
-    normalized, encoded = run(EncodeConfig(normalize=True))
+    assert run(EncodeConfig(), "causal")[1] == 0  # the same settings are served from the caches
+    with pytest.raises(UserError, match="with normalize=False; this run asks normalize=True"):
+        run(EncodeConfig(normalize=True), "causal")
+    normalized, encoded = run(EncodeConfig(normalize=True), "normalized")
     assert encoded > 0 and bool(normalized["normalize"].item())
     set_attention(loaded, "bidirectional")
-    bidirectional, encoded = run(EncodeConfig())
+    bidirectional, encoded = run(EncodeConfig(), "bidirectional")
     assert encoded > 0 and bidirectional["attention"].item() == "bidirectional"
     assert bidirectional["main_score"].item() != causal["main_score"].item()
-    assert len(list((out / "mteb").rglob("BIOSSES.json"))) == 3  # one mteb result per setting, none overwritten
+    assert len(list(tmp_path.rglob("BIOSSES.json"))) == 3  # one mteb result per setting

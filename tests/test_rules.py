@@ -84,3 +84,43 @@ def test_a_table_without_n_layers_holds_every_layer_and_its_deepest_is_the_last(
     stress_like = pd.DataFrame({"layer": range(N_LAYERS + 1), "value": 0.0})
     assert last_layer_of(stress_like) == N_LAYERS
     assert last_layer_of(scores[scores["task"] == "B"]) == N_LAYERS  # a run records n_layers: not B's deepest, 4
+
+
+def _printed_select(capsys, folder, *options: str) -> tuple[pd.DataFrame, str]:
+    """``layer-mteb select --run folder options``: the selection it wrote and the line naming its bests."""
+    from layer_mteb.cli import main
+    from layer_mteb.common.run_files import selection_file
+
+    assert main(["select", "--run", str(folder), *options]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("best of ")]
+    by = options[options.index("--by") + 1] if "--by" in options else None
+    return pd.read_csv(folder / selection_file(by)), line
+
+
+def test_every_mode_of_select_reports_the_same_bests_and_says_which_its_regret_is_against(run, tmp_path, capsys):
+    scores, metrics = run
+    folder = tmp_path / "run"
+    folder.mkdir()
+    scores.to_csv(folder / "scores.csv", index=False)
+    metrics.to_csv(folder / "metrics.csv", index=False)
+    plain, plain_line = _printed_select(capsys, folder)
+    per_task, per_task_line = _printed_select(capsys, folder, "--per-task")
+    auto, auto_line = _printed_select(capsys, folder, "--by", "auto")
+
+    # the one layer for both tasks: mean over the layers both have (0-4): (0.6+0.4)/2 at 2, (0.5+0.7)/2 at 3,
+    # (0.6+0.5)/2 at 4 -> layer 3 (0.6); each task at its own best: (0.6 + 0.7) / 2 = 0.65
+    bests = "best of test/m over 2 tasks: one layer for every task: layer 3, mean 0.6000; each task at its own best "
+    bests += "layer: mean 0.6500; the table's best_score and regret are against "
+    assert plain_line.startswith(bests + "that one layer") and "compares layers 0-4 of 0-6" in plain_line
+    assert per_task_line.startswith(bests + "each task's own best layer")
+    assert auto_line == per_task_line
+    mean_oracle = plain.query("task == 'mean' and selector == 'oracle'").iloc[0]
+    assert (mean_oracle["chosen_layer"], mean_oracle["best_score"]) == (3, pytest.approx(0.6))
+
+    # per task, both modes judge the same baselines with the same best and regret
+    columns = ["task", "selector", "chosen_layer", "best_score", "regret"]
+    baselines = "selector in ['oracle', 'last_layer', 'middle_layer'] and task != 'mean'"
+    ours = per_task.query(baselines)[columns].sort_values(["task", "selector"]).reset_index(drop=True)
+    theirs = auto.query(baselines)[columns].sort_values(["task", "selector"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(ours, theirs)
+    assert ours.groupby("task")["best_score"].first().mean() == pytest.approx(0.65)

@@ -147,7 +147,8 @@ def test_run_log_scores_mteb_experiment_and_vector_store_all_name_the_attention_
 
 def test_rows_of_the_models_own_attention_written_as_native_are_replaced_by_a_rerun(bert_tokenizer, data_dir, tmp_path):
     """Older tables say ``native`` for the model's own attention: a rerun that shows it (no --attention, causal for a
-    decoder) replaces those rows; a model it does not run keeps them, and a switched decoder never claims them."""
+    decoder) replaces those rows; a model it does not run keeps them, and a switched decoder never claims them (and,
+    once it wrote its rows, the folder holds that attention: the model's own is another setting, refused)."""
     loaded = tiny_model("llama", bert_tokenizer)
     out = tmp_path / "run"
 
@@ -159,12 +160,17 @@ def test_rows_of_the_models_own_attention_written_as_native_are_replaced_by_a_re
 
     fresh = run()
     other = fresh.iloc[:1].assign(model="old/model")
-    pd.concat([fresh, other]).assign(attention="native").to_csv(out / "scores.csv", index=False)
-    switched = run("bidirectional")  # not the model's own: the native rows are another measurement and stay
-    assert sorted(switched["attention"]) == ["bidirectional"] * 2 + ["native"] * 3
+    older = pd.concat([fresh, other]).assign(attention="native")
+    older.to_csv(out / "scores.csv", index=False)
     again = run()
     assert sorted(zip(again["model"], again["attention"], strict=True)) == sorted(
-        [(loaded.name, "bidirectional")] * 2 + [(loaded.name, "causal")] * 2 + [("old/model", "native")]
+        [(loaded.name, "causal")] * 2 + [("old/model", "native")]
     )
     mine = again[(again["model"] == loaded.name) & (again["attention"] == "causal")].reset_index(drop=True)
     pd.testing.assert_frame_equal(mine, fresh)
+
+    older.to_csv(out / "scores.csv", index=False)
+    switched = run("bidirectional")  # not the model's own: the native rows are another measurement and stay
+    assert sorted(switched["attention"]) == ["bidirectional"] * 2 + ["native"] * 3
+    with pytest.raises(UserError, match="holds scores with attention=bidirectional; this run's model runs attention=c"):
+        run()

@@ -17,6 +17,12 @@ the paper reproduction; ``docs/report.md`` says why. It sits below every other a
   the one whose cut model costs least; equal costs go to the shallower layer. The cost is the forward FLOPs fraction
   of ``cost.csv`` (not its seconds: timing on a shared machine is noisy, and noise must not pick the layer); every
   block adds FLOPs, so this is the shallowest such layer, and without ``cost.csv`` the depth ranks the same way.
+- **The best, in both of ``select``'s scopes** (:func:`best_of`): one layer for every task (``select``, scope
+  ``mean``) compares the mean over tasks at the layers every task has, and its best is the layer of the highest mean;
+  a layer per task (``--per-task``, and every ``--by`` that picks per task, ``auto`` included) compares each task at
+  its own scored layers, and its best is each task's best layer, averaged. ``regret = best − chosen`` within the scope
+  the table shows; ``select`` prints both bests in every mode (:func:`best_line`), so two modes never report different
+  bests without saying which is which.
 - **Correlations** need :data:`MIN_LAYERS` layers with both a metric value and a score, both varying.
 - **Figure 1's tasks**: :func:`common_tasks`; a curve is drawn only at layers holding every one of them; when they
   are fewer than some model scored, :func:`fewer_shared_tasks` says so.
@@ -126,6 +132,55 @@ def fewer_shared_tasks(scores: pd.DataFrame, chosen: list[str], what: str = "Fig
     if not chosen:
         shared = "each run's own tasks (no task is shared)"
     return f"{what} averages {shared}; tasks per run: {counts} (Table 1 averages each run's own)"
+
+
+def best_of(table: pd.DataFrame) -> dict[str, object]:
+    """The best of one model's (layers × tasks) score table in both of ``select``'s scopes (the module's rules):
+    ``layer``/``single`` the one layer of the highest mean over tasks at the ``complete`` layers (those every task
+    has), ``per_task`` the mean over tasks of each task's best; ``partial`` names each task lacking a scored layer."""
+    table = table.dropna(how="all")
+    complete = table.dropna()
+    mean = complete.mean(axis=1)
+    layer = extremum_layer(mean, "max") if len(mean) else None
+    lacking = {str(t): int(table[t].isna().sum()) for t in table.columns if table[t].isna().any()}
+    return {
+        "n_tasks": table.shape[1],
+        "layer": layer,
+        "single": float(mean[layer]) if layer is not None else math.nan,
+        "per_task": float(table.max().mean()),
+        "complete": [int(k) for k in complete.index],
+        "layers": [int(k) for k in table.index],
+        "partial": lacking,
+    }
+
+
+def best_line(model: str, table: pd.DataFrame, per_task: bool) -> str:
+    """One line saying what ``best`` and ``regret`` compare in the table ``select`` printed (``per_task``: a layer
+    per task, else one layer for every task), with the other scope's best beside it, and, in a partial run, which
+    layers the mean over tasks compares."""
+    best = best_of(table)
+    single = (
+        f"one layer for every task: layer {best['layer']}, mean {best['single']:.4f}"
+        if best["layer"] is not None
+        else "one layer for every task: none (no layer is scored on every task)"
+    )
+    own = f"each task at its own best layer: mean {best['per_task']:.4f}"
+    shown = "each task's own best layer (a layer per task)" if per_task else "that one layer"
+    line = f"best of {model} over {tasks_phrase(int(best['n_tasks']))}: {single}; {own}; the table's best_score "
+    line += f"and regret are against {shown}"
+    if best["partial"]:
+        compared = _span(best["complete"]) if best["complete"] else "none"
+        lacking = ", ".join(f"{t} ({n})" for t, n in best["partial"].items())
+        line += (
+            f"; the mean over tasks compares layers {compared} of {_span(best['layers'])}, the ones every task has "
+            f"(tasks lacking layers: {lacking})"
+        )
+    return line
+
+
+def _span(layers: list[int]) -> str:
+    contiguous = layers == list(range(layers[0], layers[-1] + 1))
+    return f"{layers[0]}-{layers[-1]}" if contiguous and len(layers) > 2 else ", ".join(map(str, layers))
 
 
 def tasks_phrase(n: int) -> str:

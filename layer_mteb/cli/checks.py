@@ -19,7 +19,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.evaluation.plan import check_writable
-from layer_mteb.evaluation.request import resolve_run
+from layer_mteb.evaluation.request import check_output, resolve_run
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
@@ -67,7 +67,9 @@ def _check_run(args: argparse.Namespace) -> None:
         trust_remote_code=args.trust_remote_code,
         announce=False,
     )
-    _check_encoding(args, args.model)
+    config = _check_encoding(args, args.model)
+    request = args.request
+    check_output(request.output, request.models, request.revisions, config)  # no second model or setting mixed in
 
 
 def _check_metrics(args: argparse.Namespace) -> None:
@@ -82,10 +84,10 @@ def _check_metrics(args: argparse.Namespace) -> None:
     _check_encoding(args, [args.model])
 
 
-def _check_encoding(args: argparse.Namespace, models: list[str]) -> None:
+def _check_encoding(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
     """The encode options as :class:`EncodeConfig` checks them (on CPU: whether CUDA exists is torch's to say, later),
     and a memory budget against the models whose width is known without loading them."""
-    EncodeConfig(
+    config = EncodeConfig(
         readout=args.readout,
         pooling=args.pooling,
         max_length=args.max_length,
@@ -101,6 +103,7 @@ def _check_encoding(args: argparse.Namespace, models: list[str]) -> None:
             hidden = known_hidden_size(model)
             if hidden is not None:
                 check_one_vector_fits(budget, hidden, model)
+    return config
 
 
 def _check_runs(args: argparse.Namespace) -> None:

@@ -155,7 +155,7 @@ def stress(args: argparse.Namespace) -> None:
 
 
 def select(args: argparse.Namespace) -> None:
-    from layer_mteb.analysis.selection.select import run_leaderboard, select_layers
+    from layer_mteb.analysis.selection.select import best_lines, run_leaderboard, select_layers
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_files import selection_file
 
@@ -180,7 +180,8 @@ def select(args: argparse.Namespace) -> None:
         for line in describe_agreement(args.run, selection, args.by, options):
             print(line)
     board, note = run_leaderboard(args.run, selection, args.by)
-    print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
+    lines = [*best_lines(args.run, selection), *([note] if note else [])]
+    print_leaderboard(board, Path(args.run) / selection_file(args.by), "\n".join(lines))
     print_cheapest(args.run)
 
 

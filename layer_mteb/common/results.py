@@ -139,15 +139,31 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
     own) give way to rows of the same layer that name the attention. Every command that loads a run's model again
     (``select --labels``, ``cost``) reads the run through this, so they refuse the same mixed tables."""
     if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
-        raise UserError("scores.csv holds several models or revisions: give a run folder of one model")
+        runs = scores[["model", "revision"]].astype(str).drop_duplicates()
+        named = ", ".join(f"{m} @ {r}" for m, r in zip(runs["model"], runs["revision"], strict=True))
+        raise UserError(
+            f"scores.csv holds several models or revisions ({named}): this command reads one; give a run folder of "
+            "one model (`layer-mteb run --model M --output FOLDER`, one folder per model)"
+        )
     settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
     if len(scores[settings].drop_duplicates()) > 1:
-        raise UserError(f"scores.csv holds several settings ({', '.join(settings)}): give a run of one setting")
+        differ = [c for c in settings if scores[c].astype(str).nunique() > 1]
+        raise UserError(
+            f"scores.csv holds several settings of {scores['model'].iloc[0]} ({', '.join(differ)} differ): give a "
+            "run of one setting (one --output per setting)"
+        )
     named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
     if "attention" in scores.columns and named["attention"].nunique() > 1:
         raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
     ordered = pd.concat([scores.drop(named.index), named])
     return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
+
+
+def one_setting_per_model(scores: pd.DataFrame) -> pd.DataFrame:
+    """:func:`one_setting` for each model of a table that may hold several (a ``run`` of several ``--model``): the
+    readers that group by model (``select``, ``correlate``, the cost tradeoff) refuse a model scored at several
+    revisions or settings, which they would otherwise average."""
+    return pd.concat([one_setting(part) for _, part in scores.groupby("model", sort=False)], ignore_index=True)
 
 
 def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:

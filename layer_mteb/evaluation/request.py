@@ -12,15 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_files import SCORES_FILE, shard_pattern
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.model.names import model_kind
+from layer_mteb.model.names import model_kind, recorded_name
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom_files import check_custom_files
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,131 @@ def _tasks(tasks: str | Sequence[Any], folder: Path | None) -> tuple[str, tuple[
     task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
     check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
     return task_file.split, tuple(specs)
+
+
+# ---------------------------------------------------------------------------------------------------- the output folder
+# What a run folder may hold: the models (and revisions) of one ``run`` command at one encode setting.
+#
+# A second model or another setting written into a folder would sit in one ``scores.csv`` beside the first, and every
+# reader (select, correlate, cost, export, the label budget) would have to take the table apart again. So ``run``
+# refuses, in one line and before any model loads (:func:`check_output`), a request that adds a model the folder does
+# not hold while leaving out one it does, or that asks other settings (readout, pooling, max length, dtype,
+# normalisation, an explicit attention). A run may rerun or extend its own folder: a request naming a subset of its
+# models adds tasks or layers to them, and one naming all of them plus others (the command that made the folder, after
+# an interruption, or with a model more) may add those. What only loading tells (a hub model's commit, a folder's
+# content hash, the attention a decoder runs by default) is checked once the model is loaded, before anything is
+# written (:meth:`FolderRuns.check_loaded`).
+
+#: the settings a request states before its model loads (the attention only when asked: None is the model's own)
+STATED = tuple(c for c in SETTINGS_COLUMNS if c != "attention")
+NATIVE = str(LEGACY_SETTINGS["attention"])  # older tables' "the model's own attention": matches any
+
+
+@dataclass(frozen=True)
+class FolderRuns:
+    """The (model, revision) runs a folder holds with their one setting, and whether a request may add runs to it
+    (``extends``: it names every run already there)."""
+
+    output: Path
+    runs: frozenset[tuple[str, str]]
+    setting: dict[str, str]
+    extends: bool
+
+    def check_loaded(self, name: str, revision: str, asked: str | None, settings: dict[str, object]) -> None:
+        """The loaded model (``asked``: the revision the request named, None for the default) and the settings it
+        really runs: a revision of a model already in the folder that the request did not name, or an attention
+        other than the folder's, is refused before anything is written."""
+        names = {model for model, _ in self.runs}
+        if (name, revision) not in self.runs and name in names and (asked is None or not self.extends):
+            held = ", ".join(sorted(r for m, r in self.runs if m == name))
+            raise UserError(
+                f"{self.output} holds {name} at revision {held}; this run loaded revision {revision}: "
+                "give another --output, or --revision to name the one it holds"
+            )
+        attention, held_attention = str(settings.get("attention")), self.setting.get("attention", NATIVE)
+        if held_attention != NATIVE and attention != held_attention:
+            raise UserError(
+                f"{self.output} holds scores with attention={held_attention}; this run's model runs "
+                f"attention={attention}: give another --output (a run folder holds one setting), or --attention "
+                f"{held_attention}"
+            )
+
+
+def held_scores(output: Path) -> pd.DataFrame | None:
+    """Every score row the folder holds: ``scores.csv`` and the shard tables not merged yet; None when it holds
+    none (read without pandas, so ``run``'s up-front checks stay light for a new folder)."""
+    paths = [p for p in [output / SCORES_FILE, *sorted(output.glob(shard_pattern(SCORES_FILE)))] if p.is_file()]
+    if not paths:
+        return None
+    import pandas as pd
+
+    from layer_mteb.common.results import with_legacy_settings
+
+    parts = [with_legacy_settings(pd.read_csv(path)) for path in paths]
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
+def check_output(
+    output: Path | None, models: Sequence[object], revisions: Sequence[str | None], config: EncodeConfig
+) -> FolderRuns | None:
+    """The runs ``output`` holds, once checked against a request of ``models`` × ``revisions`` at ``config``; None
+    for a new or empty folder. A request that mixes a model or a setting into another's folder is one
+    :class:`UserError` naming the fix."""
+    if output is None or not output.is_dir():
+        return None
+    held = held_scores(output)
+    if held is None:
+        return None
+    settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
+    named = settings[settings["attention"] != NATIVE]
+    if len(settings[list(STATED)].drop_duplicates()) > 1 or named["attention"].nunique() > 1:
+        raise UserError(
+            f"{output} already holds scores of several settings: give a new --output (a run folder holds one setting)"
+        )
+    setting = settings.iloc[0].to_dict()
+    if not named.empty:
+        setting["attention"] = str(named["attention"].iloc[0])
+    runs = frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True))
+    _check_setting(output, setting, config, runs)
+    requested = [_identity(model, revision) for model in models for revision in revisions]
+    within = all(any(_matches(r, run) for run in runs) for r in requested)
+    extends = all(any(_matches(r, run) for r in requested) for run in runs)
+    if not (within or extends):
+        new = sorted({r[0] for r in requested if not any(_matches(r, run) for run in runs)})
+        raise UserError(
+            f"{output} holds the scores of {_listed(runs)}; this run would add {', '.join(new)}: give it another "
+            "--output (a run folder holds the models of one `run` command; name them all in one command to "
+            "score several side by side)"
+        )
+    return FolderRuns(output, runs, setting, extends)
+
+
+def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, runs) -> None:
+    asked = {name: str(value) for name, value in config.key().items() if name in STATED}
+    if config.attention is not None and setting.get("attention", NATIVE) != NATIVE:
+        asked["attention"] = config.attention
+    differ = [name for name, value in asked.items() if setting.get(name) != value]
+    if differ:
+        held = ", ".join(f"{name}={setting[name]}" for name in differ)
+        wanted = ", ".join(f"{name}={asked[name]}" for name in differ)
+        raise UserError(
+            f"{output} holds scores of {_listed(runs)} with {held}; this run asks {wanted}: give it another --output "
+            "(a run folder holds one setting)"
+        )
+
+
+def _identity(model: object, revision: str | None) -> tuple[str, str | None]:
+    """(model, revision) a requested model will be recorded as; the revision None where only loading tells."""
+    if isinstance(model, str):
+        return recorded_name(model, revision)
+    return str(model.name), str(model.revision)
+
+
+def _matches(requested: tuple[str, str | None], run: tuple[str, str]) -> bool:
+    return requested[0] == run[0] and requested[1] in (None, run[1])
+
+
+def _listed(runs) -> str:
+    names = sorted({model for model, _ in runs})
+    return ", ".join(names)

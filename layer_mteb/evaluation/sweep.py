@@ -27,7 +27,7 @@ from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder
 from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.request import RunRequest, resolve_run
+from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
 from layer_mteb.evaluation.runlog import time_record, warn_stale_side_files, write_run_log
 from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
@@ -99,7 +99,8 @@ def run_request(request: RunRequest, options: SweepOptions | None = None) -> pd.
     calls after its up-front checks built the request, and what :func:`sweep` calls after building the same one."""
     options = options or SweepOptions()
     config = request.config or EncodeConfig(device=default_device())
-    # before any model: a task without data should not wait for a model load
+    # before any model: another model or setting is not mixed into the folder, a task without data fails first
+    folder = check_output(request.output, request.models, request.revisions, config)
     work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
     units = [(m, r, unit) for m in request.models for r in request.revisions for unit in work]
     units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
@@ -116,6 +117,8 @@ def run_request(request: RunRequest, options: SweepOptions | None = None) -> pd.
             settings = resolve_settings(
                 loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
             )
+            if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
+                folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
             _sweep_task(loaded, task, settings, layer_ids, record, options)
             tasks_bar.update()
         tasks_bar.close()
@@ -181,7 +184,7 @@ class _Record:
         return self._results
 
     def __post_init__(self) -> None:
-        # what the folder already holds (other tasks, layers or settings) stays; this run adds or replaces its own
+        # what the folder already holds (other tasks or layers) stays; this run adds or replaces its own
         self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
         self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
         # the folders this sweep may create, known before it creates any

@@ -22,7 +22,14 @@ from layer_mteb.common.files import building, cache_root, content_hash
 from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
 from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
-from layer_mteb.model.names import PACKAGED_MODELS, PackagedModel, model_kind, packaged_distributions, packaged_name
+from layer_mteb.model.names import (
+    PACKAGED_MODELS,
+    PackagedModel,
+    model_kind,
+    packaged_distributions,
+    packaged_name,
+    recorded_name,
+)
 
 __all__ = ["PACKAGED_MODELS", "load_model", "packaged_folder"]
 
@@ -108,9 +115,9 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str
         return str(folder), packaged.gguf_file, packaged.hub_id, f"{packaged.distributions[0]}-{version}"
     path = Path(name).expanduser()
     if kind == "gguf":
-        return str(path.parent), path.name, f"local/{path.stem}", revision or content_hash(path)
+        return str(path.parent), path.name, recorded_name(name)[0], revision or content_hash(path)
     if kind == "folder":
-        return str(path), None, f"local/{path.resolve().name}", revision or content_hash(path)
+        return str(path), None, recorded_name(name)[0], revision or content_hash(path)
     return name, None, name, revision
 
 

@@ -88,6 +88,21 @@ def packaged_name(name: str, revision: str) -> str | None:
     return None
 
 
+def recorded_name(name: str, revision: str | None = None) -> tuple[str, str | None]:
+    """(model, revision) as a results table will record ``name`` once loaded, known without loading it; the revision
+    is None where only loading tells it (a hub id at its main branch, a folder's or GGUF file's content hash)."""
+    kind = model_kind(name)
+    if kind == "packaged":
+        packaged = PACKAGED_MODELS[name]
+        return packaged.hub_id, f"{packaged.distributions[0]}-{metadata.version(packaged.distributions[0])}"
+    path = Path(name).expanduser()
+    if kind == "gguf":
+        return f"local/{path.stem}", revision
+    if kind == "folder":
+        return f"local/{path.resolve().name}", revision
+    return name, revision
+
+
 def may_need_hub(name: str) -> bool:
     """Whether loading ``name`` may reach the hub: a hub id, or a local PEFT adapter whose base may be one."""
     kind = model_kind(name)

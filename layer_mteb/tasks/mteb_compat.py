@@ -89,3 +89,32 @@ def pair_metrics(task, distances: dict, labels: list[int]) -> dict:
     """mteb's pair-classification metrics (``max_ap``, ...) of the evaluator's similarities and distances:
     ``AbsTaskPairClassification._compute_metrics``."""
     return task._compute_metrics(distances, labels)
+
+
+def retrieval_metrics(task, results: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> dict:
+    """mteb's retrieval scores (``ndcg_at_10``, ``map_at_1000``, ...) of ranked ``results`` (query id -> {document
+    id: similarity}, each query's top ``task._top_k``) against ``qrels``: what ``AbsTaskRetrieval._evaluate_subset``
+    computes after its search, through ``RetrievalEvaluator.evaluate`` (identical ids dropped where the task says)
+    and ``make_score_dict``, with the task's own ``k_values`` and ``skip_first_result``."""
+    from mteb._evaluators.retrieval_evaluator import RetrievalEvaluator
+    from mteb._evaluators.retrieval_metrics import make_score_dict
+
+    result = RetrievalEvaluator.evaluate(
+        None,  # a method that reads nothing of its instance (mteb marks it ``noqa: PLR6301``)
+        qrels,
+        results,
+        task.k_values,
+        ignore_identical_ids=task.ignore_identical_ids,
+        skip_first_result=task.skip_first_result,
+    )
+    return make_score_dict(
+        ndcg=result.ndcg,
+        _map=result.map,
+        recall=result.recall,
+        precision=result.precision,
+        mrr=result.mrr,
+        naucs=result.naucs,
+        naucs_mrr=result.naucs_mrr,
+        hit_rate=result.hit_rate,
+        task_scores={},
+    )

@@ -11,6 +11,7 @@ no last layer, so no gain.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.analysis.labels.labelled import (
+    LABELLED_TYPES,
     LabelledExamples,
     labelled_examples,
     layer_score,
@@ -39,6 +41,7 @@ from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 DEFAULT_DRAWS = 10
+logger = logging.getLogger(__name__)
 FULL = "full"  # K meaning every labelled example of the split (one draw)
 
 
@@ -80,6 +83,7 @@ def run_tasks(
         if unknown:
             raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
+    scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
     name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
     config = scores_config(scores)
     loaded = load_scored_model(name, revision, config, model)
@@ -103,6 +107,22 @@ def run_tasks(
         n_layers = int(rows["n_layers"].iloc[0])
         seconds = time.perf_counter() - started
         yield TaskLayers(name, str(task_name), str(subset), curve, examples, vectors, n_layers, encoded, seconds)
+
+
+def labelled_tasks(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the tasks whose type a labelled pick scores (:data:`~.labelled.LABELLED_TYPES`); every other task
+    is skipped with one line naming it (a table without ``task_type`` keeps every task: the loaded task says). None
+    left is a :class:`UserError`."""
+    if "task_type" not in scores.columns:
+        return scores
+    kinds = scores.groupby("task")["task_type"].first().astype(str)
+    skipped = kinds[~kinds.isin(LABELLED_TYPES)]
+    for task, kind in skipped.items():
+        logger.warning("%s skipped: labelled selection scores %s, not %s", task, ", ".join(LABELLED_TYPES), kind)
+    kept = scores[~scores["task"].isin(skipped.index)]
+    if kept.empty:
+        raise UserError(f"no task of the run is of a type labelled selection scores ({', '.join(LABELLED_TYPES)})")
+    return kept
 
 
 def check_budget(k: int | str) -> None:

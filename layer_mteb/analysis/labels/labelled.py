@@ -1,7 +1,8 @@
 """A task's labelled test examples, and each layer's score on any subset of them, computed the way mteb scores them.
 
 :func:`labelled_examples` reads the examples of one (subset, split) from a loaded mteb task: pairs with a gold score
-(STS) or label (pair classification), or texts with a label (classification, clustering). :func:`layer_scores`
+(STS) or label (pair classification), texts with a label (classification, clustering), or queries with their relevant
+documents (retrieval, reranking: :mod:`.search`). :func:`layer_scores`
 scores every layer on the examples ``rows`` picks, from pooled vectors, with mteb's own scoring functions where
 they take vectors or similarities (see each scorer); one array per call, no ``mteb.evaluate``.
 """
@@ -19,6 +20,7 @@ from mteb.abstasks.classification import AbsTaskClassification
 from mteb.abstasks.clustering import AbsTaskClustering
 from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
+from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.sts import AbsTaskSTS
 from sklearn.base import clone
 from sklearn.cluster import MiniBatchKMeans
@@ -27,11 +29,14 @@ from sklearn.metrics.pairwise import paired_cosine_distances, paired_euclidean_d
 from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
+from layer_mteb.analysis.labels.search import Search, search_examples, search_score
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted, task_warnings
 from layer_mteb.tasks.mteb_compat import pair_metrics, sts_gold, sts_metrics
 
 PAIRED = ("STS", "PairClassification")
+#: the mteb task types a labelled pick scores (what each example is: a pair, a labelled text, a query and its qrels)
+LABELLED_TYPES = ("STS", "PairClassification", "Classification", "Clustering", "Retrieval", "Reranking")
 #: mteb's k-means batch size for legacy clustering (``ClusteringEvaluator(clustering_batch_size=500)``)
 KMEANS_BATCH = 500
 logger = logging.getLogger(__name__)
@@ -46,6 +51,7 @@ class LabelledExamples:
     texts: list[str]
     items: np.ndarray
     gold: np.ndarray
+    search: Search | None = None  # retrieval and reranking: the corpus each labelled query (item) searches
 
     def __len__(self) -> int:
         return len(self.items)
@@ -72,6 +78,9 @@ def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
         return _pairs(task, rows[task.input1_column_name], rows[task.input2_column_name], rows[task.label_column_name])
     if isinstance(task, AbsTaskClassification):
         return _singles(task, rows[task.input_column_name], rows[task.label_column_name])
+    if isinstance(task, AbsTaskRetrieval):  # a query with its qrels is one example; the corpus is searched whole
+        texts, queries, query_ids, search = search_examples(rows)
+        return LabelledExamples(task, texts, queries, query_ids, search)
     if isinstance(task, AbsTaskClusteringLegacy | AbsTaskClustering):
         texts, labels = rows[task.input_column_name], rows[task.label_column_name]
         if texts and isinstance(texts[0], list):  # legacy: one row per cluster set
@@ -80,8 +89,7 @@ def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
         labels = [label[0] if isinstance(label, list) else label for label in labels]  # hierarchical: level 0
         return _singles(task, texts, labels)
     raise UserError(
-        f"{task.metadata.name}: labelled selection supports STS, pair classification, classification "
-        f"and clustering, not {task.metadata.type}"
+        f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not {task.metadata.type}"
     )
 
 
@@ -116,6 +124,8 @@ def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray,
     The caller limits BLAS to one thread, once for many calls (entering the limit costs milliseconds, as much as
     scoring a few pairs)."""
     task = examples.task
+    if examples.search is not None:
+        return search_score(task, examples.search, layer, examples.items[rows], examples.gold[rows])
     kind = task.metadata.type
     scorer = {"STS": _sts, "PairClassification": _pair_classification}.get(kind)
     if scorer is None:

@@ -15,7 +15,7 @@ from layer_mteb.analysis.runs.choices import METRIC_READOUTS, PYTHIA_SCORES_FILE
 from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import read_scores, with_legacy_settings
+from layer_mteb.common.results import one_setting_per_model, read_scores, with_legacy_settings
 from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.metrics.texts import task_source
@@ -56,6 +56,7 @@ def load_run(
             metrics = read_metrics(run)
     if scores.empty:
         raise UserError("the scores table is empty")
+    scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
     settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
     used = scores[["model", *settings, "readout"]].drop_duplicates()
     matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
@@ -110,7 +111,7 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     folders = list(dict.fromkeys(Path(f) for f in folders))
     if not folders:
         raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
-    parts = [(folder, part) for folder in folders for _, part in read_run_scores(folder).groupby("model", sort=False)]
+    parts = [(folder, part) for folder in folders for part in _runs_in(read_run_scores(folder))]
     labels = _labels([part for _, part in parts])
     scores, sides = [], {name: [] for name in SIDE_FILES}
     for (folder, part), label in zip(parts, labels, strict=True):
@@ -125,6 +126,13 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     merged = merged.drop_duplicates(keys, keep="last").reset_index(drop=True)
     merged_sides = {name: _merge_side(name, frames) for name, frames in sides.items()}
     return Runs(merged, **merged_sides, folders=folders)
+
+
+def _runs_in(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """A folder's table split by model, revision and settings (a ``run`` of several ``--model`` or revisions, or a
+    table written before a folder held one setting): each its own label, never averaged together."""
+    keys = ["model", *[c for c in CONFIG_COLUMNS if c in frame.columns and c != "attention"]]
+    return [part for _, part in frame.groupby(keys, sort=False, dropna=False)]
 
 
 def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFrame | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.rules import best_line
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.agreement import AGREEMENT, READS_AGREEMENT, AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
@@ -253,7 +254,8 @@ def run_leaderboard(
     they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
     metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
     (a general source such as WikiText would pick in both scopes)."""
-    board = leaderboard(selection, mean_tasks=tasks_in_mean(read_scores(run)))
+    within = ["model"] if selection["model"].nunique() > 1 else []  # a run of several models: ranked per model
+    board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(read_scores(run)))
     if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
         return board, None
     both = pd.read_csv(Path(run) / selection_file(by))
@@ -265,6 +267,18 @@ def run_leaderboard(
         "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
         f"--per-task shows the metric selectors: {names}"
     )
+
+
+def best_lines(run: str | Path, selection: pd.DataFrame) -> list[str]:
+    """Per model of ``run``, what best and regret compare in the table ``select`` prints for ``selection``
+    (:func:`~layer_mteb.analysis.rules.best_line`): every mode prints the same two bests, one layer for every task
+    and each task's own best layer, and says which of them its regret is against."""
+    per_task = not (selection["task"] == MEAN).all()
+    scores = read_scores(run)
+    return [
+        best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
+        for model, part in scores.groupby("model", sort=False)
+    ]
 
 
 LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]

@@ -16,7 +16,7 @@ import pandas as pd
 from layer_mteb.analysis.rules import cheapest_within, extremum_layer
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.results import one_setting_per_model, read_scores
 from layer_mteb.metrics.cost import COST_FILE
 
 CHEAPEST_COLUMNS = [
@@ -129,4 +129,4 @@ def cheapest_line(row: pd.Series, run: str | Path | None = None) -> str:
 
 def run_cheapest(run: str | Path) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
-    return cheapest_layers(read_scores(run), read_cost(run))
+    return cheapest_layers(one_setting_per_model(read_scores(run)), read_cost(run))
