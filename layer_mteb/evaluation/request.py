@@ -76,7 +76,10 @@ def resolve_run(
     if output_path is not None:
         check_writable(output_path)
     if task_metrics and (shard is not None or launched is not None or output_path is None):
-        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
+        raise UserError(
+            "--task-metrics needs --output and one process; with shards, merge, then run "
+            "`layer-mteb metrics --run RUN --texts task:TASK`"
+        )
     if isinstance(layers, str):
         check_layers(layers)
     folder = data_dir_from_env(data_dir, announce=announce)

@@ -3,6 +3,7 @@ offline copies of task data read through the real mteb task class (its metadata,
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Iterator
@@ -228,6 +229,10 @@ def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskS
     names = [n.strip() for n in selection.split(",") if n.strip()]
     if not names:
         raise UserError("--tasks is empty: give a tasks.yaml, a suite name or task names")
+    suites = [*BUILTIN_SUITES, *task_file.suites]
+    near = difflib.get_close_matches(names[0], suites, n=1) if len(names) == 1 else []
+    if near and names[0] not in known_names() and task_file.spec(names[0]).custom is None:
+        raise UserError(f"unknown suite or mteb task {names[0]!r} (did you mean the suite {near[0]}?)")
     return task_file, [task_file.spec(n) for n in names]
 
 
@@ -246,8 +251,10 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
     if suite not in task_file.suites:
         if any(t.name == suite for t in task_file.tasks):  # FILE.yaml:TASK, one task of the file
             return [task_file.spec(suite)]
-        known = ", ".join([*BUILTIN_SUITES, *task_file.suites])
-        raise UserError(f"unknown suite {suite!r}; known suites: {known} (or a task of the file)")
+        suites = [*BUILTIN_SUITES, *task_file.suites]
+        near = difflib.get_close_matches(suite, [*suites, *(t.name for t in task_file.tasks)], n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise UserError(f"unknown suite {suite!r}{hint}; known suites: {', '.join(suites)} (or a task of the file)")
     return [task_file.spec(name) for name in task_file.suites[suite]]
 
 
