@@ -18,10 +18,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", REPO.parent / "shared" / "data"))
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Converted models and pooled vectors go to a per-session temporary folder, never the user's cache."""
-    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "layer_mteb_cache"))
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Converted models, pooled vectors and mteb's own result cache go to a per-session temporary folder, never the
+    user's cache: set before any fixture of any scope runs (module fixtures that sweep included), and inherited by
+    every subprocess a test starts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYER_MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "layer_mteb_cache"))
+        patch.setenv("MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "mteb_cache"))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ def hub_needed(args: argparse.Namespace) -> bool:
         data = args.request.data_dir
         names = [spec.name for spec in args.request.tasks if spec.custom is None]
     else:
-        data = data_dir_from_env(args.data_dir, announce=False)
+        data = data_dir_from_env(args.data_dir)
         names = _task_texts(_sources(args))
     return any(data is None or not (data / name).is_dir() for name in names)
 
@@ -66,7 +66,6 @@ def _check_run(args: argparse.Namespace) -> None:
         task_metrics=args.task_metrics,
         skip_unavailable=args.skip_unavailable,
         trust_remote_code=args.trust_remote_code,
-        announce=False,
     )
     _check_encoding(args, args.model)
 

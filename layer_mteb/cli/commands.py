@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 from layer_mteb.cli.arguments import output_folder, parse_lengths, process_device
@@ -182,6 +183,11 @@ def select(args: argparse.Namespace) -> None:
     board, note = run_leaderboard(args.run, selection, args.by)
     print_leaderboard(board, Path(args.run) / selection_file(args.by), note)
     print_cheapest(args.run)
+    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT
+    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
+
+    if args.by in READS_AGREEMENT:  # the curves it measured (or read back) are kept for the next pick
+        print(f"agreement curves: {Path(args.run) / AGREEMENT_FILE}")
 
 
 def print_cheapest(run: str) -> None:
@@ -235,6 +241,7 @@ def correlate(args: argparse.Namespace) -> None:
 def label_budget(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.labels.curve import write_curve
 
+    started = time.time()
     needed = write_curve(
         args.run,
         args.output,
@@ -245,6 +252,13 @@ def label_budget(args: argparse.Namespace) -> None:
         workers=args.eval_workers,
     )
     print(needed.to_string(index=False))
+    print_written(Path(args.output), started)
+
+
+def print_written(folder: Path, since: float) -> None:
+    """``wrote FOLDER: a, b, c``: the files a command wrote (or rewrote) into ``folder`` since ``since``."""
+    names = sorted(p.name for p in folder.glob("*") if p.is_file() and p.stat().st_mtime >= since - 1)
+    print(f"wrote {folder}: {', '.join(names) or 'nothing'}")
 
 
 def reproduce(args: argparse.Namespace) -> None:

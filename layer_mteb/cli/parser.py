@@ -126,7 +126,8 @@ def _add_run(commands) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="show every warning of the evaluators (default: counted, one line per task)",
+        help="show every warning of the evaluators (default: counted, one line per task) and the progress bars of "
+        "datasets (default: off)",
     )
     run.set_defaults(handler=handlers.run)
 

@@ -63,7 +63,6 @@ def resolve_run(
     skip_unavailable: bool = False,
     trust_remote_code: bool = False,
     config: EncodeConfig | None = None,
-    announce: bool = True,
 ) -> RunRequest:
     """The checked request for ``model`` (a name, a loaded model, or several names) on ``tasks`` (a ``--tasks``
     selection, task names, or mteb task objects); every mistake is one :class:`UserError`, before any model loads."""
@@ -82,7 +81,7 @@ def resolve_run(
         )
     if isinstance(layers, str):
         check_layers(layers)
-    folder = data_dir_from_env(data_dir, announce=announce)
+    folder = data_dir_from_env(data_dir)
     split, specs = _tasks(tasks, folder)
     return RunRequest(
         models=models,

@@ -24,6 +24,7 @@ BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")
 DATA_DIR_ENV = "LAYER_MTEB_DATA"
 # the project's shared task data, one level above a checkout (the README's ``../shared/data``)
 SIBLING_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+_implicit: set[Path] = set()  # the folder beside the checkout, when it was taken because nothing named a folder
 _announced: set[Path] = set()
 logger = logging.getLogger(__name__)
 
@@ -173,18 +174,15 @@ def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
     return TaskSpec(entry["name"], category, tuple(subsets) if subsets else None, entry.get("fast"), files, partial)
 
 
-def data_dir_from_env(data_dir: str | Path | None, *, announce: bool = True) -> Path | None:
+def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
     """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (said
-    once in the log unless ``announce`` is off, so a user knows where the data came from), else None (tasks then
-    load from the hub)."""
+    once in the log when a task first reads it, :func:`note_data_read`, so a user knows where the data came from),
+    else None (tasks then load from the hub)."""
     chosen = data_dir or os.environ.get(DATA_DIR_ENV)
     if not chosen:
         if not SIBLING_DATA_DIR.is_dir():
             return None
-        if announce and SIBLING_DATA_DIR not in _announced:
-            _announced.add(SIBLING_DATA_DIR)
-            hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
-            logger.warning("data folder: %s (beside the checkout; %s)", SIBLING_DATA_DIR, hint)
+        _implicit.add(SIBLING_DATA_DIR)
         return SIBLING_DATA_DIR
     path = Path(chosen).expanduser()
     if not path.is_dir():
@@ -258,6 +256,15 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
     return [task_file.spec(name) for name in task_file.suites[suite]]
 
 
+def note_data_read(folder: Path) -> None:
+    """Name the data folder in one WARNING line the first time something reads it, when nothing named it (the
+    folder beside the checkout): a command whose tasks are all custom, or that reads no task, says nothing."""
+    if folder in _implicit and folder not in _announced:
+        _announced.add(folder)
+        hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
+        logger.warning("data folder: %s (beside the checkout; %s)", folder, hint)
+
+
 def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
     """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets.
 
@@ -276,6 +283,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     except KeyError:
         raise UserError(unknown_tasks_message([spec.name], known_names())) from None
     if data_dir is not None and (data_dir / spec.name).is_dir():
+        note_data_read(data_dir)
         load_local_data(task, data_dir / spec.name, spec)
     return task
 
