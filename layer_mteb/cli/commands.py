@@ -136,6 +136,7 @@ def stress(args: argparse.Namespace) -> None:
     )
     output = output_folder(args)
     check_writable(output)
+    started = time.time()
     values, dips = run_stress(
         args.model,
         args.texts,
@@ -152,7 +153,7 @@ def stress(args: argparse.Namespace) -> None:
         print(
             f"{test} {level:g}: most bimodal layer {int(top['layer'])} (dip {top['dip']:.3f}, p {top['p_value']:.3g})"
         )
-    print(f"written to {output}")
+    print_written(output, started)
 
 
 def select(args: argparse.Namespace) -> None:
