@@ -58,10 +58,15 @@ def needs(path: Path, what: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(not IN_CI and not path.exists(), reason=f"{what} not found at {path}")
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Converted models and pooled vectors go to a per-session temporary folder, never the user's cache."""
-    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "layer_mteb_cache"))
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Converted models, pooled vectors and mteb's own result cache go to a per-session temporary folder, never the
+    user's cache: set before any fixture of any scope runs (module fixtures that sweep included), and inherited by
+    every subprocess a test starts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYER_MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "layer_mteb_cache"))
+        patch.setenv("MTEB_CACHE", str(tmp_path_factory.getbasetemp() / "mteb_cache"))
+        yield
 
 
 @pytest.fixture(scope="session")

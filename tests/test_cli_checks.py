@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import minilm_folder
+from conftest import REPO, minilm_folder
 
 from layer_mteb.cli.checks import check_arguments, hub_needed
 from layer_mteb.cli.parser import build_parser
@@ -106,6 +106,17 @@ CASES = {
         ["export", "--model", "minilm-l6", "--layer", "3", "--output", "{tmp}"],
         "exists and is not empty; choose another folder or add --overwrite",
     ),
+    "a mistyped suite": (["run", "--model", "minilm-l6", "--tasks", "ofline"], "(did you mean the suite offline?)"),
+    "a mistyped suite of a task file": (
+        ["run", "--model", "minilm-l6", "--tasks", f"{REPO / 'tasks.yaml'}:paper32-fats"],
+        "unknown suite 'paper32-fats' (did you mean paper32-fast?)",
+    ),
+    "a mistyped selector": (["select", "--run", "{tmp}/run", "--by", "agreemnt"], "(did you mean agreement?)"),
+    "a mistyped export selector": (
+        ["export", "--run", "{tmp}/run", "--by", "autto", "--output", "{tmp}/out"],
+        "(did you mean auto?)",
+    ),
+    "metrics of neither a model nor a run": (["metrics", "--texts", "wikitext"], "--model M, or --run RUN"),
     "export a pick without a run": (
         ["export", "--model", "minilm-l6", "--by", "auto", "--output", "{tmp}/out"],
         "--by auto picks a layer from a run's scores: add --run RUN",

@@ -8,6 +8,7 @@ import copy
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -169,6 +170,38 @@ def block_indices(weights: Path, blocks: str) -> set[int]:
         keys = list(handle.keys())
     assert keys, weights
     return {int(key[len(blocks) + 1 :].split(".")[0]) for key in keys if key.startswith(f"{blocks}.")}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_the_module_list_is_one_every_sentence_transformers_version_loads(case, exported):
+    """sentence-transformers 3.0 to 6.x import ``sentence_transformers.models.*`` (6 maps them to its new paths);
+    6's own ``base.modules...`` names fail to import in 5.x and earlier. Checked by hand with 3.0.1, 5.1.2 and 6.2.0:
+    the same vectors (docs/usage.md)."""
+    _, _, folder, _ = exported[case.id]
+    modules = json.loads((folder / "modules.json").read_text())
+    want = ["Transformer", "Pooling", *(["Normalize"] if case.config.normalize else [])]
+    assert [m["type"] for m in modules] == [f"sentence_transformers.models.{name}" for name in want]
+    assert json.loads((folder / "sentence_bert_config.json").read_text()) == {
+        "max_seq_length": MAX_LENGTH,
+        "do_lower_case": False,
+    }
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert [k for k, on in pooling.items() if k.startswith("pooling_mode_") and on] == [
+        {"mean": "pooling_mode_mean_tokens", "first": "pooling_mode_cls_token", "last": "pooling_mode_lasttoken"}[
+            case.config.pooling
+        ]
+    ]
+    assert "chat_template" not in json.loads((folder / "tokenizer_config.json").read_text())
+
+
+def test_every_file_has_the_mode_of_a_plain_new_file(exported):
+    """The weights were written 0600 (through a temporary file): colleagues could not read them."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for _, _, folder, _ in exported.values():
+        for path in [folder, *folder.rglob("*")]:
+            want = (0o777 if path.is_dir() else 0o666) & ~mask
+            assert stat.S_IMODE(path.stat().st_mode) == want, path
 
 
 def test_the_model_card_says_what_the_folder_is(exported):

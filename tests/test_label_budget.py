@@ -187,7 +187,10 @@ def test_baselines_only_keeps_the_measured_curve_and_rereads_the_baselines(plant
     measured.to_csv(out / "label_budget.csv", index=False)
     argv = ["label-budget", "--run", str(planted_run), "--output", str(out), "--data-dir", str(data_dir)]
     assert main([*argv, "--baselines-only"]) == 0
-    assert "within 1 point of the best" in capsys.readouterr().out  # the labels each target needs
+    printed = capsys.readouterr().out
+    assert "within 1 point of the best" in printed  # the labels each target needs
+    [wrote] = [line for line in printed.splitlines() if line.startswith(f"wrote {out}: ")]  # and where it wrote
+    assert "label_budget.png" in wrote and "label_budget_baselines.csv" in wrote
     kept = pd.read_csv(out / "label_budget.csv", dtype={"k": str})
     pd.testing.assert_frame_equal(kept, measured, check_dtype=False)  # the measured curve is not measured again
     baselines = pd.read_csv(out / "label_budget_baselines.csv")

@@ -29,3 +29,48 @@ def test_readme_python_blocks_run_offline(data_dir, tmp_path):
         done = subprocess.run([sys.executable, "-c", block], cwd=checkout, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
     assert (checkout / "runs" / "biosses" / "scores.csv").is_file()
+
+
+COUNT = re.compile(r"about (\d+) tests")
+#: a time figure: "19 s", "10.1 min", "7 min 50 s", "2 h"
+TIME = re.compile(r"\b\d+(?:\.\d+)?\s?(?:s|min|ms|h)\b")
+#: what says where and under what load a time was taken
+MACHINE = re.compile(r"\d-core|GPU|H100|H200|busy|idle")
+
+
+def _sections(text: str) -> list[str]:
+    """The README cut at its ``##`` headings (code blocks kept whole: a ``#`` comment there is no heading)."""
+    parts, current, fenced = [], [], False
+    for line in text.splitlines():
+        fenced ^= line.startswith("```")
+        if line.startswith("## ") and not fenced:
+            parts.append("\n".join(current))
+            current = []
+        current.append(line)
+    return [*parts, "\n".join(current)]
+
+
+@pytest.mark.slow  # collects the whole suite in a subprocess: about a minute on 2 busy cores
+def test_the_readme_s_test_count_is_what_pytest_collects():
+    """The README says "about N tests"; pytest collects within 5 % of N (other work adds tests between updates)."""
+    stated = {int(n) for n in COUNT.findall((REPO / "README.md").read_text())}
+    assert len(stated) == 1, f"the README states the test count as {sorted(stated)}: one number, please"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow or not slow", "-p", "no:cacheprovider"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    collected = int(re.search(r"(\d+) tests? collected", done.stdout)[1])
+    [n] = stated
+    assert abs(collected - n) <= 0.05 * collected, f"README: about {n} tests; pytest collects {collected}"
+
+
+def test_every_time_in_the_readme_says_the_machine_it_was_taken_on():
+    """A section that gives a time (outside code) names the machine or the load it was measured under."""
+    for section in _sections((REPO / "README.md").read_text()):
+        prose = re.sub(r"```.*?```", "", section, flags=re.DOTALL)
+        if TIME.search(prose):
+            heading = section.splitlines()[0] if section.startswith("## ") else "(the top)"
+            assert MACHINE.search(prose), f"README section {heading}: times without the machine they were taken on"

@@ -92,9 +92,9 @@ def test_clear_errors(tmp_path: Path) -> None:
         select_layers(scores=scores, metrics=metrics, by="nonsense")
     with pytest.raises(UserError, match="no lidar rows"):
         select_layers(scores=scores, metrics=metrics, by="lidar")
-    with pytest.raises(UserError, match="same --model, --pooling"):  # pairing the scores' readout only
+    with pytest.raises(UserError, match="which takes the run's model and settings"):  # same readout
         select_layers(scores=scores, metrics=metrics.assign(readout="raw"), metric_readout="same")
-    with pytest.raises(UserError, match="same --model, --pooling"):
+    with pytest.raises(UserError, match="which takes the run's model and settings"):
         select_layers(scores=scores, metrics=metrics.assign(pooling="last"))
     paired = select_layers(scores=scores, metrics=metrics.assign(readout="raw"))  # the paper's pairing, recorded
     assert set(paired.loc[paired["texts"] != "-", "metric_readout"]) == {"raw"}

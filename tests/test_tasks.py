@@ -176,14 +176,19 @@ def test_data_folder_is_the_flag_then_the_environment_then_the_shared_folder_bes
         folder.mkdir()
     monkeypatch.setattr(tasks, "SIBLING_DATA_DIR", sibling)
     monkeypatch.setattr(tasks, "_announced", set())
+    monkeypatch.setattr(tasks, "_implicit", set())
     monkeypatch.setenv(tasks.DATA_DIR_ENV, str(env))
     assert tasks.data_dir_from_env(str(flag)) == flag
     assert tasks.data_dir_from_env(None) == env
+    tasks.note_data_read(env)  # named by the environment: nothing to say
     monkeypatch.delenv(tasks.DATA_DIR_ENV)
     with caplog.at_level(logging.WARNING, logger="layer_mteb.tasks.catalog"):
         assert tasks.data_dir_from_env(None) == sibling
         assert tasks.data_dir_from_env("") == sibling
-    assert [str(sibling) in r.getMessage() for r in caplog.records] == [True]  # said once
+        assert not caplog.records  # nothing has read it yet (a run of custom tasks only never does)
+        tasks.note_data_read(sibling)
+        tasks.note_data_read(sibling)
+    assert [str(sibling) in r.getMessage() for r in caplog.records] == [True]  # said once, when read
     monkeypatch.setattr(tasks, "SIBLING_DATA_DIR", tmp_path / "absent")
     assert tasks.data_dir_from_env(None) is None  # then the hub
 

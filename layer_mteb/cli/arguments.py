@@ -16,8 +16,10 @@ EXPORT_SETTINGS = ("readout", "pooling", "normalize", "attention", "max_length",
 
 
 def output_folder(args: argparse.Namespace) -> Path:
-    """``--output``, else ``runs/<first model's name>``: outside the committed ``results/``, so a first try never
-    rewrites the project's own tables."""
+    """``--output``, else the ``--run`` folder a command reads its model from, else ``runs/<first model's name>``:
+    outside the committed ``results/``, so a first try never rewrites the project's own tables."""
+    if args.output is None and getattr(args, "run", None) and isinstance(args.run, str):
+        return Path(args.run)
     model = args.model if isinstance(args.model, str) else args.model[0]
     return Path(args.output or Path(RUNS) / Path(model).name.replace("/", "__"))
 

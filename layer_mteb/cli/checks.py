@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.selection.selector_names import check_selector
 from layer_mteb.cli.arguments import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.cli.console import CURVES_SAVED
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import check_output, resolve_run
 from layer_mteb.evaluation.workers import check_eval_workers
@@ -46,7 +48,7 @@ def hub_needed(args: argparse.Namespace) -> bool:
         data = args.request.data_dir
         names = [spec.name for spec in args.request.tasks if spec.custom is None]
     else:
-        data = data_dir_from_env(args.data_dir, announce=False)
+        data = data_dir_from_env(args.data_dir)
         names = _task_texts(_sources(args))
     return any(data is None or not (data / name).is_dir() for name in names)
 
@@ -65,7 +67,6 @@ def _check_run(args: argparse.Namespace) -> None:
         task_metrics=args.task_metrics,
         skip_unavailable=args.skip_unavailable,
         trust_remote_code=args.trust_remote_code,
-        announce=False,
     )
     config = _check_encoding(args, args.model)
     request = args.request
@@ -73,6 +74,12 @@ def _check_run(args: argparse.Namespace) -> None:
 
 
 def _check_metrics(args: argparse.Namespace) -> None:
+    if args.run is not None:
+        _take_run_model(args)
+    elif args.model is None:
+        raise UserError("give the model: --model M, or --run RUN for a run's model and settings")
+    if args.texts is None:
+        args.texts = "wikitext"
     check_writable(output_folder(args))
     model_kind(args.model)
     sources = _sources(args)
@@ -82,6 +89,50 @@ def _check_metrics(args: argparse.Namespace) -> None:
     if args.command == "stress":
         parse_lengths(args.lengths)
     _check_encoding(args, [args.model])
+
+
+#: the encode options ``metrics --run`` / ``stress --run`` take from the run (the readout of metrics is their own)
+RUN_SETTINGS = ("pooling", "max_length", "dtype", "attention", "normalize")
+
+
+def _take_run_model(args: argparse.Namespace) -> None:
+    """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision and
+    encode settings go into ``args``, as if given; a different setting given beside ``--run`` is refused."""
+    from layer_mteb.cli.parser import build_parser
+    from layer_mteb.common.results import one_setting, read_scores
+    from layer_mteb.model.names import packaged_name
+
+    _check_runs(argparse.Namespace(command=args.command, run=args.run))
+    scores = one_setting(read_scores(args.run))
+    row = scores.iloc[-1]
+    name, revision = str(row["model"]), str(row["revision"])
+    defaults = build_parser().parse_args([args.command, "--run", args.run])
+    given = [f"--{o.replace('_', '-')}" for o in RUN_SETTINGS if getattr(args, o) != getattr(defaults, o)]
+    if getattr(args, "revision", None) is not None:
+        given.append("--revision")
+    if given:
+        raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
+    config = EncodeConfig.from_key(row)
+    declared = declared_tasks(Path(args.run))  # a custom task's texts are found through the file declaring it
+    if args.texts is None:
+        args.texts = ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
+    args.texts = ",".join(
+        f"{TASK_TEXTS}{declared[texts_task(s)]}" if s.startswith(TASK_TEXTS) and texts_task(s) in declared else s
+        for s in text_sources(args.texts)
+    )
+    if args.data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
+        recorded = recorded_data_dir(Path(args.run))
+        args.data_dir = None if recorded is None else str(recorded)
+    for option in RUN_SETTINGS:
+        setattr(args, option, getattr(config, option))
+    if args.model is None:
+        if name.startswith("local/"):
+            raise UserError(
+                f"{args.run} scored a local model ({name}): add --model FOLDER, the folder it was loaded from"
+            )
+        args.model = packaged_name(name, revision) or name
+        if args.model == name and args.command == "metrics":
+            args.revision = revision  # a hub model at the commit the run scored
 
 
 def _check_encoding(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
@@ -120,6 +171,8 @@ def _check_runs(args: argparse.Namespace) -> None:
         check_eval_workers(args.eval_workers)
     if args.command == "cost":
         _check_cost(args, runs[0])
+    if args.command in ("select", "export") and args.by is not None:
+        check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
     if args.command == "select" and args.labels is None and args.by in ("agreement", *ID_RULES):
         args.interrupted = CURVES_SAVED  # each task's curves are written as it finishes; a rerun reads them back
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 from layer_mteb.cli.arguments import output_folder, parse_lengths, process_device
@@ -135,6 +136,7 @@ def stress(args: argparse.Namespace) -> None:
     )
     output = output_folder(args)
     check_writable(output)
+    started = time.time()
     values, dips = run_stress(
         args.model,
         args.texts,
@@ -151,7 +153,7 @@ def stress(args: argparse.Namespace) -> None:
         print(
             f"{test} {level:g}: most bimodal layer {int(top['layer'])} (dip {top['dip']:.3f}, p {top['p_value']:.3g})"
         )
-    print(f"written to {output}")
+    print_written(output, started)
 
 
 def select(args: argparse.Namespace) -> None:
@@ -183,6 +185,11 @@ def select(args: argparse.Namespace) -> None:
     lines = [*best_lines(args.run, selection), *([note] if note else [])]
     print_leaderboard(board, Path(args.run) / selection_file(args.by), "\n".join(lines))
     print_cheapest(args.run)
+    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT
+    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
+
+    if args.by in READS_AGREEMENT:  # the curves it measured (or read back) are kept for the next pick
+        print(f"agreement curves: {Path(args.run) / AGREEMENT_FILE}")
 
 
 def print_cheapest(run: str) -> None:
@@ -236,6 +243,7 @@ def correlate(args: argparse.Namespace) -> None:
 def label_budget(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.labels.curve import write_curve
 
+    started = time.time()
     needed = write_curve(
         args.run,
         args.output,
@@ -246,6 +254,13 @@ def label_budget(args: argparse.Namespace) -> None:
         workers=args.eval_workers,
     )
     print(needed.to_string(index=False))
+    print_written(Path(args.output), started)
+
+
+def print_written(folder: Path, since: float) -> None:
+    """``wrote FOLDER: a, b, c``: the files a command wrote (or rewrote) into ``folder`` since ``since``."""
+    names = sorted(p.name for p in folder.glob("*") if p.is_file() and p.stat().st_mtime >= since - 1)
+    print(f"wrote {folder}: {', '.join(names) or 'nothing'}")
 
 
 def reproduce(args: argparse.Namespace) -> None:

@@ -27,10 +27,16 @@ CURVES_SAVED = "finished tasks' agreement curves are saved in agreement.csv, run
 REWRITE = "files already written stay, run the same command again to write them all"
 
 
-def setup_logging() -> None:
+def setup_logging(verbose: bool = False) -> None:
     """Warnings and errors of libraries, INFO lines of layer_mteb; the paper's tasks are superseded in mteb on
-    purpose, which the docs say once."""
+    purpose, which the docs say once. The progress bars of datasets (mteb's "Standardizing text corpus format" and
+    "Map" bars, several per retrieval task) are off unless ``verbose``: the package's own progress lines say how far
+    a command is."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not verbose:
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # read when datasets is imported, workers too
+        if "datasets" in sys.modules:
+            sys.modules["datasets"].disable_progress_bars()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # the package's own INFO lines (sizes up front, progress in logs) are shown; other libraries' only from WARNING
     logging.getLogger("layer_mteb").setLevel(logging.INFO)

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     checked = run_reporting_errors(lambda: check_arguments(args))  # one line, before any import, probe or log
     if checked:
         return checked
-    setup_logging()
+    setup_logging(verbose=getattr(args, "verbose", False))
     return run_reporting_errors(lambda: args.handler(args), getattr(args, "interrupted", RESUME))
 
 

@@ -126,7 +126,8 @@ def _add_run(commands) -> None:
         "-v",
         "--verbose",
         action="store_true",
-        help="show every warning of the evaluators (default: counted, one line per task)",
+        help="show every warning of the evaluators (default: counted, one line per task) and the progress bars of "
+        "datasets (default: off)",
     )
     run.set_defaults(handler=handlers.run)
 
@@ -164,14 +165,15 @@ def _add_report(commands) -> None:
 
 def _add_metrics(commands) -> None:
     metrics = commands.add_parser("metrics", help="representation metrics of every layer (label-free)")
-    metrics.add_argument("--model", required=True, help=MODEL_HELP)
+    _add_model_or_run(metrics)
     metrics.add_argument(
         "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"
     )
     metrics.add_argument(
         "--texts",
-        default="wikitext",
-        help="wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load",
+        default=None,
+        help="wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load "
+        "(default: wikitext; with --run, the run's tasks' own texts, task:<Task> each)",
     )
     metrics.add_argument(
         "--full-protocol",
@@ -197,11 +199,22 @@ def _add_metrics(commands) -> None:
     metrics.set_defaults(handler=handlers.metrics)
 
 
+def _add_model_or_run(parser: argparse.ArgumentParser) -> None:
+    """``metrics`` and ``stress`` measure a model given by name, or the model of a run folder with its settings."""
+    parser.add_argument("--model", default=None, help=f"{MODEL_HELP} (or --run)")
+    parser.add_argument(
+        "--run",
+        default=None,
+        help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
+        "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
+    )
+
+
 def _add_stress(commands) -> None:
     stress = commands.add_parser(
         "stress", help="prompt entropy of every layer under randomness, repetition and length (per prompt), dip test"
     )
-    stress.add_argument("--model", required=True, help=MODEL_HELP)
+    _add_model_or_run(stress)
     stress.add_argument("--texts", default="wikitext", help="prompts to perturb: wikitext | task:<TaskName> | FILE")
     stress.add_argument("--tests", default="randomness,repetition,length", help="comma-separated stress tests")
     stress.add_argument(

@@ -127,9 +127,13 @@ def file_sha256(file: Path) -> str:
 
 
 def cache_root() -> Path:
-    """Where converted models, pooled-vector caches and remembered file hashes live (``$LAYER_MTEB_CACHE``, else
-    ``~/.cache/layer_mteb``)."""
-    return Path(os.environ.get("LAYER_MTEB_CACHE", Path.home() / ".cache" / "layer_mteb"))
+    """Where converted models, pooled-vector caches and remembered file hashes live: ``$LAYER_MTEB_CACHE``, else
+    ``$XDG_CACHE_HOME/layer_mteb`` (the XDG base-directory rule other tools follow), else ``~/.cache/layer_mteb``."""
+    if os.environ.get("LAYER_MTEB_CACHE"):
+        return Path(os.environ["LAYER_MTEB_CACHE"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if Path(xdg).is_absolute() else Path.home() / ".cache"  # the spec: an absolute path only
+    return base / "layer_mteb"
 
 
 def _hash_memo_path() -> Path:

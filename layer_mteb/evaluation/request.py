@@ -67,7 +67,6 @@ def resolve_run(
     skip_unavailable: bool = False,
     trust_remote_code: bool = False,
     config: EncodeConfig | None = None,
-    announce: bool = True,
 ) -> RunRequest:
     """The checked request for ``model`` (a name, a loaded model, or several names) on ``tasks`` (a ``--tasks``
     selection, task names, or mteb task objects); every mistake is one :class:`UserError`, before any model loads."""
@@ -80,10 +79,13 @@ def resolve_run(
     if output_path is not None:
         check_writable(output_path)
     if task_metrics and (shard is not None or launched is not None or output_path is None):
-        raise UserError("--task-metrics needs --output and one process; with shards, run `layer-mteb metrics` after")
+        raise UserError(
+            "--task-metrics needs --output and one process; with shards, merge, then run "
+            "`layer-mteb metrics --run RUN --texts task:TASK`"
+        )
     if isinstance(layers, str):
         check_layers(layers)
-    folder = data_dir_from_env(data_dir, announce=announce)
+    folder = data_dir_from_env(data_dir)
     split, specs = _tasks(tasks, folder)
     return RunRequest(
         models=models,

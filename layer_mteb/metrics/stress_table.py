@@ -48,7 +48,7 @@ def read_stress(run_dir: str | Path, *, missing_ok: bool = False) -> pd.DataFram
     if not found:
         if missing_ok:
             return pd.DataFrame(columns=STRESS_COLUMNS)
-        raise UserError(f"no stress.csv in {folder}: run `layer-mteb stress --output {folder}` first")
+        raise UserError(f"no stress.csv in {folder}: run `layer-mteb stress --run {folder}` first")
     return _checked(pd.read_csv(found[0]), found[0], STRESS_COLUMNS)
 
 
@@ -57,7 +57,7 @@ def read_dips(run_dir: str | Path, *, missing_ok: bool = False) -> pd.DataFrame:
     if not path.is_file():
         if missing_ok:
             return pd.DataFrame(columns=DIP_COLUMNS)
-        raise UserError(f"no {DIP_FILE} in {run_dir}: run `layer-mteb stress --output {run_dir}` first")
+        raise UserError(f"no {DIP_FILE} in {run_dir}: run `layer-mteb stress --run {run_dir}` first")
     return _checked(pd.read_csv(path), path, DIP_COLUMNS)
 
 

@@ -52,9 +52,11 @@ def write_metrics(frame: pd.DataFrame, run_dir: str | Path) -> Path:
 def read_metrics(run_dir: str | Path) -> pd.DataFrame:
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
-        raise UserError(f"no {METRICS_FILE} in {run_dir}: run `layer-mteb metrics --output {run_dir}` first")
+        raise UserError(f"no {METRICS_FILE} in {run_dir}: run `layer-mteb metrics --run {run_dir}` first")
     frame = with_legacy_settings(pd.read_csv(path))
     missing = set(METRIC_COLUMNS) - set(frame.columns)
     if missing:
-        raise UserError(f"{path} is missing column(s) {sorted(missing)}; recompute it with `layer-mteb metrics`")
+        raise UserError(
+            f"{path} is missing column(s) {sorted(missing)}; recompute it with `layer-mteb metrics --run {run_dir}`"
+        )
     return frame

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.tasks.catalog import data_dir_from_env, file_task, select_tasks
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task, note_data_read, select_tasks
 from layer_mteb.tasks.custom_files import check_custom_files
 from layer_mteb.tasks.names import check_task_names
 from layer_mteb.tasks.texts import task_texts
@@ -83,7 +83,7 @@ def texts_task(source: str) -> str:
 def check_texts(source: str, data_dir: str | Path | None = None) -> None:
     """What ``--texts`` names exists: the WikiText file, a task mteb knows, or a file (no text is read)."""
     if source == "wikitext":
-        folder = data_dir_from_env(data_dir, announce=False)
+        folder = data_dir_from_env(data_dir)
         if folder is None or not (folder / WIKITEXT_FILE).is_file():
             where = f"{folder}/" if folder else ""
             raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
@@ -140,6 +140,7 @@ def _wikitext(data_dir: str | Path | None) -> list[str]:
     if folder is None or not (folder / WIKITEXT_FILE).is_file():
         where = f"{folder}/" if folder else ""
         raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+    note_data_read(folder)
     with (folder / WIKITEXT_FILE).open(encoding="utf-8") as handle:
         return [json.loads(line)["text"] for line in handle if line.strip()]
 

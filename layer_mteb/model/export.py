@@ -13,7 +13,7 @@ output under a temporary name and renamed into place at the end, so a failure le
 from __future__ import annotations
 
 import json
-import tempfile
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -82,13 +82,22 @@ def export_layer(
     check_new_folder(output, overwrite)
     check_exportable(model, layer, config)
     with no_empty_folders_on_error(topmost_missing(output)), building(output) as folder:
-        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{output.name}-weights-") as weights:
-            with truncated(model, layer) as cut:
-                cut.save_pretrained(weights)
-            _save_tokenizer(model.tokenizer, Path(weights))
-            _save_sentence_transformer(Path(weights), folder, model.hidden_size, config)
+        with truncated(model, layer) as cut:
+            cut.save_pretrained(folder)
+        _save_tokenizer(model.tokenizer, folder)
+        _write_module_list(folder, model.hidden_size, config)
         (folder / "README.md").write_text(model_card(model, layer, config, run))
+        plain_modes(folder)
     return output
+
+
+def plain_modes(folder: Path) -> None:
+    """Every file and folder under ``folder`` with the modes of plain new ones (0644 and 0755 under a usual umask):
+    libraries that write through temporary files leave 0600 behind, which colleagues on a shared disk cannot read."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
 @contextmanager
@@ -119,33 +128,60 @@ def _save_tokenizer(tokenizer, folder: Path) -> None:
     """The tokenizer (right padding, as scored), feeding the model only token ids and the attention mask, as the
     sweep does: a BERT tokenizer's token type ids would otherwise reach a model that embeds them (GPT-2 adds
     ``wte(token_type_ids)``). ``tokenizer_config.json`` holds the tokenizer's constructor arguments, so the list set
-    there is what every later load uses."""
+    there is what every later load uses. The chat template is left out: the sweep encodes plain texts, and a
+    sentence-transformers version that finds a template may wrap each text in it (SmolLM2-Instruct's adds a system
+    prompt)."""
     tokenizer.save_pretrained(folder)
     path = folder / "tokenizer_config.json"
     settings = json.loads(path.read_text())
     settings["model_input_names"] = list(MODEL_INPUTS)
     settings["padding_side"] = "right"
+    settings.pop("chat_template", None)
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+    for name in ("chat_template.jinja", "chat_template.json"):
+        (folder / name).unlink(missing_ok=True)
 
 
-def _save_sentence_transformer(weights: Path, folder: Path, hidden_size: int, config: EncodeConfig) -> None:
-    """Transformer -> Pooling (-> Normalize) saved by sentence-transformers itself, so its own loader reads it."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize, Pooling, Transformer
+#: The module list every sentence-transformers version reads (3.x to 6.x): the classic ``sentence_transformers.models``
+#: names and their classic settings files. Version 6's own ``save`` names its new module paths, which 5.x and earlier
+#: cannot import, so the list is written here instead of by the library.
+ST_MODULES = {
+    "transformer": "sentence_transformers.models.Transformer",
+    "pooling": "sentence_transformers.models.Pooling",
+    "normalize": "sentence_transformers.models.Normalize",
+}
 
-    # text in, token states out: a tokenizer with a chat template would otherwise make sentence-transformers wrap
-    # each text in that template (SmolLM2-Instruct's adds a system prompt), which the sweep never does
-    transformer = Transformer(
-        str(weights),
-        max_seq_length=config.max_length,
-        modality_config={"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
-        module_output_name="token_embeddings",
-    )
-    modules: list[nn.Module] = [transformer, Pooling(hidden_size, ST_POOLING[config.pooling])]
+
+def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig) -> None:
+    """Transformer -> Pooling (-> Normalize) as ``modules.json`` and each module's settings file, in the format of
+    sentence-transformers 3.0, which every later version still loads."""
+    modules = [("transformer", ""), ("pooling", "1_Pooling")] + ([("normalize", "2_Normalize")] * config.normalize)
+    listed = [
+        {"idx": i, "name": str(i), "path": path, "type": ST_MODULES[kind]} for i, (kind, path) in enumerate(modules)
+    ]
+    _write_json(folder / "modules.json", listed)
+    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": config.max_length, "do_lower_case": False})
+    mode = ST_POOLING[config.pooling]
+    pooling = {
+        "word_embedding_dimension": hidden_size,
+        "pooling_mode_cls_token": mode == "cls",
+        "pooling_mode_mean_tokens": mode == "mean",
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": mode == "lasttoken",
+        "include_prompt": True,
+    }
+    _write_json(folder / "1_Pooling" / "config.json", pooling)
     if config.normalize:
-        modules.append(Normalize())
-    encoder = SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine")
-    encoder.save(str(folder), create_model_card=False)
+        (folder / "2_Normalize").mkdir()
+    settings = {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}
+    _write_json(folder / "config_sentence_transformers.json", settings)
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2) + "\n")
 
 
 def model_card(model: LoadedModel, layer: int, config: EncodeConfig, run: RunRecord | None = None) -> str:

@@ -6,6 +6,7 @@ dequantised once into an HF folder under :func:`~layer_mteb.common.files.cache_r
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import zipfile
@@ -32,6 +33,8 @@ from layer_mteb.model.names import (
 )
 
 __all__ = ["PACKAGED_MODELS", "load_model", "packaged_folder"]
+
+logger = logging.getLogger(__name__)
 
 
 def load_model(
@@ -113,12 +116,35 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str
         folder = _packaged_folder(name, packaged)
         version = metadata.version(packaged.distributions[0])
         return str(folder), packaged.gguf_file, packaged.hub_id, f"{packaged.distributions[0]}-{version}"
+    if kind == "hub" and revision is None:
+        short = offline_packaged(name)
+        if short is not None:
+            return _resolve(short, None)
     path = Path(name).expanduser()
     if kind == "gguf":
         return str(path.parent), path.name, recorded_name(name)[0], revision or content_hash(path)
     if kind == "folder":
         return str(path), None, recorded_name(name)[0], revision or content_hash(path)
     return name, None, name, revision
+
+
+def offline_packaged(hub_id: str) -> str | None:
+    """With the hub unreachable (``HF_HUB_OFFLINE``, set by the probe), the packaged model whose hub id is ``hub_id``
+    when it is installed: its short name, said in one INFO line; else None (the hub id is loaded from the local
+    hub cache, or fails as it would)."""
+    from huggingface_hub import constants
+
+    short = next((s for s, p in PACKAGED_MODELS.items() if p.hub_id == hub_id), None)
+    if short is None or not constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        packaged_distributions(short)
+    except UserError:
+        return None
+    packaged = PACKAGED_MODELS[short]
+    weights = f" (its quantisation {packaged.gguf_file}, not the hub's weights)" if packaged.gguf_file else ""
+    logger.info("the hub is offline: loading %s from the installed packaged model %s%s", hub_id, short, weights)
+    return short
 
 
 def _packaged_folder(name: str, packaged: PackagedModel) -> Path:

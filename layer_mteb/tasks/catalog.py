@@ -3,6 +3,7 @@ offline copies of task data read through the real mteb task class (its metadata,
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ SIBLING_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data
 #: the demo's tasks shipped inside the package (package data, with each task's provenance and licence), read when
 #: neither the data folder nor the hub has them: see :func:`task_data`
 EMBEDDED_DATA_DIR = Path(__file__).resolve().parent / "demo_data"
+_implicit: set[Path] = set()  # the folder beside the checkout, when it was taken because nothing named a folder
 _announced: set[Path] = set()
 logger = logging.getLogger(__name__)
 
@@ -175,18 +177,15 @@ def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
     return TaskSpec(entry["name"], category, tuple(subsets) if subsets else None, entry.get("fast"), files, partial)
 
 
-def data_dir_from_env(data_dir: str | Path | None, *, announce: bool = True) -> Path | None:
+def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
     """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (said
-    once in the log unless ``announce`` is off, so a user knows where the data came from), else None (tasks then
-    load from the hub)."""
+    once in the log when a task first reads it, :func:`note_data_read`, so a user knows where the data came from),
+    else None (tasks then load from the hub)."""
     chosen = data_dir or os.environ.get(DATA_DIR_ENV)
     if not chosen:
         if not SIBLING_DATA_DIR.is_dir():
             return None
-        if announce and SIBLING_DATA_DIR not in _announced:
-            _announced.add(SIBLING_DATA_DIR)
-            hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
-            logger.warning("data folder: %s (beside the checkout; %s)", SIBLING_DATA_DIR, hint)
+        _implicit.add(SIBLING_DATA_DIR)
         return SIBLING_DATA_DIR
     path = Path(chosen).expanduser()
     if not path.is_dir():
@@ -231,6 +230,10 @@ def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskS
     names = [n.strip() for n in selection.split(",") if n.strip()]
     if not names:
         raise UserError("--tasks is empty: give a tasks.yaml, a suite name or task names")
+    suites = [*BUILTIN_SUITES, *task_file.suites]
+    near = difflib.get_close_matches(names[0], suites, n=1) if len(names) == 1 else []
+    if near and names[0] not in known_names() and task_file.spec(names[0]).custom is None:
+        raise UserError(f"unknown suite or mteb task {names[0]!r} (did you mean the suite {near[0]}?)")
     return task_file, [task_file.spec(n) for n in names]
 
 
@@ -249,9 +252,20 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
     if suite not in task_file.suites:
         if any(t.name == suite for t in task_file.tasks):  # FILE.yaml:TASK, one task of the file
             return [task_file.spec(suite)]
-        known = ", ".join([*BUILTIN_SUITES, *task_file.suites])
-        raise UserError(f"unknown suite {suite!r}; known suites: {known} (or a task of the file)")
+        suites = [*BUILTIN_SUITES, *task_file.suites]
+        near = difflib.get_close_matches(suite, [*suites, *(t.name for t in task_file.tasks)], n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise UserError(f"unknown suite {suite!r}{hint}; known suites: {', '.join(suites)} (or a task of the file)")
     return [task_file.spec(name) for name in task_file.suites[suite]]
+
+
+def note_data_read(folder: Path) -> None:
+    """Name the data folder in one WARNING line the first time something reads it, when nothing named it (the
+    folder beside the checkout): a command whose tasks are all custom, or that reads no task, says nothing."""
+    if folder in _implicit and folder not in _announced:
+        _announced.add(folder)
+        hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
+        logger.warning("data folder: %s (beside the checkout; %s)", folder, hint)
 
 
 def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
@@ -272,8 +286,10 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
         task = mteb.get_task(spec.name, eval_splits=[split], hf_subsets=list(spec.subsets) if spec.subsets else None)
     except KeyError:
         raise UserError(unknown_tasks_message([spec.name], known_names())) from None
-    _, folder = task_data(spec, data_dir)
+    origin, folder = task_data(spec, data_dir)
     if folder is not None:
+        if origin.startswith("local"):
+            note_data_read(data_dir)
         load_local_data(task, folder, spec)
     return task
 

@@ -73,17 +73,24 @@ def auto_budget(device: str) -> int:
     return host
 
 
+#: The devices whose automatic budget the log has stated: once per process, not once per task.
+_STATED: set[str] = set()
+
+
 def resolve_budget(budget: int | None, device: str) -> int:
-    """The budget in bytes, stating an automatic one in the log."""
+    """The budget in bytes; an automatic one is measured again for every task (free memory changes) and stated in
+    the log the first time only."""
     if budget is not None:
         return budget
     chosen = auto_budget(device)
-    logger.info(
-        "pooled-vector budget %s (half the free memory of %s, at most half the host's); "
-        "beyond it each layer goes to its own file on disk (set --max-cache-memory to change)",
-        format_size(chosen),
-        device,
-    )
+    if device not in _STATED:
+        _STATED.add(device)
+        logger.info(
+            "pooled-vector budget %s (half the free memory of %s, at most half the host's, measured again for each "
+            "task); beyond it each layer goes to its own file on disk (set --max-cache-memory to change)",
+            format_size(chosen),
+            device,
+        )
     return chosen
 
 

@@ -50,7 +50,9 @@ def load_run(
             raise UserError("give a run folder (--run) or both scores and metrics tables")
         if scores is None:
             if not (Path(run) / SCORES_FILE).is_file():
-                raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
+                raise UserError(
+                    f"no {SCORES_FILE} in {run}: run `layer-mteb run --model MODEL --tasks TASKS --output {run}` first"
+                )
             scores = read_scores(run)
         if metrics is None:
             metrics = read_metrics(run)
@@ -70,7 +72,7 @@ def load_run(
         described = ", ".join(f"{c}={used[c].iloc[0]}" for c in [*settings, "readout"])
         raise UserError(
             f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
-            "rerun `layer-mteb metrics` with the same --model, --pooling, --max-length and --dtype"
+            f"rerun `layer-mteb metrics --run {run or 'RUN'}`, which takes the run's model and settings"
         )
     return scores, matched
 

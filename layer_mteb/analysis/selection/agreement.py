@@ -66,7 +66,9 @@ def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bo
     ``compute`` (else those tasks have none)."""
     run = Path(run)
     if not (run / SCORES_FILE).is_file():
-        raise UserError(f"no {SCORES_FILE} in {run}: run `layer-mteb run --output {run}` first")
+        raise UserError(
+            f"no {SCORES_FILE} in {run}: run `layer-mteb run --model MODEL --tasks TASKS --output {run}` first"
+        )
     tasks = sorted(set(read_scores(run)["task"].astype(str)))
     table = _stored(run)
     missing = [task for task in tasks if _curve_rows(table, run, options, task).empty]

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.selector_names import AUTO
 from layer_mteb.analysis.selection.selectors import Selector, by_name
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 
-AUTO = "auto"
 #: 2: a rule may pick per task type (``by_type``), and first-token pooling is a kind of its own.
 VERSION = 2
 #: The policy ``select --by auto`` applies: written by ``layer-mteb reproduce --policy`` (``make reproduce``).

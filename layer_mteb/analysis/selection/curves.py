@@ -33,7 +33,10 @@ def metric_curves(metrics: pd.DataFrame, by: list[str] | None = None) -> dict[tu
         raise UserError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(DIRECTIONS)}")
     missing = [m for m in names if m not in set(metrics["metric"])]
     if missing:
-        raise UserError(f"metrics.csv has no {', '.join(missing)} rows; rerun `layer-mteb metrics` (with --views)")
+        raise UserError(
+            f"metrics.csv has no {', '.join(missing)} rows; rerun `layer-mteb metrics --run RUN` (its default "
+            "--views 4 measures InfoNCE, LiDAR and DiME too)"
+        )
     chosen = metrics[metrics["metric"].isin(names)]
     table = chosen.pivot_table(index="layer", columns=["metric", "texts"], values="value", aggfunc="mean")
     return {key: table[key].dropna() for key in table.columns if key[0] in names}

@@ -19,8 +19,8 @@ from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.agreement import AGREEMENT, READS_AGREEMENT, AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
+from layer_mteb.analysis.selection.selector_names import BASELINES
 from layer_mteb.analysis.selection.selectors import (
-    BASELINES,
     SELECTION_COLUMNS,
     ModelData,
     Selector,

@@ -10,22 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-import numpy as np
 import pandas as pd
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
+from layer_mteb.analysis.selection.selector_names import (
+    DEPTHS,
+    STUDY_METRICS,
+    WINDOWS,
+    unknown_selector_message,
+)
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
 from layer_mteb.metrics.agreement.table import ID_METRIC
 from layer_mteb.metrics.texts import task_source
-
-#: Metrics whose extremum is a study candidate (the authors' six).
-STUDY_METRICS = ("prompt_entropy", "dataset_entropy", "curvature", "infonce", "lidar", "dime")
-WINDOWS = (0.0, 0.25, 0.5, 0.75)
-DEPTHS = tuple(round(d, 1) for d in np.arange(0.1, 1.01, 0.1))
-#: What ``layer-mteb select`` always reports beside the metric picks.
-BASELINES = ("last_layer", "middle_layer", "oracle")
 
 
 @dataclass(frozen=True)
@@ -143,12 +141,7 @@ def by_name(name: str) -> Selector:
     """The selector called ``name`` (one clear error naming the forms otherwise)."""
     found = {s.name: s for s in [*selectors(), Selector("oracle"), *(Selector(r, ID_METRIC, "own") for r in ID_RULES)]}
     if name not in found:
-        raise UserError(
-            f"unknown metric or selector {name!r}: use a metric ({', '.join(DIRECTIONS)}), or "
-            f"<metric>@<own|wikitext>[:from=0.25|0.50|0.75], depth=0.1…1.0, last_layer, middle_layer, oracle, "
-            f"{', '.join(ID_RULES)} (intrinsic dimension), or auto (the study's choice per kind of model; "
-            "docs/selection.md)"
-        )
+        raise UserError(unknown_selector_message(name))
     return found[name]
 
 

@@ -57,7 +57,10 @@ def scored_run(run_dir: str | Path, device: str | None = None) -> ScoredRun:
     as every command that reloads a run's model reads it); a folder with none or several is an error."""
     path = Path(run_dir) / SCORES_FILE
     if not path.is_file():
-        raise UserError(f"no {SCORES_FILE} in {run_dir}: score the model first (`layer-mteb run --output {run_dir}`)")
+        raise UserError(
+            f"no {SCORES_FILE} in {run_dir}: score the model first "
+            f"(`layer-mteb run --model MODEL --tasks TASKS --output {run_dir}`)"
+        )
     scores = one_setting(read_scores(run_dir))
     config = scores_config(scores, **({"device": device} if device else {}))
     return ScoredRun(str(scores["model"].iloc[0]), str(scores["revision"].iloc[0]), config)

@@ -1,0 +1,95 @@
+"""Quiet by default: one budget line per run, no data-folder warning where no task reads that folder, no progress
+bars of datasets unless asked; commands say what they wrote; the caches follow ``XDG_CACHE_HOME`` and the tests never
+write into the user's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from layer_mteb.common.files import cache_root
+
+RETRIEVAL = {
+    "corpus.jsonl": "".join(
+        json.dumps({"id": f"d{i}", "text": f"document {i} on topic {i % 5}"}) + "\n" for i in range(30)
+    ),
+    "queries.csv": "id,text\n" + "".join(f"q{i},topic {i}\n" for i in range(5)),
+    "qrels.csv": "query-id,corpus-id,score\n" + "".join(f"q{i},d{i},1\nq{i},d{i + 5},1\n" for i in range(5)),
+}
+
+
+def _task_file(folder: Path) -> Path:
+    """Two custom tasks: a retrieval task written here (mteb draws its corpus-format bar for it) and the shipped
+    support-intents classification."""
+    for name, text in RETRIEVAL.items():
+        (folder / name).write_text(text)
+    intents = REPO / "docs" / "examples" / "support_intents"
+    declared = [
+        {"name": "TinySearch", "type": "Retrieval", "files": {k.split(".")[0]: k for k in RETRIEVAL}},
+        {
+            "name": "SupportIntentClassification",
+            "type": "Classification",
+            "files": {"train": str(intents / "train.csv"), "test": str(intents / "test.csv")},
+        },
+    ]
+    path = folder / "tasks.yaml"
+    path.write_text(json.dumps({"custom": declared}))  # JSON is YAML
+    return path
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    env.pop("LAYER_MTEB_DATA", None)  # the data folder beside the checkout is the default, when it exists
+    env.pop("HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "layer_mteb.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
+    )
+
+
+@pytest.mark.slow  # a sweep of the packaged MiniLM's last layer on two small custom tasks, in a subprocess: ~40 s
+def test_a_run_of_custom_tasks_says_each_thing_once_and_draws_no_bars(tmp_path):
+    tasks = _task_file(tmp_path)
+    done = _cli(["run", "--model", "minilm-l6", "--tasks", str(tasks), "--layers", "-1", "--output", "run"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    err = done.stderr
+    assert err.count("pooled-vector budget") == 1, err  # one line per run, not one per task
+    assert "data folder:" not in err  # no task of the run reads the data folder
+    assert "Standardizing text corpus format" not in err and "Map:" not in err, err  # datasets' bars are off
+    assert "scores: run/scores.csv" in done.stdout
+    cost = _cli(["cost", "--run", "run", "--n-texts", "8"], tmp_path)
+    assert cost.returncode == 0, cost.stderr[-3000:]
+    assert "data folder:" not in cost.stderr and "wrote run/cost.csv" in cost.stdout
+
+
+def test_the_cache_follows_layer_mteb_cache_then_xdg_then_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "own"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "own"
+    monkeypatch.delenv("LAYER_MTEB_CACHE")
+    assert cache_root() == tmp_path / "xdg" / "layer_mteb"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG rule: a relative path is ignored
+    assert cache_root() == Path.home() / ".cache" / "layer_mteb"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_root() == Path.home() / ".cache" / "layer_mteb"
+
+
+@pytest.fixture(scope="module")
+def cache_seen_by_a_module_fixture() -> str:
+    return os.environ.get("LAYER_MTEB_CACHE", "")
+
+
+def test_no_fixture_or_subprocess_of_the_tests_writes_into_the_user_s_cache(cache_seen_by_a_module_fixture, tmp_path):
+    """The session's temporary cache is set before fixtures of every scope run (a module fixture that sweeps stores
+    vectors), and subprocesses inherit it; mteb's own result cache too."""
+    base = Path(os.environ["LAYER_MTEB_CACHE"]).parent
+    assert cache_seen_by_a_module_fixture == os.environ["LAYER_MTEB_CACHE"]
+    assert cache_root() == base / "layer_mteb_cache" and Path(os.environ["MTEB_CACHE"]) == base / "mteb_cache"
+    code = "from layer_mteb.common.files import cache_root; print(cache_root())"
+    seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert seen.stdout.strip() == str(base / "layer_mteb_cache")
