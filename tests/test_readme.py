@@ -1,4 +1,5 @@
-"""The README's Python examples run as written, offline: cwd a checkout with ``../shared/data`` beside it."""
+"""The README's Python examples run as written, offline, on a checkout with nothing beside it; the README's numbers
+that can drift are the committed results' and the test suite's."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import REPO
 
@@ -15,20 +16,44 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 @pytest.mark.slow  # two model loads and a sweep of two layers: about 50 s on 2 cores; make test runs it
-def test_readme_python_blocks_run_offline(data_dir, tmp_path):
+def test_readme_python_blocks_run_offline_with_no_data_folder(tmp_path):
     blocks = BLOCK.findall((REPO / "README.md").read_text())
     assert blocks, "the README has no ```python block"
-    checkout = tmp_path / "checkout"  # the README's relative paths: runs/ in the checkout, data in ../shared/data
+    checkout = tmp_path / "checkout"  # the README's relative paths: runs/ in the checkout, no data folder beside it
     checkout.mkdir()
-    (tmp_path / "shared").mkdir()
-    (tmp_path / "shared" / "data").symlink_to(Path(data_dir).resolve())
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LAYER_MTEB_CACHE": str(tmp_path / "cache")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env.pop("LAYER_MTEB_DATA", None)
     for block in blocks:
         done = subprocess.run([sys.executable, "-c", block], cwd=checkout, env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
-    assert (checkout / "runs" / "biosses" / "scores.csv").is_file()
+    assert (checkout / "runs" / "sts17" / "scores.csv").is_file()
+
+
+def test_the_readme_s_held_out_family_means_are_the_committed_ones_like_for_like():
+    """The LOFO table's means over the final models (checkpoints left out, as ``lofo_means`` counts models), and,
+    beside the paper's rule, the same means over only the models that rule has metrics for."""
+    lofo = pd.read_csv(REPO / "results" / "paper" / "lofo.csv")
+    models = lofo[~lofo["model"].str.contains("@")]
+    readme = (REPO / "README.md").read_text()
+    every = f"| **mean over {len(models)} models** | | **{models['regret'].mean():.2f}** | "
+    assert every + f"{models['last_regret'].mean():.2f} | |" in readme
+    ruled = models[models["paper_rule_regret"].notna()]
+    like = f"| **mean over the {len(ruled)} models the paper's rule has metrics for** | | "
+    values = [ruled[c].mean() for c in ("regret", "last_regret", "paper_rule_regret")]
+    assert like + "**{:.2f}** | {:.2f} | {:.2f} |".format(*values) in readme
+
+
+def test_the_readme_s_labels_against_agreement_are_the_committed_label_budget():
+    """'64 labels tie with agreement on SmolLM2 and lose to it on Gemma, 128 beat it': the label numbers quoted are
+    label_budget.csv's mean regret over tasks, in points."""
+    budget = pd.read_csv(REPO / "results" / "paper" / "label_budget.csv")
+    regret = budget.groupby(["model", "k"])["mean_regret"].mean() * 100
+    smol, gemma = "HuggingFaceTB/SmolLM2-135M-Instruct", "google/gemma-3-270m"
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"tie with agreement on SmolLM2 ({regret[smol, '64']:.2f} and 1.87)" in readme
+    assert f"lose to it on Gemma ({regret[gemma, '64']:.2f} against 1.16)" in readme
+    assert f"128 beat it ({regret[smol, '128']:.2f}, {regret[gemma, '128']:.2f})" in readme
 
 
 COUNT = re.compile(r"about (\d+) tests")
