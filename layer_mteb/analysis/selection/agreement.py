@@ -20,6 +20,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import LAYER_COLUMNS, read_scores
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
+from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.agreement.reference import reference_name
 from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
@@ -37,6 +38,9 @@ from layer_mteb.metrics.texts import task_source
 AGREEMENT = "agreement"
 #: the selectors that read a run's ``agreement.csv``: agreement and the intrinsic-dimension rules
 READS_AGREEMENT = (AGREEMENT, *ID_RULES)
+#: whether ``auto`` reads a base model's lexical agreement where no trained reference's curves are stored (the
+#: lexical study, docs/agreement.md, decided it)
+LEXICAL_IN_AUTO = True
 
 
 @dataclass(frozen=True)
@@ -125,9 +129,30 @@ def _curve_rows(table: pd.DataFrame, run: Path, options: AgreementOptions, task:
 
 
 def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
-    """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored reference's."""
-    stored = sorted(set(rows["reference"]), key=lambda name: ("mpnet" not in name, name))
-    return rows[rows["reference"] == stored[0]] if stored else rows
+    """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored trained reference's
+    (a lexical reference is read only when named, or by ``auto`` where no trained one is stored)."""
+    stored = sorted(
+        {name for name in rows["reference"].astype(str) if not is_lexical(name)},
+        key=lambda name: ("mpnet" not in name, name),
+    )
+    return rows[rows["reference"] == stored[0]] if stored else rows.iloc[:0]
+
+
+def auto_options(run: str | Path, options: AgreementOptions) -> AgreementOptions:
+    """The curves ``--by auto`` reads for a base model: a trained reference's where the run has them on every task
+    (or the reference named), else the lexical reference's (:data:`AUTO_LEXICAL`, mutual k-NN, no outlier
+    treatment) where those cover every task (docs/agreement.md: the lexical study); nothing is computed here."""
+    if options.reference is not None or not LEXICAL_IN_AUTO:
+        return options
+    run = Path(run)
+    table = _stored(run)
+    tasks = sorted(set(read_scores(run)["task"].astype(str)))
+    if all(not _curve_rows(table, run, options, task).empty for task in tasks):
+        return options
+    lexical = dataclasses.replace(options, reference=AUTO_LEXICAL, metric="mknn", outlier="none")
+    if tasks and all(not _curve_rows(table, run, lexical, task).empty for task in tasks):
+        return lexical
+    return options
 
 
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
@@ -154,9 +179,15 @@ def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, option
                 line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
             lines.append(line)
             continue
-        first = _curve_rows(_stored(Path(run)), Path(run), options, str(part["task"].iloc[0]))
+        read = auto_options(run, options) if by == AUTO else options
+        first = _curve_rows(_stored(Path(run)), Path(run), read, str(part["task"].iloc[0]))
         reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-        what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
+        what = f"{read.metric}, outliers {read.outlier}, n={read.n}, k={read.k}, seed {read.seed}"
         why = "base language model: the layer of most agreement" if by == AUTO else "the layer of most agreement"
+        if by == AUTO and is_lexical(read.reference) and options.reference is None:
+            why = (
+                "base language model without a trained reference's curves: the layer of most agreement (the "
+                "lexical study: lower regret than the depth prior on the decoders, docs/agreement.md)"
+            )
         lines.append(f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}")
     return lines

@@ -28,6 +28,7 @@ from layer_mteb.common.results import SCORES_FILE, layer_columns, one_setting, r
 from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
+from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
 from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
 from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
@@ -150,16 +151,22 @@ def _rows(model: LoadedModel, config: EncodeConfig, sample: TaskSample, key: tup
     return [{**layer_columns(model, layer), **fixed, "value": float(v)} for layer, v in enumerate(values)]
 
 
-def references_for(model: str, reference: str | Sequence[str] | None, device: str = "cpu") -> list[Reference]:
-    """The references to use for ``model``: those named (one that is the model itself is an error), else the
-    default (:func:`~.reference.default_reference`)."""
+def references_for(
+    model: str, reference: str | Sequence[str] | None, device: str = "cpu", seed: int = DEFAULT_SEED
+) -> list[Reference | LexicalReference]:
+    """The references to use for ``model``: those named (one that is the model itself is an error; a lexical one,
+    ``tfidf``, ``tfidf-lsa`` or ``bm25``, is fitted on each sample with ``seed``), else the default
+    (:func:`~.reference.default_reference`)."""
     names = (
         [default_reference(model)] if reference is None else [reference] if isinstance(reference, str) else reference
     )
-    same = [name for name in names if is_same_model(name, model)]
+    same = [name for name in names if not is_lexical(name) and is_same_model(name, model)]
     if same:
         raise UserError(f"--reference {same[0]} is the model under test; agreement with itself says nothing")
-    return [load_reference(name, device) for name in names]
+    return [
+        LexicalReference(parse_lexical(name), seed) if is_lexical(name) else load_reference(name, device)
+        for name in names
+    ]
 
 
 def agreement_curves(
@@ -184,14 +191,19 @@ def agreement_curves(
     run = scored_run(run_dir)
     source = model or model_source(run)
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
-    references = references_for(run.model, reference, run.config.device)
+    references = references_for(run.model, reference, run.config.device, seed)
     frames = []
     declared = declared_tasks(Path(run_dir))  # a custom task's texts are found through its task file
     data_dir = data_dir or recorded_data_dir(Path(run_dir))
     for task in tasks:
         texts = sample_texts(declared.get(task, task), n, seed, data_dir)
-        sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
+        lexical = {
+            ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
+        }
+        sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts), lexical)
         for ref in references:
+            if isinstance(ref, LexicalReference):
+                continue
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
         frames.append(tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k])))
         if write:
