@@ -199,6 +199,7 @@ def sensitivity_rows(model: Model) -> pd.DataFrame:
     rows = []
     settings = [(ref, 256, 0, "none") for ref in lexical]
     settings += [(kind, n, 0, "none") for kind in LEXICAL_KINDS for n in (64, 128)]
+    settings += [(kind, 256, 0, outlier) for kind in LEXICAL_KINDS for outlier in ("standardize", "clamp")]
     seeds = sorted(set(model.agreement.loc[model.agreement["reference"].isin(LEXICAL_KINDS), "seed"]) - {0})
     settings += [(kind, 256, seed, "none") for kind in LEXICAL_KINDS for seed in seeds]
     for ref, n, seed, outlier in settings:
@@ -206,6 +207,13 @@ def sensitivity_rows(model: Model) -> pd.DataFrame:
             rows.append(
                 {"model": model.name, "reference": ref, "n": n, "seed": seed, "outlier": outlier, "task": task}
                 | {"layer": layer, "regret": model.regret(task, layer)}
+            )
+    for kind in LEXICAL_KINDS:  # post hoc: layer 0 (mean token embeddings) is a bag of words itself
+        for task, curve in model.curve(kind).items():
+            layer = extremum_layer(curve.drop(0), "max")
+            rows.append(
+                {"model": model.name, "reference": f"{kind}, layers >= 1", "n": 256, "seed": 0, "outlier": "none"}
+                | {"task": task, "layer": layer, "regret": model.regret(task, layer)}
             )
     return pd.DataFrame(rows)
 

@@ -8,7 +8,8 @@ Per task, the seed-0 sample of 256 texts (the one ``agreement_study.py`` drew) i
 (a forward pass fills what it lacks). Each lexical reference is fitted on the first ``n`` texts alone, for n in 64,
 128, 256 (refitted per n: it is part of what a smaller sample gives). Rows written, all mutual k-NN with k = 10:
 
-- ``tfidf``, ``tfidf-lsa``, ``bm25`` (the settings fixed before the study) at n = 64, 128, 256;
+- ``tfidf``, ``tfidf-lsa``, ``bm25`` (the settings fixed before the study) at n = 64, 128, 256, outliers ``none``,
+  and at n = 256 also ``standardize`` and ``clamp`` (the layers' rogue dimensions tamed);
 - the vectoriser variants at n = 256, outliers ``none``: unigrams (``tfidf:ngrams=1``, ``tfidf-lsa:ngrams=1``,
   ``bm25:ngrams=1``) and LSA to 50 and 300 dimensions (``tfidf-lsa:dims=50``, ``tfidf-lsa:dims=300``);
 - each further seed of ``--seeds`` on ``--seed-tasks``: a sample of 256 texts of its own (its vectors from the
@@ -25,6 +26,7 @@ import time
 
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
+from layer_mteb.metrics.agreement.measures import OUTLIERS
 from layer_mteb.metrics.agreement.run import (
     DEFAULT_N,
     TaskSample,
@@ -43,16 +45,16 @@ VARIANTS = ("tfidf:ngrams=1", "tfidf-lsa:ngrams=1", "bm25:ngrams=1", "tfidf-lsa:
 logger = logging.getLogger("lexical_study")
 
 
-def lexical_rows(model, config, task: str, seed: int, texts: list[str], layers, names, n: int) -> list:
-    """Rows of each lexical reference of ``names`` fitted on the first ``n`` texts: mutual k-NN, k = 10, no
-    outlier treatment (the agreement study's default, fixed before this study)."""
+def lexical_rows(model, config, task: str, seed: int, texts: list[str], layers, names, n: int, outliers=("none",)):
+    """Rows of each lexical reference of ``names`` fitted on the first ``n`` texts: mutual k-NN, k = 10, by default
+    no outlier treatment (the agreement study's default, fixed before this study)."""
     n = min(n, len(texts))
     references = {}
     for name in names:
         spec = parse_lexical(name)
         references[spec.name] = (spec.revision, lexical_vectors(texts[:n], spec, seed))
     sample = TaskSample(task, seed, texts[:n], layers[:, :n], references)
-    return curve_rows(model, config, sample, sizes=[n], metrics=["mknn"], outliers=["none"], with_id=False)
+    return curve_rows(model, config, sample, sizes=[n], metrics=["mknn"], outliers=list(outliers), with_id=False)
 
 
 def main() -> None:
@@ -67,20 +69,21 @@ def main() -> None:
     run = scored_run(args.run, device="cpu")
     model = load_model(model_source(run), run.config)
     tasks = args.tasks or sorted(read_scores(args.run)["task"].unique())
+    rows: list[dict] = []
     for task in tasks:
         started = time.perf_counter()
         texts = sample_texts(task, DEFAULT_N, 0)
         layers = layer_vectors(model, run.config, task, texts)
-        rows: list[dict] = []
         for n in SIZES:
-            rows += lexical_rows(model, run.config, task, 0, texts, layers, LEXICAL_KINDS, n)
+            outliers = OUTLIERS if n == DEFAULT_N else ("none",)
+            rows += lexical_rows(model, run.config, task, 0, texts, layers, LEXICAL_KINDS, n, outliers)
         rows += lexical_rows(model, run.config, task, 0, texts, layers, VARIANTS, DEFAULT_N)
         for seed in [s for s in args.seeds if s != 0 and task in args.seed_tasks]:
             other = sample_texts(task, DEFAULT_N, seed)
             vectors = layer_vectors(model, run.config, task, other)
             rows += lexical_rows(model, run.config, task, seed, other, vectors, LEXICAL_KINDS, DEFAULT_N)
-        write_agreement(tidy_agreement(rows), args.run)
-        logger.info("%s: %d rows in %.1f s", task, len(rows), time.perf_counter() - started)
+        logger.info("%s: %d rows so far, %.1f s", task, len(rows), time.perf_counter() - started)
+    write_agreement(tidy_agreement(rows), args.run)  # once: merging into a large agreement.csv takes seconds
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Lexical references for agreement (TF-IDF, TF-IDF + LSA, BM25 fitted on the sampled texts alone): a layer that is
 a noisy linear map of the texts' TF-IDF vectors is the one picked; picks are seeded; a sample with no lexical
-geometry is one error line through the CLI; ``select --by agreement --reference tfidf-lsa`` and ``auto`` read the
-curves through the one selection engine."""
+geometry is one error line through the CLI; ``select --by agreement --reference tfidf-lsa`` reads the curves
+through the one selection engine."""
 
 from __future__ import annotations
 
@@ -95,8 +95,8 @@ def _tiny_run(tmp_path, folder) -> object:
 @pytest.mark.slow
 def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir, bert_tokenizer, capsys):
     """``--reference tfidf-lsa`` writes its curves to agreement.csv (its settings as the revision) and picks each
-    task's layer of most agreement; ``auto`` on this base model, with no trained reference's curves, reads them and
-    says so."""
+    task's layer of most agreement; ``auto`` on this base model, with no trained reference's curves, keeps its rule
+    and says the lexical reference was not adopted (the study), and reads the lexical curves when they are named."""
     from layer_mteb.cli import main
 
     folder = save_tiny_model("gpt2", bert_tokenizer, tmp_path / "tiny-gpt2")
@@ -112,11 +112,14 @@ def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir
     text = (run / "agreement.csv").read_text()
     assert main([*argv, "--reference", "tfidf-lsa"]) == 0 and (run / "agreement.csv").read_text() == text
     capsys.readouterr()
-    assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40"]) == 0
+    assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40"]) == 0  # the study: not adopted
     out = capsys.readouterr().out
-    assert "without a trained reference's curves" in out and "tfidf-lsa" in out
-    auto = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
-    assert auto["chosen_layer"].tolist() == picks["chosen_layer"].tolist()
+    assert "no agreement curves in this run" in out and "studied for auto and not adopted" in out
+    auto = ["select", "--run", str(run), "--by", "auto", "--sample", "40", "--reference", "tfidf-lsa"]
+    assert main(auto) == 0  # named, the lexical curves are read like any reference's
+    assert "the layer of most agreement with tfidf-lsa (scikit-learn-" in capsys.readouterr().out
+    picked = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
+    assert picked["chosen_layer"].tolist() == picks["chosen_layer"].tolist()
 
 
 def test_a_one_word_sample_is_one_line_through_the_cli(tmp_path, bert_tokenizer, capsys):

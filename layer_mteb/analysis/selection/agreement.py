@@ -20,7 +20,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import LAYER_COLUMNS, read_scores
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
-from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, is_lexical
+from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.agreement.reference import reference_name
 from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
@@ -38,9 +38,12 @@ from layer_mteb.metrics.texts import task_source
 AGREEMENT = "agreement"
 #: the selectors that read a run's ``agreement.csv``: agreement and the intrinsic-dimension rules
 READS_AGREEMENT = (AGREEMENT, *ID_RULES)
-#: whether ``auto`` reads a base model's lexical agreement where no trained reference's curves are stored (the
-#: lexical study, docs/agreement.md, decided it)
-LEXICAL_IN_AUTO = True
+#: what ``auto`` says of a base model without agreement curves: the lexical reference was studied for it, and not
+#: adopted (docs/agreement.md, "Without another model": worse than the depth prior on SmolLM2)
+LEXICAL_NOT_ADOPTED = (
+    "; a lexical reference (--reference tfidf-lsa, no other model) was studied for auto and not adopted: it loses to "
+    "this rule on SmolLM2 (docs/agreement.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -138,23 +141,6 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["reference"] == stored[0]] if stored else rows.iloc[:0]
 
 
-def auto_options(run: str | Path, options: AgreementOptions) -> AgreementOptions:
-    """The curves ``--by auto`` reads for a base model: a trained reference's where the run has them on every task
-    (or the reference named), else the lexical reference's (:data:`AUTO_LEXICAL`, mutual k-NN, no outlier
-    treatment) where those cover every task (docs/agreement.md: the lexical study); nothing is computed here."""
-    if options.reference is not None or not LEXICAL_IN_AUTO:
-        return options
-    run = Path(run)
-    table = _stored(run)
-    tasks = sorted(set(read_scores(run)["task"].astype(str)))
-    if all(not _curve_rows(table, run, options, task).empty for task in tasks):
-        return options
-    lexical = dataclasses.replace(options, reference=AUTO_LEXICAL, metric="mknn", outlier="none")
-    if tasks and all(not _curve_rows(table, run, lexical, task).empty for task in tasks):
-        return lexical
-    return options
-
-
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
     from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
@@ -177,17 +163,12 @@ def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, option
             line = load_policy().describe(model, pooling)
             if kind_of(model, pooling) == "base":
                 line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
+                line += LEXICAL_NOT_ADOPTED
             lines.append(line)
             continue
-        read = auto_options(run, options) if by == AUTO else options
-        first = _curve_rows(_stored(Path(run)), Path(run), read, str(part["task"].iloc[0]))
+        first = _curve_rows(_stored(Path(run)), Path(run), options, str(part["task"].iloc[0]))
         reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-        what = f"{read.metric}, outliers {read.outlier}, n={read.n}, k={read.k}, seed {read.seed}"
+        what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
         why = "base language model: the layer of most agreement" if by == AUTO else "the layer of most agreement"
-        if by == AUTO and is_lexical(read.reference) and options.reference is None:
-            why = (
-                "base language model without a trained reference's curves: the layer of most agreement (the "
-                "lexical study: lower regret than the depth prior on the decoders, docs/agreement.md)"
-            )
         lines.append(f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}")
     return lines

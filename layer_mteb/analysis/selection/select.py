@@ -15,13 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.agreement import (
-    AGREEMENT,
-    READS_AGREEMENT,
-    AgreementOptions,
-    agreement_metrics,
-    auto_options,
-)
+from layer_mteb.analysis.selection.agreement import AGREEMENT, READS_AGREEMENT, AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.selection.selectors import (
@@ -117,7 +111,7 @@ def _agreement_rows(run: str | Path | None, by: object, options: AgreementOption
             raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
         return agreement_metrics(run, options or AgreementOptions())
     if by == AUTO and run is not None and (Path(run) / AGREEMENT_FILE).is_file():
-        return agreement_metrics(run, auto_options(run, options or AgreementOptions()), compute=False)
+        return agreement_metrics(run, options or AgreementOptions(), compute=False)
     return None
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from layer_mteb.common.errors import UserError
 
-#: the lexical reference kinds, in the order tables show them; ``tfidf-lsa`` is the one ``auto`` reads
+#: the lexical reference kinds, in the order tables show them; ``tfidf-lsa`` is the one the study weighed for ``auto``
 LEXICAL_KINDS = ("tfidf", "tfidf-lsa", "bm25")
 AUTO_LEXICAL = "tfidf-lsa"
 DEFAULT_NGRAMS, DEFAULT_DIMS = 2, 100

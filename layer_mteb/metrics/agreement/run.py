@@ -29,7 +29,15 @@ from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
 from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
-from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
+from layer_mteb.metrics.agreement.measures import (
+    AGREEMENT_METRICS,
+    DEFAULT_K,
+    OUTLIERS,
+    agreement_curve,
+    neighbour_sets,
+    shared_neighbours,
+    treat_outliers,
+)
 from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
 from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts
@@ -131,11 +139,18 @@ def curve_rows(
     metrics, outliers, ks = list(metrics), list(outliers), list(ks)
     for n in sorted({min(size, len(sample.texts)) for size in sizes}):
         layers = sample.layers[:, :n]
+        layer_sets: dict[tuple[str, int], torch.Tensor] = {}  # the layers' neighbours, once for every reference
         for reference, (revision, vectors) in sample.references.items():
             for metric in metrics:
                 for outlier in outliers:
                     for k in ks if metric == "mknn" else [0]:
-                        values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
+                        if metric == "mknn":
+                            if (outlier, k) not in layer_sets:
+                                layer_sets[outlier, k] = neighbour_sets(treat_outliers(layers, outlier), k)  # type: ignore[arg-type]
+                            theirs = neighbour_sets(treat_outliers(vectors[:n], outlier), k)  # type: ignore[arg-type]
+                            values = shared_neighbours(layer_sets[outlier, k], theirs, k).numpy()
+                        else:
+                            values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
                         rows += _rows(model, config, sample, (reference, revision, metric, outlier, n, k), values)
         if with_id:
             rows += _rows(
