@@ -260,9 +260,11 @@ def figure(summaries: dict[str, pd.DataFrame], stem: Path) -> list[Path]:
         fig = Figure(figsize=(7.5, 6.0))
         ax = fig.subplots()
         sns.barplot(data=frame, x="regret", y="selector", hue="model", ax=ax, orient="h", palette="colorblind")
-        for bar, (_, row) in zip(_bars(ax), frame.iterrows(), strict=False):
-            y = bar.get_y() + bar.get_height() / 2
-            ax.plot([row["low"], row["high"]], [y, y], color="black", linewidth=0.8)
+        for container, model in zip(ax.containers, summaries, strict=False):  # one container per model, in order
+            rows = frame[frame["model"] == model].sort_values("selector")
+            for bar, (_, row) in zip(container, rows.iterrows(), strict=False):
+                y = bar.get_y() + bar.get_height() / 2
+                ax.plot([row["low"], row["high"]], [y, y], color="black", linewidth=0.8)
         ax.set_xlabel("mean regret over tasks (best layer's score - picked layer's, x100), bootstrap 95 % interval")
         ax.set_ylabel("")
         ax.set_title(
@@ -270,10 +272,6 @@ def figure(summaries: dict[str, pd.DataFrame], stem: Path) -> list[Path]:
         )
         ax.legend(title="model", loc="lower right")
         return save(fig, stem)
-
-
-def _bars(ax):
-    return [bar for container in ax.containers for bar in container]
 
 
 def main() -> None:
