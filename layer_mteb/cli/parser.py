@@ -286,7 +286,8 @@ def _add_select(commands) -> None:
         "--reference",
         default=None,
         help="with --by agreement: the trusted sentence encoder (packaged name or folder; default: mpnet-base when "
-        "installed, else minilm-l6, never the model itself)",
+        "installed, else minilm-l6, never the model itself), or a lexical reference fitted on the sampled texts "
+        "alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
     )
     select.add_argument(
         "--agreement", choices=("mknn", "cka"), default="mknn", help="with --by agreement: mutual k-NN or linear CKA"

@@ -20,6 +20,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import LAYER_COLUMNS, read_scores
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
+from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.agreement.reference import reference_name
 from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
@@ -37,6 +38,12 @@ from layer_mteb.metrics.texts import task_source
 AGREEMENT = "agreement"
 #: the selectors that read a run's ``agreement.csv``: agreement and the intrinsic-dimension rules
 READS_AGREEMENT = (AGREEMENT, *ID_RULES)
+#: what ``auto`` says of a base model without agreement curves: the lexical reference was studied for it, and not
+#: adopted (docs/agreement.md, "Without another model": worse than the depth prior on SmolLM2)
+LEXICAL_NOT_ADOPTED = (
+    "; a lexical reference (--reference tfidf-lsa, no other model) was studied for auto and not adopted: it loses to "
+    "this rule on SmolLM2 (docs/agreement.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,13 @@ def _curve_rows(table: pd.DataFrame, run: Path, options: AgreementOptions, task:
 
 
 def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
-    """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored reference's."""
-    stored = sorted(set(rows["reference"]), key=lambda name: ("mpnet" not in name, name))
-    return rows[rows["reference"] == stored[0]] if stored else rows
+    """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored trained reference's
+    (a lexical reference is read only when named, or by ``auto`` where no trained one is stored)."""
+    stored = sorted(
+        {name for name in rows["reference"].astype(str) if not is_lexical(name)},
+        key=lambda name: ("mpnet" not in name, name),
+    )
+    return rows[rows["reference"] == stored[0]] if stored else rows.iloc[:0]
 
 
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
@@ -154,6 +165,7 @@ def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, option
             line = load_policy().describe(model, pooling)
             if kind_of(model, pooling) == "base":
                 line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
+                line += LEXICAL_NOT_ADOPTED
             lines.append(line)
             continue
         first = _curve_rows(_stored(Path(run)), Path(run), options, str(part["task"].iloc[0]))

@@ -81,8 +81,18 @@ def mutual_knn(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray, k: in
         raise ValueError(f"both spaces need the same texts: {n} rows against {b.shape[-2]}")
     if not 1 <= k < n:
         raise ValueError(f"k must be in 1..{n - 1} for {n} texts, got {k}")
-    mine = _neighbour_mask(knn_indices(a, k), n)
-    theirs = _neighbour_mask(knn_indices(b, k), n)
+    return shared_neighbours(neighbour_sets(a, k), neighbour_sets(b, k), k)
+
+
+def neighbour_sets(x: torch.Tensor | np.ndarray, k: int) -> torch.Tensor:
+    """[..., n, n] booleans: row i marks its ``k`` nearest rows by cosine similarity (itself excluded); computed once,
+    a layer's sets serve every reference it is compared with."""
+    x = _as_tensor(x)
+    return _neighbour_mask(knn_indices(x, k), x.shape[-2])
+
+
+def shared_neighbours(mine: torch.Tensor, theirs: torch.Tensor, k: int) -> torch.Tensor:
+    """Mutual k-NN from two spaces' :func:`neighbour_sets`: mean over texts of the shared share of k."""
     return (mine & theirs).sum(dim=-1).to(torch.float64).mean(dim=-1) / k
 
 

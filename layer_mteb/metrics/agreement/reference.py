@@ -21,6 +21,7 @@ import numpy as np
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import atomic_write, content_hash, text_hash
+from layer_mteb.metrics.agreement.lexical import is_lexical, parse_lexical
 from layer_mteb.model.loading import cache_root, packaged_folder
 from layer_mteb.model.names import PACKAGED_MODELS, packaged_distributions
 
@@ -97,9 +98,12 @@ def load_reference(name: str, device: str = "cpu") -> Reference:
 
 
 def reference_name(reference: str) -> str:
-    """How ``agreement.csv`` names a reference given as a packaged name (its hub id) or a folder (``local/<name>``)."""
+    """How ``agreement.csv`` names a reference given as a packaged name (its hub id), a lexical reference (its kind
+    and settings, :mod:`.lexical`) or a folder (``local/<name>``)."""
     if reference in PACKAGED_MODELS:
         return PACKAGED_MODELS[reference].hub_id
+    if is_lexical(reference):
+        return parse_lexical(reference).name
     return f"local/{Path(reference).expanduser().resolve().name}"
 
 

@@ -28,7 +28,16 @@ from layer_mteb.common.results import SCORES_FILE, layer_columns, one_setting, r
 from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
-from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, agreement_curve
+from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
+from layer_mteb.metrics.agreement.measures import (
+    AGREEMENT_METRICS,
+    DEFAULT_K,
+    OUTLIERS,
+    agreement_curve,
+    neighbour_sets,
+    shared_neighbours,
+    treat_outliers,
+)
 from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
 from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts
@@ -133,11 +142,18 @@ def curve_rows(
     metrics, outliers, ks = list(metrics), list(outliers), list(ks)
     for n in sorted({min(size, len(sample.texts)) for size in sizes}):
         layers = sample.layers[:, :n]
+        layer_sets: dict[tuple[str, int], torch.Tensor] = {}  # the layers' neighbours, once for every reference
         for reference, (revision, vectors) in sample.references.items():
             for metric in metrics:
                 for outlier in outliers:
                     for k in ks if metric == "mknn" else [0]:
-                        values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
+                        if metric == "mknn":
+                            if (outlier, k) not in layer_sets:
+                                layer_sets[outlier, k] = neighbour_sets(treat_outliers(layers, outlier), k)  # type: ignore[arg-type]
+                            theirs = neighbour_sets(treat_outliers(vectors[:n], outlier), k)  # type: ignore[arg-type]
+                            values = shared_neighbours(layer_sets[outlier, k], theirs, k).numpy()
+                        else:
+                            values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
                         rows += _rows(model, config, sample, (reference, revision, metric, outlier, n, k), values)
         if with_id:
             rows += _rows(
@@ -153,16 +169,22 @@ def _rows(model: LoadedModel, config: EncodeConfig, sample: TaskSample, key: tup
     return [{**layer_columns(model, layer), **fixed, "value": float(v)} for layer, v in enumerate(values)]
 
 
-def references_for(model: str, reference: str | Sequence[str] | None, device: str = "cpu") -> list[Reference]:
-    """The references to use for ``model``: those named (one that is the model itself is an error), else the
-    default (:func:`~.reference.default_reference`)."""
+def references_for(
+    model: str, reference: str | Sequence[str] | None, device: str = "cpu", seed: int = DEFAULT_SEED
+) -> list[Reference | LexicalReference]:
+    """The references to use for ``model``: those named (one that is the model itself is an error; a lexical one,
+    ``tfidf``, ``tfidf-lsa`` or ``bm25``, is fitted on each sample with ``seed``), else the default
+    (:func:`~.reference.default_reference`)."""
     names = (
         [default_reference(model)] if reference is None else [reference] if isinstance(reference, str) else reference
     )
-    same = [name for name in names if is_same_model(name, model)]
+    same = [name for name in names if not is_lexical(name) and is_same_model(name, model)]
     if same:
         raise UserError(f"--reference {same[0]} is the model under test; agreement with itself says nothing")
-    return [load_reference(name, device) for name in names]
+    return [
+        LexicalReference(parse_lexical(name), seed) if is_lexical(name) else load_reference(name, device)
+        for name in names
+    ]
 
 
 def agreement_curves(
@@ -187,14 +209,19 @@ def agreement_curves(
     run = scored_run(run_dir)
     source = model or model_source(run)
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
-    references = references_for(run.model, reference, run.config.device)
+    references = references_for(run.model, reference, run.config.device, seed)
     frames = []
     declared = declared_tasks(Path(run_dir))  # a custom task's texts are found through its task file
     data_dir = data_dir or recorded_data_dir(Path(run_dir))
     for task in tasks:
         texts = sample_texts(declared.get(task, task), n, seed, data_dir)
-        sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts))
+        lexical = {
+            ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
+        }
+        sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts), lexical)
         for ref in references:
+            if isinstance(ref, LexicalReference):
+                continue
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
         frames.append(tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k])))
         if write:

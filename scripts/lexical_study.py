@@ -1,0 +1,90 @@
+"""Add the lexical-reference agreement curves of the lexical study (issue #39, docs/agreement.md) to a run's
+``agreement.csv``: rows of references ``tfidf``, ``tfidf-lsa``, ``bm25`` and their sensitivity variants, beside the
+trained references' rows, which stay as they are.
+
+    python scripts/lexical_study.py results/smollm2-135m [--seeds 0 1 2] [--seed-tasks STS12 ...]
+
+Per task, the seed-0 sample of 256 texts (the one ``agreement_study.py`` drew) is read from the run's vector store
+(a forward pass fills what it lacks). Each lexical reference is fitted on the first ``n`` texts alone, for n in 64,
+128, 256 (refitted per n: it is part of what a smaller sample gives). Rows written, all mutual k-NN with k = 10:
+
+- ``tfidf``, ``tfidf-lsa``, ``bm25`` (the settings fixed before the study) at n = 64, 128, 256, outliers ``none``,
+  and at n = 256 also ``standardize`` and ``clamp`` (the layers' rogue dimensions tamed);
+- the vectoriser variants at n = 256, outliers ``none``: unigrams (``tfidf:ngrams=1``, ``tfidf-lsa:ngrams=1``,
+  ``bm25:ngrams=1``) and LSA to 50 and 300 dimensions (``tfidf-lsa:dims=50``, ``tfidf-lsa:dims=300``);
+- each further seed of ``--seeds`` on ``--seed-tasks``: a sample of 256 texts of its own (its vectors from the
+  store, or a forward pass), the three fixed references, outliers ``none``.
+
+No intrinsic-dimension or trained-reference row is written, so the rows already in the file keep their bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+from layer_mteb.common.results import read_scores
+from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
+from layer_mteb.metrics.agreement.measures import OUTLIERS
+from layer_mteb.metrics.agreement.run import (
+    DEFAULT_N,
+    TaskSample,
+    curve_rows,
+    layer_vectors,
+    model_source,
+    sample_texts,
+    scored_run,
+)
+from layer_mteb.metrics.agreement.table import tidy_agreement, write_agreement
+from layer_mteb.model.loading import load_model
+
+SIZES = (64, 128, DEFAULT_N)
+VARIANTS = ("tfidf:ngrams=1", "tfidf-lsa:ngrams=1", "bm25:ngrams=1", "tfidf-lsa:dims=50", "tfidf-lsa:dims=300")
+
+logger = logging.getLogger("lexical_study")
+
+
+def lexical_rows(model, config, task: str, seed: int, texts: list[str], layers, names, n: int, outliers=("none",)):
+    """Rows of each lexical reference of ``names`` fitted on the first ``n`` texts: mutual k-NN, k = 10, by default
+    no outlier treatment (the agreement study's default, fixed before this study)."""
+    n = min(n, len(texts))
+    references = {}
+    for name in names:
+        spec = parse_lexical(name)
+        references[spec.name] = (spec.revision, lexical_vectors(texts[:n], spec, seed))
+    sample = TaskSample(task, seed, texts[:n], layers[:, :n], references)
+    return curve_rows(model, config, sample, sizes=[n], metrics=["mknn"], outliers=list(outliers), with_id=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", help="a run folder with scores.csv (e.g. results/smollm2-135m)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds other than 0: n = 256 on --seed-tasks")
+    parser.add_argument("--seed-tasks", nargs="+", default=[], help="tasks of the further seeds")
+    parser.add_argument("--tasks", nargs="+", help="default: every task of scores.csv")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    run = scored_run(args.run, device="cpu")
+    model = load_model(model_source(run), run.config)
+    tasks = args.tasks or sorted(read_scores(args.run)["task"].unique())
+    rows: list[dict] = []
+    for task in tasks:
+        started = time.perf_counter()
+        texts = sample_texts(task, DEFAULT_N, 0)
+        layers = layer_vectors(model, run.config, task, texts)
+        for n in SIZES:
+            outliers = OUTLIERS if n == DEFAULT_N else ("none",)
+            rows += lexical_rows(model, run.config, task, 0, texts, layers, LEXICAL_KINDS, n, outliers)
+        rows += lexical_rows(model, run.config, task, 0, texts, layers, VARIANTS, DEFAULT_N)
+        for seed in [s for s in args.seeds if s != 0 and task in args.seed_tasks]:
+            other = sample_texts(task, DEFAULT_N, seed)
+            vectors = layer_vectors(model, run.config, task, other)
+            rows += lexical_rows(model, run.config, task, seed, other, vectors, LEXICAL_KINDS, DEFAULT_N)
+        logger.info("%s: %d rows so far, %.1f s", task, len(rows), time.perf_counter() - started)
+    write_agreement(tidy_agreement(rows), args.run)  # once: merging into a large agreement.csv takes seconds
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Lexical references for agreement (TF-IDF, TF-IDF + LSA, BM25 fitted on the sampled texts alone): a layer that is
+a noisy linear map of the texts' TF-IDF vectors is the one picked; picks are seeded; a sample with no lexical
+geometry is one error line through the CLI; ``select --by agreement --reference tfidf-lsa`` reads the curves
+through the one selection engine."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import save_tiny_model
+
+from layer_mteb.analysis.rules import extremum_layer
+from layer_mteb.common.errors import UserError
+from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, LexicalSpec, lexical_vectors, parse_lexical
+from layer_mteb.metrics.agreement.measures import agreement_curve
+from layer_mteb.metrics.agreement.run import sample_texts
+from layer_mteb.metrics.agreement.table import curves, read_agreement
+
+
+def _synthetic_layers(texts: list[str], k: int, n_layers: int = 6, seed: int = 0) -> torch.Tensor:
+    """[n_layers + 1, n, 128]: layer ``k`` a random linear map of the texts' TF-IDF vectors plus noise, every other
+    layer noise of the same scale."""
+    rng = np.random.default_rng(seed)
+    tfidf = lexical_vectors(texts, LexicalSpec("tfidf"), seed)
+    mapped = tfidf @ rng.normal(size=(tfidf.shape[1], 128))
+    scale = mapped.std()
+    layers = rng.normal(scale=scale, size=(n_layers + 1, len(texts), 128))
+    layers[k] = mapped + rng.normal(scale=0.3 * scale, size=mapped.shape)
+    return torch.from_numpy(layers)
+
+
+@pytest.mark.parametrize("kind", LEXICAL_KINDS)
+@pytest.mark.parametrize("k", [2, 5])
+def test_the_layer_that_maps_the_texts_tfidf_is_picked(data_dir, kind, k):
+    texts = sample_texts("STS12", 200, seed=0, data_dir=data_dir)
+    layers = _synthetic_layers(texts, k)
+    values = agreement_curve(layers, lexical_vectors(texts, parse_lexical(kind), 0), "mknn", "none", 10)
+    curve = pd.Series(values)
+    assert extremum_layer(curve, "max") == k
+    others = curve.drop(k)
+    assert curve[k] > 2 * others.max()  # noise layers stay near chance, 10 / 199
+
+
+def test_same_seed_same_vectors_and_picks(data_dir):
+    texts = sample_texts("STSBenchmark", 128, seed=3, data_dir=data_dir)
+    spec = parse_lexical("tfidf-lsa")
+    first, again = lexical_vectors(texts, spec, 7), lexical_vectors(texts, spec, 7)
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (128, 100)
+    layers = _synthetic_layers(texts, 3, seed=1)
+    picks = [extremum_layer(pd.Series(agreement_curve(layers, lexical_vectors(texts, spec, 7))), "max") for _ in "ab"]
+    assert picks == [3, 3]
+
+
+def test_names_settings_and_revisions():
+    assert parse_lexical("tfidf-lsa:dims=50").name == "tfidf-lsa:dims=50"
+    assert parse_lexical("tfidf-lsa:dims=100:ngrams=2").name == "tfidf-lsa"  # the defaults are not spelled out
+    assert parse_lexical("bm25:ngrams=1") == LexicalSpec("bm25", ngrams=1)
+    assert "TruncatedSVD min(100 n_terms-1)" in parse_lexical("tfidf-lsa").revision
+    assert parse_lexical("tfidf").revision.startswith("scikit-learn-")
+    for bad in ("tfidf:dims=50", "tfidf-lsa:dims=0", "bm25:k1=2", "lsa"):
+        with pytest.raises(UserError):
+            parse_lexical(bad)
+    # LSA never asks for more dimensions than the sample has terms less one
+    assert (
+        lexical_vectors(["red apple pie", "green apple tart", "red pie"], parse_lexical("tfidf-lsa"), 0).shape[1] < 10
+    )
+
+
+@pytest.mark.parametrize("texts", [[], ["", " "], ["yes"] * 20, [f"word{i}" for i in range(30)]])
+def test_a_sample_without_lexical_geometry_is_one_error(texts):
+    with pytest.raises(UserError, match="share no word") as err:
+        lexical_vectors(texts, parse_lexical("tfidf"))
+    assert "\n" not in str(err.value)
+
+
+def _tiny_run(tmp_path, folder) -> object:
+    run = tmp_path / "run"
+    run.mkdir(parents=True)
+    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
+    rows = [
+        {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "layer": layer}
+        | {"n_layers": 2, "task": "BIOSSES", "task_type": "STS", "subset": "default", "split": "test"}
+        | {"main_score": score}
+        for layer, score in enumerate([0.1, 0.3, 0.2])
+    ]
+    pd.DataFrame(rows).to_csv(run / "scores.csv", index=False)
+    return run
+
+
+@pytest.mark.slow
+def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir, bert_tokenizer, capsys):
+    """``--reference tfidf-lsa`` writes its curves to agreement.csv (its settings as the revision) and picks each
+    task's layer of most agreement; ``auto`` on this base model, with no trained reference's curves, keeps its rule
+    and says the lexical reference was not adopted (the study), and reads the lexical curves when they are named."""
+    from layer_mteb.cli import main
+
+    folder = save_tiny_model("gpt2", bert_tokenizer, tmp_path / "tiny-gpt2")
+    run = _tiny_run(tmp_path, folder)
+    argv = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
+    assert main([*argv, "--reference", "tfidf-lsa"]) == 0
+    stored = read_agreement(run)
+    lexical = stored[stored["reference"] == "tfidf-lsa"]
+    assert len(lexical) and lexical["reference_revision"].str.contains("TruncatedSVD").all()
+    curve = curves(stored, reference="tfidf-lsa", metric="mknn", outlier="none", n=40, k=10, seed=0)["BIOSSES"]
+    picks = pd.read_csv(run / "selection.agreement.csv").query("selector == 'agreement' and task == 'BIOSSES'")
+    assert picks["chosen_layer"].tolist() == [extremum_layer(curve, "max")]
+    text = (run / "agreement.csv").read_text()
+    assert main([*argv, "--reference", "tfidf-lsa"]) == 0 and (run / "agreement.csv").read_text() == text
+    capsys.readouterr()
+    assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40"]) == 0  # the study: not adopted
+    out = capsys.readouterr().out
+    assert "no agreement curves in this run" in out and "studied for auto and not adopted" in out
+    auto = ["select", "--run", str(run), "--by", "auto", "--sample", "40", "--reference", "tfidf-lsa"]
+    assert main(auto) == 0  # named, the lexical curves are read like any reference's
+    assert "the layer of most agreement with tfidf-lsa (scikit-learn-" in capsys.readouterr().out
+    picked = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
+    assert picked["chosen_layer"].tolist() == picks["chosen_layer"].tolist()
+
+
+def test_a_one_word_sample_is_one_line_through_the_cli(tmp_path, bert_tokenizer, capsys):
+    """A task whose texts are single words has no lexical geometry: one line, exit 2, nothing written."""
+    from layer_mteb.cli import main
+
+    folder = save_tiny_model("gpt2", bert_tokenizer, tmp_path / "tiny-gpt2")
+    one_word = tmp_path / "data" / "BIOSSES"
+    one_word.mkdir(parents=True)
+    pairs = [{"sentence1": f"alpha{i}", "sentence2": f"beta{i}", "score": 1.0} for i in range(30)]
+    (one_word / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    bare = _tiny_run(tmp_path / "bare", folder)
+    (bare / "run.json").write_text(json.dumps({"tasks": [{"task": "BIOSSES", "data_dir": str(one_word.parent)}]}))
+    capsys.readouterr()
+    bad = ["select", "--run", str(bare), "--by", "agreement", "--model", str(folder), "--sample", "40"]
+    assert main([*bad, "--reference", "tfidf"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "share no word" in err and len(err.splitlines()) == 1
+    assert not (bare / "agreement.csv").exists()
