@@ -210,3 +210,13 @@ def test_ctrl_c_says_what_select_has_saved(by, said, tmp_path):
     args = _args("select", "--run", str(tmp_path), "--by", by)
     check_arguments(args)
     assert said in args.interrupted
+
+
+def test_the_encode_defaults_metrics_run_compares_with_are_the_parsers():
+    """``metrics --run`` tells a given setting from a default by :data:`ENCODE_DEFAULTS`; the parser's are the same."""
+    from layer_mteb.cli.arguments import ENCODE_DEFAULTS
+    from layer_mteb.cli.parser import build_parser
+
+    for command in (["metrics", "--run", "runs/x"], ["run", "--model", "minilm-l6", "--tasks", "demo"]):
+        parsed = build_parser().parse_args(command)
+        assert {option: getattr(parsed, option) for option in ENCODE_DEFAULTS} == ENCODE_DEFAULTS

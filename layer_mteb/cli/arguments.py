@@ -49,3 +49,14 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
         return tuple(int(n) for n in text.split(","))
     except ValueError:
         raise UserError(f"--lengths must be comma-separated token counts, got {text!r}") from None
+
+
+#: the encode options' defaults on the command line, beside which ``metrics --run`` / ``stress --run`` tell what the
+#: user gave (the run's own settings replace them)
+ENCODE_DEFAULTS: dict[str, object] = {
+    "pooling": "mean",
+    "max_length": 512,
+    "dtype": "float32",
+    "attention": None,
+    "normalize": False,
+}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.selection.selector_names import check_selector
-from layer_mteb.cli.arguments import EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
+from layer_mteb.cli.arguments import ENCODE_DEFAULTS, EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.cli.console import CURVES_SAVED
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -92,13 +92,11 @@ def _check_metrics(args: argparse.Namespace) -> None:
 
 
 #: the encode options ``metrics --run`` / ``stress --run`` take from the run (the readout of metrics is their own)
-RUN_SETTINGS = ("pooling", "max_length", "dtype", "attention", "normalize")
 
 
 def _take_run_model(args: argparse.Namespace) -> None:
     """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision and
     encode settings go into ``args``, as if given; a different setting given beside ``--run`` is refused."""
-    from layer_mteb.cli.parser import build_parser
     from layer_mteb.common.results import one_setting, read_scores
     from layer_mteb.model.names import packaged_name
 
@@ -106,8 +104,7 @@ def _take_run_model(args: argparse.Namespace) -> None:
     scores = one_setting(read_scores(args.run))
     row = scores.iloc[-1]
     name, revision = str(row["model"]), str(row["revision"])
-    defaults = build_parser().parse_args([args.command, "--run", args.run])
-    given = [f"--{o.replace('_', '-')}" for o in RUN_SETTINGS if getattr(args, o) != getattr(defaults, o)]
+    given = [f"--{o.replace('_', '-')}" for o, default in ENCODE_DEFAULTS.items() if getattr(args, o) != default]
     if getattr(args, "revision", None) is not None:
         given.append("--revision")
     if given:
@@ -123,7 +120,7 @@ def _take_run_model(args: argparse.Namespace) -> None:
     if args.data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
         recorded = recorded_data_dir(Path(args.run))
         args.data_dir = None if recorded is None else str(recorded)
-    for option in RUN_SETTINGS:
+    for option in ENCODE_DEFAULTS:
         setattr(args, option, getattr(config, option))
     if args.model is None:
         if name.startswith("local/"):

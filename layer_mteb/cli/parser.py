@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from layer_mteb.cli import commands as handlers
-from layer_mteb.cli.arguments import DATA_DEFAULT, MODEL_HELP, RUNS
+from layer_mteb.cli.arguments import DATA_DEFAULT, ENCODE_DEFAULTS, MODEL_HELP, RUNS
 from layer_mteb.cli.console import NOTHING_SAVED, PROG
 from layer_mteb.cli.parser_products import add_export, add_label_budget, add_metric_readout, add_reproduce
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
@@ -60,10 +60,17 @@ def _add_encode_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--readout", choices=READOUTS, default="final_norm", help="apply the final norm to every layer, or read raw"
     )
-    parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="how token states become one vector")
+    parser.add_argument(
+        "--pooling", choices=POOLINGS, default=ENCODE_DEFAULTS["pooling"], help="how token states become one vector"
+    )
     _add_vector_options(parser)
-    parser.add_argument("--max-length", type=int, default=512, help="tokens per text (longer texts are truncated)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="weights and activations")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=ENCODE_DEFAULTS["max_length"],
+        help="tokens per text (longer texts are truncated)",
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default=ENCODE_DEFAULTS["dtype"], help="weights and activations")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
     parser.add_argument(
         "--max-batch-tokens",
@@ -239,7 +246,7 @@ def _add_vector_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attention",
         choices=ATTENTIONS,
-        default=None,
+        default=ENCODE_DEFAULTS["attention"],
         help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
     )
     parser.add_argument(
