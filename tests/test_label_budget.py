@@ -300,3 +300,20 @@ def test_the_scorers_convergence_warnings_are_one_line_per_task_and_in_its_row(t
     assert count >= 3 * 2  # every layer fits in every draw
     assert line.startswith(f"Unconverging: {count} ConvergenceWarnings from mteb's logistic regression at layers 0-2;")
     assert picks["warnings"].tolist() == [f"{count} ConvergenceWarnings at layers 0-2"]
+
+
+def test_agreement_is_drawn_beside_the_labelled_pick_where_the_run_has_its_curves():
+    """The committed SmolLM2 run holds agreement curves: its baselines carry agreement's mean regret, the same
+    number ``select --by agreement`` gives, and it is the best label-free line (1.87 points; curvature 2.63)."""
+    from conftest import REPO
+
+    from layer_mteb.analysis.labels.curve import baseline_rows
+    from layer_mteb.analysis.selection.select import leaderboard, select_layers
+
+    run = REPO / "results" / "smollm2-135m"
+    rows = baseline_rows(run).set_index("baseline")
+    picked = select_layers(run, by="agreement", write=False)
+    board = leaderboard(picked[picked["selector"] == "agreement"])
+    assert rows.loc["agreement", "mean_regret"] == pytest.approx(board["regret"].iloc[0])
+    assert rows.loc["agreement", "mean_regret"] == pytest.approx(0.01867, abs=5e-6)
+    assert rows.loc["best label-free", "selector"] == "agreement"

@@ -27,11 +27,13 @@ from layer_mteb.analysis.labels.budget import (
 )
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.runs.folders import read_run_scores
+from layer_mteb.analysis.selection.agreement import AGREEMENT
 from layer_mteb.analysis.selection.select import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.common.results import one_setting
 from layer_mteb.evaluation.workers import check_eval_workers
+from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
 from layer_mteb.metrics.table import read_metrics
 
 logger = logging.getLogger(__name__)
@@ -118,9 +120,10 @@ def _has_part(folder: Path | None, task: str) -> bool:
 
 
 def baseline_rows(run: str | Path) -> pd.DataFrame:
-    """Mean regret and gain over the run's tasks of the last layer, the paper's rule and the best label-free
-    selector (lowest mean regret; the oracle excluded), from the same full-split scores. Without ``metrics.csv``
-    only the last layer."""
+    """Mean regret and gain over the run's tasks of the last layer, the paper's rule, agreement with the reference
+    encoder (where ``agreement.csv`` holds its curves) and the best label-free selector (lowest mean regret, agreement
+    included; the oracle excluded), from the same full-split scores. Without ``metrics.csv`` only the last layer
+    and agreement."""
     scores = one_setting(read_run_scores(Path(run)))
     model = str(scores["model"].iloc[0])
     try:
@@ -128,11 +131,15 @@ def baseline_rows(run: str | Path) -> pd.DataFrame:
     except UserError as err:
         logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", run, err)
         selection = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
+    if (Path(run) / AGREEMENT_FILE).is_file():  # agreement with the reference encoder, where its curves are stored
+        agreed = select_layers(run, by=AGREEMENT, write=False)
+        selection = pd.concat([selection, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
     board = leaderboard(selection[selection["selector"] != "oracle"])
     rows = []
     for name, pick in (
         ("last layer", board["selector"] == "last_layer"),
         ("paper rule", is_selector(board, PAPER_RULE)),
+        ("agreement", board["selector"] == AGREEMENT),
         ("best label-free", board.index == board.index.min()),
     ):
         if pick.any():
@@ -192,7 +199,8 @@ def plot_curve(curve: pd.DataFrame, baselines: pd.DataFrame, path: Path) -> None
         means = curve[curve["model"] == model].groupby("k", sort=False)["mean_regret"].mean() * 100
         positions = np.arange(len(means))
         ax.plot(positions, means.to_numpy(), marker="o", color="black", label="labelled pick (K labels)")
-        for (_, row), style in zip(baselines[baselines["model"] == model].iterrows(), ("--", "-.", ":"), strict=False):
+        lines = baselines[baselines["model"] == model].iterrows()
+        for (_, row), style in zip(lines, ("--", "-.", (0, (5, 1)), ":"), strict=False):
             label = f"{row['baseline']} ({row['selector']}{'' if row['texts'] == '-' else ', ' + str(row['texts'])})"
             ax.axhline(row["mean_regret"] * 100, linestyle=style, color="tab:red", alpha=0.8, label=label)
         ax.axhline(1.0, color="grey", linewidth=0.8, label="1 point")
