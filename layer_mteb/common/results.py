@@ -143,7 +143,7 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
         named = ", ".join(f"{m} @ {r}" for m, r in zip(runs["model"], runs["revision"], strict=True))
         raise UserError(
             f"scores.csv holds several models or revisions ({named}): this command reads one; give a run folder of "
-            "one model (`layer-mteb run --model M --output FOLDER`, one folder per model)"
+            "one model (`layer-mteb run --model MODEL --tasks TASKS --output RUN`, one folder per model)"
         )
     settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
     if len(scores[settings].drop_duplicates()) > 1:
