@@ -72,7 +72,7 @@ def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
     source = model_source(scored)
     loaded = load_model(source, scored.config, revision=None if source in PACKAGED_MODELS else scored.revision)
     curves = score_curves(read_scores(run))
-    agreement = agreement_metrics(run, AgreementOptions(), compute=False)
+    agreement = agreement_metrics(run, AgreementOptions())
     _, specs = select_tasks(tasks, data_dir)
     out = []
     for task, data, fingerprint in task_units(specs, "test", data_dir):

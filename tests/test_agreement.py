@@ -229,3 +229,23 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
         assert main(["select", "--run", str(run), "--by", rule, "--sample", "40"]) == 0
         picked = pd.read_csv(run / f"selection.{rule}.csv").query(f"selector == '{rule}' and task == 'BIOSSES'")
         assert picked["chosen_layer"].tolist() == [id_pick(id_curve.to_numpy(), rule)]
+
+
+def test_the_selection_only_reads_curves_and_names_the_stage_that_computes_them(tmp_path):
+    """The selection engine computes nothing: a run without the asked curves has them named by ``missing_curves``
+    (what the CLI hands to the curves' stage), and a pick that reads none is one line naming that stage."""
+    from layer_mteb.analysis.selection.agreement import AgreementOptions, missing_curves
+    from layer_mteb.analysis.selection.select import select_layers
+
+    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
+    rows = [
+        {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "layer": layer}
+        | {"n_layers": 1, "task": task, "task_type": "STS", "subset": "default", "split": "test", "main_score": 0.5}
+        for task in ("STS12", "BIOSSES")
+        for layer in range(2)
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "scores.csv", index=False)
+    assert missing_curves(tmp_path, AgreementOptions()) == ["BIOSSES", "STS12"]
+    with pytest.raises(UserError, match="computes them first"):
+        select_layers(tmp_path, by="agreement")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.csv"]

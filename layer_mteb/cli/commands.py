@@ -8,9 +8,13 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from layer_mteb.cli.arguments import output_folder, parse_lengths, process_device
 from layer_mteb.common.errors import UserError
+
+if TYPE_CHECKING:
+    from layer_mteb.analysis.selection.agreement import AgreementOptions
 
 
 def import_results(args: argparse.Namespace) -> None:
@@ -164,17 +168,20 @@ def select(args: argparse.Namespace) -> None:
     if args.labels is not None:
         select_by_labels(args)
         return
-    from layer_mteb.analysis.selection.agreement import AgreementOptions, describe_agreement
+    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, describe_agreement
+    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
 
+    reads_curves = args.by in READS_AGREEMENT or (args.by == "auto" and (Path(args.run) / AGREEMENT_FILE).is_file())
     options = AgreementOptions(
-        reference=args.reference,
+        reference=_stored_reference(args.reference) if reads_curves else None,
         metric=args.agreement,
         outlier=args.outliers,
         n=args.sample,
         k=args.neighbours,
         seed=args.seed,
-        model=args.model,
     )
+    if args.by in READS_AGREEMENT:
+        _compute_missing_curves(args, options)
     selection = select_layers(
         args.run, by=args.by, per_task=args.per_task, metric_readout=args.metric_readout, agreement=options
     )
@@ -185,11 +192,38 @@ def select(args: argparse.Namespace) -> None:
     lines = [*best_lines(args.run, selection), *([note] if note else [])]
     print_leaderboard(board, Path(args.run) / selection_file(args.by), "\n".join(lines))
     print_cheapest(args.run)
-    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT
-    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
-
     if args.by in READS_AGREEMENT:  # the curves it measured (or read back) are kept for the next pick
         print(f"agreement curves: {Path(args.run) / AGREEMENT_FILE}")
+
+
+def _stored_reference(reference: str | None) -> str | None:
+    """``--reference`` as the run's ``agreement.csv`` names it (a packaged name becomes its hub id), so the
+    selection, which only reads that table, finds its curves without knowing the packaged models."""
+    if reference is None:
+        return None
+    from layer_mteb.metrics.agreement.reference import reference_name
+
+    return reference_name(reference)
+
+
+def _compute_missing_curves(args: argparse.Namespace, options: AgreementOptions) -> None:
+    """The agreement curves' own stage, run before the pick for the tasks whose curve under ``options`` the run's
+    ``agreement.csv`` lacks (one model and one reference load for them all); the pick then only reads."""
+    from layer_mteb.analysis.selection.agreement import missing_curves
+
+    missing = missing_curves(args.run, options)
+    if missing:
+        from layer_mteb.metrics.agreement.run import agreement_curves
+
+        agreement_curves(
+            args.run,
+            missing,
+            n=options.n,
+            seed=options.seed,
+            k=options.k,
+            reference=args.reference,
+            model=args.model,
+        )
 
 
 def print_cheapest(run: str) -> None:

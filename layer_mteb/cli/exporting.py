@@ -86,8 +86,15 @@ def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
 def _selection(args: argparse.Namespace, scores: pd.DataFrame) -> tuple[int, str]:
     """The layer ``--by`` picks (for ``--task``, or the one pick for the mean over tasks) and a line saying how it
     compares with the last and the best layer. The run's metrics are passed in as frames, so nothing is written."""
+    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, missing_curves
     from layer_mteb.analysis.selection.select import select_layers
 
+    if args.by in READS_AGREEMENT:  # the curves' own stage first, at the default options, where the run lacks them
+        missing = missing_curves(args.run, AgreementOptions())
+        if missing:
+            from layer_mteb.metrics.agreement.run import agreement_curves
+
+            agreement_curves(args.run, missing)
     picks = select_layers(
         args.run,  # read for agreement curves; no selection file is written
         scores=scores,

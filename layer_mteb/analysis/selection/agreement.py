@@ -1,10 +1,10 @@
 """``select --by agreement``: per task, the layer whose geometry agrees most with a trusted sentence encoder on the
 task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024, or linear CKA; docs/agreement.md).
 
-The run's ``agreement.csv`` holds the per-layer curves (:mod:`layer_mteb.metrics.agreement`); tasks without a curve
-for the asked (reference, metric, outlier, n, k, seed) are computed first, with one model and one reference load.
-The curves then enter the one selection engine as a metric (``agreement``, higher is better), so the pick, the tie
-rule (deeper) and regret and gain are those of every other selector.
+This module only reads: the curves are the run's ``agreement.csv``, computed beforehand by their own stage
+(:func:`layer_mteb.metrics.agreement.run.agreement_curves`; ``select --by agreement`` calls it first for the tasks
+:func:`missing_curves` names). The curves enter the one selection engine as a metric (``agreement``, higher is
+better), so the pick, the tie rule (deeper) and regret and gain are those of every other selector.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
-from layer_mteb.metrics.agreement.reference import reference_name
-from layer_mteb.metrics.agreement.run import DEFAULT_N, DEFAULT_SEED
+from layer_mteb.metrics.agreement.sample import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.metrics.agreement.table import (
     AGREEMENT_COLUMNS,
     AGREEMENT_FILE,
@@ -50,13 +49,14 @@ LEXICAL_NOT_ADOPTED = (
 class AgreementOptions:
     """The curve a pick reads; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
 
-    reference: str | None = None  # packaged name or folder; None: all-mpnet-base-v2 when installed, else MiniLM
+    # the reference as agreement.csv names it (a hub id, local/<folder> or a lexical name: the CLI turns --reference
+    # into it with metrics.agreement.reference.reference_name); None: all-mpnet-base-v2's curves, else any trained one
+    reference: str | None = None
     metric: str = "mknn"
     outlier: str = "none"
     n: int = DEFAULT_N
     k: int = DEFAULT_K
     seed: int = DEFAULT_SEED
-    model: str | None = None  # how to load the run's model when its name in scores.csv is not loadable as it stands
 
     def __post_init__(self) -> None:
         if self.metric not in (*AGREEMENT_METRICS, ID_METRIC):
@@ -67,25 +67,21 @@ class AgreementOptions:
             raise UserError(f"--sample {self.n} and --neighbours {self.k} need k >= 1 and n >= 2 (k + 1)")
 
 
-def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bool = True) -> pd.DataFrame:
-    """The run's agreement curves under ``options`` as ``metrics.csv`` rows (metric ``agreement``, texts
-    ``task:<Task>``, the scores' settings), one curve per scored task; missing curves are computed when
-    ``compute`` (else those tasks have none)."""
-    run = Path(run)
-    if not (run / SCORES_FILE).is_file():
-        raise UserError(
-            f"no {SCORES_FILE} in {run}: run `layer-mteb run --model MODEL --tasks TASKS --output {run}` first"
-        )
-    tasks = sorted(set(read_scores(run)["task"].astype(str)))
+def missing_curves(run: str | Path, options: AgreementOptions) -> list[str]:
+    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the curves' stage
+    must compute before a pick reads them)."""
+    run = _scored(run)
     table = _stored(run)
-    missing = [task for task in tasks if _curve_rows(table, run, options, task).empty]
-    if missing and compute:
-        from layer_mteb.metrics.agreement.run import agreement_curves
+    return [task for task in _tasks(run) if _curve_rows(table, run, options, task).empty]
 
-        agreement_curves(
-            run, missing, n=options.n, seed=options.seed, k=options.k, reference=options.reference, model=options.model
-        )
-        table = _stored(run)
+
+def agreement_metrics(run: str | Path, options: AgreementOptions) -> pd.DataFrame:
+    """The run's stored agreement curves under ``options`` as ``metrics.csv`` rows (metric ``agreement``, texts
+    ``task:<Task>``, the scores' settings), one curve per scored task that has one (:func:`missing_curves` names
+    those that have none)."""
+    run = _scored(run)
+    tasks = _tasks(run)
+    table = _stored(run)
     rows = pd.concat([_curve_rows(table, run, options, task) for task in tasks], ignore_index=True)
     rows = rows.assign(metric=AGREEMENT)
     id_options = dataclasses.replace(options, metric=ID_METRIC, outlier="none")
@@ -103,6 +99,20 @@ def agreement_metrics(run: str | Path, options: AgreementOptions, *, compute: bo
         },
         columns=METRIC_COLUMNS,
     )
+
+
+def _scored(run: str | Path) -> Path:
+    """``run`` as a folder that holds ``scores.csv`` (else the error that says how to make one)."""
+    run = Path(run)
+    if not (run / SCORES_FILE).is_file():
+        raise UserError(
+            f"no {SCORES_FILE} in {run}: run `layer-mteb run --model MODEL --tasks TASKS --output {run}` first"
+        )
+    return run
+
+
+def _tasks(run: Path) -> list[str]:
+    return sorted(set(read_scores(run)["task"].astype(str)))
 
 
 def _stored(run: Path) -> pd.DataFrame:
@@ -123,7 +133,7 @@ def _curve_rows(table: pd.DataFrame, run: Path, options: AgreementOptions, task:
     if options.metric == ID_METRIC:  # the intrinsic dimension reads no reference
         rows = rows[rows["reference"] == NO_REFERENCE]
     elif options.reference:
-        rows = rows[rows["reference"] == reference_name(options.reference)]
+        rows = rows[rows["reference"] == options.reference]
     else:
         rows = _first_reference(rows)
     exact = rows[rows["n"] == options.n]
@@ -146,7 +156,6 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
     from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
-    from layer_mteb.metrics.agreement.run import sample_texts
 
     return len(sample_texts(declared_tasks(run).get(task, task), options.n, options.seed, recorded_data_dir(run)))
 

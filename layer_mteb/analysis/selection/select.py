@@ -106,13 +106,20 @@ def _model_metrics(metrics: pd.DataFrame, agreed: pd.DataFrame | None, model: st
 
 
 def _agreement_rows(run: str | Path | None, by: object, options: AgreementOptions | None) -> pd.DataFrame | None:
-    """The agreement curves ``by`` reads: ``agreement`` computes the missing ones; ``auto`` uses stored ones."""
+    """The stored agreement curves ``by`` reads (``auto`` uses them where the run has them); none are computed here:
+    ``select --by agreement`` computes the missing ones first (:func:`~.agreement.missing_curves`)."""
     if by in READS_AGREEMENT:
         if run is None:
             raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
-        return agreement_metrics(run, options or AgreementOptions())
+        rows = agreement_metrics(run, options or AgreementOptions())
+        if rows.empty:
+            raise UserError(
+                f"no agreement curves for these options in {Path(run) / AGREEMENT_FILE}: "
+                f"`layer-mteb select --run {run} --by agreement` computes them first"
+            )
+        return rows
     if by == AUTO and run is not None and (Path(run) / AGREEMENT_FILE).is_file():
-        return agreement_metrics(run, options or AgreementOptions(), compute=False)
+        return agreement_metrics(run, options or AgreementOptions())
     return None
 
 

@@ -17,7 +17,7 @@ from layer_mteb.analysis.rules import cheapest_within, extremum_layer
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.results import one_setting_per_model, read_scores
-from layer_mteb.metrics.cost import COST_FILE
+from layer_mteb.common.run_files import COST_FILE
 
 CHEAPEST_COLUMNS = [
     "model",

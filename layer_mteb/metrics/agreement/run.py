@@ -39,8 +39,8 @@ from layer_mteb.metrics.agreement.measures import (
     treat_outliers,
 )
 from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
+from layer_mteb.metrics.agreement.sample import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
-from layer_mteb.metrics.texts import TASK_TEXTS, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
@@ -48,8 +48,6 @@ from layer_mteb.vectors.budget import resolve_budget
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_N, DEFAULT_SEED = 256, 0
 
 
 @dataclass(frozen=True)
@@ -88,15 +86,6 @@ def model_source(run: ScoredRun) -> str:
     if run.model.startswith("local/"):
         raise UserError(f"the run scored a local model ({run.model}): pass its folder as model=PATH")
     return run.model
-
-
-def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_dir: str | Path | None = None) -> list:
-    """The first ``n`` of a ``seed``-permutation of the task's unique evaluation texts (all of them when fewer)."""
-    if n < 2:
-        raise UserError(f"agreement needs at least 2 texts, got n={n}")
-    texts = load_texts(f"{TASK_TEXTS}{task}", n_prompts=1 << 62, data_dir=data_dir).texts
-    order = np.random.default_rng(seed).permutation(len(texts))
-    return [texts[i] for i in order[:n]]
 
 
 def layer_vectors(model: LoadedModel, config: EncodeConfig, task: str, texts: Sequence[str]) -> torch.Tensor:
