@@ -27,6 +27,7 @@ from layer_mteb.analysis.report.table1 import per_task_summary, table1_notes, ta
 from layer_mteb.analysis.runs.folders import (
     PYTHIA_SCORES_FILE,
     REFERENCE_ENV,
+    discover_runs,
     load_reference,
     load_runs,
     reference_folder,
@@ -136,6 +137,7 @@ def test_load_runs_labels_runs_that_differ_only_in_settings(tmp_path):
     assert sorted(runs.scores["model"].unique()) == ["toy/alpha (readout=final_norm)", "toy/alpha (readout=raw)"]
     merged = runs.scores[runs.scores["model"] == "toy/alpha (readout=final_norm)"]
     assert sorted(merged["task"].unique()) == ["T1", "T2"]  # same settings: tasks from both runs merge
+    assert discover_runs(tmp_path) == sorted([raw, norm, more])
 
 
 def test_reference_drops_the_duplicated_last_layer_and_averages_the_run_tasks(tmp_path):

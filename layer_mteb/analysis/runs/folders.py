@@ -16,7 +16,7 @@ from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.results import one_setting_per_model, read_scores, with_legacy_settings
-from layer_mteb.common.run_files import SCORES_FILE, SIDE_FILES
+from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.metrics.texts import task_source
 
@@ -94,6 +94,13 @@ class Runs:
     metrics: pd.DataFrame | None = None
     correlation: pd.DataFrame | None = None
     folders: list[Path] = field(default_factory=list)
+
+
+def discover_runs(root: str | Path) -> list[Path]:
+    """Run folders below ``root``: every folder holding a ``scores.csv`` (mteb's own JSON folders skipped)."""
+    root = Path(root)
+    found = {p.parent for p in root.rglob(SCORES_FILE) if MTEB_FOLDER not in p.relative_to(root).parts[:-1]}
+    return sorted(found)
 
 
 def load_runs(folders: Iterable[str | Path]) -> Runs:
