@@ -146,7 +146,7 @@ test: setup
 	$(BIN)/ruff check layer_mteb tests benchmarks scripts
 	$(BIN)/vulture
 	$(BIN)/lint-imports
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow" --durations=15
 
 test-fast: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
