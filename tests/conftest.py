@@ -257,3 +257,20 @@ def tiny_model_of_depth(family: str, tokenizer, n_blocks: int, seed: int = 0):
     config.update({"n_layer": n_blocks} if family == "gpt2" else {"num_hidden_layers": n_blocks})
     torch.manual_seed(seed)
     return wrap_model(AutoModel.from_config(config), tokenizer, name=f"test/tiny-{family}-{n_blocks}")
+
+
+def write_tiny_gpt2_scores(run: Path) -> Path:
+    """A run folder of the tiny GPT-2 (``local/tiny-gpt2``) scored on BIOSSES at its 3 layers (0.1, 0.3, 0.2): what
+    a command reading a run's scores needs, without a sweep."""
+    import pandas as pd
+
+    run.mkdir(parents=True, exist_ok=True)
+    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
+    rows = [
+        {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "layer": layer}
+        | {"n_layers": 2, "task": "BIOSSES", "task_type": "STS", "subset": "default", "split": "test"}
+        | {"main_score": score}
+        for layer, score in enumerate([0.1, 0.3, 0.2])
+    ]
+    pd.DataFrame(rows).to_csv(run / "scores.csv", index=False)
+    return run

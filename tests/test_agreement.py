@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import save_tiny_model
+from conftest import save_tiny_model, write_tiny_gpt2_scores
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick, two_nn
@@ -198,16 +198,7 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
 
     _, folder = tiny_run
-    run = tmp_path / "run"
-    run.mkdir()
-    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
-    rows = [
-        {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "layer": layer}
-        | {"n_layers": 2, "task": "BIOSSES", "task_type": "STS", "subset": "default", "split": "test"}
-        | {"main_score": score}
-        for layer, score in enumerate([0.1, 0.3, 0.2])
-    ]
-    pd.DataFrame(rows).to_csv(run / "scores.csv", index=False)
+    run = write_tiny_gpt2_scores(tmp_path / "run")
     bad = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
     assert main([*bad, "--reference", str(tmp_path / "no-such-encoder")]) == 2
     assert "neither a packaged model" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import save_tiny_model
+from conftest import save_tiny_model, write_tiny_gpt2_scores
 
 from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.common.errors import UserError
@@ -78,20 +78,6 @@ def test_a_sample_without_lexical_geometry_is_one_error(texts):
     assert "\n" not in str(err.value)
 
 
-def _tiny_run(tmp_path, folder) -> object:
-    run = tmp_path / "run"
-    run.mkdir(parents=True)
-    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
-    rows = [
-        {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "layer": layer}
-        | {"n_layers": 2, "task": "BIOSSES", "task_type": "STS", "subset": "default", "split": "test"}
-        | {"main_score": score}
-        for layer, score in enumerate([0.1, 0.3, 0.2])
-    ]
-    pd.DataFrame(rows).to_csv(run / "scores.csv", index=False)
-    return run
-
-
 @pytest.mark.slow
 def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir, bert_tokenizer, capsys):
     """``--reference tfidf-lsa`` writes its curves to agreement.csv (its settings as the revision) and picks each
@@ -100,7 +86,7 @@ def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir
     from layer_mteb.cli import main
 
     folder = save_tiny_model("gpt2", bert_tokenizer, tmp_path / "tiny-gpt2")
-    run = _tiny_run(tmp_path, folder)
+    run = write_tiny_gpt2_scores(tmp_path / "run")
     argv = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
     assert main([*argv, "--reference", "tfidf-lsa"]) == 0
     stored = read_agreement(run)
@@ -131,7 +117,7 @@ def test_a_one_word_sample_is_one_line_through_the_cli(tmp_path, bert_tokenizer,
     one_word.mkdir(parents=True)
     pairs = [{"sentence1": f"alpha{i}", "sentence2": f"beta{i}", "score": 1.0} for i in range(30)]
     (one_word / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    bare = _tiny_run(tmp_path / "bare", folder)
+    bare = write_tiny_gpt2_scores(tmp_path / "bare" / "run")
     (bare / "run.json").write_text(json.dumps({"tasks": [{"task": "BIOSSES", "data_dir": str(one_word.parent)}]}))
     capsys.readouterr()
     bad = ["select", "--run", str(bare), "--by", "agreement", "--model", str(folder), "--sample", "40"]
