@@ -40,6 +40,22 @@ def common_options(parser: argparse.ArgumentParser) -> None:
 _LIMITS: list = []
 
 
+def scored_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the benchmarks that time a pick on a committed run: the run, its tasks, the sample size."""
+    parser.add_argument("--run", default="results/smollm2-135m", help="a run folder with scores.csv")
+    parser.add_argument("--tasks", nargs="+", help="default: every task of scores.csv")
+    parser.add_argument("--n", type=int, default=256)
+
+
+def scored_run_and_tasks(args: argparse.Namespace):
+    """The run of ``--run`` on the CPU (its model, settings and vector store) and ``--tasks``, else every task it
+    scored."""
+    from layer_mteb.common.results import read_scores
+    from layer_mteb.metrics.agreement.run import scored_run
+
+    return scored_run(args.run, device="cpu"), args.tasks or sorted(read_scores(args.run)["task"].unique())
+
+
 def encode_config(args: argparse.Namespace):
     """The :class:`~layer_mteb.EncodeConfig` of the common options."""
     from layer_mteb import EncodeConfig

@@ -16,25 +16,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, table
+from _common import Timer, scored_run_and_tasks, scored_run_options, table
 
-from layer_mteb.common.results import read_scores
-from layer_mteb.metrics.agreement.run import agreement_curves, model_source, references_for, scored_run
+from layer_mteb.metrics.agreement.run import agreement_curves, model_source, references_for
 from layer_mteb.model.loading import load_model
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", default="results/smollm2-135m", help="a run folder with scores.csv")
-    parser.add_argument("--tasks", nargs="+", help="default: every task of scores.csv")
-    parser.add_argument("--n", type=int, default=256)
+    scored_run_options(parser)
     args = parser.parse_args(argv)
-    run = scored_run(args.run, device="cpu")
+    run, tasks = scored_run_and_tasks(args)
     with Timer() as model_load:
         load_model(model_source(run), run.config)
     with Timer() as reference_load:
         references_for(run.model, None)
-    tasks = args.tasks or sorted(read_scores(args.run)["task"].unique())
     agreement_curves(args.run, tasks, n=args.n, write=False)  # warm-up: fills the stores if they are cold
     rows = []
     for task in tasks:

@@ -17,26 +17,22 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, table
+from _common import Timer, scored_run_and_tasks, scored_run_options, table
 
-from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
 from layer_mteb.metrics.agreement.measures import agreement_curve
 from layer_mteb.metrics.agreement.reference import load_reference
-from layer_mteb.metrics.agreement.run import layer_vectors, model_source, sample_texts, scored_run
+from layer_mteb.metrics.agreement.run import layer_vectors, model_source, sample_texts
 from layer_mteb.model.loading import load_model
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", default="results/smollm2-135m", help="a run folder with scores.csv")
-    parser.add_argument("--tasks", nargs="+", help="default: every task of scores.csv")
-    parser.add_argument("--n", type=int, default=256)
+    scored_run_options(parser)
     parser.add_argument("--compare", type=int, default=2, help="tasks on which mpnet encodes the sample too")
     args = parser.parse_args(argv)
-    run = scored_run(args.run, device="cpu")
+    run, tasks = scored_run_and_tasks(args)
     model = load_model(model_source(run), run.config)
-    tasks = args.tasks or sorted(read_scores(args.run)["task"].unique())
     samples = {task: sample_texts(task, args.n, 0) for task in tasks}
     for task, texts in samples.items():  # warm-up: fills the store if it is cold
         layer_vectors(model, run.config, task, texts)
