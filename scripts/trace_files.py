@@ -5,7 +5,9 @@ The measure of how far a reader must jump to follow a command's arguments throug
 bodies, i.e. imports, are not followed): the sequence of files that the innermost package function is in, with
 consecutive repeats folded. *Files* is the number of distinct files in that sequence; *comes back* counts each step
 from one file into another that already stood earlier in the sequence, each such (from, to) step once however often
-a loop repeats it (a return to a caller's file counts, as a reader jumps back there too).
+a loop repeats it (a return to a caller's file counts, as a reader jumps back there too). *By calls* counts only the
+steps made by a call (a function in one file calling into a file already left), the jumps a reader makes while
+reading downwards; returns to a caller are left out.
 
 usage: python scripts/trace_files.py select --run results/smollm2-135m [--show]
 """
@@ -29,11 +31,11 @@ def _innermost(frame: FrameType | None) -> str | None:
     return None
 
 
-def trace(argv: list[str]) -> list[str]:
-    """The folded sequence of package files that ``layer-mteb argv`` passes through."""
+def trace(argv: list[str]) -> list[tuple[str, str]]:
+    """The folded sequence of (package file, "call" or "return") that ``layer-mteb argv`` passes through."""
     from layer_mteb.cli import main
 
-    sequence: list[str] = []
+    sequence: list[tuple[str, str]] = []
 
     def hook(frame: FrameType, event: str, _arg: object) -> None:
         if event == "call":
@@ -42,8 +44,8 @@ def trace(argv: list[str]) -> list[str]:
             where = _innermost(frame.f_back)
         else:
             return
-        if where is not None and (not sequence or sequence[-1] != where):
-            sequence.append(where)
+        if where is not None and (not sequence or sequence[-1][0] != where):
+            sequence.append((where, event))
 
     sys.setprofile(hook)
     try:
@@ -52,7 +54,7 @@ def trace(argv: list[str]) -> list[str]:
         pass
     finally:
         sys.setprofile(None)
-    return [str(Path(f).relative_to(Path(PACKAGE).parent)) for f in sequence]
+    return [(str(Path(f).relative_to(Path(PACKAGE).parent)), event) for f, event in sequence]
 
 
 def main_() -> None:
@@ -62,14 +64,21 @@ def main_() -> None:
     sequence = trace(args)
     seen: set[str] = set()
     back_steps: set[tuple[str, str]] = set()
-    for before, name in zip(["<cli>", *sequence[:-1]], sequence, strict=True):
+    back_calls: set[tuple[str, str]] = set()
+    names = [name for name, _ in sequence]
+    for before, (name, event) in zip(["<cli>", *names[:-1]], sequence, strict=True):
         if name in seen:
             back_steps.add((before, name))
+            if event == "call":
+                back_calls.add((before, name))
         seen.add(name)
-    comes_back = len(back_steps)
     if show:
-        print("\n".join(sequence))
-    print(f"layer-mteb {' '.join(args)}: {len(seen)} files, comes back {comes_back} times", file=sys.stderr)
+        print("\n".join(f"{event:6} {name}" for name, event in sequence))
+    print(
+        f"layer-mteb {' '.join(args)}: {len(seen)} files, comes back {len(back_steps)} times "
+        f"({len(back_calls)} by calls)",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":
