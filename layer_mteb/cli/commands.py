@@ -34,7 +34,7 @@ def import_results(args: argparse.Namespace) -> None:
 
 def _encode_config(args: argparse.Namespace):
     from layer_mteb.common.config import EncodeConfig, default_device
-    from layer_mteb.vectors.budget import parse_size
+    from layer_mteb.vectors.memory import parse_size
 
     return EncodeConfig(
         readout=args.readout,

@@ -44,7 +44,7 @@ from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agr
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
-from layer_mteb.vectors.budget import resolve_budget
+from layer_mteb.vectors.memory import resolve_budget
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)
