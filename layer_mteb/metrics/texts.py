@@ -143,6 +143,23 @@ def load_texts(
     return TextSource(name, tuple(chosen), task, len(texts))
 
 
+#: the agreement curves' default sample of a task's own texts: its size and seed (read by the curves' computation
+#: and by the selection that reads stored curves back, which must know a sample's size without loading a model)
+DEFAULT_N, DEFAULT_SEED = 256, 0
+
+
+def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_dir: str | Path | None = None) -> list:
+    """The agreement sample: the first ``n`` of a ``seed``-permutation of the task's unique evaluation texts (all of
+    them when fewer), so a smaller sample is nested in a larger one."""
+    import numpy as np  # here: the command line reads this module before anything heavy loads
+
+    if n < 2:
+        raise UserError(f"agreement needs at least 2 texts, got n={n}")
+    texts = load_texts(f"{TASK_TEXTS}{task}", n_prompts=1 << 62, data_dir=data_dir).texts
+    order = np.random.default_rng(seed).permutation(len(texts))
+    return [texts[i] for i in order[:n]]
+
+
 def _wikitext(data_dir: str | Path | None) -> list[str]:
     folder = data_dir_from_env(data_dir)
     if folder is None or not (folder / WIKITEXT_FILE).is_file():
