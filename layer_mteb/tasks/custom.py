@@ -21,7 +21,7 @@ from typing import Any
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
 from layer_mteb.tasks.custom_files import Columns, read_custom_data
-from layer_mteb.tasks.custom_schema import CustomTask
+from layer_mteb.tasks.task_file import CustomTask
 
 #: mteb's main score and category of each type, as its own tasks of that type have them
 MAIN_SCORES = {

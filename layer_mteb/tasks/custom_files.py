@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.tasks.custom_schema import CustomTask
+from layer_mteb.tasks.task_file import CustomTask
 
 #: file suffixes read, by how
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
