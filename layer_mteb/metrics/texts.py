@@ -26,7 +26,7 @@ from layer_mteb.tasks.catalog import (
     read_task_file,
     select_tasks,
 )
-from layer_mteb.tasks.custom_files import check_custom_files
+from layer_mteb.tasks.custom import check_custom_files
 from layer_mteb.tasks.names import check_task_names
 
 WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
