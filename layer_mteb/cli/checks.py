@@ -27,7 +27,7 @@ from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
-from layer_mteb.tasks.names import check_task_names
+from layer_mteb.tasks.task_names import check_task_names
 from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
 
 

@@ -27,7 +27,7 @@ from layer_mteb.tasks.catalog import (
     select_tasks,
 )
 from layer_mteb.tasks.custom import check_custom_files
-from layer_mteb.tasks.names import check_task_names
+from layer_mteb.tasks.task_names import check_task_names
 
 WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
 #: label prefixes of a task's texts: its evaluation split(s), and everything its evaluator encodes
