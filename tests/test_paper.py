@@ -19,7 +19,7 @@ from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.select import select_layers
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
-from layer_mteb.paper.table1 import table1
+from layer_mteb.paper.tables import table1
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = reference_folder()

@@ -207,7 +207,7 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
 def test_the_last_layer_is_n_layers_in_table1_selection_the_study_and_the_paper() -> None:
     from layer_mteb.analysis.report.table1 import build_table1
     from layer_mteb.analysis.study import lomo as study
-    from layer_mteb.paper.table1 import table1
+    from layer_mteb.paper.tables import table1
 
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:B"): METRICS[("prompt_entropy", "task:B")]})
     scores = scores[~((scores["task"] == "B") & (scores["layer"] == 4))]  # B lacks the last layer, 4

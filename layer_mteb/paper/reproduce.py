@@ -31,8 +31,7 @@ from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.table import METRICS_FILE
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import figures, prompt_length, wikitext
-from layer_mteb.paper.summary import summary_markdown
-from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
+from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
 
 logger = logging.getLogger(__name__)
 
