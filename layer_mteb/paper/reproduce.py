@@ -30,7 +30,7 @@ from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.table import METRICS_FILE
 from layer_mteb.metrics.texts import source_task
-from layer_mteb.paper import figures, prompt_length, wikitext
+from layer_mteb.paper import paper_figures, prompt_length, wikitext
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
 
 logger = logging.getLogger(__name__)
@@ -155,16 +155,16 @@ def _figures(
 ) -> dict[str, list[str]]:
     """Figure 1 (release and run panels) and the training progression (scores, WikiText prompt entropy); returns the
     tasks each panel averages."""
-    written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
+    written += paper_figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
-        "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
-        "Figure 1, our panel": figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
+        "Figure 1, release panel": paper_figures.curves_of(release, FIGURE1_MODELS)[1],
+        "Figure 1, our panel": paper_figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
     }
     shrunk = fewer_shared_tasks(our_scores, figure_tasks["Figure 1, our panel"], "Figure 1's run panel")
     if shrunk:
         logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
-    written += figures.progression(checkpoints, release_wikitext, output / "progression")
+    written += paper_figures.progression(checkpoints, release_wikitext, output / "progression")
     return figure_tasks
 
 
