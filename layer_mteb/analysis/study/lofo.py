@@ -205,7 +205,7 @@ def train_policy(models: list[ModelData], lofo: pd.DataFrame, candidates: list[S
     inside them), with its provenance and the leave-one-family-out record ``lofo`` it was judged by."""
     from datetime import date
 
-    from layer_mteb.common.version import VERSION
+    from layer_mteb.common.package import VERSION
 
     rows = study_rows(models, candidates)
     policy = fit_policy(cells(rows), list(dict.fromkeys(rows["selector"])))
