@@ -13,8 +13,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from layer_mteb.analysis.selection.auto import kind_of
-from layer_mteb.analysis.selection.families import family_of
+from layer_mteb.analysis.selection.auto import family_of, kind_of
 from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, selectors
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.tasks.catalog import task_type

@@ -131,7 +131,7 @@ def choose_settings(cells: pd.DataFrame, usable: list[str], variants: tuple[str,
 def leave_one_family_out(
     models: list[ModelData], candidates: list[Selector] | None = None, variant: str | None = None
 ) -> pd.DataFrame:
-    """For each family (:mod:`~.families`): the policy fitted on the other families (margin and, unless ``variant``
+    """For each family (``auto.FAMILIES``): the policy fitted on the other families (margin and, unless ``variant``
     is given, variant chosen inside them), applied to each of its models, beside the last layer and the paper's rule
     there (on the tasks that have its metrics). The held-out family's scores are read only to score its picks, after
     the policy is fixed."""
