@@ -34,7 +34,6 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted, task_warnings
 from layer_mteb.tasks.mteb_compat import pair_metrics, sts_gold, sts_metrics
 
-PAIRED = ("STS", "PairClassification")
 #: the mteb task types a labelled pick scores (what each example is: a pair, a labelled text, a query and its qrels)
 LABELLED_TYPES = ("STS", "PairClassification", "Classification", "Clustering", "Retrieval", "Reranking")
 #: mteb's k-means batch size for legacy clustering (``ClusteringEvaluator(clustering_batch_size=500)``)
@@ -55,10 +54,6 @@ class LabelledExamples:
 
     def __len__(self) -> int:
         return len(self.items)
-
-    @property
-    def paired(self) -> bool:
-        return self.items.ndim == 2
 
 
 def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
