@@ -12,7 +12,7 @@ from typing import Literal, get_args
 METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
 
 #: how imported (released) metric values are normalised (``paper``: as the paper's figures show them); not the
-#: entropy normalisations of :mod:`layer_mteb.metrics.entropy`
+#: entropy normalisations of :mod:`layer_mteb.metrics.representation`
 ReleaseNormalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
 RELEASE_NORMALIZATIONS: tuple[str, ...] = get_args(ReleaseNormalization)
 
