@@ -12,8 +12,8 @@ import pytest
 from _metric_fixtures import run_tables
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.select import select_layers

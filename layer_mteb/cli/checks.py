@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.selection.selector_names import check_selector
 from layer_mteb.cli.arguments import ENCODE_DEFAULTS, EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.cli.console import CURVES_SAVED

@@ -34,3 +34,7 @@ DIRECTIONS: dict[str, Direction] = {
     "agreement": "max",
     "two_nn_id": "min",
 }
+
+#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every
+#: text source that has raw metrics, else metrics of the scored readout itself.
+METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
