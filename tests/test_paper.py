@@ -17,7 +17,7 @@ from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, referen
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.select import select_layers
-from layer_mteb.analysis.study import lomo as study
+from layer_mteb.analysis.study import engine as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.tables import table1
 

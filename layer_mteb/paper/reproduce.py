@@ -24,7 +24,6 @@ from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.analysis.study import engine
 from layer_mteb.analysis.study import lofo as family_study
-from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
@@ -174,11 +173,11 @@ def _selector_study(
     """The selector study: every selector per model, leave one model out, leave one family out (with the rule per
     kind fixed, to show what the depth per task type adds), and with ``policy`` the policy trained on every model.
     Returns LOMO, the leaderboard, LOFO and the exclusions."""
-    models = study.study_models(scores[~scores["model"].str.contains("@")], metrics)
-    write("selectors.csv", study.model_leaderboard(models))
-    board = study.across_models(models)
+    models = engine.study_models(scores[~scores["model"].str.contains("@")], metrics)
+    write("selectors.csv", engine.model_leaderboard(models))
+    board = engine.across_models(models)
     write("selector_leaderboard.csv", board)
-    lomo = study.leave_one_model_out(models)
+    lomo = engine.leave_one_model_out(models)
     write("lomo.csv", lomo)
     population, excluded = engine.score_models(scores, metrics)
     lofo = family_study.leave_one_family_out(population)
