@@ -74,10 +74,14 @@ class LayerEncoder(AbsEncoder):
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
         texts = [text for batch in inputs for text in batch["text"]]
         vectors = self.cache.layer_rows(texts, self.layer)  # on the host, gathered in chunks
+        return self._finite(vectors, f"layer {self.layer} of {self.model.name} gives")
+
+    def _finite(self, vectors: np.ndarray, which: str) -> np.ndarray:
+        """``vectors`` unless an overflow in the model's dtype made some NaN/inf: a one-line error naming the fix."""
         if not np.isfinite(vectors).all():
             raise UserError(
-                f"layer {self.layer} of {self.model.name} gives NaN/inf vectors in {self.config.dtype} "
-                "(overflow); rerun with --dtype float32 or --dtype bfloat16"
+                f"{which} NaN/inf vectors in {self.config.dtype} (overflow); rerun with --dtype float32 or "
+                "--dtype bfloat16"
             )
         return vectors
 
@@ -144,12 +148,7 @@ class LayerMixEncoder(LayerEncoder):
         for layer in self.layers:
             total += self.cache.layer_rows(texts, layer)
         vectors = (total / len(self.layers)).astype(np.float32)
-        if not np.isfinite(vectors).all():
-            raise UserError(
-                f"layers {self.label} of {self.model.name} give NaN/inf vectors in {self.config.dtype} "
-                "(overflow); rerun with --dtype float32 or --dtype bfloat16"
-            )
-        return vectors
+        return self._finite(vectors, f"layers {self.label} of {self.model.name} give")
 
 
 def mix_meta(single: ModelMeta, layers: tuple[int, ...]) -> ModelMeta:
