@@ -26,7 +26,7 @@ from _common import machine_line, table
 from big_task import TASK, build_task, tiny_deep_model
 from memory import RssSampler
 
-from layer_mteb.vectors.budget import parse_size, store_bytes
+from layer_mteb.vectors.memory import parse_size, store_bytes
 
 GB = 10**9
 

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import table
 
-from layer_mteb.vectors.budget import store_bytes
+from layer_mteb.vectors.memory import store_bytes
 
 GB = 10**9
 GIB = 2**30
@@ -44,7 +44,7 @@ MODELS = {
 
 
 def default_budget(gpu_free: float, host_available: float) -> float:
-    """:func:`layer_mteb.vectors.budget.auto_budget` on a given box."""
+    """:func:`layer_mteb.vectors.memory.auto_memory_limit` on a given box."""
     return min(gpu_free / 2, host_available / 2)
 
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from layer_mteb.common.lazy import lazy_names
-from layer_mteb.common.version import VERSION
+from layer_mteb.common.package import VERSION, lazy_names
 
 if TYPE_CHECKING:
     from layer_mteb.analysis.report.build import write_report

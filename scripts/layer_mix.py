@@ -6,7 +6,7 @@ Per run and task: the mean of the pooled vectors over a window of consecutive la
 the agreement pick and on the best single layer, cut short at the first and last layer) and over the three layers
 of most agreement, each scored by ``mteb.evaluate`` through the sweep's own unit
 (:func:`layer_mteb.evaluation.mteb_call.score_encoder`: the task's random state restored, then evaluated) with a
-:class:`~layer_mteb.evaluation.mix.LayerMixEncoder` over the run's vector store. The single-layer baselines are the
+:class:`~layer_mteb.evaluation.encoder.LayerMixEncoder` over the run's vector store. The single-layer baselines are the
 committed ``scores.csv``, used only after the best and the agreement layer, scored afresh the same way, equal them
 (to 1e-6; otherwise the script stops). The agreement pick is ``select --by agreement``'s (mutual k-NN, outliers
 none, n = 256, k = 10, seed 0, the default reference), read from ``agreement.csv``. Writes
@@ -25,8 +25,7 @@ from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.common.results import read_scores
-from layer_mteb.evaluation.encoder import LayerEncoder
-from layer_mteb.evaluation.mix import LayerMixEncoder
+from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder
 from layer_mteb.evaluation.mteb_call import score_encoder
 from layer_mteb.evaluation.plan import task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes

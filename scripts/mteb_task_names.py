@@ -7,7 +7,7 @@ Usage: python scripts/mteb_task_names.py
 
 from __future__ import annotations
 
-from layer_mteb.tasks.names import HEADER, NAMES_FILE, installed_mteb, mteb_task_names
+from layer_mteb.tasks.task_names import HEADER, NAMES_FILE, installed_mteb, mteb_task_names
 
 
 def main() -> None:

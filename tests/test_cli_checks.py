@@ -16,7 +16,7 @@ from conftest import REPO, minilm_folder
 from layer_mteb.cli.checks import check_arguments, hub_needed
 from layer_mteb.cli.parser import build_parser
 from layer_mteb.tasks.catalog import read_task_file
-from layer_mteb.tasks.names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
+from layer_mteb.tasks.task_names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
 
 PAPER_TASKS = [spec.name for spec in read_task_file().tasks]  # the 32 tasks of tasks.yaml
 HEAVY = ("torch", "transformers", "mteb", "datasets", "pandas")

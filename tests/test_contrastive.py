@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from layer_mteb.metrics.augment import augment
-from layer_mteb.metrics.contrastive import dime, infonce, lidar
+from layer_mteb.metrics.representation import dime, infonce, lidar
 
 
 def _randn(*shape: int, seed: int = 0) -> torch.Tensor:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from layer_mteb.metrics.curvature import curvature, token_curvatures
+from layer_mteb.metrics.representation import curvature, token_curvatures
 
 
 def test_straight_line_has_zero_curvature() -> None:

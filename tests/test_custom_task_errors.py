@@ -11,7 +11,7 @@ from test_custom_tasks import SENTENCES, write_csv, write_jsonl
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.tasks.catalog import select_tasks
-from layer_mteb.tasks.custom_files import check_custom_files
+from layer_mteb.tasks.custom import check_custom_files
 
 TOPICS = ["cats", "cats", "markets", "markets", "home", "home", "weather", "music"]
 

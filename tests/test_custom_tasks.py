@@ -17,8 +17,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_log import declared_tasks
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import load_tasks, select_tasks
-from layer_mteb.tasks.custom import declared_in
-from layer_mteb.tasks.custom_files import read_custom_data
+from layer_mteb.tasks.custom import declared_in, read_custom_data
 
 EXAMPLE = REPO / "docs" / "examples" / "support_intents.yaml"
 SENTENCES = [

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from layer_mteb.metrics.entropy import (
+from layer_mteb.metrics.representation import (
     NORMALIZATIONS,
     effective_rank,
     matrix_entropy,

@@ -18,8 +18,7 @@ from conftest import SHARED_DATA, block_states, needs
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.sweep import sweep
-from layer_mteb.metrics.curvature import curvature
-from layer_mteb.metrics.entropy import matrix_entropy
+from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.table import METRIC_COLUMNS, read_metrics
 from layer_mteb.metrics.texts import encoded_source, load_texts, source_task, task_source

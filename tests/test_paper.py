@@ -12,14 +12,14 @@ import pytest
 from _metric_fixtures import run_tables
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.select import select_layers
-from layer_mteb.analysis.study import lomo as study
+from layer_mteb.analysis.study import engine as study
 from layer_mteb.common.errors import UserError
-from layer_mteb.paper.table1 import table1
+from layer_mteb.paper.tables import table1
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = reference_folder()

@@ -12,10 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from layer_mteb.analysis.runs.choices import reference_folder
 from layer_mteb.analysis.runs.importing import import_metrics_table, wikitext_splits
 from layer_mteb.analysis.runs.release import RENAMED_DATASETS, read_pickle, read_release, task_folders
-from layer_mteb.analysis.runs.release_layout import HOW_TO_GET, model_folders, results_folder
+from layer_mteb.analysis.runs.release_layout import HOW_TO_GET, model_folders, reference_folder, results_folder
 from layer_mteb.common.errors import UserError
 
 REFERENCE = reference_folder()

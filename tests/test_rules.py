@@ -19,7 +19,7 @@ from layer_mteb.analysis.rules import default_layer, last_layer_of, most_frequen
 from layer_mteb.analysis.selection.select import select_layers
 from layer_mteb.analysis.selection.selectors import Selector, evaluate
 from layer_mteb.analysis.study.engine import score_models
-from layer_mteb.paper.table1 import table1
+from layer_mteb.paper.tables import table1
 
 N_LAYERS = 6
 #: A: every layer, best 0.6 at layers 2 and 4 (a tie: 4 wins), last 0.45. B: layers 0–4 only (no last layer).

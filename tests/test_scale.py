@@ -25,8 +25,8 @@ from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.forward import length_sorted_batches, tokenize
 from layer_mteb.tasks.catalog import TaskSpec, load_task
-from layer_mteb.vectors.budget import format_size, parse_size, store_bytes
 from layer_mteb.vectors.layer_files import SegmentWriter, segment_folders
+from layer_mteb.vectors.memory import format_size, parse_size, store_bytes
 from layer_mteb.vectors.store import LayerCache
 
 

@@ -186,7 +186,7 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
     from layer_mteb.analysis.report.table1 import per_task_summary, task_scores
     from layer_mteb.analysis.rules import extremum_layer, nearest_layer
     from layer_mteb.analysis.selection import selectors
-    from layer_mteb.analysis.study import lomo as study
+    from layer_mteb.analysis.study import engine as study
 
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-6, 0.3])) == 1
@@ -206,8 +206,8 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
 
 def test_the_last_layer_is_n_layers_in_table1_selection_the_study_and_the_paper() -> None:
     from layer_mteb.analysis.report.table1 import build_table1
-    from layer_mteb.analysis.study import lomo as study
-    from layer_mteb.paper.table1 import table1
+    from layer_mteb.analysis.study import engine as study
+    from layer_mteb.paper.tables import table1
 
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:B"): METRICS[("prompt_entropy", "task:B")]})
     scores = scores[~((scores["task"] == "B") & (scores["layer"] == 4))]  # B lacks the last layer, 4

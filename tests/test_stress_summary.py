@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from conftest import SHARED_REFERENCE, unavailable
 
-from layer_mteb.analysis.report.stress_summary import length_minima, model_summary, stress_markdown
+from layer_mteb.analysis.report.stress_report import length_minima, model_summary, stress_markdown
 from layer_mteb.metrics.bimodality import DIP_COLUMNS
 from layer_mteb.metrics.stress_table import STRESS_COLUMNS
 

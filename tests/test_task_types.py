@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.evaluation.sweep import sweep
-from layer_mteb.tasks.texts import evaluation_split_texts
+from layer_mteb.metrics.texts import evaluation_split_texts
 
 #: one mock task per task type of the 32 paper tasks (mteb runs reranking through its retrieval evaluator)
 TASK_TYPES = {

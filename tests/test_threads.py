@@ -7,7 +7,7 @@ import torch
 
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.evaluation.workers import one_thread
-from layer_mteb.metrics.entropy import single_threaded
+from layer_mteb.metrics.representation import single_threaded
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from layer_mteb.analysis.runs.choices import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.selection.selector_names import check_selector
 from layer_mteb.cli.arguments import ENCODE_DEFAULTS, EXPORT_SETTINGS, output_folder, parse_lengths, parse_shard
 from layer_mteb.cli.console import CURVES_SAVED
@@ -27,8 +27,8 @@ from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
-from layer_mteb.tasks.names import check_task_names
-from layer_mteb.vectors.budget import check_one_vector_fits, parse_size
+from layer_mteb.tasks.task_names import check_task_names
+from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -34,7 +34,7 @@ def import_results(args: argparse.Namespace) -> None:
 
 def _encode_config(args: argparse.Namespace):
     from layer_mteb.common.config import EncodeConfig, default_device
-    from layer_mteb.vectors.budget import parse_size
+    from layer_mteb.vectors.memory import parse_size
 
     return EncodeConfig(
         readout=args.readout,
@@ -57,7 +57,7 @@ def _probe_hub_if_needed(args: argparse.Namespace) -> None:
     from layer_mteb.cli.checks import hub_needed
 
     if hub_needed(args):
-        from layer_mteb.model.hub import offline_unless_reachable
+        from layer_mteb.model.names import offline_unless_reachable
 
         offline_unless_reachable()
 
@@ -314,7 +314,7 @@ def export(args: argparse.Namespace) -> None:
     from layer_mteb.model.names import may_need_hub
 
     if may_need_hub(plan.model):
-        from layer_mteb.model.hub import offline_unless_reachable
+        from layer_mteb.model.names import offline_unless_reachable
 
         offline_unless_reachable()
     from layer_mteb.model.export import export_layer

@@ -338,7 +338,7 @@ def _add_correlate(commands) -> None:
 
 
 def _add_import(commands) -> None:
-    from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS
+    from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS
 
     imp = commands.add_parser("import", help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")

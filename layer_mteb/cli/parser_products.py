@@ -11,7 +11,7 @@ from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS
 
 
 def add_metric_readout(parser) -> None:
-    from layer_mteb.analysis.runs.choices import METRIC_READOUTS
+    from layer_mteb.metrics import METRIC_READOUTS
 
     parser.add_argument(
         "--metric-readout",

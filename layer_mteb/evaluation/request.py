@@ -21,7 +21,7 @@ from layer_mteb.evaluation.plan import check_layers, check_writable, distributed
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.model.names import model_kind, recorded_name
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
-from layer_mteb.tasks.custom_files import check_custom_files
+from layer_mteb.tasks.custom import check_custom_files
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -6,7 +6,7 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
-from layer_mteb.vectors.budget import resolve_budget
+from layer_mteb.vectors.memory import resolve_budget
 
 
 def resolve_settings(

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted_warnings
-from layer_mteb.vectors.budget import host_available, store_bytes
+from layer_mteb.vectors.memory import host_available, store_bytes
 
 logger = logging.getLogger(__name__)
 

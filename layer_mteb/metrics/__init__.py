@@ -4,7 +4,7 @@ augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by
 :data:`DIRECTIONS` says, for every metric in ``metrics.csv``, whether a lower (``min``) or higher (``max``) value is
 taken to mean a better embedding layer; layer selection and its leaderboard use it.
 This module imports nothing heavy, so reading :data:`DIRECTIONS` does not import torch; the metric functions live
-in their own modules (:mod:`.entropy`, :mod:`.curvature`, :mod:`.contrastive`).
+in :mod:`.representation`.
 """
 
 from __future__ import annotations
@@ -34,3 +34,7 @@ DIRECTIONS: dict[str, Direction] = {
     "agreement": "max",
     "two_nn_id": "min",
 }
+
+#: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every
+#: text source that has raw metrics, else metrics of the scored readout itself.
+METRIC_READOUTS = ("auto", "raw", "final_norm", "same")

@@ -22,9 +22,16 @@ from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import layer_columns
 from layer_mteb.metrics.augment import augment
-from layer_mteb.metrics.contrastive import dime, infonce, lidar
-from layer_mteb.metrics.curvature import token_curvatures
-from layer_mteb.metrics.entropy import Normalization, matrix_entropy, normalize_entropy, token_entropies
+from layer_mteb.metrics.representation import (
+    Normalization,
+    dime,
+    infonce,
+    lidar,
+    matrix_entropy,
+    normalize_entropy,
+    token_curvatures,
+    token_entropies,
+)
 from layer_mteb.metrics.table import tidy_metrics, write_metrics
 from layer_mteb.metrics.texts import TextSource, encoded_source, load_texts
 from layer_mteb.model.architectures import LoadedModel

@@ -28,8 +28,8 @@ import torch
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.bimodality import dip_table
-from layer_mteb.metrics.entropy import normalize_entropy
 from layer_mteb.metrics.perturb import TESTS, perturb, random_prompts, special_ends, vocabulary_size
+from layer_mteb.metrics.representation import normalize_entropy
 from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
 from layer_mteb.metrics.stress_table import STRESS_COLUMNS, record_run, write_stress
 from layer_mteb.metrics.texts import load_texts

@@ -4,22 +4,30 @@
 Each source has one label in ``metrics.csv`` and each label one meaning: ``task:<Task>`` is the texts of the task's
 evaluation split(s) (``metrics --texts task:<Task>``, or ``task:FILE.yaml:<Task>`` for a task a task file declares,
 sampled down to ``--n-prompts``); ``encoded:<Task>`` is every text mteb's evaluator encodes for the task
-(``run --task-metrics``: for classification also its training sample).
+(``run --task-metrics``: for classification also its training sample). A task's texts are read without labels:
+every text column of its evaluation split(s) and subsets.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.errors import UserError
-from layer_mteb.tasks.catalog import data_dir_from_env, file_task, note_data_read, select_tasks
-from layer_mteb.tasks.custom_files import check_custom_files
-from layer_mteb.tasks.names import check_task_names
-from layer_mteb.tasks.texts import task_texts
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.tasks.catalog import (
+    data_dir_from_env,
+    file_task,
+    load_task,
+    note_data_read,
+    read_task_file,
+    select_tasks,
+)
+from layer_mteb.tasks.custom import check_custom_files
+from layer_mteb.tasks.task_names import check_task_names
 
 WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
 #: label prefixes of a task's texts: its evaluation split(s), and everything its evaluator encodes
@@ -135,6 +143,23 @@ def load_texts(
     return TextSource(name, tuple(chosen), task, len(texts))
 
 
+#: the agreement curves' default sample of a task's own texts: its size and seed (read by the curves' computation
+#: and by the selection that reads stored curves back, which must know a sample's size without loading a model)
+DEFAULT_N, DEFAULT_SEED = 256, 0
+
+
+def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_dir: str | Path | None = None) -> list:
+    """The agreement sample: the first ``n`` of a ``seed``-permutation of the task's unique evaluation texts (all of
+    them when fewer), so a smaller sample is nested in a larger one."""
+    import numpy as np  # here: the command line reads this module before anything heavy loads
+
+    if n < 2:
+        raise UserError(f"agreement needs at least 2 texts, got n={n}")
+    texts = load_texts(f"{TASK_TEXTS}{task}", n_prompts=1 << 62, data_dir=data_dir).texts
+    order = np.random.default_rng(seed).permutation(len(texts))
+    return [texts[i] for i in order[:n]]
+
+
 def _wikitext(data_dir: str | Path | None) -> list[str]:
     folder = data_dir_from_env(data_dir)
     if folder is None or not (folder / WIKITEXT_FILE).is_file():
@@ -150,3 +175,69 @@ def _long_enough(texts: list[str], tokenizer: Any, min_tokens: int) -> list[str]
         return texts
     ids = tokenizer(texts, truncation=True, max_length=min_tokens)["input_ids"]
     return [text for text, row in zip(texts, ids, strict=True) if len(row) >= min_tokens]
+
+
+def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
+    """Every text of a task's evaluation split(s) and subsets (labels and ids are skipped); ``name`` is an mteb
+    task's name or ``FILE.yaml:TASK`` (a custom task, say)."""
+    folder = data_dir_from_env(data_dir)
+    if file_task(name) is not None:
+        task_file, specs = select_tasks(name, folder)
+        if len(specs) != 1 or specs[0].name != file_task(name):
+            raise UserError(f"{name!r} names a suite; name one task of the file: FILE.yaml:TASK")
+        spec = specs[0]
+    else:
+        task_file = read_task_file()
+        spec = task_file.spec(name)
+    task = load_task(spec, task_file.split, folder)
+    try:
+        task.load_data()
+    except (OSError, ConnectionError, ValueError) as err:
+        raise UserError(f"cannot load task {name!r} ({first_line(err)}); pass --data-dir DIR holding {name}/") from None
+    return evaluation_split_texts(task)
+
+
+def evaluation_split_texts(task) -> list[str]:
+    """Every text of a loaded mteb task's evaluation split(s) and subsets, in the order the data holds them: each
+    text column of each ``datasets.Dataset`` (queries before corpus for retrieval; titles are texts too)."""
+    name, dataset = task.metadata.name, task.dataset
+    # mteb's own lookup (AbsTask.evaluate): a subset's data, or the whole dataset for a single "default" subset
+    parts = [
+        dataset if s not in dataset and s == "default" else dataset[s]
+        for s in task.hf_subsets
+        if s in dataset or s == "default"
+    ]
+    texts = [text for part in parts for split in task.eval_splits if split in part for text in _walk(part[split])]
+    if not texts:
+        raise UserError(f"task {name!r} has no texts in split(s) {', '.join(task.eval_splits)}")
+    return texts
+
+
+def _walk(node: Any) -> Iterator[str]:
+    """Strings in text columns of every ``datasets.Dataset`` below ``node`` (retrieval splits nest corpus/queries)."""
+    from datasets import Dataset
+
+    if isinstance(node, Dataset):
+        for column, feature in node.features.items():
+            if _is_text_column(column, feature):
+                yield from _flatten(node[column])
+    elif isinstance(node, Mapping):
+        for value in node.values():
+            yield from _walk(value)
+
+
+def _is_text_column(column: str, feature: Any) -> bool:
+    name = column.lower()
+    if name in ("id", "ids", "_id") or name.endswith(("_id", "-id", "_ids", "-ids")) or name.startswith(_NOT_TEXT):
+        return False
+    while hasattr(feature, "feature"):  # Sequence / List of strings (legacy clustering)
+        feature = feature.feature
+    return getattr(feature, "dtype", None) in ("string", "large_string")
+
+
+def _flatten(values: Sequence[Any]) -> Iterator[str]:
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, Sequence):
+            yield from _flatten(value)

@@ -16,8 +16,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from layer_mteb.analysis.report.figures import save, style
-from layer_mteb.analysis.report.stress_figures import level_lines, run_figures, stress_curves
-from layer_mteb.analysis.report.stress_summary import length_minima, model_summary, stress_markdown
+from layer_mteb.analysis.report.stress_report import (
+    length_minima,
+    level_lines,
+    model_summary,
+    run_figures,
+    stress_curves,
+    stress_markdown,
+)
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics.stress_table import read_dips, read_stress

@@ -24,15 +24,13 @@ from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.analysis.study import engine
 from layer_mteb.analysis.study import lofo as family_study
-from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.results import read_scores
 from layer_mteb.metrics.table import METRICS_FILE
 from layer_mteb.metrics.texts import source_task
-from layer_mteb.paper import figures, prompt_length, wikitext
-from layer_mteb.paper.summary import summary_markdown
-from layer_mteb.paper.table1 import PAPER_TABLE1, table1, versus_paper, with_last_layer
+from layer_mteb.paper import paper_figures, prompt_length, wikitext
+from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
 
 logger = logging.getLogger(__name__)
 
@@ -156,16 +154,16 @@ def _figures(
 ) -> dict[str, list[str]]:
     """Figure 1 (release and run panels) and the training progression (scores, WikiText prompt entropy); returns the
     tasks each panel averages."""
-    written += figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
+    written += paper_figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
-        "Figure 1, release panel": figures.curves_of(release, FIGURE1_MODELS)[1],
-        "Figure 1, our panel": figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
+        "Figure 1, release panel": paper_figures.curves_of(release, FIGURE1_MODELS)[1],
+        "Figure 1, our panel": paper_figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
     }
     shrunk = fewer_shared_tasks(our_scores, figure_tasks["Figure 1, our panel"], "Figure 1's run panel")
     if shrunk:
         logger.warning(shrunk)
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
-    written += figures.progression(checkpoints, release_wikitext, output / "progression")
+    written += paper_figures.progression(checkpoints, release_wikitext, output / "progression")
     return figure_tasks
 
 
@@ -175,11 +173,11 @@ def _selector_study(
     """The selector study: every selector per model, leave one model out, leave one family out (with the rule per
     kind fixed, to show what the depth per task type adds), and with ``policy`` the policy trained on every model.
     Returns LOMO, the leaderboard, LOFO and the exclusions."""
-    models = study.study_models(scores[~scores["model"].str.contains("@")], metrics)
-    write("selectors.csv", study.model_leaderboard(models))
-    board = study.across_models(models)
+    models = engine.study_models(scores[~scores["model"].str.contains("@")], metrics)
+    write("selectors.csv", engine.model_leaderboard(models))
+    board = engine.across_models(models)
     write("selector_leaderboard.csv", board)
-    lomo = study.leave_one_model_out(models)
+    lomo = engine.leave_one_model_out(models)
     write("lomo.csv", lomo)
     population, excluded = engine.score_models(scores, metrics)
     lofo = family_study.leave_one_family_out(population)

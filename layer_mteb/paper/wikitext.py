@@ -17,7 +17,7 @@ import pandas as pd
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
 from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics.texts import source_task
-from layer_mteb.paper import figures
+from layer_mteb.paper import paper_figures
 
 #: Figure 2: the architectures of Figure 1 (encoder, decoder, state space), on WikiText.
 FIGURE2_MODELS = {"bert/base": "BERT-base", "Pythia/410m": "Pythia-410m", "mamba/370m": "Mamba-370m"}
@@ -37,7 +37,7 @@ def checkpoint_models(models: list[str]) -> dict[str, str]:
     if not any(m.startswith(CHECKPOINT) for m in models):
         return {}
     chosen = [m for m in models if m.startswith(CHECKPOINT) or m == "Pythia/410m"]
-    return {m: figures.checkpoint_label(m) for m in sorted(chosen, key=figures.checkpoint_step)}
+    return {m: paper_figures.checkpoint_label(m) for m in sorted(chosen, key=paper_figures.checkpoint_step)}
 
 
 def figure_sets(wikitext: pd.DataFrame) -> dict[str, dict[str, str]]:
@@ -65,7 +65,7 @@ def draw(wikitext: pd.DataFrame, output: Path) -> tuple[list[Path], dict[str, di
     written: list[Path] = []
     for stem, models in sets.items():
         if models:
-            written += figures.metric_curves(wikitext, list(models), models, TITLES[stem], output / stem)
+            written += paper_figures.metric_curves(wikitext, list(models), models, TITLES[stem], output / stem)
     return written, sets
 
 
@@ -102,7 +102,7 @@ def extrema(wikitext: pd.DataFrame, metrics: pd.DataFrame, sets: dict[str, dict[
         for model in models:
             wiki = wikitext[wikitext["model"] == model]
             own, counts = task_text_curves(metrics, model)
-            for metric in figures.METRIC_LABELS:
+            for metric in paper_figures.METRIC_LABELS:
                 curve = wiki[wiki["metric"] == metric]
                 if not curve.empty:
                     split = curve["split"].fillna("").iloc[0] if "split" in curve else ""

@@ -14,10 +14,9 @@ import yaml
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.tasks.custom import custom_task
-from layer_mteb.tasks.custom_schema import parse_custom
 from layer_mteb.tasks.local_data import load_local_data
-from layer_mteb.tasks.names import check_task_names, known_names, unknown_tasks_message
-from layer_mteb.tasks.spec import TaskFile, TaskSpec
+from layer_mteb.tasks.task_file import TaskFile, TaskSpec, parse_custom
+from layer_mteb.tasks.task_names import check_task_names, known_names, unknown_tasks_message
 
 PACKAGED_TASK_FILE = Path(__file__).resolve().parents[1] / "tasks.yaml"
 BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")

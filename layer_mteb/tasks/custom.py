@@ -1,5 +1,5 @@
 """Custom tasks as real mteb tasks: a subclass of the type's own ``AbsTask*`` class with its own ``TaskMetadata``,
-whose ``load_data`` reads the declared files (:mod:`.custom_files`) into the shape that class's evaluator expects.
+whose ``load_data`` reads the declared files into the shape that class's evaluator expects.
 
 mteb then scores them with its own evaluator and main score, stores their results in its ``ResultCache`` like any
 other task's, and the rest of the project (sweep, selection, labelled selection, report) treats them alike. The
@@ -10,18 +10,27 @@ Clustering uses mteb's current ``AbsTaskClustering`` (the "v2" one, main score `
 it takes one document per row, which is what a user's file holds, and scores the mean of ten bootstrap k-means runs
 instead of one. Its default of embedding 4 % of the documents is meant for mteb's large published sets; here every
 document is embedded and each bootstrap sample is as large as the file (mteb's cap of 16,384 kept).
+
+The files are read and checked before any model loads: CSV, TSV, JSONL or Parquet rows, the columns the task's type
+needs, texts that are strings, labels with two classes or more, numeric scores, qrels that name known ids. That
+reading is plain Python (the standard library, and pyarrow for Parquet; mteb and datasets are imported inside the
+functions that build the task), so the command line can run the check before torch, mteb or datasets load; every
+mistake is one line naming the file, the row and the fix.
 """
 
 from __future__ import annotations
 
+import csv
+import json
+import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.errors import UserError
+from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import content_hash, text_hash
-from layer_mteb.tasks.custom_files import Columns, read_custom_data
-from layer_mteb.tasks.custom_schema import CustomTask
+from layer_mteb.tasks.task_file import CustomTask
 
 #: mteb's main score and category of each type, as its own tasks of that type have them
 MAIN_SCORES = {
@@ -172,3 +181,154 @@ def _retrieval_split(definition: CustomTask, data: dict[str, Columns]) -> dict[s
         "relevant_docs": relevant,
         "top_ranked": candidates if definition.type == "Reranking" else None,
     }
+
+
+#: file suffixes read, by how
+SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".parquet")
+Columns = dict[str, list[Any]]
+
+
+def read_custom_data(task: CustomTask) -> dict[str, Columns]:
+    """{split or retrieval part: {role: values}}, every value checked for what the task's type needs."""
+    data = {key: _read_checked(task, key, path) for key, path in task.files.items()}
+    if task.retrieval:
+        _check_qrels(task, data)
+    elif task.type in ("Classification", "Clustering"):
+        fitted = "train" if task.type == "Classification" else task.split
+        _two_or_more(task, fitted, data[fitted]["label"], "class" if fitted == "train" else "cluster")
+    elif task.type == "PairClassification":
+        _two_or_more(task, task.split, data[task.split]["label"], "class")
+    else:  # STS: a correlation needs scores that vary
+        _two_or_more(task, task.split, data[task.split]["score"], "score value", column="score")
+    return data
+
+
+def check_custom_files(tasks: Iterable[CustomTask]) -> None:
+    """Read and check every file of ``tasks`` (the command line's early check)."""
+    for task in tasks:
+        read_custom_data(task)
+
+
+def read_rows(path: Path, what: str = "this file") -> list[dict[str, Any]]:
+    """The rows of one CSV/TSV (first line: the column names), JSONL (one object a line) or Parquet file; ``what``
+    says what the file is for, in the error when it is missing."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such file, for {what}; paths are relative to the task file's folder")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise UserError(f"{path}: cannot read {suffix or 'a file without suffix'}; use {', '.join(SUFFIXES)}")
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+        with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: a spreadsheet's byte-order mark
+            if suffix in (".csv", ".tsv"):
+                return list(csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ","))
+            return [_json_object(path, n, line) for n, line in enumerate(handle, 1) if line.strip()]
+    except UserError:
+        raise
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as err:
+        raise UserError(f"{path}: unreadable ({first_line(err)})") from None
+
+
+def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        raise UserError(f"{path}, line {number}: not valid JSON: {line[:60]!r}") from None
+    if not isinstance(row, dict):
+        raise UserError(f"{path}, line {number}: each line must be a JSON object with the columns, got {line[:60]!r}")
+    return row
+
+
+def _read_checked(task: CustomTask, key: str, path: Path) -> Columns:
+    """One file's rows as {role: values}; which checks apply follows from the role's name."""
+    what = f"the {key!r} split" if not task.retrieval else f"the {key}"
+    rows = read_rows(path, f"{what} of custom task {task.name!r} in {task.source}")
+    if not rows:
+        raise UserError(f"{path}: {what} of custom task {task.name!r} is empty; it needs at least one row")
+    have = list(rows[0])
+    columns: Columns = {}
+    for role, column in task.columns[task.file_kind(key)].items():
+        if column is None or (column not in have and _optional(task, key, role)):
+            continue
+        if column not in have:
+            hint = f"set columns: {{{role}: <column>}}" if not task.retrieval else f"set columns: {{{key}: ...}}"
+            raise UserError(
+                f"{path}: no column {column!r} ({role}) for custom task {task.name!r}; "
+                f"columns are {', '.join(map(repr, have))}; {hint}"
+            )
+        columns[role] = [_value(task, path, role, column, n, row.get(column)) for n, row in enumerate(rows, 1)]
+    return columns
+
+
+def _optional(task: CustomTask, key: str, role: str) -> bool:
+    """A qrels file without a score column lists relevant pairs only."""
+    return task.retrieval and key == "qrels" and role == "score"
+
+
+def _value(task: CustomTask, path: Path, role: str, column: str, row: int, value: Any) -> Any:
+    """One cell, checked and converted for its role: text, label, score or id."""
+    where = f"{path}, row {row}: column {column!r}"
+    if role in ("text", "text1", "text2", "title"):
+        if not isinstance(value, str):
+            kind = type(value).__name__
+            raise UserError(f"{where} holds {value!r} ({kind}), not text; every {role} must be a string")
+        return value
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        raise UserError(f"{where} is empty; every row needs a {role}")
+    if role == "score":
+        return _number(task, where, value)
+    if role == "label" and task.type == "PairClassification":
+        if str(value).strip() not in ("0", "1"):
+            raise UserError(f"{where} holds {value!r}; pair labels must be 0 or 1")
+        return int(str(value).strip())
+    if role in ("id", "query_id", "corpus_id") or role == "label":
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            raise UserError(f"{where} holds {value!r} ({type(value).__name__}); use text or whole numbers")
+        return str(value)
+    return value
+
+
+def _number(task: CustomTask, where: str, value: Any) -> float | int:
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise UserError(f"{where} holds {value!r}, not a number; every score must be numeric")
+    if task.retrieval:
+        if number != int(number):
+            raise UserError(f"{where} holds {value!r}; relevance scores must be whole numbers")
+        return int(number)
+    return number
+
+
+def _two_or_more(task: CustomTask, split: str, values: list[Any], what: str, column: str = "label") -> None:
+    distinct = sorted(set(map(str, values)))
+    if len(distinct) < 2:
+        raise UserError(
+            f"{task.files[split]}: the {column} column of custom task {task.name!r} holds one {what} only "
+            f"({distinct[0]!r}); a {task.type} task needs at least two"
+        )
+
+
+def _check_qrels(task: CustomTask, data: dict[str, Columns]) -> None:
+    """Unique ids; every qrels row names a known query and document; some query has a relevant document."""
+    for part in ("corpus", "queries"):
+        ids = data[part]["id"]
+        if len(set(ids)) != len(ids):
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise UserError(f"{task.files[part]}: id {twice!r} is given twice; ids must be unique")
+    qrels = data["qrels"]
+    for role, part in (("query_id", "queries"), ("corpus_id", "corpus")):
+        known = set(data[part]["id"])
+        unknown = [i for i in dict.fromkeys(qrels[role]) if i not in known]
+        if unknown:
+            raise UserError(
+                f"{task.files['qrels']}: {len(unknown)} {part} id(s) not in {task.files[part].name} "
+                f"(e.g. {unknown[0]!r}); every qrels row must name a known query and document"
+            )
+    if not any(score > 0 for score in qrels.get("score", [1])):
+        raise UserError(f"{task.files['qrels']}: no pair has a score above 0; mark the relevant documents")

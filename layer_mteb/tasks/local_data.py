@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.tasks.spec import TaskSpec
+from layer_mteb.tasks.task_file import TaskSpec
 
 
 def load_local_data(task, folder: Path, spec: TaskSpec) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from numpy.lib import format as npy
 
-from layer_mteb.vectors.budget import check_disk_fits, store_bytes
+from layer_mteb.vectors.memory import check_disk_fits, store_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from layer_mteb.common.threads import torch_threads
 from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import BatchObserver, encode_all_layers
-from layer_mteb.vectors.budget import check_one_layer_fits, format_size, resolve_budget, store_bytes
 from layer_mteb.vectors.layer_files import SegmentWriter, gather, read_segment, remove_torn, segment_folders
+from layer_mteb.vectors.memory import check_one_layer_fits, format_size, resolve_budget, store_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Literal
 
 import pandas as pd
 
-from layer_mteb.analysis.report import figures, stress_figures
+from layer_mteb.analysis.report import figures, stress_report
 from layer_mteb.analysis.report.cost_figure import STEM as COST_STEM
 from layer_mteb.analysis.report.cost_figure import cost_quality
 from layer_mteb.analysis.report.markdown import leaderboard_markdown, table1_markdown
@@ -103,7 +103,7 @@ def write_report(
 def _per_run_files(folders: Sequence[Path], tmp: Path) -> None:
     """What each run folder's own side files add: its stress figures, and the cost–quality view of the runs."""
     for folder in folders:
-        stress_figures.run_figures(folder, tmp)
+        stress_report.run_figures(folder, tmp)
     cost_quality(folders, tmp / COST_STEM)
 
 

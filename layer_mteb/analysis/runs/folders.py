@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from layer_mteb.analysis.runs.choices import METRIC_READOUTS, PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
 from layer_mteb.analysis.runs.importing import release_scores
+from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.results import one_setting_per_model, read_scores, with_legacy_settings
 from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
+from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.table import read_metrics
 from layer_mteb.metrics.texts import task_source
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.rules import last_layer_of
-from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
+from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import SCORE_COLUMNS, tidy_scores

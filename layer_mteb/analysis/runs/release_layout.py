@@ -1,6 +1,8 @@
 """Where the authors' release keeps its results, read without loading anything heavy (the command line checks a
-``--release`` folder before pandas loads): a clone of their repository holds ``experiments/results/<family>/<size>/
-<revision>/`` folders, the text models' with ``mteb/`` (per-layer scores) or ``metrics/{mteb,wikitext}/``."""
+``--release`` folder and declares its options before pandas loads): a clone of their repository holds
+``experiments/results/<family>/<size>/<revision>/`` folders, the text models' with ``mteb/`` (per-layer scores) or
+``metrics/{mteb,wikitext}/``; the folder of its tables (``$LAYER_MTEB_REFERENCE``) and how its metric values may be
+normalised on import."""
 
 from __future__ import annotations
 
@@ -8,8 +10,34 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 from layer_mteb.common.errors import UserError
+
+#: how imported (released) metric values are normalised (``paper``: as the paper's figures show them); not the
+#: entropy normalisations of :mod:`layer_mteb.metrics.representation`
+ReleaseNormalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
+RELEASE_NORMALIZATIONS: tuple[str, ...] = get_args(ReleaseNormalization)
+
+#: The authors' released results: one variable names the folder (the command line reads it without pandas).
+REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
+REFERENCE_DEFAULT = Path("..") / "shared" / "reference"
+#: Files of that folder: every released model's per-layer scores, and Pythia's in the form Figure 1 overlays.
+RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official_pythia_layer_scores.csv"
+
+
+def reference_folder(folder: str | Path | None = None) -> Path:
+    """The authors' release: ``folder``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference`` from the
+    working folder or beside the repository (or one level higher, for a checkout in a subfolder): the first of those
+    that exists, the first if none does."""
+    chosen = folder or os.environ.get(REFERENCE_ENV)
+    if chosen:
+        return Path(chosen)
+    repository = Path(__file__).resolve().parents[3]
+    candidates = [REFERENCE_DEFAULT, repository.parent / "shared" / "reference"]
+    candidates.append(repository.parent.parent / "shared" / "reference")
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
 
 #: Where the tables come from, and how to get it: one line for a machine that has no copy.
 RELEASE_REPOSITORY = "https://github.com/XuweiyiChen/information_flow"

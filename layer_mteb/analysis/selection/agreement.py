@@ -22,7 +22,6 @@ from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
-from layer_mteb.metrics.agreement.sample import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.metrics.agreement.table import (
     AGREEMENT_COLUMNS,
     AGREEMENT_FILE,
@@ -31,7 +30,7 @@ from layer_mteb.metrics.agreement.table import (
     read_agreement,
 )
 from layer_mteb.metrics.table import METRIC_COLUMNS
-from layer_mteb.metrics.texts import task_source
+from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_source
 
 #: the selector (and the metric its curves become in the engine)
 AGREEMENT = "agreement"

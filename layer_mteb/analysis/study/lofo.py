@@ -131,7 +131,7 @@ def choose_settings(cells: pd.DataFrame, usable: list[str], variants: tuple[str,
 def leave_one_family_out(
     models: list[ModelData], candidates: list[Selector] | None = None, variant: str | None = None
 ) -> pd.DataFrame:
-    """For each family (:mod:`~.families`): the policy fitted on the other families (margin and, unless ``variant``
+    """For each family (``auto.FAMILIES``): the policy fitted on the other families (margin and, unless ``variant``
     is given, variant chosen inside them), applied to each of its models, beside the last layer and the paper's rule
     there (on the tasks that have its metrics). The held-out family's scores are read only to score its picks, after
     the policy is fixed."""
@@ -205,7 +205,7 @@ def train_policy(models: list[ModelData], lofo: pd.DataFrame, candidates: list[S
     inside them), with its provenance and the leave-one-family-out record ``lofo`` it was judged by."""
     from datetime import date
 
-    from layer_mteb.common.version import VERSION
+    from layer_mteb.common.package import VERSION
 
     rows = study_rows(models, candidates)
     policy = fit_policy(cells(rows), list(dict.fromkeys(rows["selector"])))

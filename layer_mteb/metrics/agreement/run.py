@@ -39,12 +39,12 @@ from layer_mteb.metrics.agreement.measures import (
     treat_outliers,
 )
 from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
-from layer_mteb.metrics.agreement.sample import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
+from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
-from layer_mteb.vectors.budget import resolve_budget
+from layer_mteb.vectors.memory import resolve_budget
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)

@@ -1,10 +1,28 @@
-"""Matrix-based Rényi entropy of a set of representations: the compression measure behind prompt entropy, dataset
+"""The paper's representation metrics of a layer's vectors, in one place.
+
+Matrix-based Rényi entropy of a set of representations: the compression measure behind prompt entropy, dataset
 entropy and effective rank.
 
 For rows ``Z`` (n × d), the entropy is that of the normalised eigenvalues of the Gram matrix ``Z Zᵀ`` (n × n); the
 covariance ``Zᵀ Z`` (d × d) has the same non-zero spectrum, so whichever is smaller is decomposed. Following the
 authors' code, rows are first centred on their mean and then scaled to unit length (:func:`preprocess`), which makes
 the value invariant to translation, scale and rotation of the representation space.
+
+Curvature of a prompt's trajectory through representation space: how sharply it turns from token to token.
+
+With z_1 … z_T the token states of one prompt and v_k = z_{k+1} − z_k, curvature is the mean over k of the angle
+arccos(cos(v_k, v_{k+1})) in radians: 0 for a straight line, π for a path that doubles back. The authors' code took
+|cos| (angles folded into [0, π/2]); ``absolute=True`` reproduces that.
+
+Invariance metrics on pooled vectors of augmented views: how much of a prompt's identity survives noise.
+
+- InfoNCE (τ = 0.1): two views, unit rows, logits A·Bᵀ/τ, cross-entropy to the matching row. Lower is more
+  invariant; log N is chance.
+- LiDAR (Thilak et al. 2023): J views per prompt are one class; the entropy of the spectrum of
+  S_w^{-1/2} S_b S_w^{-1/2} (within-class scatter + δI whitening the between-class scatter). Higher means more
+  directions that separate prompts beyond augmentation noise. Reported as an entropy (nats), as in Skean et al.
+- DiME (Skean et al. 2023): mutual information between two views as a difference of matrix entropies,
+  E_P[S(K_A ∘ P K_B Pᵀ)] − S(K_A ∘ K_B), with P random permutations. Higher means views agree on who is who.
 """
 
 from __future__ import annotations
@@ -15,6 +33,7 @@ from contextlib import contextmanager
 from typing import Literal, get_args
 
 import torch
+import torch.nn.functional as F
 
 from layer_mteb.common.threads import torch_threads
 
@@ -157,4 +176,112 @@ def _check_rows(z: torch.Tensor) -> None:
     if z.shape[0] < 1 or z.shape[1] < 1:
         raise ValueError(f"matrix entropy of an empty matrix {tuple(z.shape)} is undefined")
     if not bool(torch.isfinite(z).all()):
+        raise ValueError("representations contain NaN or inf; try --dtype float32")
+
+
+def token_curvatures(
+    hidden: torch.Tensor, mask: torch.Tensor, *, absolute: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Curvature of every prompt of a right-padded batch: ``hidden`` [B, T, D], ``mask`` [B, T] -> (values, valid).
+
+    A step of length zero (two identical consecutive states) has no direction, so the angles it takes part in are
+    skipped. Prompts with fewer than 3 real tokens, or no angle left, are not valid; their value is a 0 placeholder.
+    """
+    z = hidden.double() * mask.unsqueeze(-1).to(torch.float64)
+    steps = z[:, 1:] - z[:, :-1]
+    lengths = steps.norm(dim=-1)
+    scale = z.norm(dim=-1).amax(dim=-1, keepdim=True)
+    real_steps = mask[:, 1:].bool() & mask[:, :-1].bool() & (lengths > _RELATIVE_TOL * scale)
+    cosine = (steps[:, :-1] * steps[:, 1:]).sum(-1) / (lengths[:, :-1] * lengths[:, 1:]).clamp(min=1e-300)
+    if absolute:
+        cosine = cosine.abs()
+    angles = torch.arccos(cosine.clamp(-1.0, 1.0))
+    pairs = real_steps[:, :-1] & real_steps[:, 1:]
+    count = pairs.sum(dim=-1)
+    total = torch.where(pairs, angles, torch.zeros_like(angles)).sum(dim=-1)
+    valid = count > 0
+    return torch.where(valid, total / count.clamp(min=1), torch.zeros_like(total)), valid
+
+
+def curvature(z: torch.Tensor, *, absolute: bool = False) -> float:
+    """Mean turning angle (radians) of one trajectory ``z`` [T, D]; needs at least 3 states and 2 non-zero steps."""
+    if z.ndim != 2:
+        raise ValueError(f"expected a trajectory [T, D], got shape {tuple(z.shape)}")
+    if z.shape[0] < 3:
+        raise ValueError(f"curvature needs at least 3 token states (two steps), got {z.shape[0]}")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError("representations contain NaN or inf; try --dtype float32")
+    mask = torch.ones(1, z.shape[0], dtype=torch.bool, device=z.device)
+    values, valid = token_curvatures(z.unsqueeze(0), mask, absolute=absolute)
+    if not bool(valid[0]):
+        raise ValueError("curvature is undefined: no two consecutive non-zero steps in the trajectory")
+    return float(values[0])
+
+
+def infonce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.1) -> float:
+    """InfoNCE loss (nats) of view ``a`` [N, D] predicting its partner in view ``b`` [N, D]."""
+    a, b = _pair(a, b)
+    logits = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / temperature
+    return float(F.cross_entropy(logits, torch.arange(a.shape[0], device=a.device)))
+
+
+def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> float:
+    """LiDAR entropy (nats) of ``views`` [N prompts, J views, D].
+
+    The eigenvalues of S_w^{-1/2} S_b S_w^{-1/2} equal those of L⁻¹ S_b L⁻ᵀ for the Cholesky factor S_w = L Lᵀ
+    (both are similar to S_w⁻¹ S_b), which is much cheaper than an eigendecomposition of S_w for large D.
+    """
+    if views.ndim != 3 or views.shape[0] < 2 or views.shape[1] < 2:
+        raise ValueError(f"LiDAR needs views [N ≥ 2 prompts, J ≥ 2 views, D], got shape {tuple(views.shape)}")
+    _check_finite(views)
+    views = views.double()
+    n, j, d = views.shape
+    class_means = views.mean(dim=1)
+    between = class_means - class_means.mean(dim=0)
+    within = (views - class_means.unsqueeze(1)).reshape(n * j, d)
+    scatter_w = within.T @ within / (n * j) + delta * torch.eye(d, dtype=views.dtype, device=views.device)
+    with single_threaded(scatter_w):
+        factor = torch.linalg.cholesky(scatter_w)
+        whitened = torch.linalg.solve_triangular(factor, between.T, upper=False).T / n**0.5
+    return float(renyi_entropy(spectrum(whitened), alpha))
+
+
+def dime(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, n_permutations: int = 10, seed: int = 0) -> float:
+    """DiME (nats) between paired views ``a``, ``b`` [N, D], averaged over ``n_permutations`` seeded shuffles.
+
+    Kernels are cosine Gram matrices of centred rows (the same preprocessing as the entropies); their Hadamard
+    product is positive semi-definite, so it is a valid joint kernel.
+    """
+    a, b = _pair(a, b)
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
+    za, zb = preprocess(a), preprocess(b)
+    kernel_a, kernel_b = za @ za.T, zb @ zb.T
+    joint = _kernel_entropy(kernel_a * kernel_b, alpha)
+    generator = torch.Generator().manual_seed(seed)
+    shuffled = []
+    for _ in range(n_permutations):
+        order = torch.randperm(a.shape[0], generator=generator).to(a.device)
+        shuffled.append(_kernel_entropy(kernel_a * kernel_b[order][:, order], alpha))
+    return sum(shuffled) / n_permutations - joint
+
+
+def _kernel_entropy(kernel: torch.Tensor, alpha: float) -> float:
+    with single_threaded(kernel):
+        eigenvalues = torch.linalg.eigvalsh(kernel)
+    return float(renyi_entropy(eigenvalues.clamp(min=0), alpha))
+
+
+def _pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if a.ndim != 2 or a.shape != b.shape:
+        raise ValueError(f"expected two views of the same shape [N, D], got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[0] < 2:
+        raise ValueError(f"contrastive metrics need at least 2 prompts, got {a.shape[0]}")
+    _check_finite(a)
+    _check_finite(b)
+    return a.double(), b.double()
+
+
+def _check_finite(x: torch.Tensor) -> None:
+    if not bool(torch.isfinite(x).all()):
         raise ValueError("representations contain NaN or inf; try --dtype float32")

@@ -1,6 +1,8 @@
-"""The ``custom:`` section of a task file: tasks mteb does not know, declared by their type, their files and which
-columns hold what. Parsed here into frozen records with every schema mistake a one-line error naming the file and
-the entry; the files themselves are read and checked by :mod:`.custom_files`."""
+"""What a task file (``tasks.yaml`` or a user's) says: each listed task (``TaskSpec``), the file's split and suites
+(``TaskFile``), and its ``custom:`` section, tasks mteb does not know declared by their type, their files and which
+columns hold what. Plain records read by the catalog, the local-data reader and the custom-task builder alike; the
+``custom:`` entries are parsed here with every schema mistake a one-line error naming the file and the entry, the
+files themselves read and checked by :mod:`.custom`."""
 
 from __future__ import annotations
 
@@ -65,6 +67,29 @@ class CustomTask:
     @property
     def where(self) -> str:
         return f"{self.source}: custom task {self.name!r}"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task as ``tasks.yaml`` lists it; ``custom`` is the declaration of a task mteb does not know."""
+
+    name: str
+    category: str = ""
+    subsets: tuple[str, ...] | None = None
+    fast: str | None = None
+    local_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    partial: str | None = None
+    custom: CustomTask | None = None
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    split: str
+    tasks: tuple[TaskSpec, ...]
+    suites: dict[str, tuple[str, ...]]
+
+    def spec(self, name: str) -> TaskSpec:
+        return next((t for t in self.tasks if t.name == name), TaskSpec(name))
 
 
 def parse_custom(where: str, entry: Any, source: Path, split: str) -> CustomTask:

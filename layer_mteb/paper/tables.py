@@ -1,10 +1,13 @@
-"""``results/paper/summary.md``: the tables the README's "Reproducing the paper" section embeds, as markdown."""
+"""The paper's tables. Table 1 from per-layer scores: the library's Table 1 (one tie rule, one last layer: see
+:mod:`layer_mteb.analysis.rules`) ×100, with the printed values beside the recomputed ones; and
+``results/paper/summary.md``, the tables the README's "Reproducing the paper" section embeds, as markdown."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.table1 import build_table1, per_task_summary, table1_notes, task_scores
 from layer_mteb.analysis.study.lofo import lofo_means
 
 
@@ -14,6 +17,67 @@ def _num(value: object) -> str:
 
 def _signed(value: object) -> str:
     return "—" if pd.isna(value) else f"{float(value):+.1f}"
+
+
+#: Table 1 as printed (workshop version): best ≠ last (%), avg last, avg best.
+PAPER_TABLE1 = {
+    "LLM2Vec-mntp-unsup-simcse/8B": ("LLM2Vec 8B", 100.0, 64.7, 66.8),
+    "Pythia/410m": ("Pythia 410M", 96.6, 49.8, 53.3),
+    "mamba/130m": ("Mamba 130M", 100.0, 46.9, 50.9),
+}
+COLUMNS = ["model", "n_tasks", "last_layer", "best_not_last", "avg_last", "avg_best", "note"]
+
+
+def table1(scores: pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
+    """The library's Table 1 (:func:`~layer_mteb.analysis.report.table1.build_table1`, all task types) for ``models``
+    (default: every model, in order of appearance), ×100 as the paper prints it; ``note`` names the tasks left out
+    for lack of a last-layer score and the layers other tasks miss."""
+    names = models or scores["model"].drop_duplicates().tolist()
+    part = scores[scores["model"].isin(names)]
+    table = build_table1(part).query("task_type == 'all'").set_index("model")
+    summary = per_task_summary(task_scores(part))
+    rows = []
+    for name in names:
+        row = table.loc[name]
+        notes = table1_notes(summary[summary["model"] == name])
+        rows.append(
+            {
+                "model": name,
+                "n_tasks": int(row["n_tasks"]),
+                "last_layer": int(row["n_layers"]),
+                "best_not_last": row["best_not_last_pct"],
+                "avg_last": 100.0 * row["avg_last"],
+                "avg_best": 100.0 * row["avg_best"],
+                "note": "; ".join(n.removeprefix(f"{name}: ") for n in notes),
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def with_last_layer(scores: pd.DataFrame, model: str, last_layer: int) -> pd.DataFrame:
+    """``model``'s scores as if ``last_layer`` were its last (deeper layers dropped): how the paper counted a model
+    whose output layer it did not score."""
+    part = scores[(scores["model"] == model) & (scores["layer"] <= last_layer)]
+    return part.assign(n_layers=last_layer)
+
+
+def versus_paper(release: pd.DataFrame, reasons: dict[str, str]) -> pd.DataFrame:
+    """The paper's three rows: printed, recomputed from the release, difference, and why they differ."""
+    rows = []
+    for model, (label, pct, last, best) in PAPER_TABLE1.items():
+        ours = release[release["model"] == model].iloc[0]
+        rows.append(
+            {
+                "paper row": label,
+                "release model": model,
+                "paper": f"{pct:.1f} % / {last:.1f} / {best:.1f}",
+                "release": f"{_num(ours.best_not_last)} % / {_num(ours.avg_last)} / {_num(ours.avg_best)}",
+                "difference": f"{_signed(ours.best_not_last - pct)} / {_signed(ours.avg_last - last)} / "
+                f"{_signed(ours.avg_best - best)}",
+                "why": reasons.get(model, ""),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def summary_markdown(

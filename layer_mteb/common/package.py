@@ -1,12 +1,18 @@
-"""Public names of a package that load on first use (PEP 562): importing the package imports none of its heavy
+"""The package itself: its version, read from its installed metadata (pyproject.toml is the one place it is
+written), and its public names, which load on first use (PEP 562) so importing the package imports none of its heavy
 dependencies (torch, mteb, transformers' models, seaborn) until a name that needs them is used."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from importlib import import_module
+from importlib import import_module, metadata
 from typing import Any
+
+try:
+    VERSION = metadata.version("layer_mteb")
+except metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    VERSION = "0+unknown"
 
 
 def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:

@@ -62,7 +62,7 @@ def host_available() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def auto_budget(device: str) -> int:
+def auto_memory_limit(device: str) -> int:
     """Half the free memory of ``device`` (the rest is for the forward pass and mteb), at most half the host's."""
     import torch  # here: sizes are parsed and checked before the command line loads torch
 
@@ -82,7 +82,7 @@ def resolve_budget(budget: int | None, device: str) -> int:
     the log the first time only."""
     if budget is not None:
         return budget
-    chosen = auto_budget(device)
+    chosen = auto_memory_limit(device)
     if device not in _STATED:
         _STATED.add(device)
         logger.info(
