@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.mix import LayerMixEncoder
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import LayerCache
 
