@@ -10,11 +10,11 @@ from layer_mteb.cli.console import NOTHING_SAVED
 from layer_mteb.cli.options import add_metric_readout, check_runs, settings_of
 
 NAME = "correlate"
+HELP = "correlate each metric with the score across layers"
 INTERRUPTED = NOTHING_SAVED
 
 
-def add_to(commands) -> None:
-    correlate = commands.add_parser(NAME, help="correlate each metric with the score across layers")
+def add_options(correlate: argparse.ArgumentParser) -> None:
     correlate.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
     correlate.add_argument(
         "--method", choices=["dcor", "spearman", "kendall", "all"], default="all", help="association measure"

@@ -15,13 +15,11 @@ from layer_mteb.model.names import model_kind
 from layer_mteb.tasks.names import check_task_names
 
 NAME = "cost"
+HELP = "seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
-    cost = commands.add_parser(
-        NAME, help="seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
-    )
+def add_options(cost: argparse.ArgumentParser) -> None:
     cost.add_argument("--run", required=True, help="run folder: its scores.csv gives model, revision and settings")
     cost.add_argument(
         "--model", default=None, help="how to load the run's model (default: its name in scores.csv; packaged found)"

@@ -27,16 +27,14 @@ if TYPE_CHECKING:
     from layer_mteb.model.export import RunRecord
 
 NAME = "export"
+HELP = "write one layer, as it was scored, as a sentence-transformers model folder"
 INTERRUPTED = RESUME
 #: the encode settings ``export`` takes as options; with ``--run`` they are the run's and may not be given
 EXPORT_SETTINGS = ("readout", "pooling", "normalize", "attention", "max_length", "dtype")
 MEAN = "mean"  # the selection API's name for the score averaged over tasks
 
 
-def add_to(commands) -> None:
-    export = commands.add_parser(
-        NAME, help="write one layer, as it was scored, as a sentence-transformers model folder"
-    )
+def add_options(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--model", default=None, help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)"
     )

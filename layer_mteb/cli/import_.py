@@ -13,13 +13,13 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_writable
 
 NAME = "import"
+HELP = "read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
+def add_options(imp: argparse.ArgumentParser) -> None:
     from layer_mteb.analysis.runs.choices import RELEASE_NORMALIZATIONS
 
-    imp = commands.add_parser(NAME, help="read per-layer mteb result JSONs (mteb 1.x or 2.x) into a run folder")
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
     imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")
     imp.add_argument("--model", default=None, help="model name for the rows (default: from the files)")

@@ -13,13 +13,11 @@ from layer_mteb.cli.options import DATA_DEFAULT, check_runs, settings_of
 from layer_mteb.evaluation.workers import check_eval_workers
 
 NAME = "label-budget"
+HELP = "mean regret of a layer picked from K labelled examples against K, beside the label-free picks"
 INTERRUPTED = TASKS_SAVED
 
 
-def add_to(commands) -> None:
-    budget = commands.add_parser(
-        NAME, help="mean regret of a layer picked from K labelled examples against K, beside the label-free picks"
-    )
+def add_options(budget: argparse.ArgumentParser) -> None:
     budget.add_argument("--run", action="append", required=True, help="a run folder (repeat for several models)")
     budget.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
     budget.add_argument("--draws", type=int, default=10, help="draws of K examples per task and K")

@@ -2,7 +2,7 @@
 loads (into its settings object), logging set up once, the command executed with those settings, and every user
 mistake turned into one line and exit 2 (:mod:`.console`).
 
-A command is one module of this package: ``NAME``, ``add_to(commands)`` (its options), ``check(args)`` (its
+A command is one module of this package: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its
 settings, every mistake the options and the file system show, before torch, transformers or mteb load and before
 the hub probe), ``execute(settings)`` and ``INTERRUPTED`` (what Ctrl-C leaves behind)."""
 
@@ -55,11 +55,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command with its options; with ``only`` (a command's name), only that command's options are declared
+    (the others are listed, as ``--help`` shows them, and parse nothing)."""
     parser = _Parser(prog=PROG, description="Score every layer of a model on MTEB tasks.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
-        command.add_to(commands)
+        declared = commands.add_parser(command.NAME, help=command.HELP)
+        if only in (None, command.NAME):
+            command.add_options(declared)
     return parser
 
 
@@ -69,7 +73,9 @@ def check(args: argparse.Namespace) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    named = next((word for word in words if not word.startswith("-")), None)  # the command, argparse's first word
+    args = build_parser(named if named in _BY_NAME else None).parse_args(words)
     command = _BY_NAME[args.command]
     checked: list[Any] = []
     failed = run_reporting_errors(lambda: checked.append(command.check(args)))  # one line, before any import or log

@@ -9,11 +9,11 @@ from pathlib import Path
 from layer_mteb.cli.console import RESUME
 
 NAME = "merge"
+HELP = "join the shard tables of a run folder into its scores.csv"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
-    merge = commands.add_parser(NAME, help="join the shard tables of a run folder into its scores.csv")
+def add_options(merge: argparse.ArgumentParser) -> None:
     merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
 
 

@@ -18,11 +18,11 @@ from layer_mteb.cli.options import (
 )
 
 NAME = "metrics"
+HELP = "representation metrics of every layer (label-free)"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
-    metrics = commands.add_parser(NAME, help="representation metrics of every layer (label-free)")
+def add_options(metrics: argparse.ArgumentParser) -> None:
     add_model_or_run(metrics)
     metrics.add_argument(
         "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"

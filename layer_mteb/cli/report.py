@@ -10,11 +10,11 @@ from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import RUNS, add_renamed, check_runs, settings_of
 
 NAME = "report"
+HELP = "Table 1, Figure 1, heatmaps and selector leaderboard from run folders"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
-    report = commands.add_parser(NAME, help="Table 1, Figure 1, heatmaps and selector leaderboard from run folders")
+def add_options(report: argparse.ArgumentParser) -> None:
     report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
     report.add_argument("--output", default=str(Path(RUNS) / "report"), help="report folder (runs/report)")
     report.add_argument(

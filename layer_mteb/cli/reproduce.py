@@ -14,13 +14,11 @@ from layer_mteb.cli.options import check_runs
 from layer_mteb.common.errors import UserError
 
 NAME = "reproduce"
+HELP = "the paper's tables, figures and selector study from the authors' release beside our runs"
 INTERRUPTED = REWRITE
 
 
-def add_to(commands) -> None:
-    paper = commands.add_parser(
-        NAME, help="the paper's tables, figures and selector study from the authors' release beside our runs"
-    )
+def add_options(paper: argparse.ArgumentParser) -> None:
     paper.add_argument(
         "--release",
         default=None,

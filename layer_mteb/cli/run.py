@@ -24,11 +24,11 @@ from layer_mteb.cli.options import (
 from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
 
 NAME = "run"
+HELP = "score every requested layer on every task (one forward pass per task)"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
-    run = commands.add_parser(NAME, help="score every requested layer on every task (one forward pass per task)")
+def add_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--model", action="append", required=True, help=f"{MODEL_HELP}; repeat for several models")
     run.add_argument(
         "--revision",

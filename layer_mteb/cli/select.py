@@ -16,13 +16,13 @@ from layer_mteb.cli.options import DATA_DEFAULT, add_metric_readout, add_renamed
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 
 NAME = "select"
+HELP = "pick layers by a metric and score the choice against the truth"
 INTERRUPTED = NOTHING_SAVED
 
 
-def add_to(commands) -> None:
+def add_options(select: argparse.ArgumentParser) -> None:
     from layer_mteb.metrics import DIRECTIONS
 
-    select = commands.add_parser(NAME, help="pick layers by a metric and score the choice against the truth")
     select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
     select.add_argument(
         "--by",

@@ -21,13 +21,11 @@ from layer_mteb.cli.options import (
 )
 
 NAME = "stress"
+HELP = "prompt entropy of every layer under randomness, repetition and length (per prompt), dip test"
 INTERRUPTED = RESUME
 
 
-def add_to(commands) -> None:
-    stress = commands.add_parser(
-        NAME, help="prompt entropy of every layer under randomness, repetition and length (per prompt), dip test"
-    )
+def add_options(stress: argparse.ArgumentParser) -> None:
     add_model_or_run(stress)
     stress.add_argument("--texts", default="wikitext", help="prompts to perturb: wikitext | task:<TaskName> | FILE")
     stress.add_argument("--tests", default="randomness,repetition,length", help="comma-separated stress tests")
