@@ -30,8 +30,8 @@ def main() -> None:
     from _common import encode_config
 
     from layer_mteb import LayerCache, LayerEncoder, load_model, sweep
+    from layer_mteb.evaluation.encoder import resolve_settings
     from layer_mteb.evaluation.plan import parse_layers
-    from layer_mteb.evaluation.settings import resolve_settings
     from layer_mteb.tasks.catalog import TaskSpec
     from layer_mteb.tasks.local_data import load_local_data
 

@@ -34,8 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, common_options, counting, forward_batches, load_tasks, start, table
 
 from layer_mteb import EncodeConfig, LayerCache, sweep
-from layer_mteb.evaluation.encoder import model_meta
-from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.encoder import model_meta, resolve_settings
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import length_sorted_batches, tokenize
 from layer_mteb.vectors.store import store_folder

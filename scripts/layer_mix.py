@@ -25,11 +25,10 @@ from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.common.results import read_scores
-from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder
+from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve_settings
 from layer_mteb.evaluation.mteb_call import score_encoder
 from layer_mteb.evaluation.plan import task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.metrics.agreement.run import model_source, scored_run
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS

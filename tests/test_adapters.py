@@ -11,7 +11,7 @@ from conftest import RAGGED_TEXTS, save_tiny_model
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.model.adapters import find_adapter_chain
 from layer_mteb.model.attention import attention_of
 from layer_mteb.model.forward import encode_all_layers

@@ -15,8 +15,7 @@ import pytest
 from conftest import REPO
 
 from layer_mteb.cli import main
-from layer_mteb.cli.checks import check_arguments
-from layer_mteb.cli.parser import build_parser
+from layer_mteb.cli.main import build_parser, check
 
 ADVICE = re.compile(r"`(layer-mteb [a-z-]+ [^`]*)`")
 RUN_OPTION = re.compile(r"`(-{1,2}[a-z][a-z-]*)")
@@ -74,7 +73,7 @@ def test_every_advised_command_parses_and_passes_the_checks(scored_run, tmp_path
         if words[0] == "run":  # a new run folder: the advice is for a folder that has no scores yet
             words[words.index("--output") + 1] = str(tmp_path / "new-run")
         args = build_parser().parse_args(words)  # argparse exits (SystemExit) on a shape it does not take
-        check_arguments(args)
+        check(args)
 
 
 @pytest.mark.slow  # a real run of two MiniLM layers on BIOSSES (the module's fixture): about 20 s
@@ -93,11 +92,12 @@ def test_select_without_metrics_advises_a_command_that_runs(scored_run, capsys):
 @pytest.mark.slow  # a real run of two MiniLM layers on BIOSSES (the module's fixture): about 20 s
 def test_metrics_of_a_run_takes_its_model_settings_and_tasks(scored_run):
     args = build_parser().parse_args(["metrics", "--run", str(scored_run)])
-    check_arguments(args)
-    assert (args.model, args.texts, args.pooling, args.max_length) == ("minilm-l6", "task:BIOSSES", "mean", 512)
+    target = check(args).target
+    measured = (target.model, target.texts, target.config.pooling, target.config.max_length)
+    assert measured == ("minilm-l6", "task:BIOSSES", "mean", 512)
     given = build_parser().parse_args(["metrics", "--run", str(scored_run), "--pooling", "last"])
     with pytest.raises(Exception, match="with --run the model's settings are the run's: drop --pooling"):
-        check_arguments(given)
+        check(given)
 
 
 def test_a_custom_task_of_a_run_is_found_through_its_file(tmp_path):
@@ -112,8 +112,7 @@ def test_a_custom_task_of_a_run_is_found_through_its_file(tmp_path):
     entry = {"task": "SupportIntentClassification", "task_file": SHIPPED.as_posix()}
     (run / "run.json").write_text(json.dumps({"tasks": [entry]}))
     args = build_parser().parse_args(["metrics", "--run", str(run)])
-    check_arguments(args)
-    assert args.texts == f"task:{SHIPPED.as_posix()}:SupportIntentClassification"
+    assert check(args).target.texts == f"task:{SHIPPED.as_posix()}:SupportIntentClassification"
 
 
 def _run_section() -> str:

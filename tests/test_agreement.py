@@ -200,10 +200,10 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     _, folder = tiny_run
     run = write_tiny_gpt2_scores(tmp_path / "run")
     bad = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
-    assert main([*bad, "--reference", str(tmp_path / "no-such-encoder")]) == 2
+    assert main([*bad, "--agreement-with", str(tmp_path / "no-such-encoder")]) == 2
     assert "neither a packaged model" in capsys.readouterr().err
     assert sorted(p.name for p in run.iterdir()) == ["scores.csv"]
-    argv = [*bad, "--reference", "minilm-l6", "--data-dir", str(data_dir)]
+    argv = [*bad, "--agreement-with", "minilm-l6", "--data-dir", str(data_dir)]
     assert main(argv) == 0
     curve = curves(read_agreement(run), metric="mknn", outlier="none", n=40, k=10, seed=0)["BIOSSES"]
     best = int(curve[curve >= curve.max() - 1e-9].index.max())
@@ -211,7 +211,7 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     assert picks.query("selector == 'agreement' and task == 'BIOSSES'")["chosen_layer"].tolist() == [best]
     stored = (run / AGREEMENT_FILE).read_text()
     assert main(argv) == 0 and (run / AGREEMENT_FILE).read_text() == stored  # the stored curves are read back
-    assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40", "--reference", "minilm-l6"]) == 0
+    assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40", "--agreement-with", "minilm-l6"]) == 0
     assert "the layer of most agreement with sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().out
     auto = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
     assert auto["chosen_layer"].tolist() == [best]

@@ -90,7 +90,7 @@ def test_metrics_output_that_is_a_file_fails_in_one_line_before_work(tmp_path, c
 def test_the_command_line_defaults_are_the_library_s():
     """The parser declares its defaults without importing the library; they must be the library's own."""
     from layer_mteb.analysis.labels.budget import DEFAULT_DRAWS
-    from layer_mteb.cli.parser import build_parser
+    from layer_mteb.cli.main import build_parser
     from layer_mteb.paper.reproduce import PERMUTATIONS
 
     parser = build_parser()

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, minilm_folder
 
-from layer_mteb.cli.checks import check_arguments, hub_needed
-from layer_mteb.cli.parser import build_parser
+from layer_mteb.cli.main import build_parser, check
 from layer_mteb.tasks.catalog import read_task_file
 from layer_mteb.tasks.task_names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
 
@@ -195,8 +194,7 @@ def _args(*argv: str):
 def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir, tmp_path):
     assert not (data_dir / "SciFact").exists()
     args = _args(*argv, "--data-dir", str(data_dir), "--output", str(tmp_path))
-    check_arguments(args)  # as the command line does first: `run` then holds its resolved request
-    assert hub_needed(args) is needed
+    assert check(args).hub_needed() is needed  # the settings the checks return: `run`'s hold its resolved request
 
 
 @pytest.mark.parametrize(
@@ -208,15 +206,27 @@ def test_ctrl_c_says_what_select_has_saved(by, said, tmp_path):
     says they are kept; a pick that computes nothing has saved nothing."""
     (tmp_path / "scores.csv").write_text("model,layer\n")
     args = _args("select", "--run", str(tmp_path), "--by", by)
-    check_arguments(args)
-    assert said in args.interrupted
+    assert said in check(args).interrupted
 
 
 def test_the_encode_defaults_metrics_run_compares_with_are_the_parsers():
     """``metrics --run`` tells a given setting from a default by :data:`ENCODE_DEFAULTS`; the parser's are the same."""
-    from layer_mteb.cli.arguments import ENCODE_DEFAULTS
-    from layer_mteb.cli.parser import build_parser
+    from layer_mteb.cli.main import build_parser
+    from layer_mteb.cli.options import ENCODE_DEFAULTS
 
     for command in (["metrics", "--run", "runs/x"], ["run", "--model", "minilm-l6", "--tasks", "demo"]):
         parsed = build_parser().parse_args(command)
         assert {option: getattr(parsed, option) for option in ENCODE_DEFAULTS} == ENCODE_DEFAULTS
+
+
+@pytest.mark.parametrize(
+    ("command", "old", "new"),
+    [("select", "--reference", "--agreement-with"), ("report", "--reference", "--pythia-scores")],
+)
+def test_a_renamed_option_s_old_spelling_works_for_one_release_and_says_so_once(command, old, new, tmp_path, capsys):
+    (tmp_path / "scores.csv").write_text("model,layer\n")
+    args = _args(command, "--run", str(tmp_path), old, "minilm-l6")
+    assert getattr(check(args), new.removeprefix("--").replace("-", "_")) == "minilm-l6"
+    assert capsys.readouterr().err == f"layer-mteb: {old} is deprecated for {command}; use {new}\n"
+    assert getattr(check(_args(command, "--run", str(tmp_path), new, "minilm-l6")), new[2:].replace("-", "_"))
+    assert capsys.readouterr().err == ""

@@ -108,16 +108,14 @@ def test_the_example_is_a_real_mteb_classification_task_with_its_files_loaded():
 
 
 def test_a_custom_task_is_selected_from_its_file_alone_and_never_waits_on_the_hub(tmp_path):
-    from layer_mteb.cli.checks import check_arguments, hub_needed
-    from layer_mteb.cli.parser import build_parser
+    from layer_mteb.cli.main import build_parser, check
 
     path = every_type(tmp_path)
     assert [s.name for s in select_tasks(f"{path}:MySTS")[1]] == ["MySTS"]
     assert len(select_tasks(str(path))[1]) == 6
     argv = ["run", "--model", "minilm-l6", "--tasks", str(path), "--data-dir", str(tmp_path), "--output", str(tmp_path)]
     args = build_parser().parse_args(argv)
-    check_arguments(args)
-    assert hub_needed(args) is False
+    assert check(args).hub_needed() is False
 
 
 def test_the_same_rows_read_alike_from_csv_jsonl_and_parquet(tmp_path):

@@ -12,8 +12,7 @@ from mteb.models.abs_encoder import AbsEncoder
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.encoder import LayerEncoder, model_meta
-from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.encoder import LayerEncoder, model_meta, resolve_settings
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import LayerCache
 

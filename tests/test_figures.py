@@ -105,7 +105,7 @@ def test_the_reports_figure1_and_heatmaps_show_the_runs(tmp_path, drawn, caplog)
     alpha, one = write_results(tmp_path / "results")
     reference = write_reference(tmp_path / "ref.csv")
     with caplog.at_level("WARNING"):
-        write_report([alpha, one], tmp_path / "report", paper_curves=True, reference=reference)
+        write_report([alpha, one], tmp_path / "report", paper_curves=True, pythia_scores=reference)
     [ax] = drawn["figure1"].axes
     _assert_lines(_lines(ax), HEADLINE | PAPER_ON_T1_T2)
     title = ax.get_title().splitlines()

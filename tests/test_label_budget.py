@@ -25,7 +25,7 @@ from layer_mteb.analysis.labels.labelled import LabelledExamples, layer_scores
 from layer_mteb.cli.main import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.settings import resolve_settings
+from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.catalog import load_task, select_tasks

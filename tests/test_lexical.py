@@ -1,6 +1,6 @@
 """Lexical references for agreement (TF-IDF, TF-IDF + LSA, BM25 fitted on the sampled texts alone): a layer that is
 a noisy linear map of the texts' TF-IDF vectors is the one picked; picks are seeded; a sample with no lexical
-geometry is one error line through the CLI; ``select --by agreement --reference tfidf-lsa`` reads the curves
+geometry is one error line through the CLI; ``select --by agreement --agreement-with tfidf-lsa`` reads the curves
 through the one selection engine."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def test_a_sample_without_lexical_geometry_is_one_error(texts):
 
 @pytest.mark.slow
 def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir, bert_tokenizer, capsys):
-    """``--reference tfidf-lsa`` writes its curves to agreement.csv (its settings as the revision) and picks each
+    """``--agreement-with tfidf-lsa`` writes its curves to agreement.csv (its settings as the revision) and picks each
     task's layer of most agreement; ``auto`` on this base model, with no trained reference's curves, keeps its rule
     and says the lexical reference was not adopted (the study), and reads the lexical curves when they are named."""
     from layer_mteb.cli import main
@@ -88,7 +88,7 @@ def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir
     folder = save_tiny_model("gpt2", bert_tokenizer, tmp_path / "tiny-gpt2")
     run = write_tiny_gpt2_scores(tmp_path / "run")
     argv = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
-    assert main([*argv, "--reference", "tfidf-lsa"]) == 0
+    assert main([*argv, "--agreement-with", "tfidf-lsa"]) == 0
     stored = read_agreement(run)
     lexical = stored[stored["reference"] == "tfidf-lsa"]
     assert len(lexical) and lexical["reference_revision"].str.contains("TruncatedSVD").all()
@@ -96,12 +96,12 @@ def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir
     picks = pd.read_csv(run / "selection.agreement.csv").query("selector == 'agreement' and task == 'BIOSSES'")
     assert picks["chosen_layer"].tolist() == [extremum_layer(curve, "max")]
     text = (run / "agreement.csv").read_text()
-    assert main([*argv, "--reference", "tfidf-lsa"]) == 0 and (run / "agreement.csv").read_text() == text
+    assert main([*argv, "--agreement-with", "tfidf-lsa"]) == 0 and (run / "agreement.csv").read_text() == text
     capsys.readouterr()
     assert main(["select", "--run", str(run), "--by", "auto", "--sample", "40"]) == 0  # the study: not adopted
     out = capsys.readouterr().out
     assert "no agreement curves in this run" in out and "studied for auto and not adopted" in out
-    auto = ["select", "--run", str(run), "--by", "auto", "--sample", "40", "--reference", "tfidf-lsa"]
+    auto = ["select", "--run", str(run), "--by", "auto", "--sample", "40", "--agreement-with", "tfidf-lsa"]
     assert main(auto) == 0  # named, the lexical curves are read like any reference's
     assert "the layer of most agreement with tfidf-lsa (scikit-learn-" in capsys.readouterr().out
     picked = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
@@ -121,7 +121,7 @@ def test_a_one_word_sample_is_one_line_through_the_cli(tmp_path, bert_tokenizer,
     (bare / "run.json").write_text(json.dumps({"tasks": [{"task": "BIOSSES", "data_dir": str(one_word.parent)}]}))
     capsys.readouterr()
     bad = ["select", "--run", str(bare), "--by", "agreement", "--model", str(folder), "--sample", "40"]
-    assert main([*bad, "--reference", "tfidf"]) == 2
+    assert main([*bad, "--agreement-with", "tfidf"]) == 2
     err = capsys.readouterr().err.strip()
     assert "share no word" in err and len(err.splitlines()) == 1
     assert not (bare / "agreement.csv").exists()

@@ -169,7 +169,7 @@ def test_cli_report_writes_every_file(tmp_path, capsys):
     reference = write_reference(tmp_path / "ref.csv")
     output = tmp_path / "report"
     argv = ["report", "--run", str(alpha), "--run", str(one), "--output", str(output), "--paper-curves"]
-    assert main([*argv, "--reference", str(reference)]) == 0
+    assert main([*argv, "--pythia-scores", str(reference)]) == 0
     expected = {"table1.csv", "table1.md", "per_task.csv", "layer_means.csv", "selectors.csv", "selectors.md"}
     expected |= {"cost_quality.csv", "cost_quality.md"}  # named by depth; no figure without cost.csv
     for stem in ("figure1", "heatmap_toy_alpha", "heatmap_toy_one-layer", "metrics", "correlation"):
@@ -177,7 +177,10 @@ def test_cli_report_writes_every_file(tmp_path, capsys):
     assert {p.name for p in output.iterdir()} == expected
     assert all((output / name).stat().st_size > 0 for name in expected)
     assert "Table 1" in capsys.readouterr().out
-    assert main([*argv, "--reference", str(reference)]) == 0  # an earlier report is replaced
+    # an earlier report is replaced; the option's former spelling still works for one release, saying so once
+    assert main([*argv, "--reference", str(reference)]) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said.count("layer-mteb: --reference is deprecated for report; use --pythia-scores") == 1
 
 
 @pytest.mark.parametrize("problem", ["missing", "no-scores", "bad-columns", "output-is-a-run"])
@@ -209,7 +212,7 @@ def test_the_reference_is_the_release_folder_or_its_pythia_file(tmp_path, monkey
 
 def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):
     monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere"))
-    with pytest.raises(UserError, match="--reference"):
+    with pytest.raises(UserError, match="--pythia-scores"):
         write_report([write_run(tmp_path / "run", alpha_scores())], tmp_path / "report", paper_curves=True)
     assert not (tmp_path / "report").exists()
 

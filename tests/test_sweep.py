@@ -11,8 +11,8 @@ from conftest import ForwardCounter, tiny_model
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import SCORE_COLUMNS
+from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.plan import parse_layers
-from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.attention import set_attention
 from layer_mteb.tasks.catalog import TaskSpec, load_task

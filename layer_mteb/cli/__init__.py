@@ -1,4 +1,5 @@
-"""The ``layer-mteb`` command line: parsing and routing only (:mod:`.main`), and what it prints (:mod:`.console`)."""
+"""The ``layer-mteb`` command line: one module per command (its options, checks, settings and execution), the
+parser and dispatch (:mod:`.main`), shared option groups (:mod:`.options`) and what it prints (:mod:`.console`)."""
 
 from layer_mteb.cli.main import main
 

@@ -1,23 +1,90 @@
-"""``layer-mteb``: parse the arguments (:mod:`.parser`), check them before anything heavy loads (:mod:`.checks`),
-set up logging once, run the command (:mod:`.commands`) and turn every user mistake into one line and exit 2
-(:mod:`.console`)."""
+"""``layer-mteb``: the parser built from the command modules, each command's options checked before anything heavy
+loads (into its settings object), logging set up once, the command executed with those settings, and every user
+mistake turned into one line and exit 2 (:mod:`.console`).
+
+A command is one module of this package: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its
+settings, every mistake the options and the file system show, before torch, transformers or mteb load and before
+the hub probe), ``execute(settings)`` and ``INTERRUPTED`` (what Ctrl-C leaves behind)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
-from layer_mteb.cli.checks import check_arguments
-from layer_mteb.cli.console import RESUME, run_reporting_errors, setup_logging
-from layer_mteb.cli.parser import build_parser
+from layer_mteb.cli import (
+    correlate,
+    cost,
+    export,
+    import_,
+    label_budget,
+    merge,
+    metrics,
+    report,
+    reproduce,
+    run,
+    select,
+    stress,
+)
+from layer_mteb.cli.console import PROG, run_reporting_errors, setup_logging
+
+#: the commands, in the order ``--help`` lists them
+COMMANDS = (run, merge, report, metrics, stress, select, correlate, import_, label_budget, reproduce, export, cost)
+_BY_NAME = {command.NAME: command for command in COMMANDS}
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already names it or there is none to name
+    (a required option, an on/off flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: {'off' if action.default is False else '%(default)s'})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (and exit 2) like every other user error; help shows defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command with its options; with ``only`` (a command's name), only that command's options are declared
+    (the others are listed, as ``--help`` shows them, and parse nothing)."""
+    parser = _Parser(prog=PROG, description="Score every layer of a model on MTEB tasks.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for command in COMMANDS:
+        declared = commands.add_parser(command.NAME, help=command.HELP)
+        if only in (None, command.NAME):
+            command.add_options(declared)
+    return parser
+
+
+def check(args: argparse.Namespace) -> Any:
+    """The settings of ``args.command``, checked: what its ``execute`` takes."""
+    return _BY_NAME[args.command].check(args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    checked = run_reporting_errors(lambda: check_arguments(args))  # one line, before any import, probe or log
-    if checked:
-        return checked
-    setup_logging(verbose=getattr(args, "verbose", False))
-    return run_reporting_errors(lambda: args.handler(args), getattr(args, "interrupted", RESUME))
+    words = sys.argv[1:] if argv is None else argv
+    named = next((word for word in words if not word.startswith("-")), None)  # the command, argparse's first word
+    args = build_parser(named if named in _BY_NAME else None).parse_args(words)
+    command = _BY_NAME[args.command]
+    checked: list[Any] = []
+    failed = run_reporting_errors(lambda: checked.append(command.check(args)))  # one line, before any import or log
+    if failed:
+        return failed
+    [settings] = checked
+    setup_logging(verbose=getattr(settings, "verbose", False))
+    interrupted = getattr(settings, "interrupted", command.INTERRUPTED)
+    return run_reporting_errors(lambda: command.execute(settings), interrupted)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ class RunSettings:
     """What one (model, task) runs with: the encode settings with the attention the model really runs, the memory
     budget in bytes, the number of evaluation workers, and where the task data came from (``hub``, ``local``,
     ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint. Built by
-    :func:`layer_mteb.evaluation.settings.resolve_settings`."""
+    :func:`layer_mteb.evaluation.encoder.resolve_settings`."""
 
     encode: EncodeConfig
     budget: int

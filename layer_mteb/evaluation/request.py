@@ -1,10 +1,12 @@
 """A run request, resolved once: which models and revisions, which tasks (and the task file's split), which data
-folder, which layers, where results go and which shard of the work this process takes.
+folder, which layers, the encode settings, where results go, which shard of the work this process takes, and how
+the sweep runs (recompute, progress, warnings, vector cache).
 
 ``layer-mteb run`` builds it in its up-front checks (before torch, transformers or mteb load) and the Python API
-(:func:`~layer_mteb.evaluation.sweep.sweep`) builds the same one; the sweep then only reads it. Every name is
-resolved and every choice checked here, so a mistyped task, layer list or output fails before any model loads, and
-no later step resolves the same fact again.
+(:func:`~layer_mteb.evaluation.sweep.sweep`) builds the same one with :func:`resolve_run`; the sweep
+(:func:`~layer_mteb.evaluation.sweep.run_request`) then only reads it. Every name is resolved and every choice
+checked here, so a mistyped task, layer list or output fails before any model loads, and no later step resolves
+the same fact again.
 """
 
 from __future__ import annotations
@@ -30,7 +32,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunRequest:
     """What a sweep runs, every fact resolved: ``tasks`` are task-file specs (split ``split``) or, when the caller
-    gave mteb task objects, those objects; ``launched`` says the shard came from ``accelerate launch``."""
+    gave mteb task objects, those objects; ``launched`` says the shard came from ``accelerate launch``.
+
+    Several models and revisions give independent (model, revision, task) units; ``shard=(i, n)`` runs every n-th
+    unit from the i-th (SLURM arrays), and under ``accelerate launch`` each process takes its own shard and the main
+    process merges the table. With ``output``, the sweep writes ``scores.csv`` as each (task, layer) finishes,
+    mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task, the settings it ran with, as
+    :func:`~layer_mteb.evaluation.encoder.resolve_settings` decided them once for it, and what was encoded,
+    evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
+    ``task_metrics`` adds the label-free metrics of the texts mteb encodes for each task (``encoded:<task>`` in
+    ``output/metrics.csv``), computed in the forward pass that fills the cache. A task's pooled vectors stay in
+    memory up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it
+    (``vector_cache``: also kept on disk for reruns); ``eval_workers`` layers are scored at once in worker
+    processes (default: one per CPU core), with the same scores and row order. The evaluators' warnings are
+    counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
+    """
 
     models: tuple[Any, ...]
     revisions: tuple[str | None, ...]
@@ -46,6 +62,10 @@ class RunRequest:
     skip_unavailable: bool = False
     trust_remote_code: bool = False
     config: EncodeConfig | None = None  # None: the default settings on the default device, made when a model loads
+    overwrite: bool = False  # recompute vectors and scores
+    progress: bool = True
+    show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
+    vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
 
     @property
     def given_tasks(self) -> bool:
@@ -67,9 +87,15 @@ def resolve_run(
     skip_unavailable: bool = False,
     trust_remote_code: bool = False,
     config: EncodeConfig | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    show_warnings: bool = False,
+    vector_cache: bool = True,
 ) -> RunRequest:
-    """The checked request for ``model`` (a name, a loaded model, or several names) on ``tasks`` (a ``--tasks``
-    selection, task names, or mteb task objects); every mistake is one :class:`UserError`, before any model loads."""
+    """The checked request to score ``layers`` of ``model`` (a name, a loaded model, or several names) on ``tasks``
+    (a ``--tasks`` selection: tasks.yaml[:suite], suite name, comma-separated names; a list of task names; or mteb
+    task objects), each option as :class:`RunRequest` says; every mistake is one :class:`UserError`, before any
+    model loads."""
     models = tuple([model] if not isinstance(model, list | tuple) else model)
     for name in models:
         if isinstance(name, str):
@@ -102,6 +128,10 @@ def resolve_run(
         skip_unavailable=skip_unavailable,
         trust_remote_code=trust_remote_code,
         config=config,
+        overwrite=overwrite,
+        progress=progress,
+        show_warnings=show_warnings,
+        vector_cache=vector_cache,
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from mteb.cache import ResultCache
@@ -21,7 +22,7 @@ from layer_mteb.common.results import combine_scores, read_scores_if_any, tidy_s
 from layer_mteb.common.run_files import MTEB_FOLDER, RUN_LOG, SCORES_FILE, sharded
 from layer_mteb.common.run_log import read_run_log
 from layer_mteb.common.settings import RunSettings
-from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.merge import merge_when_all_done
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder
@@ -29,7 +30,6 @@ from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
 from layer_mteb.evaluation.runlog import time_record, warn_stale_side_files, write_run_log
-from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
@@ -41,63 +41,18 @@ logger = logging.getLogger(__name__)
 
 
 def sweep(
-    model: LoadedModel | str | Sequence[str],
-    tasks: str | Sequence[str] | Sequence[object] = "paper32",
-    *,
-    layers: str | Sequence[int] = "all",
-    config: EncodeConfig | None = None,
-    data_dir: str | Path | None = None,
-    output: str | Path | None = None,
-    vector_cache: bool = True,
-    overwrite: bool = False,
-    revision: str | Sequence[str] | None = None,
-    trust_remote_code: bool = False,
-    shard: tuple[int, int] | None = None,
-    task_metrics: bool = False,
-    progress: bool = True,
-    eval_workers: int | None = None,
-    skip_unavailable: bool = False,
-    show_warnings: bool = False,
+    model: LoadedModel | str | Sequence[str], tasks: str | Sequence[object] = "paper32", **options: Any
 ) -> pd.DataFrame:
-    """Score ``layers`` of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
+    """Score every layer of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
-    ``tasks`` is a ``--tasks`` selection (tasks.yaml[:suite], suite name, comma-separated names), a list of task
-    names, or a list of mteb task objects. Several models and revisions give independent (model, revision, task)
-    units; ``shard=(i, n)`` runs every n-th unit from the i-th (SLURM arrays), and under ``accelerate launch`` each
-    process takes its own shard and the main process merges the table. With ``output``, writes ``scores.csv`` as
-    each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task, the settings
-    it ran with, as :func:`~layer_mteb.evaluation.settings.resolve_settings` decided them once for it, and what was
-    encoded, evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
-    ``task_metrics`` adds the label-free metrics of the texts mteb encodes for each task (``encoded:<task>`` in
-    ``output/metrics.csv``), computed in the forward pass that fills the cache. A task's pooled vectors stay in memory
-    up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it; ``eval_workers``
-    layers are scored at once in worker processes (default: one per CPU core), with the same scores and row order.
-    The evaluators' warnings are counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
-    """
-    request = resolve_run(
-        model,
-        tasks,
-        layers=layers,
-        data_dir=data_dir,
-        output=output,
-        revision=revision,
-        shard=shard,
-        eval_workers=eval_workers,
-        task_metrics=task_metrics,
-        skip_unavailable=skip_unavailable,
-        trust_remote_code=trust_remote_code,
-        config=config,
-    )
-    options = SweepOptions(
-        overwrite=overwrite, progress=progress, show_warnings=show_warnings, vector_cache=vector_cache
-    )
-    return run_request(request, options)
+    The Python API of ``layer-mteb run``: ``options`` are those of
+    :func:`~layer_mteb.evaluation.request.resolve_run` (layers, config, data_dir, output, revision, shard,
+    eval_workers, overwrite, progress, ...), which builds the same checked request the command line builds."""
+    return run_request(resolve_run(model, tasks, **options))
 
 
-def run_request(request: RunRequest, options: SweepOptions | None = None) -> pd.DataFrame:
-    """Score the resolved ``request`` (:func:`~layer_mteb.evaluation.request.resolve_run`): what ``layer-mteb run``
-    calls after its up-front checks built the request, and what :func:`sweep` calls after building the same one."""
-    options = options or SweepOptions()
+def run_request(request: RunRequest) -> pd.DataFrame:
+    """Score the resolved ``request`` (:func:`~layer_mteb.evaluation.request.resolve_run`), as it is."""
     config = request.config or EncodeConfig(device=default_device())
     # before any model: another model or setting is not mixed into the folder, a task without data fails first
     folder = check_output(request.output, request.models, request.revisions, config)
@@ -109,33 +64,22 @@ def run_request(request: RunRequest, options: SweepOptions | None = None) -> pd.
     )
     in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
-        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=options.progress)
+        tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
         for model_ref, model_revision, (task, data, fingerprint) in units:
             loaded, layer_ids = in_memory.get(model_ref, model_revision)
             # every choice the request leaves open is made here, once, and only read from now on
-            eval_workers = request.eval_workers
             settings = resolve_settings(
-                loaded, config, eval_workers=eval_workers, data=data, data_fingerprint=fingerprint
+                loaded, config, eval_workers=request.eval_workers, data=data, data_fingerprint=fingerprint
             )
             if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
                 folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
-            _sweep_task(loaded, task, settings, layer_ids, record, options)
+            _sweep_task(loaded, task, settings, layer_ids, record, request)
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
     if request.launched and request.output is not None:
         return merge_when_all_done(request.output, request.shard)
     return tidy_scores(record.rows)
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """What the caller asked of every task of a sweep."""
-
-    overwrite: bool = False  # recompute vectors and scores
-    progress: bool = True
-    show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
-    vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
 
 
 @dataclass
@@ -229,11 +173,11 @@ def _sweep_task(
     settings: RunSettings,
     layer_ids: list[int],
     record: _Record,
-    options: SweepOptions,
+    request: RunRequest,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     record.model_ready(loaded, settings.encode.attention)
-    store = store_folder(loaded, settings, task.metadata.name) if options.vector_cache else None
+    store = store_folder(loaded, settings, task.metadata.name) if request.vector_cache else None
     start = time.perf_counter()
     loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
     load_seconds = time.perf_counter() - start
@@ -244,10 +188,10 @@ def _sweep_task(
     # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
     # describe every layer, so with them the forward runs in full
     depth = loaded.n_layers if metrics is not None else max(layer_ids)
-    if options.overwrite and store is not None:
+    if request.overwrite and store is not None:
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
     cache = LayerCache(
-        loaded, settings.encode, store, progress=options.progress, observe=observe, depth=depth, budget=settings.budget
+        loaded, settings.encode, store, progress=request.progress, observe=observe, depth=depth, budget=settings.budget
     )
     entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
     if str(settings.data).startswith("local") and record.data_dir is not None:
@@ -256,9 +200,9 @@ def _sweep_task(
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
         # in a worker too: every layer starts from the task state a lone run sees
-        return score_encoder(encoder, task, random_state, record.results, options.overwrite, settings.data)
+        return score_encoder(encoder, task, random_state, record.results, request.overwrite, settings.data)
 
-    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, options)
+    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, request)
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
@@ -269,7 +213,7 @@ def _sweep_task(
     entry["texts_truncated"] = cache.n_truncated
     if metrics is not None and record.output is not None:
         with cache.times.phase("task_metrics"):
-            _write_task_metrics(metrics, cache, task, settings, record.output, options.progress)
+            _write_task_metrics(metrics, cache, task, settings, record.output, request.progress)
     phases = {"load_data": load_seconds, **cache.times.seconds, **evaluation}
     entry.update(time_record(phases, time.perf_counter() - start, settings.eval_workers, entry["texts_encoded"]))
     random_state.restore(task)  # the task object is left as the sweep found it
@@ -310,7 +254,7 @@ def _score_layers(
     layer_ids: list[int],
     record: _Record,
     entry: dict,
-    options: SweepOptions,
+    request: RunRequest,
 ) -> dict[str, float]:
     """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
     ``entry`` counting what was encoded, evaluated and reused, and the evaluators' warnings. Returns the seconds the
@@ -320,7 +264,7 @@ def _score_layers(
     def stored(layer: int) -> bool:
         return has_stored_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
 
-    reused = {layer: not options.overwrite and stored(layer) for layer in layer_ids}
+    reused = {layer: not request.overwrite and stored(layer) for layer in layer_ids}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
     known = texts_mteb_encodes(task) if not all(reused.values()) else None
     if known is not None:
@@ -333,11 +277,11 @@ def _score_layers(
     first = [] if known is not None else layer_ids[:1]
     rest = layer_ids[len(first) :]
     workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache, known is not None)
-    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=options.progress)
+    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
     start, encoding = time.perf_counter(), cache.encoding_seconds()
     spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
-    shown = options.show_warnings
+    shown = request.show_warnings
     layers = chain(score_layers(score, first, 1, shown), score_layers(score, rest, workers, shown))
     for layer, rows, seconds, raised[layer] in layers:
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's

@@ -33,8 +33,8 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.results import one_setting, scores_config
 from layer_mteb.common.run_files import SCORES_FILE
 from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
-from layer_mteb.evaluation.settings import resolve_settings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
 from layer_mteb.model.loading import load_scored_model
 from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks

@@ -44,7 +44,7 @@ def write_report(
     output: str | Path,
     *,
     paper_curves: bool = False,
-    reference: str | Path | None = None,
+    pythia_scores: str | Path | None = None,
     paper_tasks: PaperTasks = "run",
     entropy_selector: str | None = None,
     random_runs: Sequence[str | Path] = (),
@@ -52,6 +52,7 @@ def write_report(
     """Write Table 1 (CSV + Markdown), Figure 1, heatmaps, and, where the runs hold them, metric panels,
     correlation bars and the selector leaderboard. Returns the written paths (inside ``output``).
 
+    ``pythia_scores``: the authors' Pythia file (or the release folder holding it) the paper curves come from.
     ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored, so they compare like for
     like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
     ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
@@ -66,7 +67,7 @@ def write_report(
     _check_output(output, data.folders)
     tasks = task_scores(data.scores)
     headline = headline_tasks(tasks, random_models)
-    paper = paper_layer_means(headline.rows, reference, paper_tasks) if paper_curves else None
+    paper = paper_layer_means(headline.rows, pythia_scores, paper_tasks) if paper_curves else None
     summary = per_task_summary(tasks)
     table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
     shrunk = fewer_shared_tasks(tasks[~tasks["model"].isin(random_models)], headline.tasks)

@@ -231,7 +231,7 @@ def reference_path(path: str | Path | None = None) -> Path:
     file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
     if not file.is_file():
         raise UserError(
-            f"paper reference scores not found at {str(file)!r}: pass --reference or set ${REFERENCE_ENV} to the "
+            f"paper reference scores not found at {str(file)!r}: pass --pythia-scores or set ${REFERENCE_ENV} to the "
             "folder of the authors' release"
         )
     return file

@@ -39,8 +39,8 @@ READS_AGREEMENT = (AGREEMENT, *ID_RULES)
 #: what ``auto`` says of a base model without agreement curves: the lexical reference was studied for it, and not
 #: adopted (docs/agreement.md, "Without another model": worse than the depth prior on SmolLM2)
 LEXICAL_NOT_ADOPTED = (
-    "; a lexical reference (--reference tfidf-lsa, no other model) was studied for auto and not adopted: it loses to "
-    "this rule on SmolLM2 (docs/agreement.md)"
+    "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and not adopted: it "
+    "loses to this rule on SmolLM2 (docs/agreement.md)"
 )
 
 
@@ -48,8 +48,9 @@ LEXICAL_NOT_ADOPTED = (
 class AgreementOptions:
     """The curve a pick reads; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
 
-    # the reference as agreement.csv names it (a hub id, local/<folder> or a lexical name: the CLI turns --reference
-    # into it with metrics.agreement.reference.reference_name); None: all-mpnet-base-v2's curves, else any trained one
+    # the reference as agreement.csv names it (a hub id, local/<folder> or a lexical name: the CLI turns
+    # --agreement-with into it with metrics.agreement.reference.reference_name); None: all-mpnet-base-v2's curves,
+    # else any trained one
     reference: str | None = None
     metric: str = "mknn"
     outlier: str = "none"

@@ -70,15 +70,17 @@ def parse_lexical(name: str) -> LexicalSpec:
     """``kind[:ngrams=N][:dims=D]`` -> :class:`LexicalSpec`; anything else is one :class:`UserError` line."""
     kind, *options = name.split(":")
     if kind not in LEXICAL_KINDS:
-        raise UserError(f"--reference {name!r}: a lexical reference is one of {', '.join(LEXICAL_KINDS)}")
+        raise UserError(f"--agreement-with {name!r}: a lexical reference is one of {', '.join(LEXICAL_KINDS)}")
     values: dict[str, int] = {}
     for option in options:
         key, _, value = option.partition("=")
         if key not in ("ngrams", "dims") or not value.isdigit() or int(value) < 1:
-            raise UserError(f"--reference {name!r}: options are ngrams=N and (tfidf-lsa) dims=D, positive integers")
+            raise UserError(
+                f"--agreement-with {name!r}: options are ngrams=N and (tfidf-lsa) dims=D, positive integers"
+            )
         values[key] = int(value)
     if "dims" in values and kind != "tfidf-lsa":
-        raise UserError(f"--reference {name!r}: dims= applies to tfidf-lsa only")
+        raise UserError(f"--agreement-with {name!r}: dims= applies to tfidf-lsa only")
     return LexicalSpec(kind, **values)
 
 
@@ -101,7 +103,7 @@ def lexical_vectors(texts: Sequence[str], spec: LexicalSpec, seed: int = 0) -> n
         raise UserError(
             f"the {len(texts)} sampled texts share no word: a lexical reference ({spec.name}) needs texts of several "
             "words with words in common (an empty or one-word sample has no lexical geometry); use a trained "
-            "reference (--reference mpnet-base)"
+            "reference (--agreement-with mpnet-base)"
         )
     if spec.kind == "bm25":
         return _bm25(matrix).toarray().astype(np.float32)

@@ -88,7 +88,7 @@ def load_reference(name: str, device: str = "cpu") -> Reference:
         folder = Path(name).expanduser()
         if not folder.is_dir():
             known = ", ".join(REFERENCES)
-            raise UserError(f"--reference {name!r} is neither a packaged model ({known}) nor a model folder")
+            raise UserError(f"--agreement-with {name!r} is neither a packaged model ({known}) nor a model folder")
         revision = content_hash(folder)
     try:
         encoder = SentenceTransformer(str(folder), device=device, local_files_only=True)

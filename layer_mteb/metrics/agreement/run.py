@@ -169,7 +169,7 @@ def references_for(
     )
     same = [name for name in names if not is_lexical(name) and is_same_model(name, model)]
     if same:
-        raise UserError(f"--reference {same[0]} is the model under test; agreement with itself says nothing")
+        raise UserError(f"--agreement-with {same[0]} is the model under test; agreement with itself says nothing")
     return [
         LexicalReference(parse_lexical(name), seed) if is_lexical(name) else load_reference(name, device)
         for name in names

@@ -1,0 +1,96 @@
+"""``layer-mteb cost``: seconds and FLOPs of the model cut at every layer, with a run's settings, into the run's
+``cost.csv``."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from layer_mteb.cli.console import RESUME
+from layer_mteb.cli.options import DATA_DEFAULT, check_runs, settings_of, task_texts
+from layer_mteb.common.errors import UserError
+from layer_mteb.metrics.texts import check_texts, text_sources
+from layer_mteb.model.names import model_kind
+from layer_mteb.tasks.task_names import check_task_names
+
+NAME = "cost"
+HELP = "seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
+INTERRUPTED = RESUME
+
+
+def add_options(cost: argparse.ArgumentParser) -> None:
+    cost.add_argument("--run", required=True, help="run folder: its scores.csv gives model, revision and settings")
+    cost.add_argument(
+        "--model", default=None, help="how to load the run's model (default: its name in scores.csv; packaged found)"
+    )
+    cost.add_argument(
+        "--texts",
+        default=None,
+        help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)",
+    )
+    cost.add_argument("--n-texts", type=int, default=256, help="texts drawn (seeded) from --texts and timed per layer")
+    cost.add_argument("--seed", type=int, default=0, help="seed of the text sample")
+    cost.add_argument(
+        "--batch-size", type=int, default=32, help="texts per forward pass: the run's (not recorded in scores.csv)"
+    )
+    cost.add_argument(
+        "--max-batch-tokens", type=int, default=None, help="the run's padded-token cap per batch (default: no cap)"
+    )
+    cost.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    cost.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    run: str
+    model: str | None
+    texts: str | None
+    n_texts: int
+    seed: int
+    batch_size: int
+    max_batch_tokens: int | None
+    device: str | None
+    data_dir: str | None
+
+
+def check(args: argparse.Namespace) -> Settings:
+    """The run folder exists and is writable, the model and texts exist, the sizes are positive."""
+    check_runs([args.run], args.run)
+    if args.model is not None:
+        model_kind(args.model)
+    if args.texts is not None:
+        sources = text_sources(args.texts)
+        check_task_names(task_texts(sources))
+        for source in sources:
+            check_texts(source, args.data_dir)
+    for option, value in (("--n-texts", args.n_texts), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise UserError(f"{option} must be a positive integer, got {value}")
+    if args.max_batch_tokens is not None and args.max_batch_tokens < 1:
+        raise UserError(f"--max-batch-tokens must be a positive integer, got {args.max_batch_tokens}")
+    return settings_of(Settings, args)
+
+
+def execute(settings: Settings) -> None:
+    from layer_mteb.cli.console import print_cheapest
+    from layer_mteb.cli.options import process_device
+    from layer_mteb.common.config import default_device
+    from layer_mteb.common.run_files import COST_FILE
+    from layer_mteb.metrics.cost import CostSettings, run_cost
+
+    frame = run_cost(
+        settings.run,
+        model=settings.model,
+        texts=settings.texts,
+        settings=CostSettings(n_texts=settings.n_texts, seed=settings.seed),
+        data_dir=settings.data_dir,
+        batch_size=settings.batch_size,
+        max_batch_tokens=settings.max_batch_tokens,
+        device=process_device(settings.device or default_device()),
+    )
+    shown = ["layer", "flops_fraction", "seconds_per_1000_texts", "flops"]
+    print(frame[shown].round(4).to_string(index=False))
+    print(f"\n{frame['n_texts'].iloc[0]} texts, batch size {settings.batch_size}, {frame['threads'].iloc[0]} threads")
+    print_cheapest(settings.run)
+    print(f"wrote {Path(settings.run) / COST_FILE}")

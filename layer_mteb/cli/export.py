@@ -1,0 +1,283 @@
+"""``layer-mteb export``: one layer, as it was scored, written as a sentence-transformers model folder.
+
+With ``--run``, the model, its revision and the encode settings are the run's own (``scores.csv``), so the exported
+folder is what was scored; the layer is ``--layer`` or the pick of a label-free selector (``--by``), asked of the
+selection API once (:func:`_selection`). The run folder is only read, never written.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from layer_mteb.analysis.selection.selector_names import check_selector
+from layer_mteb.cli.console import RESUME
+from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, check_runs, settings_of
+from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import check_new_folder
+from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.model.names import model_kind
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from layer_mteb.model.export import RunRecord
+
+NAME = "export"
+HELP = "write one layer, as it was scored, as a sentence-transformers model folder"
+INTERRUPTED = RESUME
+#: the encode settings ``export`` takes as options; with ``--run`` they are the run's and may not be given
+EXPORT_SETTINGS = ("readout", "pooling", "normalize", "attention", "max_length", "dtype")
+MEAN = "mean"  # the selection API's name for the score averaged over tasks
+
+
+def add_options(export: argparse.ArgumentParser) -> None:
+    export.add_argument(
+        "--model", default=None, help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)"
+    )
+    export.add_argument("--revision", default=None, help="hub revision (default: the main branch, or the run's)")
+    export.add_argument("--layer", type=int, default=None, help="the layer: 0 (embeddings) to the number of blocks")
+    export.add_argument(
+        "--run", default=None, help="a run folder: the model, revision and settings its scores.csv was scored with"
+    )
+    export.add_argument(
+        "--by",
+        default=None,
+        help="with --run, instead of --layer: the label-free selector that picks the layer, as `select --by` takes "
+        "it (auto, prompt_entropy, depth=0.8, ...)",
+    )
+    export.add_argument(
+        "--task", default=None, help="with --by: export the layer picked for this task (default: for the mean)"
+    )
+    add_metric_readout(export)
+    export.add_argument("--output", required=True, help="the folder to write (new or empty)")
+    export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
+    run_default = "(default: the run's with --run, else %s)"
+    export.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=None,
+        help="final_norm (what a truncated model gives) or raw (only for a model without a final norm, or its last "
+        "layer) " + run_default % "final_norm",
+    )
+    export.add_argument(
+        "--pooling", choices=POOLINGS, default=None, help="how token states become one vector " + run_default % "mean"
+    )
+    export.add_argument(
+        "--normalize",
+        action="store_const",
+        const=True,
+        default=None,
+        help="end in an L2 Normalize module " + run_default % "off",
+    )
+    export.add_argument(
+        "--attention", choices=ATTENTIONS, default=None, help="decoder attention " + run_default % "the model's own"
+    )
+    export.add_argument("--max-length", type=int, default=None, help="max_seq_length " + run_default % 512)
+    export.add_argument("--dtype", choices=DTYPES, default=None, help="of the weights " + run_default % "float32")
+    export.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The options as given; ``encode``: the encode settings given (none with ``--run``: the run's)."""
+
+    model: str | None
+    revision: str | None
+    layer: int | None
+    run: str | None
+    by: str | None
+    task: str | None
+    metric_readout: str
+    output: str
+    overwrite: bool
+    encode: tuple[tuple[str, object], ...]
+    trust_remote_code: bool
+
+
+def check(args: argparse.Namespace) -> Settings:
+    """What ``export``'s options say alone: one source and one way to name the layer, an output that is new or
+    empty; the layer's range is known once the run's table or the model is read."""
+    if args.run is None and args.model is None:
+        raise UserError("give --model M (with --layer K) or --run RUN (with --by SELECTOR or --layer K)")
+    if (args.layer is None) == (args.by is None):
+        raise UserError("give the layer as --layer K or pick it with --by SELECTOR (with --run), not both or neither")
+    if args.by is not None and args.run is None:
+        raise UserError(f"--by {args.by} picks a layer from a run's scores: add --run RUN")
+    if args.task is not None and args.by is None:
+        raise UserError("--task names whose pick --by exports: add --by SELECTOR")
+    if args.layer is not None and args.layer < 0:
+        raise UserError(f"--layer {args.layer} is out of range: layers count from 0 (the embeddings)")
+    encode = tuple((name, getattr(args, name)) for name in EXPORT_SETTINGS if getattr(args, name) is not None)
+    if args.run is not None:
+        check_runs([args.run])
+        if args.by is not None:
+            check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
+        if encode:
+            given = ", ".join(f"--{name.replace('_', '-')}" for name, _ in encode)
+            raise UserError(f"with --run the settings are the run's: drop {given}")
+    if args.model is not None:
+        model_kind(args.model)
+    check_writable(Path(args.output))
+    check_new_folder(Path(args.output), args.overwrite)
+    if args.max_length is not None and args.max_length < 1:
+        raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
+    return settings_of(Settings, args, encode=encode)
+
+
+def execute(settings: Settings) -> None:
+    plan = _plan(settings)
+    from layer_mteb.model.names import may_need_hub
+
+    if may_need_hub(plan.model):
+        from layer_mteb.model.names import offline_unless_reachable
+
+        offline_unless_reachable()
+    from layer_mteb.model.export import export_layer
+    from layer_mteb.model.loading import load_model
+
+    model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=settings.trust_remote_code)
+    if plan.scored_revision is not None and model.revision != plan.scored_revision:
+        raise UserError(
+            f"{plan.model} is at revision {model.revision}, but {settings.run} scored revision "
+            f"{plan.scored_revision}; pass --model the model the run scored"
+        )
+    output = export_layer(model, plan.layer, plan.config, settings.output, overwrite=settings.overwrite, run=plan.run)
+    print(
+        f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
+        f"written to {output}"
+    )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What to load and export: ``model`` as ``load_model`` takes it, at ``revision``; ``scored_revision`` is the
+    revision the run scored (the loaded model must be that one)."""
+
+    model: str
+    revision: str | None
+    config: EncodeConfig
+    layer: int
+    run: RunRecord | None = None
+    scored_revision: str | None = None
+
+
+def _plan(settings: Settings) -> _Plan:
+    """The options as given, or the run's model, settings and chosen layer."""
+    from layer_mteb.model.export import RunRecord
+    from layer_mteb.model.names import packaged_name
+
+    if settings.run is None:
+        return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
+    scores = _read_run(settings.run)
+    name, revision, n_layers, config = run_settings(scores)
+    layer, summary = (settings.layer, None) if settings.by is None else _selection(settings, scores)
+    if layer > n_layers:
+        raise UserError(f"--layer {layer} is out of range: {name} has layers 0 (embeddings) to {n_layers}")
+    record = RunRecord(str(settings.run), settings.by, summary, layer_scores(scores, layer))
+    model = settings.model or packaged_name(name, revision) or name
+    pinned = None if settings.model else revision
+    return _Plan(model, pinned, config, layer, record, scored_revision=revision)
+
+
+def _read_run(run: str) -> pd.DataFrame:
+    """The run's ``scores.csv``, or one line saying why it cannot be read."""
+    import pandas as pd
+
+    from layer_mteb.common.errors import first_line
+    from layer_mteb.common.results import read_scores
+
+    try:
+        scores = read_scores(run)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read {run}/scores.csv: {first_line(err)}") from None
+    missing = [c for c in ("model", "revision", "layer", "n_layers", "task", "main_score") if c not in scores.columns]
+    if missing or scores.empty:
+        raise UserError(f"{run}/scores.csv has no rows or lacks {missing}: export from a folder `layer-mteb run` wrote")
+    return scores
+
+
+def run_settings(scores: pd.DataFrame) -> tuple[str, str, int, EncodeConfig]:
+    """(model, revision, n_layers, encode settings) of a run of one model at one setting
+    (:func:`~layer_mteb.common.results.one_setting`; several is an error)."""
+    from layer_mteb.common.results import one_setting
+
+    rows = one_setting(scores)
+    row = rows.iloc[-1]
+    return str(row["model"]), str(row["revision"]), int(rows["n_layers"].max()), EncodeConfig.from_key(row)
+
+
+def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
+    """(task, main score) of ``layer`` in the run, a subset named after its task, then the mean over them."""
+    rows = scores[scores["layer"] == layer]
+    named = [
+        (task if subset in ("default", "") else f"{task} ({subset})", float(score))
+        for task, subset, score in zip(rows["task"], rows["subset"].astype(str), rows["main_score"], strict=True)
+    ]
+    named.sort()
+    return [*named, (MEAN, sum(s for _, s in named) / len(named))] if named else []
+
+
+def _selection(settings: Settings, scores: pd.DataFrame) -> tuple[int, str]:
+    """The layer ``--by`` picks (for ``--task``, or the one pick for the mean over tasks) and a line saying how it
+    compares with the last and the best layer. The run's metrics are passed in as frames, so nothing is written."""
+    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, missing_curves
+    from layer_mteb.analysis.selection.select import select_layers
+
+    run, by, task = str(settings.run), str(settings.by), settings.task
+    if by in READS_AGREEMENT:  # the curves' own stage first, at the default options, where the run lacks them
+        missing = missing_curves(run, AgreementOptions())
+        if missing:
+            from layer_mteb.metrics.agreement.run import agreement_curves
+
+            agreement_curves(run, missing)
+    picks = select_layers(
+        run,  # read for agreement curves; no selection file is written
+        scores=scores,
+        metrics=_metrics(run),
+        by=by,
+        per_task=task is not None,
+        metric_readout=settings.metric_readout,
+        write=False,
+    )
+    picks = picks[picks["selector"] == by]
+    if task is not None:
+        picks = picks[picks["task"] == task]
+        if picks.empty:
+            raise UserError(f"--by {by} picked no layer for task {task!r} in {run}")
+    elif (picks["task"] == MEAN).any():
+        picks = picks[picks["task"] == MEAN]
+    layers = sorted(int(k) for k in picks["chosen_layer"].unique())
+    if not layers:
+        raise UserError(f"--by {by} picked no layer in {run}: does its metrics.csv have that metric?")
+    if len(layers) > 1:
+        raise UserError(
+            f"--by {by} picks different layers ({', '.join(map(str, layers))}) across "
+            f"{'tasks' if task is None else 'text sources'}: add --task NAME to export one task's pick, or --layer"
+        )
+    return layers[0], _summary(picks.iloc[0], len(picks))
+
+
+def _summary(pick: pd.Series, n_picks: int) -> str:
+    scope = "the mean over tasks" if pick["task"] == MEAN else f"task {pick['task']}"
+    if n_picks > 1:
+        return f"It picks layer {int(pick['chosen_layer'])} for each of the {n_picks} tasks of the run."
+    return (
+        f"On {scope} it scores {pick['chosen_score']:.4f}; the last layer ({int(pick['last_layer'])}) "
+        f"{pick['last_score']:.4f}, the best layer in hindsight ({int(pick['best_layer'])}) {pick['best_score']:.4f} "
+        f"(regret {pick['regret']:.4f}, gain {pick['gain']:+.4f})."
+    )
+
+
+def _metrics(run: str) -> pd.DataFrame:
+    """The run's metrics, or none (depth and baseline selectors need none)."""
+    import pandas as pd
+
+    from layer_mteb.metrics.table import METRIC_COLUMNS, METRICS_FILE, read_metrics
+
+    if not (Path(run) / METRICS_FILE).is_file():
+        return pd.DataFrame(columns=METRIC_COLUMNS)
+    return read_metrics(run)

@@ -1,0 +1,103 @@
+"""``layer-mteb metrics``: the label-free representation metrics of every layer, of a model or of a run's model."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from layer_mteb.cli.console import RESUME
+from layer_mteb.cli.options import (
+    DATA_DEFAULT,
+    Measured,
+    add_encode_options,
+    add_model_or_run,
+    check_measured,
+    on_device,
+    probe_hub_if,
+    settings_of,
+)
+
+NAME = "metrics"
+HELP = "representation metrics of every layer (label-free)"
+INTERRUPTED = RESUME
+
+
+def add_options(metrics: argparse.ArgumentParser) -> None:
+    add_model_or_run(metrics)
+    metrics.add_argument(
+        "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"
+    )
+    metrics.add_argument(
+        "--texts",
+        default=None,
+        help="wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load "
+        "(default: wikitext; with --run, the run's tasks' own texts, task:<Task> each)",
+    )
+    metrics.add_argument(
+        "--full-protocol",
+        action="store_true",
+        help="the paper's protocol: 1000 prompts, 16 views x 200 prompts (MiniLM-L6 on 2 CPU cores: about 14 min, "
+        "2 GB; the default, 200 prompts and 4 views x 32 prompts, takes about a minute)",
+    )
+    metrics.add_argument(
+        "--n-prompts", type=int, default=None, help="texts to use, seeded sample if more (default 200; paper: 1000)"
+    )
+    metrics.add_argument(
+        "--views", type=int, default=None, help="augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)"
+    )
+    metrics.add_argument(
+        "--augment-prompts", type=int, default=None, help="prompts that get augmented views (default 32; paper: 200)"
+    )
+    metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
+    metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
+    metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
+    metrics.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    add_encode_options(metrics)
+    metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    target: Measured
+    full_protocol: bool
+    n_prompts: int | None
+    views: int | None
+    augment_prompts: int | None
+    augment_p: float
+    alpha: float
+    seed: int
+    trust_remote_code: bool
+
+    def hub_needed(self) -> bool:
+        return self.target.hub_needed()
+
+
+def check(args: argparse.Namespace) -> Settings:
+    return settings_of(Settings, args, target=check_measured(args, several_texts=True))
+
+
+def execute(settings: Settings) -> None:
+    target = settings.target
+    probe_hub_if(settings.hub_needed())
+    from layer_mteb.cli.console import print_metrics
+    from layer_mteb.evaluation.plan import check_writable
+    from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
+    from layer_mteb.model.loading import load_model
+
+    sizes = PAPER_METRIC_SIZES if settings.full_protocol else QUICK_METRIC_SIZES
+    measure = MetricSettings(
+        n_prompts=sizes["n_prompts"] if settings.n_prompts is None else settings.n_prompts,
+        views=sizes["views"] if settings.views is None else settings.views,
+        augment_prompts=sizes["augment_prompts"] if settings.augment_prompts is None else settings.augment_prompts,
+        p=settings.augment_p,
+        alpha=settings.alpha,
+        seed=settings.seed,
+    )
+    check_writable(target.output)  # an unusable --output must fail now, not after minutes of computing
+    config = on_device(target.config, target.device)
+    model = load_model(target.model, config, revision=target.revision, trust_remote_code=settings.trust_remote_code)
+    for source in target.sources:  # one model load for every source; each is saved as it finishes
+        frame = compute_metrics(
+            model, source, config=config, settings=measure, data_dir=target.data_dir, output=target.output
+        )
+        print_metrics(frame, target.output)

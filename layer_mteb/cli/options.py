@@ -1,0 +1,314 @@
+"""What several ``layer-mteb`` commands share: option groups declared once (encode options, ``--model``/``--run``,
+vector options, the metric readout), the values made from them (output folder, shard, lengths, device, the
+:class:`EncodeConfig`), the up-front check of run folders, the hub probe, and renamed options' old spellings.
+
+Nothing here imports torch, transformers or mteb: the commands check their options with it before anything heavy
+loads."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from layer_mteb.cli.console import PROG
+from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
+from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task
+from layer_mteb.tasks.task_names import check_task_names
+from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
+
+DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
+MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
+_DEFAULTS = {f.name: f.default for f in fields(EncodeConfig)}
+#: the encode options' defaults on the command line (EncodeConfig's own), beside which ``metrics --run`` /
+#: ``stress --run`` tell what the user gave (the run's own settings replace them)
+ENCODE_DEFAULTS: dict[str, object] = {
+    name: _DEFAULTS[name] for name in ("pooling", "max_length", "dtype", "attention", "normalize")
+}
+
+
+def settings_of(cls: type, args: argparse.Namespace, **given: Any) -> Any:
+    """A command's settings object ``cls`` (a dataclass) from the options of the same names, ``given`` replacing
+    or adding values the check made."""
+    return cls(**{f.name: given[f.name] if f.name in given else getattr(args, f.name) for f in fields(cls)})
+
+
+# ------------------------------------------------------------------------------------------------------ option groups
+def add_encode_options(parser: argparse.ArgumentParser) -> None:
+    """How texts become vectors (``EncodeConfig``), the same for ``run``, ``metrics`` and ``stress``."""
+    parser.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=_DEFAULTS["readout"],
+        help="apply the final norm to every layer, or read raw",
+    )
+    parser.add_argument(
+        "--pooling", choices=POOLINGS, default=_DEFAULTS["pooling"], help="how token states become one vector"
+    )
+    add_vector_options(parser)
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=_DEFAULTS["max_length"],
+        help="tokens per text (longer texts are truncated)",
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default=_DEFAULTS["dtype"], help="weights and activations")
+    parser.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"], help="texts per forward pass")
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help="also cap each batch at this many padded tokens (default: no cap)",
+    )
+    parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    parser.add_argument(
+        "--device-map",
+        default=None,
+        help="split one large model over devices, e.g. auto (accelerate; default: all on --device)",
+    )
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+
+
+def add_vector_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTIONS,
+        default=_DEFAULTS["attention"],
+        help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
+    )
+    parser.add_argument(
+        "--normalize", action="store_true", help="L2-normalise each pooled vector (sentence-transformers' Normalize)"
+    )
+
+
+def add_model_or_run(parser: argparse.ArgumentParser) -> None:
+    """``metrics`` and ``stress`` measure a model given by name, or the model of a run folder with its settings."""
+    parser.add_argument("--model", default=None, help=f"{MODEL_HELP} (or --run)")
+    parser.add_argument(
+        "--run",
+        default=None,
+        help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
+        "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
+    )
+
+
+def add_metric_readout(parser: argparse.ArgumentParser) -> None:
+    from layer_mteb.metrics import METRIC_READOUTS
+
+    parser.add_argument(
+        "--metric-readout",
+        choices=METRIC_READOUTS,
+        default="auto",
+        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
+        "final_norm, or same (the scores' readout)",
+    )
+
+
+def add_renamed(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """``old``, the spelling of option ``new`` before its rename, kept for one release: it sets ``new``'s value and
+    says once on stderr that it goes."""
+    command = parser.prog.split()[-1]
+
+    class _Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, _option_string=None):
+            print(f"{PROG}: {old} is deprecated for {command}; use {new}", file=sys.stderr)
+            setattr(namespace, self.dest, values)
+
+    parser.add_argument(
+        old,
+        dest=new.removeprefix("--").replace("-", "_"),
+        action=_Renamed,
+        help=f"deprecated spelling of {new}, for one release (default: not used)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------- values from options
+def output_folder(output: str | None, run: str | None, model: str | None) -> Path:
+    """``--output``, else the ``--run`` folder a command reads its model from, else ``runs/<model's name>``:
+    outside the committed ``results/``, so a first try never rewrites the project's own tables."""
+    if output is None and run:
+        return Path(run)
+    return Path(output or Path(RUNS) / Path(str(model)).name.replace("/", "__"))
+
+
+def encode_config(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
+    """The encode options as :class:`EncodeConfig` checks them, built once; the device is added when the command
+    executes (:func:`on_device`: whether CUDA exists is torch's to say). A memory budget is checked against the
+    models whose width is known without loading them."""
+    budget = parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None
+    for model in models if budget is not None else []:
+        hidden = known_hidden_size(model)
+        if hidden is not None:
+            check_one_vector_fits(budget, hidden, model)
+    return EncodeConfig(
+        readout=args.readout,
+        pooling=args.pooling,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        device_map=args.device_map,
+        max_batch_tokens=args.max_batch_tokens,
+        attention=args.attention,
+        normalize=args.normalize,
+        max_cache_memory=budget,
+    )
+
+
+def on_device(config: EncodeConfig, device: str | None) -> EncodeConfig:
+    """``config`` on ``--device`` (default: cuda if available), once torch may load."""
+    from layer_mteb.common.config import default_device
+
+    return replace(config, device=process_device(device or default_device()))
+
+
+def process_device(device: str) -> str:
+    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        return f"cuda:{os.environ['LOCAL_RANK']}"
+    return device
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``I/N`` (0 <= I < N) -> (I, N)."""
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
+    return int(index), int(count)
+
+
+def parse_lengths(text: str | None) -> tuple[int, ...] | None:
+    """``--lengths 64,128`` -> (64, 128); None when not given (the stress test's own lengths)."""
+    if not text:
+        return None
+    try:
+        return tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise UserError(f"--lengths must be comma-separated token counts, got {text!r}") from None
+
+
+# -------------------------------------------------------------------------------------------------- up-front checks
+def check_runs(runs: list[str], output: str | None = None) -> None:
+    """Each run folder exists and holds a score table; ``output`` (a command's own folder) is writable."""
+    for run in runs:
+        folder = Path(run)
+        if not folder.is_dir():
+            raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
+        if not (folder / SCORES_FILE).is_file():
+            raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
+    if output is not None:
+        check_writable(Path(output))
+
+
+def task_texts(sources: list[str]) -> list[str]:
+    """The mteb tasks whose texts ``sources`` name (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``)."""
+    names = [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]
+    return [name for name in names if file_task(name) is None]
+
+
+def hub_needed(models: list[Any], data_dir: Path | None, task_names: list[str]) -> bool:
+    """Whether a command may fetch from the hub: a hub model id, or a task whose texts have no local copy. Only then
+    is the hub probed; packaged models, local folders and local data never wait on it."""
+    if any(may_need_hub(model) for model in models):
+        return True
+    return any(data_dir is None or not (data_dir / name).is_dir() for name in task_names)
+
+
+def probe_hub_if(needed: bool) -> None:
+    """Probe the hub only when something may come from it; before mteb and datasets import (they read
+    ``HF_HUB_OFFLINE`` once)."""
+    if needed:
+        from layer_mteb.model.names import offline_unless_reachable
+
+        offline_unless_reachable()
+
+
+# ------------------------------------------------------------------------------------- --model or --run, measured
+@dataclass(frozen=True)
+class Measured:
+    """What ``metrics`` and ``stress`` measure: ``model`` as ``load_model`` takes it (at ``revision``), on
+    ``texts`` (``sources``, one by one) read from ``data_dir``, with ``config`` (on ``device`` once torch may load),
+    written to ``output``."""
+
+    model: str
+    revision: str | None
+    texts: str
+    sources: tuple[str, ...]
+    data_dir: str | None
+    config: EncodeConfig
+    device: str | None
+    output: Path
+
+    def hub_needed(self) -> bool:
+        return hub_needed([self.model], data_dir_from_env(self.data_dir), task_texts(list(self.sources)))
+
+
+def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
+    """The model, texts and settings of ``metrics`` / ``stress`` (``several_texts``: comma-separated sources), given
+    or the run's (``--run``); the output writable, the model and every text source there."""
+    model, revision, texts, data_dir = args.model, getattr(args, "revision", None), args.texts, args.data_dir
+    taken: dict[str, Any] = {}  # the run's encode settings
+    if args.run is not None:
+        model, revision, texts, data_dir, taken = _run_model(args)
+    elif model is None:
+        raise UserError("give the model: --model M, or --run RUN for a run's model and settings")
+    texts = texts or "wikitext"
+    output = output_folder(args.output, args.run, model)
+    check_writable(output)
+    model_kind(model)
+    sources = text_sources(texts) if several_texts else [texts]
+    check_task_names(task_texts(sources))  # every unknown task of a comma-separated --texts in one line
+    for source in sources:
+        check_texts(source, data_dir)
+    config = replace(encode_config(args, []), **taken)
+    return Measured(model, revision, texts, tuple(sources), data_dir, config, args.device, output)
+
+
+def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, dict[str, Any]]:
+    """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision,
+    texts (its tasks' own) and data folder, and its encode settings (the readout stays the options'); a different
+    setting given beside ``--run`` is refused."""
+    from layer_mteb.common.results import one_setting, read_scores
+    from layer_mteb.model.names import packaged_name
+
+    check_runs([args.run])
+    scores = one_setting(read_scores(args.run))
+    row = scores.iloc[-1]
+    name, revision = str(row["model"]), str(row["revision"])
+    given = [f"--{o.replace('_', '-')}" for o, default in ENCODE_DEFAULTS.items() if getattr(args, o) != default]
+    if getattr(args, "revision", None) is not None:
+        given.append("--revision")
+    if given:
+        raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
+    run_config = EncodeConfig.from_key(row)
+    declared = declared_tasks(Path(args.run))  # a custom task's texts are found through the file declaring it
+    texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
+    texts = ",".join(
+        f"{TASK_TEXTS}{declared[texts_task(s)]}" if s.startswith(TASK_TEXTS) and texts_task(s) in declared else s
+        for s in text_sources(texts)
+    )
+    data_dir = args.data_dir
+    if data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
+        recorded = recorded_data_dir(Path(args.run))
+        data_dir = None if recorded is None else str(recorded)
+    model, run_revision = args.model, None
+    if model is None:
+        if name.startswith("local/"):
+            raise UserError(
+                f"{args.run} scored a local model ({name}): add --model FOLDER, the folder it was loaded from"
+            )
+        model = packaged_name(name, revision) or name
+        if model == name and args.command == "metrics":
+            run_revision = revision  # a hub model at the commit the run scored
+    return model, run_revision, texts, data_dir, {option: getattr(run_config, option) for option in ENCODE_DEFAULTS}

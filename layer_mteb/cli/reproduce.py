@@ -1,0 +1,95 @@
+"""``layer-mteb reproduce``: the paper's tables, figures and selector study from the authors' release beside this
+project's runs (written outside any run folder)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.cli.console import REWRITE
+from layer_mteb.cli.options import check_runs
+from layer_mteb.common.errors import UserError
+
+NAME = "reproduce"
+HELP = "the paper's tables, figures and selector study from the authors' release beside our runs"
+INTERRUPTED = REWRITE
+
+
+def add_options(paper: argparse.ArgumentParser) -> None:
+    paper.add_argument(
+        "--release",
+        default=None,
+        help="a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
+        "(default: $LAYER_MTEB_REFERENCE/release, else ../shared/reference/release)",
+    )
+    paper.add_argument(
+        "--reference",
+        default=None,
+        help="deprecated: a folder of tables extracted from the release (official_layer_scores.csv, ...); "
+        "use --release (default: not used)",
+    )
+    paper.add_argument(
+        "--run", action="append", default=[], help="one of this project's run folders (repeatable; default: none)"
+    )
+    paper.add_argument("--output", default="results/paper", help="folder the paper's files are written to")
+    paper.add_argument(
+        "--permutations", type=int, default=200, help="shuffles per correlation p-value (200: minutes on 2 cores)"
+    )
+    paper.add_argument(
+        "--policy",
+        default=None,
+        help="also write the `select --by auto` policy trained on every study model here (default: not written)",
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``source``: the release's results folder, or (``extracted``) the deprecated folder of extracted tables."""
+
+    source: Path
+    extracted: bool
+    runs: tuple[Path, ...]
+    output: Path
+    permutations: int
+    policy: Path | None
+
+
+def check(args: argparse.Namespace) -> Settings:
+    """``--release`` (a clone of the authors' repository) must hold their results; the deprecated ``--reference``
+    (extracted tables) still works for one release, saying so."""
+    from layer_mteb.analysis.runs.release_layout import results_folder
+
+    extracted = args.reference is not None and args.release is None
+    if extracted:
+        source = Path(args.reference)
+        if not (source / RELEASE_SCORES_FILE).is_file():
+            raise UserError(
+                f"no {RELEASE_SCORES_FILE} in {source}; pass --release with a clone of the authors' repository"
+            )
+    else:
+        source = Path(results_folder(args.release or reference_folder() / "release"))
+    check_runs(args.run, args.output)
+    if extracted:
+        print(
+            "layer-mteb: --reference (tables extracted from the release) is deprecated and goes in the next "
+            "release; pass --release with a clone of the authors' repository",
+            file=sys.stderr,
+        )
+    policy = Path(args.policy) if args.policy else None
+    return Settings(source, extracted, tuple(Path(r) for r in args.run), Path(args.output), args.permutations, policy)
+
+
+def execute(settings: Settings) -> None:
+    from layer_mteb.paper.reproduce import reproduce
+
+    reproduce(
+        settings.source,
+        list(settings.runs),
+        settings.output,
+        settings.permutations,
+        settings.policy,
+        extracted=settings.extracted,
+    )

@@ -1,0 +1,214 @@
+"""``layer-mteb select``: pick layers of a run by a label-free selector (a metric, a depth, ``auto``, agreement
+with a sentence encoder) or by K labelled examples, and score the choice against the truth.
+
+``--by agreement`` on a run without the asked curves runs the curves' stage first
+(:func:`~layer_mteb.metrics.agreement.run.agreement_curves`), then hands the stored curves to the selection."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from layer_mteb.analysis.selection.selector_names import check_selector
+from layer_mteb.cli.console import CURVES_SAVED, NOTHING_SAVED
+from layer_mteb.cli.options import DATA_DEFAULT, add_metric_readout, add_renamed, check_runs, settings_of
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
+
+NAME = "select"
+HELP = "pick layers by a metric and score the choice against the truth"
+INTERRUPTED = NOTHING_SAVED
+
+
+def add_options(select: argparse.ArgumentParser) -> None:
+    from layer_mteb.metrics import DIRECTIONS
+
+    select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
+    select.add_argument(
+        "--by",
+        default=None,
+        help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
+        "e.g. dataset_entropy@own:from=0.25 (own texts: picks per task) or depth=0.8, or auto (the study's choice "
+        "for the model's kind, printed with why), or agreement (the layer that agrees most with a trusted sentence "
+        "encoder on each task's texts); writes selection.<by>.csv",
+    )
+    select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
+    add_metric_readout(select)
+    select.add_argument(
+        "--labels",
+        type=_labels_budget,
+        default=None,
+        help="pick each task's layer by scoring every layer on K labelled test examples (or 'full'), from the "
+        "run's cached vectors, instead of by a metric (default: off, pick by metrics)",
+    )
+    select.add_argument("--draws", type=int, default=10, help="seeded draws of K examples per task (with --labels)")
+    select.add_argument(
+        "--seed", type=int, default=0, help="seed of the draws (--labels) or of the text sample (--by agreement)"
+    )
+    select.add_argument(
+        "--model", default=None, help="with --labels: how to load the run's model (default: its name in scores.csv)"
+    )
+    select.add_argument(
+        "--eval-workers",
+        type=int,
+        default=None,
+        help="with --labels: processes scoring layers at once (default: one per CPU core)",
+    )
+    select.add_argument(
+        "--agreement-with",
+        default=None,
+        help="with --by agreement: the trusted sentence encoder (packaged name or folder; default: mpnet-base when "
+        "installed, else minilm-l6, never the model itself), or a lexical reference fitted on the sampled texts "
+        "alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
+    )
+    add_renamed(select, "--reference", "--agreement-with")
+    select.add_argument(
+        "--agreement", choices=("mknn", "cka"), default="mknn", help="with --by agreement: mutual k-NN or linear CKA"
+    )
+    select.add_argument(
+        "--outliers",
+        choices=("none", "standardize", "clamp"),
+        default="none",
+        help="with --by agreement: rogue dimensions left, standardised, or clamped at the 0.95 quantile",
+    )
+    select.add_argument("--sample", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)")
+    select.add_argument("--neighbours", type=int, default=10, help="with --by agreement: k of mutual k-NN")
+    select.add_argument(
+        "--data-dir",
+        default=None,
+        help="with --labels: folder of local task data (default: the folder the run read, from its run.json, "
+        f"else {DATA_DEFAULT.strip('()').removeprefix('default: ')})",
+    )
+
+
+def _labels_budget(value: str) -> int | str:
+    if value == "full":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--labels takes a number of examples or 'full', not {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    run: str
+    by: str | None
+    per_task: bool
+    metric_readout: str
+    labels: int | str | None
+    draws: int
+    seed: int
+    model: str | None
+    eval_workers: int | None
+    agreement_with: str | None
+    agreement: str
+    outliers: str
+    sample: int
+    neighbours: int
+    data_dir: str | None
+
+    @property
+    def interrupted(self) -> str:
+        """Each task's agreement (or intrinsic-dimension) curves are written as it finishes; a rerun reads them
+        back. Any other pick writes its file at the end."""
+        curves = self.labels is None and self.by in ("agreement", *ID_RULES)
+        return CURVES_SAVED if curves else NOTHING_SAVED
+
+
+def check(args: argparse.Namespace) -> Settings:
+    check_runs([args.run])
+    if args.by is not None:
+        check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
+    return settings_of(Settings, args)
+
+
+def execute(settings: Settings) -> None:
+    from layer_mteb.analysis.selection.select import best_lines, run_leaderboard, select_layers
+    from layer_mteb.cli.console import print_cheapest, print_leaderboard
+    from layer_mteb.common.run_files import selection_file
+
+    if settings.labels is not None:
+        _select_by_labels(settings)
+        return
+    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, describe_agreement
+    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
+
+    run, by = settings.run, settings.by
+    reads_curves = by in READS_AGREEMENT or (by == "auto" and (Path(run) / AGREEMENT_FILE).is_file())
+    options = AgreementOptions(
+        reference=_stored_reference(settings.agreement_with) if reads_curves else None,
+        metric=settings.agreement,
+        outlier=settings.outliers,
+        n=settings.sample,
+        k=settings.neighbours,
+        seed=settings.seed,
+    )
+    if by in READS_AGREEMENT:
+        _compute_missing_curves(settings, options)
+    selection = select_layers(
+        run, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, agreement=options
+    )
+    if by in ("auto", "agreement"):  # which rule picked for each model, and why
+        for line in describe_agreement(run, selection, by, options):
+            print(line)
+    board, note = run_leaderboard(run, selection, by)
+    lines = [*best_lines(run, selection), *([note] if note else [])]
+    print_leaderboard(board, Path(run) / selection_file(by), "\n".join(lines))
+    print_cheapest(run)
+    if by in READS_AGREEMENT:  # the curves it measured (or read back) are kept for the next pick
+        print(f"agreement curves: {Path(run) / AGREEMENT_FILE}")
+
+
+def _stored_reference(reference: str | None) -> str | None:
+    """``--agreement-with`` as the run's ``agreement.csv`` names it (a packaged name becomes its hub id), so the
+    selection, which only reads that table, finds its curves without knowing the packaged models."""
+    if reference is None:
+        return None
+    from layer_mteb.metrics.agreement.reference import reference_name
+
+    return reference_name(reference)
+
+
+def _compute_missing_curves(settings: Settings, options) -> None:
+    """The agreement curves' own stage, run before the pick for the tasks whose curve under ``options`` the run's
+    ``agreement.csv`` lacks (one model and one reference load for them all); the pick then only reads."""
+    from layer_mteb.analysis.selection.agreement import missing_curves
+
+    missing = missing_curves(settings.run, options)
+    if missing:
+        from layer_mteb.metrics.agreement.run import agreement_curves
+
+        agreement_curves(
+            settings.run,
+            missing,
+            n=options.n,
+            seed=options.seed,
+            k=options.k,
+            reference=settings.agreement_with,
+            model=settings.model,
+        )
+
+
+def _select_by_labels(settings: Settings) -> None:
+    from layer_mteb.analysis.labels.budget import select_with_labels
+    from layer_mteb.common.files import atomic_write
+    from layer_mteb.common.run_files import labels_file
+
+    picks = select_with_labels(
+        settings.run,
+        settings.labels,
+        draws=settings.draws,
+        seed=settings.seed,
+        model=settings.model,
+        workers=settings.eval_workers,
+        data_dir=settings.data_dir,
+    )
+    path = Path(settings.run) / labels_file(settings.labels)
+    atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))
+    shown = ["task", "chosen_layer", "chosen_score", "best_layer", "regret", "gain", "mean_regret", "regret_std"]
+    print(picks[[*shown, "picks", "seconds"]].round(4).to_string(index=False))
+    means = picks[["regret", "gain", "mean_regret"]].mean().round(4)
+    summary = ", ".join(f"{k} {v}" for k, v in means.items())
+    print(f"\nK={settings.labels}, {settings.draws} draws, {len(picks)} tasks: {summary}")
+    print(f"wrote {path}")

@@ -1,0 +1,104 @@
+"""``layer-mteb stress``: prompt entropy of every layer under randomness, repetition and length (per prompt), and
+the dip test of its distribution."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+from layer_mteb.cli.console import RESUME, print_written
+from layer_mteb.cli.options import (
+    DATA_DEFAULT,
+    Measured,
+    add_encode_options,
+    add_model_or_run,
+    check_measured,
+    on_device,
+    parse_lengths,
+    probe_hub_if,
+    settings_of,
+)
+
+NAME = "stress"
+HELP = "prompt entropy of every layer under randomness, repetition and length (per prompt), dip test"
+INTERRUPTED = RESUME
+
+
+def add_options(stress: argparse.ArgumentParser) -> None:
+    add_model_or_run(stress)
+    stress.add_argument("--texts", default="wikitext", help="prompts to perturb: wikitext | task:<TaskName> | FILE")
+    stress.add_argument("--tests", default="randomness,repetition,length", help="comma-separated stress tests")
+    stress.add_argument(
+        "--paper-sizes",
+        action="store_true",
+        help="the paper's sizes: 1000 prompts per level and per length (default: 16 and 10, about a minute of CPU for "
+        "MiniLM-L6)",
+    )
+    stress.add_argument("--n-prompts", type=int, default=None, help="prompts per randomness/repetition level")
+    stress.add_argument("--length-prompts", type=int, default=None, help="random prompts per length")
+    stress.add_argument("--lengths", default=None, help="prompt lengths, e.g. 64,128 (default 64 ... 2048)")
+    stress.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
+    stress.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the perturbations")
+    stress.add_argument("--gzip", action="store_true", help="write stress.csv.gz instead of stress.csv")
+    stress.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    add_encode_options(stress)
+    stress.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+
+
+@dataclass(frozen=True)
+class Settings:
+    target: Measured
+    tests: tuple[str, ...]
+    paper_sizes: bool
+    n_prompts: int | None
+    length_prompts: int | None
+    lengths: tuple[int, ...] | None
+    alpha: float
+    seed: int
+    gzip: bool
+
+    def hub_needed(self) -> bool:
+        return self.target.hub_needed()
+
+
+def check(args: argparse.Namespace) -> Settings:
+    target = check_measured(args, several_texts=False)
+    tests = tuple(t.strip() for t in args.tests.split(",") if t.strip())
+    return settings_of(Settings, args, target=target, tests=tests, lengths=parse_lengths(args.lengths))
+
+
+def execute(settings: Settings) -> None:
+    target = settings.target
+    probe_hub_if(settings.hub_needed())
+    from layer_mteb.evaluation.plan import check_writable
+    from layer_mteb.metrics.stress import LENGTHS, PAPER_STRESS_SIZES, QUICK_STRESS_SIZES, StressSettings, run_stress
+
+    sizes = PAPER_STRESS_SIZES if settings.paper_sizes else QUICK_STRESS_SIZES
+    measure = StressSettings(
+        tests=settings.tests,
+        n_prompts=sizes["n_prompts"] if settings.n_prompts is None else settings.n_prompts,
+        length_prompts=sizes["length_prompts"] if settings.length_prompts is None else settings.length_prompts,
+        lengths=settings.lengths or LENGTHS,
+        alpha=settings.alpha,
+        seed=settings.seed,
+    )
+    check_writable(target.output)
+    started = time.time()
+    values, dips = run_stress(
+        target.model,
+        target.texts,
+        config=on_device(target.config, target.device),
+        settings=measure,
+        data_dir=target.data_dir,
+        output=target.output,
+        compress=settings.gzip,
+    )
+    means = values[values["normalization"] == "maxEntropy"].groupby(["test", "level", "layer"])["value"].mean()
+    print(means.unstack("layer").round(3).rename(index=lambda v: f"{v:g}", level="level").to_string())
+    for (test, level), part in dips.groupby(["test", "level"]):
+        top = part.sort_values(["dip", "layer"], ascending=[False, True]).iloc[0]
+        print(
+            f"{test} {level:g}: most bimodal layer {int(top['layer'])} (dip {top['dip']:.3f}, p {top['p_value']:.3g})"
+        )
+    print_written(target.output, started)
