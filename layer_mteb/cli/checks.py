@@ -18,8 +18,7 @@ from layer_mteb.cli.console import CURVES_SAVED
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
-from layer_mteb.common.run_files import SCORES_FILE
-from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import check_output, resolve_run
 from layer_mteb.evaluation.workers import check_eval_workers
@@ -97,11 +96,10 @@ def _check_metrics(args: argparse.Namespace) -> None:
 def _take_run_model(args: argparse.Namespace) -> None:
     """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision and
     encode settings go into ``args``, as if given; a different setting given beside ``--run`` is refused."""
-    from layer_mteb.common.results import one_setting, read_scores
     from layer_mteb.model.names import packaged_name
 
     _check_runs(argparse.Namespace(command=args.command, run=args.run))
-    scores = one_setting(read_scores(args.run))
+    scores = RunFolder(args.run).one_setting()
     row = scores.iloc[-1]
     name, revision = str(row["model"]), str(row["revision"])
     given = [f"--{o.replace('_', '-')}" for o, default in ENCODE_DEFAULTS.items() if getattr(args, o) != default]
@@ -110,7 +108,7 @@ def _take_run_model(args: argparse.Namespace) -> None:
     if given:
         raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
     config = EncodeConfig.from_key(row)
-    declared = declared_tasks(Path(args.run))  # a custom task's texts are found through the file declaring it
+    declared = RunFolder(args.run).declared_tasks()  # a custom task's texts are found through the file declaring it
     if args.texts is None:
         args.texts = ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
     args.texts = ",".join(
@@ -118,7 +116,7 @@ def _take_run_model(args: argparse.Namespace) -> None:
         for s in text_sources(args.texts)
     )
     if args.data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
-        recorded = recorded_data_dir(Path(args.run))
+        recorded = RunFolder(args.run).recorded_data_dir()
         args.data_dir = None if recorded is None else str(recorded)
     for option in ENCODE_DEFAULTS:
         setattr(args, option, getattr(config, option))

@@ -163,13 +163,13 @@ def stress(args: argparse.Namespace) -> None:
 def select(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.selection.select import best_lines, run_leaderboard, select_layers
     from layer_mteb.cli.console import print_leaderboard
-    from layer_mteb.common.run_files import selection_file
+    from layer_mteb.common.run_folder import selection_file
 
     if args.labels is not None:
         select_by_labels(args)
         return
     from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, describe_agreement
-    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
+    from layer_mteb.common.run_folder import AGREEMENT_FILE
 
     reads_curves = args.by in READS_AGREEMENT or (args.by == "auto" and (Path(args.run) / AGREEMENT_FILE).is_file())
     options = AgreementOptions(
@@ -238,8 +238,7 @@ def print_cheapest(run: str) -> None:
 
 def select_by_labels(args: argparse.Namespace) -> None:
     from layer_mteb.analysis.labels.budget import select_with_labels
-    from layer_mteb.common.files import atomic_write
-    from layer_mteb.common.run_files import labels_file
+    from layer_mteb.common.run_folder import RunFolder, labels_file
 
     picks = select_with_labels(
         args.run,
@@ -250,8 +249,7 @@ def select_by_labels(args: argparse.Namespace) -> None:
         workers=args.eval_workers,
         data_dir=args.data_dir,
     )
-    path = Path(args.run) / labels_file(args.labels)
-    atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))
+    path = RunFolder(args.run).write_table(labels_file(args.labels), picks, float_format="%.6f")
     shown = ["task", "chosen_layer", "chosen_score", "best_layer", "regret", "gain", "mean_regret", "regret_std"]
     print(picks[[*shown, "picks", "seconds"]].round(4).to_string(index=False))
     means = picks[["regret", "gain", "mean_regret"]].mean().round(4)
@@ -335,7 +333,7 @@ def export(args: argparse.Namespace) -> None:
 
 def cost(args: argparse.Namespace) -> None:
     from layer_mteb.common.config import default_device
-    from layer_mteb.common.run_files import COST_FILE
+    from layer_mteb.common.run_folder import COST_FILE
     from layer_mteb.metrics.cost import CostSettings, run_cost
 
     frame = run_cost(

@@ -27,8 +27,7 @@ from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.analysis.study import lomo as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
-from layer_mteb.common.results import read_scores
-from layer_mteb.metrics.table import METRICS_FILE
+from layer_mteb.common.run_folder import METRICS_FILE, RunFolder
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import figures, prompt_length, wikitext
 from layer_mteb.paper.summary import summary_markdown
@@ -56,8 +55,9 @@ def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
 
     Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
     (other settings, missing columns) is an error, not a run silently left out of the correlations and the study."""
-    if not (run / METRICS_FILE).is_file():
-        return read_scores(run), None
+    folder = RunFolder(run)
+    if not folder.file(METRICS_FILE).is_file():
+        return folder.scores(), None
     return load_run(run, None, None, "auto")
 
 
