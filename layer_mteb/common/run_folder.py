@@ -372,11 +372,13 @@ class RunFolder:
         return self._read(selection_file(by), ["model", "selector", "task"], fix, missing_ok=False)
 
     def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """``metrics.csv`` (settings columns an older table lacks filled in)."""
+        """``metrics.csv`` (the settings columns an older table lacks filled in with what they meant then)."""
+        from layer_mteb.common.config import LEGACY_SETTINGS
         from layer_mteb.common.run_tables import METRIC_COLUMNS, with_legacy_settings
 
         fix = f"run `layer-mteb metrics --run {self.path}`"
-        return with_legacy_settings(self._read(METRICS_FILE, METRIC_COLUMNS, fix, missing_ok=missing_ok))
+        required = [c for c in METRIC_COLUMNS if c not in LEGACY_SETTINGS]
+        return with_legacy_settings(self._read(METRICS_FILE, required, fix, missing_ok=missing_ok))
 
     def update_metrics(self, frame: pd.DataFrame) -> Path:
         """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""

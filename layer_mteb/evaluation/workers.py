@@ -24,7 +24,6 @@ from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.threads import torch_threads
-from layer_mteb.common.timing import peak_rss_bytes
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted_warnings
 from layer_mteb.vectors.budget import host_available, store_bytes
 
@@ -159,6 +158,8 @@ def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_
     the cores that ran them (1.0 = nothing else costs time); None when nothing was encoded or evaluated.
     ``peak_rss_bytes``: the process's peak so far (and of its finished evaluation workers), not this task's alone.
     """
+    from layer_mteb.common.timing import peak_rss_bytes  # loads torch: not before the command line's checks
+
     seconds = {"wall": wall, **phases}
     forward, evaluators = phases.get("forward", 0.0), phases.get("evaluators", 0.0)
     bare = forward + evaluators / max(1, min(eval_workers, usable_cpus()))

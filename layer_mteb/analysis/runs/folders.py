@@ -1,10 +1,10 @@
-"""The one reader of run folders: one run's scores with the metrics that match its settings (:func:`load_run`, for
-selection and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
-``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
+"""Run folders for analysis, each file read through :class:`~layer_mteb.common.run_folder.RunFolder`: one run's
+scores with the metrics that match its settings (:func:`load_run`, for selection and correlation); several runs for a
+report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``, ``correlation.csv``, :func:`load_runs`), with
+one label per model; and the authors' published per-layer scores."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +24,7 @@ SIDE_KEYS = {
     "metrics": ("model", "layer", "texts", "metric", "readout"),
     "correlation": ("model", "metric", "method", "scope"),
 }
-REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
-#: The folder of the authors' released results (its SOURCE.md says what each file is).
-logger = logging.getLogger(__name__)
 
 
 def load_run(
