@@ -170,6 +170,10 @@ def test_the_one_model_and_setting_of_a_folder_or_its_one_line_refusal(tmp_path)
     other.write_scores(pd.DataFrame([_score("A", 0, 0.5), _score("A", 1, 0.5, readout="raw")]))
     with pytest.raises(UserError, match=r"several settings of org/m \(readout differ\)"):
         other.one_setting()
+    with pytest.raises(UserError, match="already holds scores of several settings: give a new --output"):
+        other.held_setting()  # what a new run into the folder is checked against
+    runs, setting = folder.held_setting()
+    assert runs == {("org/m", "r1"), ("org/b", "r1")} and setting["attention"] == "causal"
 
 
 def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplog):

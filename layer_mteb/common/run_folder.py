@@ -226,6 +226,28 @@ class RunFolder:
         parts = [p for p in parts if not p.empty]
         return pd.concat(parts, ignore_index=True) if parts else None
 
+    def held_setting(self) -> tuple[frozenset[tuple[str, str]], dict[str, str]] | None:
+        """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting, ``attention`` the
+        one the rows name where older rows say ``native``; None for a folder holding no score. Scores of several
+        settings are one line: a run folder holds one setting."""
+        from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+
+        held = self.held_scores()
+        if held is None:
+            return None
+        settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
+        named = settings[settings["attention"] != str(LEGACY_SETTINGS["attention"])]
+        stated = [c for c in SETTINGS_COLUMNS if c != "attention"]
+        if len(settings[stated].drop_duplicates()) > 1 or named["attention"].nunique() > 1:
+            raise UserError(
+                f"{self.path} already holds scores of several settings: give a new --output (a run folder holds one "
+                "setting)"
+            )
+        setting = settings.iloc[0].to_dict()
+        if not named.empty:
+            setting["attention"] = str(named["attention"].iloc[0])
+        return frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True)), setting
+
     def one_setting(self) -> pd.DataFrame:
         """The scores of the folder's one model at one setting (:func:`~layer_mteb.common.run_tables.one_setting`:
         several models or settings are refused in one line), as every command that loads the run's model reads them."""

@@ -168,19 +168,10 @@ def check_output(
     :class:`UserError` naming the fix."""
     if output is None or not output.is_dir():
         return None
-    held = RunFolder(output).held_scores()
+    held = RunFolder(output).held_setting()
     if held is None:
         return None
-    settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
-    named = settings[settings["attention"] != NATIVE]
-    if len(settings[list(STATED)].drop_duplicates()) > 1 or named["attention"].nunique() > 1:
-        raise UserError(
-            f"{output} already holds scores of several settings: give a new --output (a run folder holds one setting)"
-        )
-    setting = settings.iloc[0].to_dict()
-    if not named.empty:
-        setting["attention"] = str(named["attention"].iloc[0])
-    runs = frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True))
+    runs, setting = held
     _check_setting(output, setting, config, runs)
     requested = [_identity(model, revision) for model in models for revision in revisions]
     within = all(any(_matches(r, run) for run in runs) for r in requested)
