@@ -50,10 +50,10 @@ def scored_run_options(parser: argparse.ArgumentParser) -> None:
 def scored_run_and_tasks(args: argparse.Namespace):
     """The run of ``--run`` on the CPU (its model, settings and vector store) and ``--tasks``, else every task it
     scored."""
-    from layer_mteb.common.results import read_scores
-    from layer_mteb.metrics.agreement.run import scored_run
+    from layer_mteb.common.run_folder import RunFolder
 
-    return scored_run(args.run, device="cpu"), args.tasks or sorted(read_scores(args.run)["task"].unique())
+    folder = RunFolder(args.run)
+    return folder.setting(device="cpu"), args.tasks or sorted(folder.scores()["task"].unique())
 
 
 def encode_config(args: argparse.Namespace):

@@ -1,7 +1,7 @@
 """Where a sweep's time went, per model, from the ``run.json`` of finished runs (no model is run here).
 
 Each task's entry in ``run.json`` holds its wall time, the seconds of each phase, the forward pass's texts per
-second and the process's peak memory (:func:`layer_mteb.evaluation.runlog.time_record`). This prints one row per
+second and the process's peak memory (:func:`layer_mteb.evaluation.workers.time_record`). This prints one row per
 run folder: totals over the tasks that encoded and evaluated something (a task a later run read back counts with
 the record of the run that computed it), the share of each phase, and wall ÷ (forward + evaluators ÷ cores), the
 ratio the project aims to keep at or below 1.15.
@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from layer_mteb.common.run_files import RUN_LOG
+from layer_mteb.common.run_folder import RUN_LOG
 
 PHASES = ("forward", "pooling", "tokenize", "token_metrics", "task_metrics", "cache_io", "evaluators")
 

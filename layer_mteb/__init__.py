@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from layer_mteb.analysis.selection.select import leaderboard, select_layers
     from layer_mteb.common.config import EncodeConfig
     from layer_mteb.common.errors import UserError
+    from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.evaluation.encoder import LayerEncoder
     from layer_mteb.evaluation.sweep import sweep
     from layer_mteb.metrics.runner import MetricSettings, compute_metrics
@@ -35,6 +36,7 @@ _HOMES = {
     "mteb_layer_scores": "analysis.runs.mteb_results",
     "LayerEncoder": "evaluation.encoder",
     "UserError": "common.errors",
+    "RunFolder": "common.run_folder",
     "PACKAGED_MODELS": "model.loading",
     "load_model": "model.loading",
     "wrap_model": "model.architectures",
@@ -57,6 +59,7 @@ __all__ = [
     "LayerEncoder",
     "LoadedModel",
     "MetricSettings",
+    "RunFolder",
     "UserError",
     "build_table1",
     "compute_metrics",

@@ -29,11 +29,10 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.select import select_layers
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import ID_METRIC, METRIC_COLUMNS
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
 from layer_mteb.metrics.agreement.reference import default_reference
-from layer_mteb.metrics.agreement.table import ID_METRIC, read_agreement
-from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.model.names import PACKAGED_MODELS
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
@@ -81,7 +80,7 @@ def margin(curve: pd.Series, layer: int) -> float:
 
 def regrets(run: str | Path, chosen: pd.DataFrame) -> pd.DataFrame:
     """Each pick's score, regret and gain over the last layer (×100), with the best and last layers."""
-    scores = read_scores(run)
+    scores = RunFolder(run).scores()
     n_layers = int(scores["n_layers"].iloc[0])
     types = scores.drop_duplicates("task").set_index("task")["task_type"]
     curves = score_curves(scores)
@@ -109,7 +108,7 @@ def study(runs: list[str]) -> pd.DataFrame:
     """Every variant's regret at the default sample (n = 256, k = 10, seed 0) and along each sensitivity axis."""
     frames = []
     for run in runs:
-        agreement = read_agreement(run)
+        agreement = RunFolder(run).agreement()
         settings = [(256, 10, 0)] + [(n, 10, 0) for n in SIZES if n != 256] + [(256, k, 0) for k in (5, 20, 50)]
         settings += [(256, 10, seed) for seed in sorted(set(agreement["seed"])) if seed != 0]
         for n, k, seed in settings:
@@ -276,7 +275,7 @@ FIGURE_VARIANTS = {
 def shipped_auto(run: str) -> float:
     """Mean regret (x100) of ``select --by auto``'s shipped policy: the run's scores alone, no agreement curves."""
     picked = select_layers(
-        scores=read_scores(run), metrics=pd.DataFrame(columns=METRIC_COLUMNS), by="auto", per_task=True
+        scores=RunFolder(run).scores(), metrics=pd.DataFrame(columns=METRIC_COLUMNS), by="auto", per_task=True
     )
     return 100 * float(picked.loc[picked["selector"] == "auto", "regret"].mean())
 
@@ -346,7 +345,7 @@ def main() -> None:
     print(per_model_tables(frame))
     print()
     print(sensitivity(frame, args.variants))
-    agreement = {Path(run).name: read_agreement(run) for run in args.runs}
+    agreement = {Path(run).name: RunFolder(run).agreement() for run in args.runs}
     for variant in args.variants:
         print()
         print(failures(frame, agreement, variant))

@@ -23,7 +23,8 @@ import logging
 import time
 from dataclasses import replace
 
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import tidy_agreement
 from layer_mteb.metrics.agreement.reference import REFERENCES, default_reference, is_same_model
 from layer_mteb.metrics.agreement.run import (
     DEFAULT_N,
@@ -33,9 +34,7 @@ from layer_mteb.metrics.agreement.run import (
     model_source,
     references_for,
     sample_texts,
-    scored_run,
 )
-from layer_mteb.metrics.agreement.table import tidy_agreement, write_agreement
 from layer_mteb.model.loading import load_model
 
 N_SIZES = (32, 64, 128, 256, 512, 1024)
@@ -53,13 +52,13 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    run = scored_run(args.run, device="cpu")
+    run = RunFolder(args.run).setting(device="cpu")
     model = load_model(model_source(run), run.config)
     default = default_reference(run.model)
     others = [r for r in REFERENCES if r != default and not is_same_model(r, run.model)]
     references = {ref.name: ref for ref in references_for(run.model, [default, *others])}
     default_name = next(iter(references))
-    tasks = args.tasks or sorted(read_scores(args.run)["task"].unique())
+    tasks = args.tasks or sorted(RunFolder(args.run).scores()["task"].unique())
     for task in tasks:
         started = time.perf_counter()
         rows: list[dict] = []
@@ -73,7 +72,7 @@ def main() -> None:
                 elif seed == 0:  # other references are read at n = 256 only
                     sample.references[name] = (ref.revision, ref.encode(texts[:DEFAULT_N], ref.store(task)))
             rows += _rows(model, run.config, sample, default_name, seed == 0, args.n_max)
-        write_agreement(tidy_agreement(rows), args.run)
+        RunFolder(args.run).update_agreement(tidy_agreement(rows))
         logger.info("%s: %d rows in %.1f s", task, len(rows), time.perf_counter() - started)
 
 

@@ -24,12 +24,12 @@ import pandas as pd
 from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.curves import score_curves
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve_settings
 from layer_mteb.evaluation.mteb_call import score_encoder
 from layer_mteb.evaluation.plan import task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.metrics.agreement.run import model_source, scored_run
+from layer_mteb.metrics.agreement.run import model_source
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
 from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
@@ -66,10 +66,10 @@ def main_score(rows: list[dict]) -> float:
 
 def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
     """Every combination of every task of ``run``, with its single-layer baselines."""
-    scored = scored_run(run, device="cpu")
+    scored = RunFolder(run).setting(device="cpu")
     source = model_source(scored)
     loaded = load_model(source, scored.config, revision=None if source in PACKAGED_MODELS else scored.revision)
-    curves = score_curves(read_scores(run))
+    curves = score_curves(RunFolder(run).scores())
     agreement = agreement_metrics(run, AgreementOptions())
     _, specs = select_tasks(tasks, data_dir)
     out = []

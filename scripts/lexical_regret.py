@@ -32,10 +32,9 @@ from layer_mteb.analysis.selection.auto import kind_of
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.select import pooling_of, select_layers, task_types
 from layer_mteb.analysis.selection.selectors import ModelData, by_name
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import METRIC_COLUMNS
 from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, LEXICAL_KINDS, is_lexical
-from layer_mteb.metrics.agreement.table import read_agreement
-from layer_mteb.metrics.table import METRIC_COLUMNS
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
 MPNET, MINILM = "sentence-transformers/all-mpnet-base-v2", "sentence-transformers/all-MiniLM-L6-v2"
@@ -73,13 +72,13 @@ class Model:
 
     def __init__(self, run: str) -> None:
         self.run, self.name = run, Path(run).name
-        self.scores = read_scores(run)
+        self.scores = RunFolder(run).scores()
         self.hub_id = str(self.scores["model"].iloc[0])
         self.n_layers = int(self.scores["n_layers"].iloc[0])
         self.curves = score_curves(self.scores)
         self.tasks = sorted(self.curves)
         self.types = task_types(self.scores)
-        self.agreement = read_agreement(run)
+        self.agreement = RunFolder(run).agreement()
         self.kind = kind_of(self.hub_id, pooling_of(self.scores))
 
     def regret(self, task: str, layer: int) -> float:

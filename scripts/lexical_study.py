@@ -24,7 +24,8 @@ import argparse
 import logging
 import time
 
-from layer_mteb.common.results import read_scores
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import tidy_agreement
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
 from layer_mteb.metrics.agreement.measures import OUTLIERS
 from layer_mteb.metrics.agreement.run import (
@@ -34,9 +35,7 @@ from layer_mteb.metrics.agreement.run import (
     layer_vectors,
     model_source,
     sample_texts,
-    scored_run,
 )
-from layer_mteb.metrics.agreement.table import tidy_agreement, write_agreement
 from layer_mteb.model.loading import load_model
 
 SIZES = (64, 128, DEFAULT_N)
@@ -66,9 +65,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    run = scored_run(args.run, device="cpu")
+    run = RunFolder(args.run).setting(device="cpu")
     model = load_model(model_source(run), run.config)
-    tasks = args.tasks or sorted(read_scores(args.run)["task"].unique())
+    tasks = args.tasks or sorted(RunFolder(args.run).scores()["task"].unique())
     rows: list[dict] = []
     for task in tasks:
         started = time.perf_counter()
@@ -83,7 +82,7 @@ def main() -> None:
             vectors = layer_vectors(model, run.config, task, other)
             rows += lexical_rows(model, run.config, task, seed, other, vectors, LEXICAL_KINDS, DEFAULT_N)
         logger.info("%s: %d rows so far, %.1f s", task, len(rows), time.perf_counter() - started)
-    write_agreement(tidy_agreement(rows), args.run)  # once: merging into a large agreement.csv takes seconds
+    RunFolder(args.run).update_agreement(tidy_agreement(rows))  # once: merging into a large agreement.csv takes seconds
 
 
 if __name__ == "__main__":

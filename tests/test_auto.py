@@ -21,8 +21,7 @@ from layer_mteb.analysis.selection.select import select_layers
 from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
 from layer_mteb.analysis.study import engine, lofo
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import write_scores
-from layer_mteb.metrics.table import write_metrics
+from layer_mteb.common.run_folder import RunFolder
 
 CANDIDATES = [by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
 
@@ -192,8 +191,8 @@ def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_pa
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS, model="sentence-transformers/all-MiniLM-L6-v2")
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     assert main(["select", "--run", str(tmp_path), "--by", "auto", "--per-task"]) == 0
     out = capsys.readouterr().out
     line = rf"auto \(v{auto.VERSION}, trained on \d+ models of \d+ families\): sentence-transformers/all-MiniLM-L6-v2: "

@@ -17,8 +17,7 @@ from layer_mteb.analysis.report.build import write_report
 from layer_mteb.analysis.rules import ONE_POINT, cheapest_within
 from layer_mteb.analysis.selection.tradeoff import cheapest_layers
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.common.results import write_scores
-from layer_mteb.common.run_files import COST_FILE
+from layer_mteb.common.run_folder import COST_FILE, RunFolder
 from layer_mteb.metrics.cost import COST_COLUMNS, _counter, depth_flops, padded_batches
 from layer_mteb.model.architectures import first_blocks
 
@@ -147,7 +146,7 @@ def _run_folder(folder: Path, model: str, values: list[float], kind: str = "STS"
         for k, v in enumerate(values)
     ]
     folder.mkdir(parents=True, exist_ok=True)
-    write_scores(pd.DataFrame(rows), folder)
+    RunFolder(folder).write_scores(pd.DataFrame(rows))
     return folder
 
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_log import declared_tasks
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.tasks.catalog import load_tasks, select_tasks
 from layer_mteb.tasks.custom import declared_in, read_custom_data
@@ -152,7 +152,7 @@ def test_every_type_is_scored_by_mtebs_evaluator_and_recorded_as_custom_data(tmp
     log = json.loads((tmp_path / "run" / "run.json").read_text())["tasks"]
     assert {entry["task_file"] for entry in log} == {str(path.resolve())}
     assert all(entry["data_fingerprint"] for entry in log)
-    assert declared_tasks(tmp_path / "run")["MySTS"] == f"{path.resolve()}:MySTS"
+    assert RunFolder(tmp_path / "run").declared_tasks()["MySTS"] == f"{path.resolve()}:MySTS"
     stored = sorted(p.stem for p in (tmp_path / "run" / "mteb").rglob("My*.json"))
     assert stored == sorted([*types] * 2)  # mteb's own result files, one per layer
 

@@ -17,10 +17,11 @@ from conftest import SHARED_DATA, block_states, needs
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import METRIC_COLUMNS
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-from layer_mteb.metrics.table import METRIC_COLUMNS, read_metrics
 from layer_mteb.metrics.texts import encoded_source, load_texts, source_task, task_source
 from layer_mteb.model.forward import tokenize
 from layer_mteb.model.pooling import readout_layers
@@ -139,7 +140,7 @@ def test_metrics_csv_merges_sources_and_replaces_reruns(tmp_path: Path) -> None:
     compute_metrics(tiny_gpt2(), TEXTS, settings=NO_VIEWS, output=tmp_path, progress=False)
     compute_metrics(tiny_gpt2(), str(prompts), settings=NO_VIEWS, output=tmp_path, progress=False)
     compute_metrics(tiny_gpt2(), str(prompts), settings=NO_VIEWS, output=tmp_path, progress=False)
-    stored = read_metrics(tmp_path)
+    stored = RunFolder(tmp_path).metrics()
     assert sorted(stored["texts"].unique()) == ["custom", "file:prompts.txt"]
     assert not stored.duplicated(["texts", "metric", "layer"]).any()
     assert (stored[stored["texts"] == "file:prompts.txt"]["n"] == 4).all()
@@ -176,7 +177,7 @@ def test_cli_metrics_on_a_real_model_and_a_text_file(tmp_path: Path, capsys: pyt
     args = ["metrics", "--model", "minilm-l6", "--texts", str(prompts), "--views", "2", "--augment-prompts", "4"]
     assert main([*args, "--output", str(tmp_path / "run")]) == 0
     assert "prompt_entropy" in capsys.readouterr().out
-    stored = read_metrics(tmp_path / "run")
+    stored = RunFolder(tmp_path / "run").metrics()
     assert stored["model"].eq("sentence-transformers/all-MiniLM-L6-v2").all()
     assert sorted(stored["layer"].unique()) == list(range(7)) and stored["value"].map(math.isfinite).all()
     assert main(["metrics", "--model", "minilm-l6", "--texts", "nowhere.txt"]) == 2
@@ -279,7 +280,7 @@ def test_a_tasks_evaluation_texts_and_its_encoded_texts_keep_their_own_rows(tmp_
         progress=False,
     )
     evaluation_texts()  # and back: the sweep's rows stay too
-    stored = read_metrics(tmp_path)
+    stored = RunFolder(tmp_path).metrics()
     n = stored.groupby("texts")["n"].max()
     assert set(n.index) == {"task:STS17", "encoded:STS17"} and set(stored["task"]) == {"STS17"}
     assert n["task:STS17"] == 40 and n["encoded:STS17"] > 40  # a 40-prompt sample vs every encoded text

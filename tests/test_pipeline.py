@@ -10,7 +10,8 @@ from layer_mteb.analysis.report.build import write_report
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.analysis.selection.select import select_layers
 from layer_mteb.common.config import SETTINGS_COLUMNS
-from layer_mteb.common.results import SCORE_COLUMNS, write_scores
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import SCORE_COLUMNS
 
 
 def test_report_uses_the_selection_and_correlation_that_select_and_correlate_wrote(tmp_path):
@@ -35,7 +36,7 @@ def test_report_uses_the_selection_and_correlation_that_select_and_correlate_wro
         for task, curve in task_curves.items()
         for k in layers
     ]
-    write_scores(pd.DataFrame(rows, columns=SCORE_COLUMNS), run)
+    RunFolder(run).write_scores(pd.DataFrame(rows, columns=SCORE_COLUMNS))
     entropy = [3.0, 2.0, 1.0, 1.5, 2.5]  # lowest at layer 2, where the mean score peaks
     metrics = pd.DataFrame(
         [

@@ -16,11 +16,11 @@ import pytest
 
 from layer_mteb.common import timing
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.run_folder import COMPUTED_FIELDS
 from layer_mteb.common.timing import PhaseTimes, peak_rss_bytes
-from layer_mteb.evaluation import runlog
-from layer_mteb.evaluation.runlog import COMPUTED_FIELDS, time_record
+from layer_mteb.evaluation import workers
 from layer_mteb.evaluation.sweep import sweep
-from layer_mteb.evaluation.workers import usable_cpus
+from layer_mteb.evaluation.workers import time_record, usable_cpus
 from layer_mteb.vectors.store import LayerCache
 
 TASKS = ["BIOSSES", "STS17"]
@@ -65,7 +65,7 @@ def test_peak_memory_is_at_least_what_this_process_holds_now():
 
 
 def test_time_record_derives_its_rates_from_the_seconds(monkeypatch):
-    monkeypatch.setattr(runlog, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
     phases = {"load_data": 0.25, "forward": 2.0, "pooling": 0.123456, "evaluators": 6.0, "evaluation_wall": 3.5}
     record = time_record(phases, wall=6.5, eval_workers=2, texts_encoded=500)
     assert record["seconds"] == {

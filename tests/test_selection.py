@@ -12,8 +12,7 @@ from _metric_fixtures import run_tables
 
 from layer_mteb.analysis.selection.select import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import write_scores
-from layer_mteb.metrics.table import write_metrics
+from layer_mteb.common.run_folder import RunFolder
 
 SCORES = {"A": [0.1, 0.3, 0.6, 0.5, 0.4], "B": [0.2, 0.2, 0.4, 0.7, 0.5]}  # mean: .15 .25 .5 .6 .45
 METRICS = {
@@ -77,8 +76,8 @@ def test_by_one_metric() -> None:
 
 def test_run_folder_round_trip(tmp_path: Path) -> None:
     scores, metrics = run_tables(SCORES, METRICS)
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     frame = select_layers(tmp_path, per_task=True)
     stored = pd.read_csv(tmp_path / "selection.csv")
     assert list(stored.columns) == list(frame.columns)
@@ -100,7 +99,7 @@ def test_clear_errors(tmp_path: Path) -> None:
     assert set(paired.loc[paired["texts"] != "-", "metric_readout"]) == {"raw"}
     with pytest.raises(UserError, match=r"no scores\.csv"):
         select_layers(tmp_path)
-    write_scores(scores, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
     with pytest.raises(UserError, match=r"no metrics\.csv"):
         select_layers(tmp_path)
 
@@ -109,8 +108,8 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS)
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     assert main(["select", "--run", str(tmp_path), "--per-task"]) == 0
     out = capsys.readouterr().out
     assert "prompt_entropy" in out and "regret" in out and (tmp_path / "selection.csv").is_file()
@@ -125,8 +124,8 @@ def test_cli_select_counts_the_tasks_the_mean_averages(tmp_path: Path, capsys: p
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS)
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     table = pd.read_fwf(io.StringIO(out.split("\n\n")[0]))
@@ -141,8 +140,8 @@ def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsy
 
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:A"): [0.5] * 5, **METRICS})
     metrics = metrics[metrics["texts"].str.startswith("task:")]
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     shown = set(pd.read_fwf(io.StringIO(out.split("\n\n")[0]))["selector"])
@@ -160,8 +159,8 @@ def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS)
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     full = (tmp_path / "selection.csv").read_bytes()
     assert main(["select", "--run", str(tmp_path), "--by", "dataset_entropy", "--per-task"]) == 0
@@ -229,8 +228,8 @@ def test_select_by_a_study_selector_uses_the_same_engine_units_and_file(tmp_path
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS)
-    write_scores(scores, tmp_path)
-    write_metrics(metrics, tmp_path)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
     assert main(["select", "--run", str(tmp_path), "--by", "depth=0.8"]) == 0
     out = capsys.readouterr().out
     assert "regret" in out and str(tmp_path / "selection.depth=0.8.csv") in out

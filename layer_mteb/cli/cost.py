@@ -76,7 +76,7 @@ def execute(settings: Settings) -> None:
     from layer_mteb.cli.console import print_cheapest
     from layer_mteb.cli.options import process_device
     from layer_mteb.common.config import default_device
-    from layer_mteb.common.run_files import COST_FILE
+    from layer_mteb.common.run_folder import COST_FILE
     from layer_mteb.metrics.cost import CostSettings, run_cost
 
     frame = run_cost(

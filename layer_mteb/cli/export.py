@@ -172,8 +172,11 @@ def _plan(settings: Settings) -> _Plan:
 
     if settings.run is None:
         return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
-    scores = _read_run(settings.run)
-    name, revision, n_layers, config = run_settings(scores)
+    from layer_mteb.common.run_folder import RunFolder
+
+    folder = RunFolder(settings.run)
+    scores, scored = folder.scores(), folder.setting(device="cpu")  # the device is the export's, not the run's
+    name, revision, n_layers, config = scored.model, scored.revision, scored.n_layers, scored.config
     layer, summary = (settings.layer, None) if settings.by is None else _selection(settings, scores)
     if layer > n_layers:
         raise UserError(f"--layer {layer} is out of range: {name} has layers 0 (embeddings) to {n_layers}")
@@ -181,33 +184,6 @@ def _plan(settings: Settings) -> _Plan:
     model = settings.model or packaged_name(name, revision) or name
     pinned = None if settings.model else revision
     return _Plan(model, pinned, config, layer, record, scored_revision=revision)
-
-
-def _read_run(run: str) -> pd.DataFrame:
-    """The run's ``scores.csv``, or one line saying why it cannot be read."""
-    import pandas as pd
-
-    from layer_mteb.common.errors import first_line
-    from layer_mteb.common.results import read_scores
-
-    try:
-        scores = read_scores(run)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read {run}/scores.csv: {first_line(err)}") from None
-    missing = [c for c in ("model", "revision", "layer", "n_layers", "task", "main_score") if c not in scores.columns]
-    if missing or scores.empty:
-        raise UserError(f"{run}/scores.csv has no rows or lacks {missing}: export from a folder `layer-mteb run` wrote")
-    return scores
-
-
-def run_settings(scores: pd.DataFrame) -> tuple[str, str, int, EncodeConfig]:
-    """(model, revision, n_layers, encode settings) of a run of one model at one setting
-    (:func:`~layer_mteb.common.results.one_setting`; several is an error)."""
-    from layer_mteb.common.results import one_setting
-
-    rows = one_setting(scores)
-    row = rows.iloc[-1]
-    return str(row["model"]), str(row["revision"]), int(rows["n_layers"].max()), EncodeConfig.from_key(row)
 
 
 def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
@@ -274,10 +250,6 @@ def _summary(pick: pd.Series, n_picks: int) -> str:
 
 def _metrics(run: str) -> pd.DataFrame:
     """The run's metrics, or none (depth and baseline selectors need none)."""
-    import pandas as pd
+    from layer_mteb.common.run_folder import RunFolder
 
-    from layer_mteb.metrics.table import METRIC_COLUMNS, METRICS_FILE, read_metrics
-
-    if not (Path(run) / METRICS_FILE).is_file():
-        return pd.DataFrame(columns=METRIC_COLUMNS)
-    return read_metrics(run)
+    return RunFolder(run).metrics(missing_ok=True)

@@ -17,8 +17,7 @@ from typing import Any
 from layer_mteb.cli.console import PROG
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_files import SCORES_FILE
-from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
@@ -279,11 +278,10 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision,
     texts (its tasks' own) and data folder, and its encode settings (the readout stays the options'); a different
     setting given beside ``--run`` is refused."""
-    from layer_mteb.common.results import one_setting, read_scores
     from layer_mteb.model.names import packaged_name
 
     check_runs([args.run])
-    scores = one_setting(read_scores(args.run))
+    scores = RunFolder(args.run).one_setting()
     row = scores.iloc[-1]
     name, revision = str(row["model"]), str(row["revision"])
     given = [f"--{o.replace('_', '-')}" for o, default in ENCODE_DEFAULTS.items() if getattr(args, o) != default]
@@ -292,7 +290,7 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     if given:
         raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
     run_config = EncodeConfig.from_key(row)
-    declared = declared_tasks(Path(args.run))  # a custom task's texts are found through the file declaring it
+    declared = RunFolder(args.run).declared_tasks()  # a custom task's texts are found through the file declaring it
     texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
     texts = ",".join(
         f"{TASK_TEXTS}{declared[texts_task(s)]}" if s.startswith(TASK_TEXTS) and texts_task(s) in declared else s
@@ -300,7 +298,7 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     )
     data_dir = args.data_dir
     if data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
-        recorded = recorded_data_dir(Path(args.run))
+        recorded = RunFolder(args.run).recorded_data_dir()
         data_dir = None if recorded is None else str(recorded)
     model, run_revision = args.model, None
     if model is None:

@@ -126,13 +126,13 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.select import best_lines, run_leaderboard, select_layers
     from layer_mteb.cli.console import print_cheapest, print_leaderboard
-    from layer_mteb.common.run_files import selection_file
+    from layer_mteb.common.run_folder import selection_file
 
     if settings.labels is not None:
         _select_by_labels(settings)
         return
     from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, describe_agreement
-    from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
+    from layer_mteb.common.run_folder import AGREEMENT_FILE
 
     run, by = settings.run, settings.by
     reads_curves = by in READS_AGREEMENT or (by == "auto" and (Path(run) / AGREEMENT_FILE).is_file())
@@ -192,8 +192,7 @@ def _compute_missing_curves(settings: Settings, options) -> None:
 
 def _select_by_labels(settings: Settings) -> None:
     from layer_mteb.analysis.labels.budget import select_with_labels
-    from layer_mteb.common.files import atomic_write
-    from layer_mteb.common.run_files import labels_file
+    from layer_mteb.common.run_folder import RunFolder, labels_file
 
     picks = select_with_labels(
         settings.run,
@@ -204,8 +203,7 @@ def _select_by_labels(settings: Settings) -> None:
         workers=settings.eval_workers,
         data_dir=settings.data_dir,
     )
-    path = Path(settings.run) / labels_file(settings.labels)
-    atomic_write(path, lambda tmp: picks.to_csv(tmp, index=False, float_format="%.6f"))
+    path = RunFolder(settings.run).write_table(labels_file(settings.labels), picks, float_format="%.6f")
     shown = ["task", "chosen_layer", "chosen_score", "best_layer", "regret", "gain", "mean_regret", "regret_std"]
     print(picks[[*shown, "picks", "seconds"]].round(4).to_string(index=False))
     means = picks[["regret", "gain", "mean_regret"]].mean().round(4)

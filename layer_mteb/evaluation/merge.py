@@ -8,14 +8,14 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import combine_scores, read_scores, read_scores_if_any, write_scores
-from layer_mteb.common.run_files import SCORES_FILE, shard_pattern, sharded
+from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
 
 
 def merge_shards(output: str | Path) -> pd.DataFrame:
     """Join the shard tables of a run folder into its ``scores.csv`` (after a SLURM array, say)."""
     output = Path(output)
-    files = sorted(output.glob(shard_pattern(SCORES_FILE)))
+    folder = RunFolder(output)
+    files = folder.shard_score_files()
     if not files:
         raise UserError(f"no shard tables (scores.shard-I-of-N.csv) in {output}")
     counts = {int(f.name.split("-of-")[1].split(".")[0]) for f in files}
@@ -25,10 +25,9 @@ def merge_shards(output: str | Path) -> pd.DataFrame:
     missing = [i for i in range(n) if not (output / sharded(SCORES_FILE, (i, n))).exists()]
     if missing:
         raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
-    shards = pd.concat([pd.read_csv(f) for f in files], ignore_index=True).to_dict("records")
-    frame = combine_scores(read_scores_if_any(output), shards)  # rows of earlier runs in the folder stay
-    write_scores(frame, output)
-    return frame
+    tables = [RunFolder(output, (i, n)).scores(missing_ok=True) for i in range(n)]
+    shards = pd.concat(tables, ignore_index=True).to_dict("records")
+    return folder.update_scores(folder.scores(missing_ok=True), shards)  # rows of earlier runs in the folder stay
 
 
 def merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:
@@ -41,4 +40,4 @@ def merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:
     if shard[0] == 0:
         merge_shards(output)
     dist.barrier()
-    return read_scores(output)
+    return RunFolder(output).scores(missing_ok=True)

@@ -10,7 +10,7 @@ import mteb
 from mteb.cache import ResultCache
 from mteb.results import TaskResult
 
-from layer_mteb.common.results import score_rows
+from layer_mteb.common.run_tables import score_rows
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.tasks.state import TaskRandomState
 

@@ -14,19 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_files import SCORES_FILE, shard_pattern
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.model.names import model_kind, recorded_name
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -193,21 +190,6 @@ class FolderRuns:
             )
 
 
-def held_scores(output: Path) -> pd.DataFrame | None:
-    """Every score row the folder holds: ``scores.csv`` and the shard tables not merged yet; None when it holds
-    none (read without pandas, so ``run``'s up-front checks stay light for a new folder)."""
-    paths = [p for p in [output / SCORES_FILE, *sorted(output.glob(shard_pattern(SCORES_FILE)))] if p.is_file()]
-    if not paths:
-        return None
-    import pandas as pd
-
-    from layer_mteb.common.results import with_legacy_settings
-
-    parts = [with_legacy_settings(pd.read_csv(path)) for path in paths]
-    parts = [p for p in parts if not p.empty]
-    return pd.concat(parts, ignore_index=True) if parts else None
-
-
 def check_output(
     output: Path | None, models: Sequence[object], revisions: Sequence[str | None], config: EncodeConfig
 ) -> FolderRuns | None:
@@ -216,19 +198,10 @@ def check_output(
     :class:`UserError` naming the fix."""
     if output is None or not output.is_dir():
         return None
-    held = held_scores(output)
+    held = RunFolder(output).held_setting()
     if held is None:
         return None
-    settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
-    named = settings[settings["attention"] != NATIVE]
-    if len(settings[list(STATED)].drop_duplicates()) > 1 or named["attention"].nunique() > 1:
-        raise UserError(
-            f"{output} already holds scores of several settings: give a new --output (a run folder holds one setting)"
-        )
-    setting = settings.iloc[0].to_dict()
-    if not named.empty:
-        setting["attention"] = str(named["attention"].iloc[0])
-    runs = frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True))
+    runs, setting = held
     _check_setting(output, setting, config, runs)
     requested = [_identity(model, revision) for model in models for revision in revisions]
     within = all(any(_matches(r, run) for run in runs) for r in requested)

@@ -18,9 +18,8 @@ from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
-from layer_mteb.common.results import combine_scores, read_scores_if_any, tidy_scores, write_scores
-from layer_mteb.common.run_files import MTEB_FOLDER, RUN_LOG, SCORES_FILE, sharded
-from layer_mteb.common.run_log import read_run_log
+from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
+from layer_mteb.common.run_tables import tidy_scores
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
@@ -29,8 +28,7 @@ from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder
 from layer_mteb.evaluation.plan import parse_layers, task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
-from layer_mteb.evaluation.runlog import time_record, warn_stale_side_files, write_run_log
-from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers
+from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.custom import declared_in
@@ -129,18 +127,11 @@ class _Record:
 
     def __post_init__(self) -> None:
         # what the folder already holds (other tasks or layers) stays; this run adds or replaces its own
-        self.kept = read_scores_if_any(self.output, self.scores_name) if self.output is not None else None
-        self.kept_log = read_run_log(self.output / self.log_name) if self.output is not None else []
+        self.folder = RunFolder(self.output, self.shard) if self.output is not None else None
+        self.kept = self.folder.scores(missing_ok=True) if self.folder is not None else None
+        self.kept_log = self.folder.log() if self.folder is not None else []
         # the folders this sweep may create, known before it creates any
         self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
-
-    @property
-    def scores_name(self) -> str:
-        return sharded(SCORES_FILE, self.shard)
-
-    @property
-    def log_name(self) -> str:
-        return sharded(RUN_LOG, self.shard)
 
     def model_ready(self, loaded: LoadedModel, ran: str | None) -> None:
         """Note the model's own attention when this run shows it: what ran when none was asked, or the only one an
@@ -153,18 +144,18 @@ class _Record:
         self._write_scores()
 
     def _write_scores(self) -> None:
-        if self.output is not None:
-            write_scores(combine_scores(self.kept, self.rows, self.own_attention), self.output, self.scores_name)
+        if self.folder is not None:
+            self.folder.update_scores(self.kept, self.rows, self.own_attention)
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
-        if self.output is not None:
-            write_run_log(self.output / self.log_name, self.kept_log, self.log)
+        if self.folder is not None:
+            self.folder.write_log(self.kept_log, self.log)
 
     def finish(self) -> None:
         self._write_scores()  # an empty shard still leaves its (empty) table for the merge
-        if self.output is not None and self.rows:
-            warn_stale_side_files(self.output)
+        if self.folder is not None and self.rows:
+            RunFolder(self.output).warn_stale_side_files()
 
 
 def _sweep_task(
@@ -313,8 +304,6 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
     """The task's own-text metrics over every text its evaluator encodes. Token metrics stream through the forward
     pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
     reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
-    from layer_mteb.metrics.table import write_metrics
-
     if not len(cache):
         cache.fill(texts_mteb_encodes(task) or [])  # observed through the cache's own observer
     if not len(cache):
@@ -326,4 +315,4 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
         metrics.observe_again(texts, settings.encode, progress=progress)
     frame = metrics.rows(task.metadata.name, cache.vectors(texts), settings.encode)
     if not frame.empty:
-        write_metrics(frame, output)
+        RunFolder(output).update_metrics(frame)

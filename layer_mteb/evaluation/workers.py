@@ -147,3 +147,25 @@ def _timed(score_layer: ScoreLayer, layer: int, show_warnings: bool) -> tuple[li
     with counted_warnings(show_warnings) as seen:
         rows = score_layer(layer)
     return rows, time.perf_counter() - start, dict(seen)
+
+
+def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_encoded: int) -> dict[str, object]:
+    """A task's time breakdown for its ``run.json`` entry.
+
+    ``seconds``: the task's wall time and each phase (``evaluators`` summed over layers, whichever process ran
+    them). ``forward_texts_per_second``: texts encoded per second in the model. ``overhead_ratio``: wall time over
+    the time the two unavoidable parts would take back to back, the model's forward and the evaluators spread over
+    the cores that ran them (1.0 = nothing else costs time); None when nothing was encoded or evaluated.
+    ``peak_rss_bytes``: the process's peak so far (and of its finished evaluation workers), not this task's alone.
+    """
+    from layer_mteb.common.timing import peak_rss_bytes  # loads torch: not before the command line's checks
+
+    seconds = {"wall": wall, **phases}
+    forward, evaluators = phases.get("forward", 0.0), phases.get("evaluators", 0.0)
+    bare = forward + evaluators / max(1, min(eval_workers, usable_cpus()))
+    return {
+        "seconds": {phase: round(value, 3) for phase, value in seconds.items()},
+        "forward_texts_per_second": round(texts_encoded / forward, 1) if forward > 0 and texts_encoded else None,
+        "overhead_ratio": round(wall / bare, 3) if bare > 0 else None,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }

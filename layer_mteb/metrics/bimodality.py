@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_tables import DIP_COLUMNS
 
 #: the per-prompt normalisation the dip test reads: ÷ min(log N, log D), the paper's prompt entropy
 DIP_NORMALIZATION = "maxEntropy"
-DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
 #: the smallest sample the dip test is run on (its tables start at n = 4)
 MIN_SAMPLE = 4
 

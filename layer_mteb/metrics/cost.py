@@ -30,10 +30,8 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
-from layer_mteb.common.results import layer_columns, one_setting, read_scores, scores_config
-from layer_mteb.common.run_files import COST_FILE
-from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import layer_columns
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
@@ -220,15 +218,16 @@ def run_cost(
     ``placement`` (``batch_size``, ``max_batch_tokens``, ``device``) is not recorded in the run and so is given.
     """
     settings = settings or CostSettings()
-    scores = one_setting(read_scores(run))
-    name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
-    config = scores_config(scores, **placement)
-    declared = declared_tasks(Path(run))  # a custom task is found again through the task file that declared it
+    folder = RunFolder(run)
+    scores = folder.one_setting()
+    scored = folder.setting(scores, **placement)
+    name, revision, config = scored.model, scored.revision, scored.config
+    declared = folder.declared_tasks()  # a custom task is found again through the task file that declared it
     own = [f"{TASK_TEXTS}{declared.get(task, task)}" for task in sorted(set(scores["task"]))]
     sources = text_sources(texts) if texts else own
     loaded = load_scored_model(name, revision, config, model)
-    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded_data_dir(Path(run)))
+    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or folder.recorded_data_dir())
     frame = measure_cost(loaded, sample, config, settings)
     frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
-    atomic_write(Path(run) / COST_FILE, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.6g"))
+    folder.write_cost(frame)
     return frame

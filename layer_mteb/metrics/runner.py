@@ -20,7 +20,8 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import layer_columns
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import layer_columns, tidy_metrics
 from layer_mteb.metrics.augment import augment
 from layer_mteb.metrics.representation import (
     Normalization,
@@ -32,7 +33,6 @@ from layer_mteb.metrics.representation import (
     token_curvatures,
     token_entropies,
 )
-from layer_mteb.metrics.table import tidy_metrics, write_metrics
 from layer_mteb.metrics.texts import TextSource, encoded_source, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
@@ -216,7 +216,7 @@ def compute_metrics(
 
     frame = tidy_metrics(rows)
     if output is not None:
-        write_metrics(frame, output)
+        RunFolder(output).update_metrics(frame)
     return frame
 
 

@@ -27,11 +27,12 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_tables import STRESS_COLUMNS
 from layer_mteb.metrics.bimodality import dip_table
 from layer_mteb.metrics.perturb import TESTS, perturb, random_prompts, special_ends, vocabulary_size
 from layer_mteb.metrics.representation import normalize_entropy
 from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
-from layer_mteb.metrics.stress_table import STRESS_COLUMNS, record_run, write_stress
 from layer_mteb.metrics.texts import load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
@@ -130,10 +131,11 @@ def run_stress(
     dips = pd.concat([plain, dips], ignore_index=True) if not plain.empty else dips
     if output is not None:
         seconds = time.perf_counter() - started
-        write_stress(values, dips, output, compress=compress)
+        folder = RunFolder(output)
+        folder.update_stress(values, dips, compress=compress)
         about = {"model": model.name, "revision": model.revision, "texts": texts, "readout": config.readout}
         entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
-        record_run(output, {**entry, "encode": config.key()})
+        folder.record_stress_run({**entry, "encode": config.key()})
     return values, dips
 
 

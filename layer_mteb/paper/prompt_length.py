@@ -26,7 +26,7 @@ from layer_mteb.analysis.report.stress_report import (
 )
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.common.files import atomic_write
-from layer_mteb.metrics.stress_table import read_dips, read_stress
+from layer_mteb.common.run_folder import RunFolder
 
 RELEASE_FILE = "official_prompt_length_entropy.csv.gz"
 COLUMNS = ["model", "prompt_length", "layer", "normalization", "mean", "std"]
@@ -43,7 +43,7 @@ def our_curves(runs: list[Path]) -> pd.DataFrame:
     """The length test of every run that has one, in the release's normalisations."""
     parts = []
     for run in runs:
-        values = read_stress(run, missing_ok=True)
+        values = RunFolder(run).stress(missing_ok=True)
         values = values[(values["test"] == "length") & values["normalization"].isin(["raw", "maxEntropy"])]
         if not values.empty:
             curves = stress_curves(values).rename(columns={"level": "prompt_length"})
@@ -65,11 +65,11 @@ def reproduce(release: Path | pd.DataFrame | None, runs: list[Path], output: Pat
 
 def _summary(runs: list[Path], curves: pd.DataFrame, path: Path) -> list[Path]:
     """``stress.md`` from the runs' stress and dip tables and the length curves (nothing when no run has any)."""
-    stressed = [run for run in runs if not read_stress(run, missing_ok=True).empty]
+    stressed = [run for run in runs if not RunFolder(run).stress(missing_ok=True).empty]
     if not stressed:
         return []
-    values = pd.concat([read_stress(run) for run in stressed], ignore_index=True)
-    dips = pd.concat([read_dips(run, missing_ok=True) for run in stressed], ignore_index=True)
+    values = pd.concat([RunFolder(run).stress() for run in stressed], ignore_index=True)
+    dips = pd.concat([RunFolder(run).dips(missing_ok=True) for run in stressed], ignore_index=True)
     markdown = stress_markdown(model_summary(values, dips), length_minima(curves))
     atomic_write(path, lambda tmp: Path(tmp).write_text(markdown + "\n"))
     return [path]

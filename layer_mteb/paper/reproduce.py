@@ -26,8 +26,7 @@ from layer_mteb.analysis.study import engine
 from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
-from layer_mteb.common.results import read_scores
-from layer_mteb.metrics.table import METRICS_FILE
+from layer_mteb.common.run_folder import METRICS_FILE, RunFolder
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.paper import paper_figures, prompt_length, wikitext
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
@@ -54,8 +53,9 @@ def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
 
     Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
     (other settings, missing columns) is an error, not a run silently left out of the correlations and the study."""
-    if not (run / METRICS_FILE).is_file():
-        return read_scores(run), None
+    folder = RunFolder(run)
+    if not folder.file(METRICS_FILE).is_file():
+        return folder.scores(), None
     return load_run(run, None, None, "auto")
 
 

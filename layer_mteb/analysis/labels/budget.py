@@ -28,11 +28,8 @@ from layer_mteb.analysis.labels.labelled import (
     report_scorer_warnings,
 )
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
-from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import one_setting, scores_config
-from layer_mteb.common.run_files import SCORES_FILE
-from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
@@ -77,19 +74,20 @@ def run_tasks(
     ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
     folder, say); a packaged model is found from its hub id and revision.
     """
-    scores = one_setting(read_run_scores(Path(run)))
+    run_folder = RunFolder(run)
+    scores = run_folder.one_setting()
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
         if unknown:
             raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
-    name, revision = str(scores["model"].iloc[0]), str(scores["revision"].iloc[0])
-    config = scores_config(scores)
+    scored = run_folder.setting(scores)
+    name, revision, config = scored.model, scored.revision, scored.config
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
-    folder = data_dir_from_env(data_dir or recorded_data_dir(Path(run)))
-    declared = declared_tasks(Path(run))  # custom tasks: the task file that declared each
+    folder = data_dir_from_env(data_dir or run_folder.recorded_data_dir())
+    declared = run_folder.declared_tasks()  # custom tasks: the task file that declared each
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
         _, (spec,) = select_tasks(declared.get(str(task_name), str(task_name)), folder)

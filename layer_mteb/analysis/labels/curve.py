@@ -26,15 +26,12 @@ from layer_mteb.analysis.labels.budget import (
     run_tasks,
 )
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.folders import read_run_scores
 from layer_mteb.analysis.selection.agreement import AGREEMENT
 from layer_mteb.analysis.selection.select import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
-from layer_mteb.common.results import one_setting
+from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
-from layer_mteb.metrics.table import read_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +58,7 @@ def curve_rows(
     With ``parts`` (a folder), each task's rows are saved there as the task finishes and a later call with the same
     run, K values, draws and seed reads them back instead of measuring again: an interrupted curve resumes.
     ``model`` loads the run's model when its name is not loadable as it stands (see :func:`run_tasks`)."""
-    scores = one_setting(read_run_scores(Path(run)))
+    scores = RunFolder(run).one_setting()
     wanted = sorted(set(scores["task"]) if tasks is None else set(tasks))
     folder = _parts_folder(parts, scores, ks, draws, seed) if parts is not None else None
     done = {task: pd.read_csv(folder / f"{task}.csv", dtype={"k": str}) for task in wanted if _has_part(folder, task)}
@@ -124,14 +121,15 @@ def baseline_rows(run: str | Path) -> pd.DataFrame:
     encoder (where ``agreement.csv`` holds its curves) and the best label-free selector (lowest mean regret, agreement
     included; the oracle excluded), from the same full-split scores. Without ``metrics.csv`` only the last layer
     and agreement."""
-    scores = one_setting(read_run_scores(Path(run)))
+    folder = RunFolder(run)
+    scores = folder.one_setting()
     model = str(scores["model"].iloc[0])
     try:
-        selection = select_layers(scores=scores, metrics=read_metrics(run), per_task=True)
+        selection = select_layers(scores=scores, metrics=folder.metrics(), per_task=True)
     except UserError as err:
         logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", run, err)
         selection = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
-    if (Path(run) / AGREEMENT_FILE).is_file():  # agreement with the reference encoder, where its curves are stored
+    if folder.file(AGREEMENT_FILE).is_file():  # agreement with the reference encoder, where its curves are stored
         agreed = select_layers(run, by=AGREEMENT, write=False)
         selection = pd.concat([selection, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
     board = leaderboard(selection[selection["selector"] != "oracle"])
@@ -250,7 +248,7 @@ def write_curve(
     plot_curve(curve, baselines, output / FIGURE_FILE)
     if not baselines_only:  # every measured row is in the curve now: these runs' resume points have done their job
         for run in runs:
-            folder = _parts_folder(output / PARTS, one_setting(read_run_scores(Path(run))), ks, draws, seed)
+            folder = _parts_folder(output / PARTS, RunFolder(run).one_setting(), ks, draws, seed)
             shutil.rmtree(folder, ignore_errors=True)
         if (output / PARTS).is_dir() and not any((output / PARTS).iterdir()):
             (output / PARTS).rmdir()  # another measurement may still be using its own folder in there

@@ -19,9 +19,8 @@ from matplotlib.figure import Figure
 from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.report.markdown import integer, markdown_table, score, text
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.analysis.selection.tradeoff import cheapest_layers, cost_curves, read_cost
-from layer_mteb.common.results import read_scores
-from layer_mteb.common.run_files import COST_FILE
+from layer_mteb.analysis.selection.tradeoff import cheapest_layers, cost_curves
+from layer_mteb.common.run_folder import COST_FILE, RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +44,8 @@ def _seconds(value: object) -> str:
 
 def cost_quality(folders: Sequence[Path], stem: Path) -> list[Path]:
     """Write the figure (when some run has ``cost.csv``) and the table of cheapest layers of ``folders``."""
-    scores = [read_scores(folder) for folder in folders]
-    costs = [read_cost(folder) for folder in folders]
+    scores = [RunFolder(folder).scores() for folder in folders]
+    costs = [RunFolder(folder).cost() for folder in folders]
     if all(cost is None for cost in costs):
         logger.info("no cost figure: no run has %s (`layer-mteb cost --run RUN` measures one)", COST_FILE)
     for folder, run_scores, cost in zip(folders, scores, costs, strict=True):

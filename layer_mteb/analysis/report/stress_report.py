@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from layer_mteb.analysis.report.figures import save, slug, style
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
 from layer_mteb.analysis.rules import last_layer_of
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, most_bimodal_layer
-from layer_mteb.metrics.stress_table import read_dips, read_stress
 
 TITLES = {"randomness": "randomness p", "repetition": "repetition p", "length": "prompt length (tokens)"}
 
@@ -91,10 +91,10 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
 
 def run_figures(run: Path, output: Path) -> list[Path]:
     """Both figures of every model in a run folder's stress results (nothing when it has none)."""
-    values = read_stress(run, missing_ok=True)
+    values = RunFolder(run).stress(missing_ok=True)
     if values.empty:
         return []
-    dips = read_dips(run, missing_ok=True)
+    dips = RunFolder(run).dips(missing_ok=True)
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for model in sorted(values["model"].unique()):

@@ -1,10 +1,10 @@
-"""The one reader of run folders: one run's scores with the metrics that match its settings (:func:`load_run`, for
-selection and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
-``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
+"""Run folders for analysis, each file read through :class:`~layer_mteb.common.run_folder.RunFolder`: one run's
+scores with the metrics that match its settings (:func:`load_run`, for selection and correlation); several runs for a
+report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``, ``correlation.csv``, :func:`load_runs`), with
+one label per model; and the authors' published per-layer scores."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +14,10 @@ import pandas as pd
 from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
-from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import one_setting_per_model, read_scores, with_legacy_settings
-from layer_mteb.common.run_files import MTEB_FOLDER, SCORES_FILE, SIDE_FILES
+from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder
+from layer_mteb.common.run_tables import one_setting_per_model
 from layer_mteb.metrics import METRIC_READOUTS
-from layer_mteb.metrics.table import read_metrics
 from layer_mteb.metrics.texts import task_source
 
 SIDE_KEYS = {
@@ -26,10 +25,7 @@ SIDE_KEYS = {
     "metrics": ("model", "layer", "texts", "metric", "readout"),
     "correlation": ("model", "metric", "method", "scope"),
 }
-REQUIRED_SCORE_COLUMNS = ("model", "layer", "n_layers", "task", "main_score")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
-#: The folder of the authors' released results (its SOURCE.md says what each file is).
-logger = logging.getLogger(__name__)
 
 
 def load_run(
@@ -50,13 +46,9 @@ def load_run(
         if run is None:
             raise UserError("give a run folder (--run) or both scores and metrics tables")
         if scores is None:
-            if not (Path(run) / SCORES_FILE).is_file():
-                raise UserError(
-                    f"no {SCORES_FILE} in {run}: run `layer-mteb run --model MODEL --tasks TASKS --output {run}` first"
-                )
-            scores = read_scores(run)
+            scores = RunFolder(run).scores()
         if metrics is None:
-            metrics = read_metrics(run)
+            metrics = RunFolder(run).metrics()
     if scores.empty:
         raise UserError("the scores table is empty")
     scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
@@ -114,14 +106,15 @@ def load_runs(folders: Iterable[str | Path]) -> Runs:
     folders = list(dict.fromkeys(Path(f) for f in folders))
     if not folders:
         raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
-    parts = [(folder, part) for folder in folders for part in _runs_in(read_run_scores(folder))]
+    parts = [(folder, part) for folder in folders for part in _runs_in(RunFolder(folder).scores())]
     labels = _labels([part for _, part in parts])
     scores, sides = [], {name: [] for name in SIDE_FILES}
     for (folder, part), label in zip(parts, labels, strict=True):
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
         for side_name, (file, _) in SIDE_FILES.items():
-            side = _side_rows(_as_report_rows(side_name, _read_side(folder / file)), str(part["model"].iloc[0]), alone)
+            rows = _as_report_rows(side_name, RunFolder(folder).side_table(file))
+            side = _side_rows(rows, str(part["model"].iloc[0]), alone)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
     merged = pd.concat(scores, ignore_index=True)
@@ -174,27 +167,6 @@ def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:
     return frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
 
 
-def read_run_scores(folder: Path) -> pd.DataFrame:
-    path = folder / SCORES_FILE
-    if not folder.is_dir():
-        raise UserError(f"run folder {str(folder)!r} does not exist: pass a folder written by `layer-mteb run`")
-    if not path.is_file():
-        raise UserError(f"{str(folder)!r} has no {SCORES_FILE}: pass a folder written by `layer-mteb run`")
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read {path}: {first_line(err)}") from None
-    missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise UserError(f"{path} lacks columns {missing}: re-run `layer-mteb run` to rewrite it")
-    if frame.empty:
-        raise UserError(f"{path} has no scores yet: let `layer-mteb run` finish at least one layer")
-    frame = with_legacy_settings(frame)
-    frame["layer"] = frame["layer"].astype(int)
-    frame["n_layers"] = frame["n_layers"].astype(int)
-    return frame
-
-
 def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
     """One label per run: the model name, plus the settings that tell apart runs of the same model."""
     names = [str(frame["model"].iloc[0]) for frame in frames]
@@ -205,23 +177,6 @@ def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
         differing = [k for k in config if len({c.get(k) for c in same}) > 1]
         labels.append(f"{name} ({', '.join(f'{k}={config[k]}' for k in differing)})" if differing else name)
     return labels
-
-
-def _read_side(path: Path) -> pd.DataFrame | None:
-    """An optional per-run file; absent or without rows means 'not there'. One that cannot be read or lacks a
-    ``model`` column is left out with a warning naming it: the report then lacks what it holds, which a user must
-    be told."""
-    if not path.is_file():
-        return None
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
-        return None
-    if "model" not in frame.columns:
-        logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
-        return None
-    return frame if not frame.empty else None
 
 
 def reference_path(path: str | Path | None = None) -> Path:

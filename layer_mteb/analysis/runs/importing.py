@@ -20,9 +20,8 @@ from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import SCORE_COLUMNS, tidy_scores
-from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE
-from layer_mteb.metrics.table import METRIC_COLUMNS
+from layer_mteb.common.run_folder import METRICS_FILE, SCORES_FILE, RunFolder
+from layer_mteb.common.run_tables import METRIC_COLUMNS, SCORE_COLUMNS, tidy_scores
 from layer_mteb.metrics.texts import source_task
 from layer_mteb.tasks.catalog import read_task_file, task_type
 
@@ -72,7 +71,7 @@ def release_depth(model: str) -> int | None:
 def import_folder(
     folder: str | Path, *, model: str | None = None, n_layers: int | None = None, split: str = "test"
 ) -> pd.DataFrame:
-    """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.results.SCORE_COLUMNS`).
+    """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.run_tables.SCORE_COLUMNS`).
 
     The layer comes from mteb's ``model_meta.json`` beside the file (``experiment_kwargs['layer']``, this project's
     runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where
@@ -265,9 +264,6 @@ def write_import(
 ) -> list[str]:
     """Import ``folder`` into ``output/scores.csv`` (and the model's rows of a metrics table into ``metrics.csv``);
     returns the lines to show: what was read and every missing layer. Nothing is written if anything fails."""
-    from layer_mteb.common.results import write_scores
-    from layer_mteb.metrics.table import write_metrics
-
     scores = import_folder(folder, model=model, n_layers=n_layers)
     names = scores["model"].unique().tolist()
     table = None
@@ -279,9 +275,10 @@ def write_import(
             raise UserError(f"{metrics} has no rows for model {source!r}; name it with --metrics-model")
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    write_scores(scores, out)
+    run = RunFolder(out)
+    run.write_scores(scores)
     if table is not None:
-        write_metrics(table, out)
+        run.update_metrics(table)
     lines = [
         f"{name}: {part['task'].nunique()} tasks, layers {part['layer'].min()}–{part['layer'].max()} "
         f"({len(part)} scores) -> {out / SCORES_FILE}"

@@ -17,19 +17,11 @@ import pandas as pd
 
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import LAYER_COLUMNS, read_scores
-from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
+from layer_mteb.common.run_tables import ID_METRIC, LAYER_COLUMNS, METRIC_COLUMNS, NO_REFERENCE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
-from layer_mteb.metrics.agreement.table import (
-    AGREEMENT_COLUMNS,
-    AGREEMENT_FILE,
-    ID_METRIC,
-    NO_REFERENCE,
-    read_agreement,
-)
-from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_source
 
 #: the selector (and the metric its curves become in the engine)
@@ -70,16 +62,17 @@ class AgreementOptions:
 def missing_curves(run: str | Path, options: AgreementOptions) -> list[str]:
     """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the curves' stage
     must compute before a pick reads them)."""
-    run = _scored(run)
+    run = Path(run)
+    tasks = _tasks(run)
     table = _stored(run)
-    return [task for task in _tasks(run) if _curve_rows(table, run, options, task).empty]
+    return [task for task in tasks if _curve_rows(table, run, options, task).empty]
 
 
 def agreement_metrics(run: str | Path, options: AgreementOptions) -> pd.DataFrame:
     """The run's stored agreement curves under ``options`` as ``metrics.csv`` rows (metric ``agreement``, texts
     ``task:<Task>``, the scores' settings), one curve per scored task that has one (:func:`missing_curves` names
     those that have none)."""
-    run = _scored(run)
+    run = Path(run)
     tasks = _tasks(run)
     table = _stored(run)
     rows = pd.concat([_curve_rows(table, run, options, task) for task in tasks], ignore_index=True)
@@ -101,23 +94,14 @@ def agreement_metrics(run: str | Path, options: AgreementOptions) -> pd.DataFram
     )
 
 
-def _scored(run: str | Path) -> Path:
-    """``run`` as a folder that holds ``scores.csv`` (else the error that says how to make one)."""
-    run = Path(run)
-    if not (run / SCORES_FILE).is_file():
-        raise UserError(
-            f"no {SCORES_FILE} in {run}: run `layer-mteb run --model MODEL --tasks TASKS --output {run}` first"
-        )
-    return run
-
-
 def _tasks(run: Path) -> list[str]:
-    return sorted(set(read_scores(run)["task"].astype(str)))
+    """The run's scored tasks (a folder without ``scores.csv`` is the error that says how to make one)."""
+    return sorted(set(RunFolder(run).scores()["task"].astype(str)))
 
 
 def _stored(run: Path) -> pd.DataFrame:
     """The run's ``agreement.csv``, read once per pick (empty when there is none yet)."""
-    return read_agreement(run) if (run / AGREEMENT_FILE).is_file() else pd.DataFrame(columns=AGREEMENT_COLUMNS)
+    return RunFolder(run).agreement(missing_ok=True)
 
 
 def _curve_rows(table: pd.DataFrame, run: Path, options: AgreementOptions, task: str) -> pd.DataFrame:
@@ -155,9 +139,9 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
-    from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
-
-    return len(sample_texts(declared_tasks(run).get(task, task), options.n, options.seed, recorded_data_dir(run)))
+    folder = RunFolder(run)
+    texts = sample_texts(folder.declared_tasks().get(task, task), options.n, options.seed, folder.recorded_data_dir())
+    return len(texts)
 
 
 def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, options: AgreementOptions) -> list[str]:
@@ -165,7 +149,7 @@ def describe_agreement(run: str | Path, selection: pd.DataFrame, by: str, option
     ``--by auto`` applied and why (agreement for a base model whose run has its curves, else the shipped policy)."""
     from layer_mteb.analysis.selection.auto import AUTO, kind_of, load_policy
 
-    scores, lines = read_scores(run), []
+    scores, lines = RunFolder(run).scores(), []
     for model in selection["model"].astype(str).unique():
         part = scores[scores["model"] == model]
         pooling = str(part["pooling"].iloc[0]) if "pooling" in part else "mean"

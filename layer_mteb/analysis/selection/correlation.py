@@ -21,8 +21,7 @@ from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
-from layer_mteb.common.run_files import CORRELATION_FILE
+from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
 from layer_mteb.metrics.texts import source_task
 
 logger = logging.getLogger(__name__)
@@ -157,7 +156,7 @@ def correlate(
         raise UserError(f"nothing to correlate: scores and metrics share fewer than {MIN_LAYERS} layers that vary")
     frame = pd.DataFrame(rows, columns=CORRELATION_COLUMNS)
     if run is not None:
-        atomic_write(Path(run) / CORRELATION_FILE, lambda tmp: frame.to_csv(tmp, index=False))
+        RunFolder(run).write_table(CORRELATION_FILE, frame)
     return frame
 
 

@@ -28,12 +28,9 @@ from layer_mteb.analysis.selection.selectors import (
     evaluate,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
-from layer_mteb.common.results import read_scores
-from layer_mteb.common.run_files import METRICS_FILE, SCORES_FILE, selection_file
+from layer_mteb.common.run_folder import AGREEMENT_FILE, METRICS_FILE, SCORES_FILE, RunFolder, selection_file
+from layer_mteb.common.run_tables import METRIC_COLUMNS
 from layer_mteb.metrics import DIRECTIONS
-from layer_mteb.metrics.agreement.table import AGREEMENT_FILE
-from layer_mteb.metrics.table import METRIC_COLUMNS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
 
 
@@ -70,7 +67,7 @@ def select_layers(
     frame = _select(scores, metrics, by, per_task, agreed)
     if run is not None and write:  # the file keeps both scopes, so the report has the global and the per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task, agreed)], ignore_index=True)
-        atomic_write(Path(run) / selection_file(by), lambda tmp: both.to_csv(tmp, index=False))
+        RunFolder(run).write_table(selection_file(by), both)
     return frame
 
 
@@ -81,7 +78,7 @@ def _no_metrics_needed(by: str | list[str] | None, run: Path) -> pd.DataFrame | 
     if by is None or not isinstance(by, str) or by in DIRECTIONS or not (run / SCORES_FILE).is_file():
         return None
     if by == AUTO:
-        scores = read_scores(run)
+        scores = RunFolder(run).scores()
         policy = load_policy()
         names = [
             name
@@ -262,10 +259,10 @@ def run_leaderboard(
     metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
     (a general source such as WikiText would pick in both scopes)."""
     within = ["model"] if selection["model"].nunique() > 1 else []  # a run of several models: ranked per model
-    board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(read_scores(run)))
+    board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(RunFolder(run).scores()))
     if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
         return board, None
-    both = pd.read_csv(Path(run) / selection_file(by))
+    both = RunFolder(run).selection(by)
     per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
     if per_task.empty:
         return board, None
@@ -281,7 +278,7 @@ def best_lines(run: str | Path, selection: pd.DataFrame) -> list[str]:
     (:func:`~layer_mteb.analysis.rules.best_line`): every mode prints the same two bests, one layer for every task
     and each task's own best layer, and says which of them its regret is against."""
     per_task = not (selection["task"] == MEAN).all()
-    scores = read_scores(run)
+    scores = RunFolder(run).scores()
     return [
         best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
         for model, part in scores.groupby("model", sort=False)

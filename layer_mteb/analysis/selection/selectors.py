@@ -20,9 +20,9 @@ from layer_mteb.analysis.selection.selector_names import (
     unknown_selector_message,
 )
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_tables import ID_METRIC
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
-from layer_mteb.metrics.agreement.table import ID_METRIC
 from layer_mteb.metrics.texts import task_source
 
 

@@ -15,9 +15,8 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import cheapest_within, extremum_layer
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.results import one_setting_per_model, read_scores
-from layer_mteb.common.run_files import COST_FILE
+from layer_mteb.common.run_folder import COST_FILE, RunFolder
+from layer_mteb.common.run_tables import one_setting_per_model
 
 CHEAPEST_COLUMNS = [
     "model",
@@ -34,21 +33,6 @@ CHEAPEST_COLUMNS = [
     "full_seconds_per_1000_texts",
 ]
 COST_CURVE_COLUMNS = ["model", "layer", "n_layers", "score", "flops_fraction", "seconds_per_1000_texts"]
-
-
-def read_cost(run: str | Path) -> pd.DataFrame | None:
-    """A run's ``cost.csv``, or None when it has none; an unreadable one is a :class:`UserError`."""
-    path = Path(run) / COST_FILE
-    if not path.is_file():
-        return None
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read {path}: {first_line(err)}") from None
-    missing = {"model", "layer", "flops_fraction", "seconds_per_1000_texts"} - set(frame.columns)
-    if missing:
-        raise UserError(f"{path} lacks columns {sorted(missing)}: rerun `layer-mteb cost --run {run}`")
-    return frame
 
 
 def _scope_curves(scores: pd.DataFrame) -> dict[str, tuple[int, pd.Series]]:
@@ -129,4 +113,5 @@ def cheapest_line(row: pd.Series, run: str | Path | None = None) -> str:
 
 def run_cheapest(run: str | Path) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
-    return cheapest_layers(one_setting_per_model(read_scores(run)), read_cost(run))
+    folder = RunFolder(run)
+    return cheapest_layers(one_setting_per_model(folder.scores()), folder.cost())

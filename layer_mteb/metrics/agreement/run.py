@@ -4,7 +4,7 @@
 settings made the scores; ``n`` texts of the task's evaluation splits are drawn (labels never read); every layer's
 pooled vectors of them come from the run's vector store (:func:`~layer_mteb.vectors.store.store_folder`), or from
 one forward pass of the sample that is then added to it; the reference encodes the same texts; and the curves go
-to ``agreement.csv`` (:mod:`.table`).
+to ``agreement.csv`` (:meth:`~layer_mteb.common.run_folder.RunFolder.update_agreement`).
 
 Samples nest: the sample of ``n`` texts for a seed is the first ``n`` of one seeded permutation of the task's
 unique texts, so a study draws its largest sample once and reads every smaller one off it.
@@ -24,8 +24,8 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.results import SCORES_FILE, layer_columns, one_setting, read_scores, scores_config
-from layer_mteb.common.run_log import declared_tasks, recorded_data_dir
+from layer_mteb.common.run_folder import RunFolder, ScoredSetting
+from layer_mteb.common.run_tables import ID_METRIC, NO_REFERENCE, layer_columns, tidy_agreement
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
 from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
@@ -39,7 +39,6 @@ from layer_mteb.metrics.agreement.measures import (
     treat_outliers,
 )
 from layer_mteb.metrics.agreement.reference import Reference, default_reference, is_same_model, load_reference
-from layer_mteb.metrics.agreement.table import ID_METRIC, NO_REFERENCE, tidy_agreement, write_agreement
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
@@ -50,30 +49,7 @@ from layer_mteb.vectors.store import LayerCache, store_folder
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ScoredRun:
-    """What a run folder's ``scores.csv`` says made its scores."""
-
-    model: str
-    revision: str
-    config: EncodeConfig
-
-
-def scored_run(run_dir: str | Path, device: str | None = None) -> ScoredRun:
-    """The one (model, revision, settings) of ``run_dir/scores.csv`` (:func:`~layer_mteb.common.results.one_setting`,
-    as every command that reloads a run's model reads it); a folder with none or several is an error."""
-    path = Path(run_dir) / SCORES_FILE
-    if not path.is_file():
-        raise UserError(
-            f"no {SCORES_FILE} in {run_dir}: score the model first "
-            f"(`layer-mteb run --model MODEL --tasks TASKS --output {run_dir}`)"
-        )
-    scores = one_setting(read_scores(run_dir))
-    config = scores_config(scores, **({"device": device} if device else {}))
-    return ScoredRun(str(scores["model"].iloc[0]), str(scores["revision"].iloc[0]), config)
-
-
-def model_source(run: ScoredRun) -> str:
+def model_source(run: ScoredSetting) -> str:
     """What to load for ``run``: the packaged model with its hub id and revision, else the hub id itself."""
     for name, packaged in PACKAGED_MODELS.items():
         if packaged.hub_id == run.model:
@@ -195,13 +171,14 @@ def agreement_curves(
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     if not tasks:
         raise UserError("agreement needs at least one task")
-    run = scored_run(run_dir)
+    folder = RunFolder(run_dir)
+    run = folder.setting()
     source = model or model_source(run)
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
     references = references_for(run.model, reference, run.config.device, seed)
     frames = []
-    declared = declared_tasks(Path(run_dir))  # a custom task's texts are found through its task file
-    data_dir = data_dir or recorded_data_dir(Path(run_dir))
+    declared = folder.declared_tasks()  # a custom task's texts are found through its task file
+    data_dir = data_dir or folder.recorded_data_dir()
     for task in tasks:
         texts = sample_texts(declared.get(task, task), n, seed, data_dir)
         lexical = {
@@ -214,5 +191,5 @@ def agreement_curves(
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
         frames.append(tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k])))
         if write:
-            write_agreement(frames[-1], run_dir)
+            folder.update_agreement(frames[-1])
     return tidy_agreement(pd.concat(frames, ignore_index=True))

@@ -1,17 +1,29 @@
-"""The tidy results table: one row per (task, layer, subset), keyed by integer layer, written atomically."""
+"""The tables of a run folder as frames: each table's columns, row order and key, and the one update every table
+shares (rows of the new table's keys replace the stored ones, every other stored row stays). Files are read and
+written only by :class:`~layer_mteb.common.run_folder.RunFolder`; this module holds what needs pandas.
+
+- ``scores.csv``: one row per (task, layer, subset) with mteb's main score, keyed by integer layer, and the run's
+  one model and setting read back from it (:func:`one_setting`).
+- ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>`` (its
+  evaluation-split texts), ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``;
+  ``n`` counts the prompts the value is over. Rerunning a source with the same settings replaces its rows, so WikiText
+  and each task's own-text metrics sit together (``task:`` and ``encoded:`` rows of a task are different sources).
+- ``agreement.csv``: per-layer agreement and intrinsic-dimension curves per (task, reference, metric, outlier, n, k,
+  seed, settings); ``reference`` is :data:`NO_REFERENCE` for the ID, which reads none; ``k`` is 0 where none applies.
+- ``stress.csv`` (or ``stress.csv.gz``, the same rows gzipped with no timestamp) and ``dip.csv``: per-prompt entropy
+  of the stress tests and the dip test per layer, per (model, texts, readout, test).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pandas as pd
 
 from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
-from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
-from layer_mteb.common.run_files import SCORES_FILE
+from layer_mteb.common.errors import UserError, first_line
 
 
 class LayerId(TypedDict):
@@ -26,9 +38,58 @@ class LayerId(TypedDict):
 
 LAYER_COLUMNS = tuple(LayerId.__annotations__)
 SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
+#: what a ``scores.csv`` must hold to be read at all
+REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
 #: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6
+#: What makes two score rows the same measurement: a newer one replaces an older one, any other older row stays.
+ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
+
+METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
+#: metric rows with equal values here come from the same computation and are replaced together
+METRIC_KEY = ["model", "revision", "texts", *SETTINGS_COLUMNS]
+
+#: the ``metric`` of TwoNN intrinsic-dimension rows
+ID_METRIC = "two_nn_id"
+#: the ``reference`` of rows that read no reference
+NO_REFERENCE = "-"
+CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
+AGREEMENT_COLUMNS = [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value"]
+AGREEMENT_COLUMNS += list(SETTINGS_COLUMNS)
+AGREEMENT_KEY = ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS]
+
+STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
+DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
+STRESS_KEY = ["model", "texts", "readout", "test"]
+#: 8 significant digits keep distinct values distinct (mutual k-NN moves in steps of 1 / (n k) >= 1e-5)
+FLOATS = "%.8g"
+
+
+def read_table(path: Path, columns: Sequence[str], fix: str, **read: Any) -> pd.DataFrame:
+    """``path`` read as a table with ``columns``: a torn or undecodable file, or one lacking a column, is one
+    :class:`UserError` line naming the file and ``fix``, never a traceback or a table silently taken as empty."""
+    try:
+        frame = pd.read_csv(path, **read)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as err:
+        raise UserError(f"cannot read {path}: {first_line(err)}; {fix}") from None
+    missing = sorted(set(columns) - set(frame.columns))
+    if missing:
+        raise UserError(f"{path} is missing column(s) {missing}; {fix}")
+    return frame
+
+
+def replace_rows(old: pd.DataFrame, new: pd.DataFrame, key: Sequence[str]) -> pd.DataFrame:
+    """``old`` updated with ``new``: a stored row whose ``key`` a new row holds is replaced, every other stays (what
+    every table of a run folder does on writing, so a run of one part never drops another part's rows)."""
+    if old.empty:
+        return new.reset_index(drop=True)
+    held = set(new[list(key)].astype(str).apply(tuple, axis=1))
+    replaced = old[list(key)].astype(str).apply(tuple, axis=1).isin(held)
+    return pd.concat([old[~replaced], new], ignore_index=True)
+
+
+# --- scores.csv ---
 
 
 def layer_columns(model, layer: int) -> LayerId:
@@ -72,15 +133,11 @@ def tidy_scores(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
 
 
-#: What makes two score rows the same measurement: a newer one replaces an older one, any other older row stays.
-ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
-
-
 def combine_scores(
     kept: pd.DataFrame, new_rows: list[dict], own_attention: Mapping[tuple[str, str], str] | None = None
 ) -> pd.DataFrame:
-    """``kept`` (a table already in the run folder) updated with ``new_rows``: rows of the same measurement are
-    replaced, every other row of ``kept`` stays, so a run of a few tasks never drops the others' scores.
+    """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
+    :data:`ROW_KEY`), so a run of a few tasks never drops the others' scores.
 
     Rows written before the attention was resolved say ``native``, the model's own. ``own_attention`` ((model,
     revision) -> the attention that model runs unless told otherwise) reads them as that attention, so a rerun
@@ -89,10 +146,7 @@ def combine_scores(
     if kept.empty:
         return new
     kept = _resolve_native(with_legacy_settings(kept.copy()), own_attention or {})
-    if not new.empty:
-        keys = pd.MultiIndex.from_frame(new[ROW_KEY].astype(str))
-        kept = kept[~pd.MultiIndex.from_frame(kept[ROW_KEY].astype(str)).isin(keys)]
-    return tidy_scores([*kept.to_dict("records"), *new.to_dict("records")])
+    return tidy_scores(replace_rows(kept, new, ROW_KEY).to_dict("records"))
 
 
 def _resolve_native(frame: pd.DataFrame, own_attention: Mapping[tuple[str, str], str]) -> pd.DataFrame:
@@ -101,22 +155,6 @@ def _resolve_native(frame: pd.DataFrame, own_attention: Mapping[tuple[str, str],
         rows = native & (frame["model"].astype(str) == model) & (frame["revision"].astype(str) == revision)
         frame.loc[rows, "attention"] = attention
     return frame
-
-
-def read_scores_if_any(run_dir: Path, name: str = SCORES_FILE) -> pd.DataFrame:
-    """The table a run folder already holds (empty when there is none)."""
-    path = run_dir / name
-    return with_legacy_settings(pd.read_csv(path)) if path.is_file() else pd.DataFrame(columns=SCORE_COLUMNS)
-
-
-def write_scores(frame: pd.DataFrame, run_dir: Path, name: str = SCORES_FILE) -> Path:
-    path = run_dir / name
-    atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
-    return path
-
-
-def read_scores(run_dir: str | Path) -> pd.DataFrame:
-    return with_legacy_settings(pd.read_csv(Path(run_dir) / SCORES_FILE))
 
 
 def with_legacy_settings(frame: pd.DataFrame) -> pd.DataFrame:
@@ -137,7 +175,8 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
 def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
     """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
     own) give way to rows of the same layer that name the attention. Every command that loads a run's model again
-    (``select --labels``, ``cost``) reads the run through this, so they refuse the same mixed tables."""
+    (``select --labels``, ``cost``, ``export``, the agreement curves) reads the run through this, so they refuse the
+    same mixed tables."""
     if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
         runs = scores[["model", "revision"]].astype(str).drop_duplicates()
         named = ", ".join(f"{m} @ {r}" for m, r in zip(runs["model"], runs["revision"], strict=True))
@@ -170,3 +209,42 @@ def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
     """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
     device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
     return EncodeConfig.from_key(scores.iloc[-1], **{"device": default_device(), **placement})
+
+
+# --- metrics.csv, agreement.csv, stress.csv, dip.csv ---
+
+
+def tidy_metrics(rows: list[dict]) -> pd.DataFrame:
+    """Metric rows -> the ``metrics.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
+    frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    return frame.sort_values(["model", "texts", "metric", "layer"], kind="stable").reset_index(drop=True)
+
+
+def tidy_agreement(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
+    """Rows -> the ``agreement.csv`` frame: its columns in order, sorted so that rewriting gives the same file."""
+    frame = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+    order = ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"]
+    return frame.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def tidy_stress(frame: pd.DataFrame) -> pd.DataFrame:
+    order = ["model", "readout", "test", "texts", "level", "normalization", "layer", "prompt"]
+    return frame.sort_values(order, kind="stable")[STRESS_COLUMNS]
+
+
+def tidy_dips(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["model", "readout", "test", "texts", "level", "layer"], kind="stable")[DIP_COLUMNS]
+
+
+def curves(frame: pd.DataFrame, **key: object) -> dict[str, pd.Series]:
+    """task -> value per layer, for the ``agreement.csv`` rows whose columns equal ``key`` (e.g. ``metric="mknn",
+    outlier="clamp", n=256, k=10, seed=0, reference=...``); a key that leaves several curves per task is an error."""
+    rows = frame
+    for column, value in key.items():
+        rows = rows[rows[column] == value]
+    out: dict[str, pd.Series] = {}
+    for task, part in rows.groupby("task", sort=True):
+        if part["layer"].duplicated().any():
+            raise ValueError(f"{task}: {key} leaves several curves; name more of {CURVE_KEY}")
+        out[str(task)] = part.set_index("layer")["value"].sort_index()
+    return out

@@ -1,0 +1,482 @@
+"""A run folder as one object: every file ``layer-mteb`` writes into one or reads from one is named here, read by one
+checked reader and written by one atomic writer (:class:`RunFolder`). Importing this module loads no pandas: the CLI
+checks read ``run.json`` and file names before anything heavy loads; the tables' frames live in
+:mod:`~layer_mteb.common.run_tables`.
+
+```
+<run>/
+  scores.csv               one row per (task, subset, layer): mteb's main score          (layer-mteb run, import)
+  scores.shard-I-of-N.csv  one shard's rows, until `layer-mteb merge` joins them          (run --shard I/N)
+  run.json                 per (model, task): settings, what was encoded, evaluated, reused (run; run.shard-I-of-N.json)
+  mteb/                    mteb's own result JSONs, one experiment per layer (its ResultCache folder)
+  metrics.csv              label-free metrics per layer                                   (metrics, run --task-metrics)
+  agreement.csv            agreement and intrinsic-dimension curves per layer             (select --by agreement)
+  cost.csv                 seconds and FLOPs of the model cut at each layer               (cost)
+  stress.csv[.gz]          per-prompt entropy of the stress tests                         (stress)
+  dip.csv                  Hartigan's dip test of those entropies per layer               (stress)
+  stress.json              each stress run's settings and wall time                       (stress)
+  selection.csv            every label-free selector's pick                               (select)
+  selection.<by>.csv       the picks of a narrower `select --by`                          (select --by)
+  selection.labels-K.csv   the picks of K labelled examples                               (select --labels K)
+  correlation.csv          each metric against the score across layers                    (correlate)
+```
+
+``run.json`` has one entry per (model, task) with the settings it ran
+(:meth:`~layer_mteb.common.settings.RunSettings.record`). A later sweep into the same folder replaces the entries of
+the units it ran again and keeps the others; a rerun that only read a unit's results back keeps the computing run's
+counts and times under ``computed``. Entries of folders written before each had its own settings take the file's
+top-level ``settings`` (where ``attention`` may be ``null``, the model's own).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.files import atomic_write, write_json
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+SCORES_FILE = "scores.csv"
+RUN_LOG = "run.json"
+MTEB_FOLDER = "mteb"
+METRICS_FILE = "metrics.csv"
+AGREEMENT_FILE = "agreement.csv"
+COST_FILE = "cost.csv"
+#: plain and gzipped: a run folder holds one of them
+STRESS_FILES = ("stress.csv", "stress.csv.gz")
+STRESS_RUNS_FILE = "stress.json"
+DIP_FILE = "dip.csv"
+SELECTION_FILE = "selection.csv"
+CORRELATION_FILE = "correlation.csv"
+
+
+class SideFile(NamedTuple):
+    """An optional table beside ``scores.csv`` that a report reads; ``refresh`` is the command that recomputes it
+    from the scores (``None`` where it does not depend on them), so a sweep that changed the scores makes it stale."""
+
+    name: str
+    refresh: str | None
+
+
+#: The side files by the report's name for them.
+SIDE_FILES = {
+    "selection": SideFile(SELECTION_FILE, "layer-mteb select"),
+    "metrics": SideFile(METRICS_FILE, None),
+    "correlation": SideFile(CORRELATION_FILE, "layer-mteb correlate"),
+}
+
+#: What ``computed`` keeps of the run that computed a unit's scores
+COMPUTED_FIELDS = (
+    "units_evaluated",
+    "texts_encoded",
+    "eval_workers_used",
+    "seconds",
+    "forward_texts_per_second",
+    "overhead_ratio",
+    "peak_rss_bytes",
+)
+
+
+def sharded(name: str, shard: tuple[int, int] | None) -> str:
+    """``name`` for a whole run, ``<stem>.shard-I-of-N.<suffix>`` for shard I of N (``scores.shard-1-of-4.csv``)."""
+    if shard is None or shard[1] == 1:
+        return name
+    stem, _, suffix = name.partition(".")
+    return f"{stem}.shard-{shard[0]}-of-{shard[1]}.{suffix}"
+
+
+def shard_pattern(name: str) -> str:
+    """The glob matching every shard file of ``name`` (``scores.shard-*-of-*.csv``)."""
+    stem, _, suffix = name.partition(".")
+    return f"{stem}.shard-*-of-*.{suffix}"
+
+
+def selection_file(by: str | list[str] | None = None) -> str:
+    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
+    ``selection.<by>.csv`` (a metric or any selector name), so picking by one never drops the other selectors' picks."""
+    if by is None:
+        return SELECTION_FILE
+    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
+
+
+def labels_file(k: int | str) -> str:
+    """Where ``layer-mteb select --labels K`` writes its picks, one file per K."""
+    return f"selection.labels-{k}.csv"
+
+
+@dataclass(frozen=True)
+class ScoredSetting:
+    """What a run folder's ``scores.csv`` says made its scores: its one model, revision, depth and settings."""
+
+    model: str
+    revision: str
+    n_layers: int
+    config: EncodeConfig
+
+
+def _unit(entry: Mapping[str, Any]) -> tuple[object, ...]:
+    settings = json.dumps(entry.get("settings"), sort_keys=True)
+    return entry.get("model"), entry.get("revision"), entry.get("task"), settings
+
+
+def _with_computed(entry: dict, before: dict | None) -> dict:
+    """``entry``, with the computing run's record from ``before`` when ``entry`` evaluated and encoded nothing."""
+    if before is None or entry.get("units_evaluated") or entry.get("texts_encoded"):
+        return entry
+    if "computed" in before:
+        computed = before["computed"]
+    elif before.get("units_evaluated"):
+        computed = {name: before[name] for name in COMPUTED_FIELDS if name in before}
+    else:
+        return entry
+    return {**entry, "computed": computed}
+
+
+class RunFolder:
+    """One run folder (``shard``: the files of shard I of N of a sharded run, until they are merged).
+
+    Each file has one reader that checks it (a missing, torn or column-short file is one :class:`UserError` line
+    naming the command that writes it) and one atomic writer; the side tables share one update, in which the new
+    rows replace the stored rows of their keys and every other stored row stays."""
+
+    def __init__(self, path: str | Path, shard: tuple[int, int] | None = None) -> None:
+        self.path = Path(path)
+        self.shard = shard
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    # --- scores.csv ---
+
+    @property
+    def scores_file(self) -> Path:
+        return self.file(sharded(SCORES_FILE, self.shard))
+
+    def has_scores(self) -> bool:
+        return self.scores_file.is_file()
+
+    def scores(self, *, missing_ok: bool = False) -> pd.DataFrame:
+        """The folder's scores (settings columns an older table lacks filled in, integer layers); with
+        ``missing_ok``, a folder or file not there yet, or one without rows, reads as an empty table."""
+        from layer_mteb.common import run_tables as tables
+
+        if not self.has_scores():
+            if missing_ok:
+                import pandas as pd
+
+                return pd.DataFrame(columns=tables.SCORE_COLUMNS)
+            if not self.path.is_dir():
+                raise UserError(
+                    f"run folder {str(self.path)!r} does not exist: pass a folder written by `layer-mteb run`"
+                )
+            raise UserError(
+                f"no {self.scores_file.name} in {self.path}: run "
+                f"`layer-mteb run --model MODEL --tasks TASKS --output {self.path}` first"
+            )
+        fix = "re-run `layer-mteb run` to rewrite it"
+        frame = tables.with_legacy_settings(tables.read_table(self.scores_file, tables.REQUIRED_SCORE_COLUMNS, fix))
+        if frame.empty:
+            if missing_ok:
+                return frame
+            raise UserError(f"{self.scores_file} has no scores yet: let `layer-mteb run` finish at least one layer")
+        frame["layer"] = frame["layer"].astype(int)
+        frame["n_layers"] = frame["n_layers"].astype(int)
+        return frame
+
+    def write_scores(self, frame: pd.DataFrame) -> Path:
+        return self.write_table(self.scores_file.name, frame)
+
+    def update_scores(
+        self, kept: pd.DataFrame, rows: list[dict], own_attention: Mapping[tuple[str, str], str] | None = None
+    ) -> pd.DataFrame:
+        """Write ``kept`` (the scores the folder held when the run began) updated with ``rows``
+        (:func:`~layer_mteb.common.run_tables.combine_scores`); the table written."""
+        from layer_mteb.common.run_tables import combine_scores
+
+        frame = combine_scores(kept, rows, own_attention)
+        self.write_scores(frame)
+        return frame
+
+    def shard_score_files(self) -> list[Path]:
+        """The shard tables of a sharded run not merged yet, in name order."""
+        return sorted(self.path.glob(shard_pattern(SCORES_FILE)))
+
+    def held_scores(self) -> pd.DataFrame | None:
+        """Every score row the folder holds: ``scores.csv`` and the shard tables not merged yet; None when it holds
+        none (pandas loads only when there is a table, so ``run``'s checks stay light for a new folder)."""
+        paths = [p for p in [self.file(SCORES_FILE), *self.shard_score_files()] if p.is_file()]
+        if not paths:
+            return None
+        import pandas as pd
+
+        parts = [RunFolder(self.path, _shard_of(p)).scores(missing_ok=True) for p in paths]
+        parts = [p for p in parts if not p.empty]
+        return pd.concat(parts, ignore_index=True) if parts else None
+
+    def held_setting(self) -> tuple[frozenset[tuple[str, str]], dict[str, str]] | None:
+        """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting, ``attention`` the
+        one the rows name where older rows say ``native``; None for a folder holding no score. Scores of several
+        settings are one line: a run folder holds one setting."""
+        from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+
+        held = self.held_scores()
+        if held is None:
+            return None
+        settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
+        named = settings[settings["attention"] != str(LEGACY_SETTINGS["attention"])]
+        stated = [c for c in SETTINGS_COLUMNS if c != "attention"]
+        if len(settings[stated].drop_duplicates()) > 1 or named["attention"].nunique() > 1:
+            raise UserError(
+                f"{self.path} already holds scores of several settings: give a new --output (a run folder holds one "
+                "setting)"
+            )
+        setting = settings.iloc[0].to_dict()
+        if not named.empty:
+            setting["attention"] = str(named["attention"].iloc[0])
+        return frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True)), setting
+
+    def one_setting(self) -> pd.DataFrame:
+        """The scores of the folder's one model at one setting (:func:`~layer_mteb.common.run_tables.one_setting`:
+        several models or settings are refused in one line), as every command that loads the run's model reads them."""
+        from layer_mteb.common.run_tables import one_setting
+
+        return one_setting(self.scores())
+
+    def setting(self, scores: pd.DataFrame | None = None, **placement: Any) -> ScoredSetting:
+        """The folder's one model, revision, depth and encode settings (read off ``scores``, its :meth:`one_setting`
+        rows, where the caller holds them); ``placement`` (device, batch size, ...) is not recorded in the folder and
+        comes from the caller (default device: cuda if available)."""
+        from layer_mteb.common.run_tables import scores_config
+
+        rows = self.one_setting() if scores is None else scores
+        return ScoredSetting(
+            str(rows["model"].iloc[-1]),
+            str(rows["revision"].iloc[-1]),
+            int(rows["n_layers"].max()),
+            scores_config(rows, **placement),
+        )
+
+    # --- run.json ---
+
+    @property
+    def log_file(self) -> Path:
+        return self.file(sharded(RUN_LOG, self.shard))
+
+    def log(self) -> list[dict]:
+        """The entries of ``run.json`` (none when there is none; an unreadable one is named and left)."""
+        path = self.log_file
+        if not path.is_file():
+            return []
+        try:
+            log = json.loads(path.read_text())
+            entries = [dict(entry) for entry in log["tasks"]]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            logger.warning(
+                "%s is unreadable (%s: %s); it is rewritten with this run's tasks only", path, type(err).__name__, err
+            )
+            return []
+        shared = log.get("settings")  # the old layout: one settings object for the whole file
+        for entry in entries:
+            entry.setdefault("settings", shared)
+        return entries
+
+    def write_log(self, kept: list[dict], new: list[dict]) -> None:
+        """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced.
+
+        A new entry that only read stored results back keeps, under ``computed``, the record of the run that
+        computed them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
+        earlier = {_unit(entry): entry for entry in kept}
+        new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
+        redone = {_unit(entry) for entry in new}
+        write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+
+    def declared_tasks(self) -> dict[str, str]:
+        """{task: ``FILE.yaml:TASK``} for the custom tasks of ``run.json``: the ``--tasks`` selection that builds each
+        again (mteb tasks are found by name and need none)."""
+        entries = self.log()
+        return {
+            str(e["task"]): f"{e['task_file']}:{e['task']}" for e in entries if e.get("task_file") and e.get("task")
+        }
+
+    def recorded_data_dir(self) -> Path | None:
+        """The data folder the run read its local tasks from (``run.json``'s ``data_dir``), when it still exists:
+        what a later ``select --labels`` or ``cost`` reads the tasks from unless told otherwise."""
+        found = [Path(e["data_dir"]) for e in self.log() if e.get("data_dir")]
+        return next((path for path in found if path.is_dir()), None)
+
+    def stale_side_files(self) -> list[tuple[Path, str]]:
+        """(file, the command that refreshes it) for every side file older than the scores it was computed from."""
+        scores = self.file(SCORES_FILE)
+        if not scores.is_file():
+            return []
+        stale = []
+        for name, command in SIDE_FILES.values():
+            side = self.file(name)
+            if command is not None and side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+                stale.append((side, command))
+        return stale
+
+    def warn_stale_side_files(self) -> None:
+        """Name every side file the new scores made stale, with the command that refreshes it."""
+        for side, command in self.stale_side_files():
+            logger.warning("%s was computed from earlier scores; refresh it: %s --run %s", side, command, self.path)
+
+    # --- the side tables ---
+
+    def write_table(self, name: str, frame: pd.DataFrame, **to_csv: Any) -> Path:
+        """``frame`` written to ``name`` in one atomic step (a killed write leaves the old file or the new one)."""
+        path = self.file(name)
+        atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, **to_csv))
+        return path
+
+    def _update(
+        self,
+        name: str,
+        new: pd.DataFrame,
+        old: pd.DataFrame,
+        key: list[str],
+        tidy: Callable[[pd.DataFrame], pd.DataFrame],
+        **to_csv: Any,
+    ) -> Path:
+        """The one update of a side table: ``old`` (read by its checked reader, so a torn table is refused, never
+        dropped) with the rows of ``new``'s keys replaced, tidied and written atomically."""
+        from layer_mteb.common.run_tables import replace_rows
+
+        return self.write_table(name, tidy(replace_rows(old, new, key)), **to_csv)
+
+    def _read(self, name: str, columns: list[str], fix: str, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
+        from layer_mteb.common.run_tables import read_table
+
+        path = self.file(name)
+        if not path.is_file():
+            if missing_ok:
+                import pandas as pd
+
+                return pd.DataFrame(columns=columns)
+            raise UserError(f"no {name} in {self.path}: {fix} first")
+        return read_table(path, columns, fix, **read)
+
+    def side_table(self, name: str) -> pd.DataFrame | None:
+        """An optional table a report reads (``selection.csv``, ``metrics.csv``, ...); absent or without rows means
+        "not there". One that cannot be read or lacks a ``model`` column is left out with a warning naming it: the
+        report then lacks what it holds, which a user must be told."""
+        import pandas as pd
+
+        path = self.file(name)
+        if not path.is_file():
+            return None
+        try:
+            frame = pd.read_csv(path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+            logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
+            return None
+        if "model" not in frame.columns:
+            logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
+            return None
+        return frame if not frame.empty else None
+
+    def selection(self, by: str | list[str] | None = None) -> pd.DataFrame:
+        """The picks ``select`` wrote (``selection.csv``, or ``selection.<by>.csv`` for a narrower ``by``)."""
+        fix = f"run `layer-mteb select --run {self.path}`"
+        return self._read(selection_file(by), ["model", "selector", "task"], fix, missing_ok=False)
+
+    def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
+        """``metrics.csv`` (the settings columns an older table lacks filled in with what they meant then)."""
+        from layer_mteb.common.config import LEGACY_SETTINGS
+        from layer_mteb.common.run_tables import METRIC_COLUMNS, with_legacy_settings
+
+        fix = f"run `layer-mteb metrics --run {self.path}`"
+        required = [c for c in METRIC_COLUMNS if c not in LEGACY_SETTINGS]
+        return with_legacy_settings(self._read(METRICS_FILE, required, fix, missing_ok=missing_ok))
+
+    def update_metrics(self, frame: pd.DataFrame) -> Path:
+        """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
+        from layer_mteb.common.run_tables import METRIC_KEY, tidy_metrics
+
+        old = self.metrics(missing_ok=True)
+        return self._update(METRICS_FILE, frame, old, METRIC_KEY, lambda f: tidy_metrics(f.to_dict("records")))
+
+    def agreement(self, *, missing_ok: bool = False) -> pd.DataFrame:
+        """``agreement.csv``: the stored agreement and intrinsic-dimension curves."""
+        from layer_mteb.common.run_tables import AGREEMENT_COLUMNS
+
+        fix = "compute the curves with layer_mteb.metrics.agreement.run"
+        read = {"keep_default_na": False, "na_values": {"value": [""]}}
+        return self._read(AGREEMENT_FILE, AGREEMENT_COLUMNS, fix, missing_ok=missing_ok, **read)
+
+    def update_agreement(self, frame: pd.DataFrame) -> Path:
+        """Merge ``frame`` into ``agreement.csv``: its curves replace the stored ones of their key."""
+        from layer_mteb.common.run_tables import AGREEMENT_KEY, FLOATS, tidy_agreement
+
+        old = self.agreement(missing_ok=True)
+        return self._update(AGREEMENT_FILE, frame, old, AGREEMENT_KEY, tidy_agreement, float_format=FLOATS)
+
+    def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
+        """The per-prompt stress table (``stress.csv`` or ``stress.csv.gz``, whichever the folder holds)."""
+        from layer_mteb.common.run_tables import STRESS_COLUMNS
+
+        name = next((n for n in STRESS_FILES if self.file(n).is_file()), STRESS_FILES[0])
+        fix = f"run `layer-mteb stress --run {self.path}`"
+        return self._read(name, STRESS_COLUMNS, fix, missing_ok=missing_ok)
+
+    def dips(self, *, missing_ok: bool = False) -> pd.DataFrame:
+        from layer_mteb.common.run_tables import DIP_COLUMNS
+
+        fix = f"run `layer-mteb stress --run {self.path}`"
+        return self._read(DIP_FILE, DIP_COLUMNS, fix, missing_ok=missing_ok)
+
+    def update_stress(self, values: pd.DataFrame, dips: pd.DataFrame, *, compress: bool = False) -> Path:
+        """Merge into the stress table and ``dip.csv`` (rows of the same model, texts, readout and test replaced);
+        ``compress`` writes ``stress.csv.gz`` and removes a plain ``stress.csv``, whose rows it took, or the other
+        way round. Returns the stress table's path."""
+        from layer_mteb.common.run_tables import FLOATS, STRESS_KEY, tidy_dips, tidy_stress
+
+        old = self.stress(missing_ok=True)
+        compression = {"method": "gzip", "mtime": 0} if compress else None
+        target = STRESS_FILES[int(compress)]
+        path = self._update(target, values, old, STRESS_KEY, tidy_stress, float_format=FLOATS, compression=compression)
+        self._update(DIP_FILE, dips, self.dips(missing_ok=True), STRESS_KEY, tidy_dips, float_format=FLOATS)
+        other = self.file(STRESS_FILES[1 - int(compress)])
+        if other.exists():
+            other.unlink()  # its rows were merged into the one just written
+        return path
+
+    def record_stress_run(self, entry: dict) -> None:
+        """Add one stress run's settings and wall time to ``stress.json`` (replacing an earlier run of its key)."""
+        path = self.file(STRESS_RUNS_FILE)
+        runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
+        key = ("model", "texts", "readout", "tests")
+        runs = [r for r in runs if tuple(r.get(k) for k in key) != tuple(entry.get(k) for k in key)]
+        write_json(path, {"runs": [*runs, entry]})
+
+    def cost(self) -> pd.DataFrame | None:
+        """``cost.csv`` (None when the cost was not measured)."""
+        if not self.file(COST_FILE).is_file():
+            return None
+        fix = f"rerun `layer-mteb cost --run {self.path}`"
+        columns = ["model", "layer", "flops_fraction", "seconds_per_1000_texts"]
+        return self._read(COST_FILE, columns, fix, missing_ok=False)
+
+    def write_cost(self, frame: pd.DataFrame) -> Path:
+        return self.write_table(COST_FILE, frame, float_format="%.6g")
+
+
+def _shard_of(path: Path) -> tuple[int, int] | None:
+    """(I, N) of a shard table's name, None for the whole run's."""
+    if path.name == SCORES_FILE:
+        return None
+    i, n = path.name.split(".")[1].removeprefix("shard-").split("-of-")
+    return int(i), int(n)
