@@ -38,6 +38,7 @@ from layer_mteb.metrics.agreement.table import read_agreement
 from layer_mteb.metrics.table import METRIC_COLUMNS
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
+LARGE_SIZES = (512, 1024)  # measured on the sensitivity tasks only (scripts/lexical_study.py, Makefile)
 MPNET, MINILM = "sentence-transformers/all-mpnet-base-v2", "sentence-transformers/all-MiniLM-L6-v2"
 DRAWS, SEED = 10_000, 0
 #: the selectors of the main table, in order
@@ -194,11 +195,11 @@ def bootstrap(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[tuple[str, str], 
 
 def sensitivity_rows(model: Model) -> pd.DataFrame:
     """Regret per task of every lexical curve the run holds: each reference (variants) at n = 256 seed 0, the
-    three fixed ones along n and seed."""
+    three fixed ones along n (64 to 1024 where measured) and seed."""
     lexical = sorted({r for r in model.agreement["reference"].astype(str) if is_lexical(r)})
     rows = []
     settings = [(ref, 256, 0, "none") for ref in lexical]
-    settings += [(kind, n, 0, "none") for kind in LEXICAL_KINDS for n in (64, 128)]
+    settings += [(kind, n, 0, "none") for kind in LEXICAL_KINDS for n in (64, 128, *LARGE_SIZES)]
     settings += [(kind, 256, 0, outlier) for kind in LEXICAL_KINDS for outlier in ("standardize", "clamp")]
     seeds = sorted(set(model.agreement.loc[model.agreement["reference"].isin(LEXICAL_KINDS), "seed"]) - {0})
     settings += [(kind, 256, seed, "none") for kind in LEXICAL_KINDS for seed in seeds]
@@ -342,6 +343,15 @@ def report(models, frames, summaries, beats, sens) -> None:
         table.index.name = model.name
         print(markdown(table) + "\n")
     print("## Sensitivity (lexical references only; mean regret over the tasks measured at every setting)\n")
+    print(
+        "Vectoriser settings at n = 256, seed 0, on every task: unigrams (`:ngrams=1`), LSA to 50 / 300 dimensions "
+        "(`:dims=`), the BM25 weighting (`bm25:k1=0.5` / `bm25:k1=2`: term frequency saturating sooner / later than "
+        "k1 = 1.2; `bm25:b=0` / `bm25:b=1`: no / full document-length normalisation, against b = 0.75), the layers' "
+        "outliers treated, and (post hoc) the curve read from layer 1 on. Larger samples (n = 512, 1024: the first "
+        "texts of the same seeded permutation, so each smaller sample is nested in them) and samples of seeds 1 and "
+        "2 (n = 256) on the agreement study's sensitivity tasks of every model: "
+        f"{', '.join(sorted(set(sens.loc[sens['n'] == max(LARGE_SIZES), 'task'])))}.\n"
+    )
     print(sensitivity_tables(sens))
     print("\n## Where tfidf-lsa loses more than 2 points\n")
     lines = ["| model | task | picked | best | last | regret | margin | tfidf-lsa agreement by layer |"]
@@ -359,10 +369,20 @@ def sensitivity_tables(sens: pd.DataFrame) -> str:
     table.index.name = "reference at n = 256, seed 0"
     parts.append(markdown(table[[c for c in sens["model"].unique() if c in table.columns]]))
     along = sens[sens["reference"].isin(LEXICAL_KINDS) & (sens["seed"] == 0) & (sens["outlier"] == "none")]
-    table = along.pivot_table(index=["model", "reference"], columns="n", values="regret", aggfunc="mean")
+    table = along[along["n"] <= 256].pivot_table(
+        index=["model", "reference"], columns="n", values="regret", aggfunc="mean"
+    )
     table.index = [f"{m} {r}" for m, r in table.index]
-    table.index.name = "mean regret vs n (seed 0)"
+    table.index.name = "mean regret vs n (seed 0, every task)"
     parts.append(markdown(table))
+    large = along[along["n"] == max(LARGE_SIZES)][["model", "task"]].drop_duplicates()
+    if not large.empty:  # the tasks measured up to the largest n, every n on those tasks alone
+        along = along.merge(large, on=["model", "task"])
+        table = along.pivot_table(index=["model", "reference"], columns="n", values="regret", aggfunc="mean")
+        table.insert(0, "tasks", along.groupby(["model", "reference"])["task"].nunique())
+        table.index = [f"{m} {r}" for m, r in table.index]
+        table.index.name = f"mean regret vs n (seed 0, the tasks measured up to n = {max(LARGE_SIZES)})"
+        parts.append(markdown(table))
     seeds = sens[sens["reference"].isin(LEXICAL_KINDS) & (sens["n"] == 256) & (sens["outlier"] == "none")]
     seeded = seeds[seeds["seed"] != 0][["model", "task"]].drop_duplicates()
     if not seeded.empty:
