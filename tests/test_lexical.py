@@ -56,6 +56,20 @@ def test_same_seed_same_vectors_and_picks(data_dir):
     assert picks == [3, 3]
 
 
+def test_lsa_vectors_do_not_follow_the_blas_threads(data_dir):
+    """64 texts at 100 dimensions: the randomized SVD near the sample's rank gave other vectors with two BLAS threads
+    than with one until it was pinned to one."""
+    from threadpoolctl import threadpool_limits
+
+    texts = sample_texts("STS12", 64, seed=0, data_dir=data_dir)
+    spec = parse_lexical("tfidf-lsa")
+    with threadpool_limits(limits=1):
+        one = lexical_vectors(texts, spec, 0)
+    with threadpool_limits(limits=2):
+        two = lexical_vectors(texts, spec, 0)
+    np.testing.assert_array_equal(one, two)
+
+
 def test_names_settings_and_revisions():
     assert parse_lexical("tfidf-lsa:dims=50").name == "tfidf-lsa:dims=50"
     assert parse_lexical("tfidf-lsa:dims=100:ngrams=2").name == "tfidf-lsa"  # the defaults are not spelled out
