@@ -349,7 +349,7 @@ def report(models, frames, summaries, beats, sens) -> None:
         "k1 = 1.2; `bm25:b=0` / `bm25:b=1`: no / full document-length normalisation, against b = 0.75), the layers' "
         "outliers treated, and (post hoc) the curve read from layer 1 on. Larger samples (n = 512, 1024: the first "
         "texts of the same seeded permutation, so each smaller sample is nested in them) and samples of seeds 1 and "
-        "2 (n = 256) on the agreement study's sensitivity tasks of every model: "
+        "2 (n = 256) on three of the agreement study's sensitivity tasks, for every model: "
         f"{', '.join(sorted(set(sens.loc[sens['n'] == max(LARGE_SIZES), 'task'])))}.\n"
     )
     print(sensitivity_tables(sens))
