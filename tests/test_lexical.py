@@ -57,19 +57,58 @@ def test_same_seed_same_vectors_and_picks(data_dir):
     assert picks == [3, 3]
 
 
+def test_lsa_vectors_do_not_follow_the_blas_threads(data_dir):
+    """64 texts at 100 dimensions: the randomized SVD near the sample's rank gave other vectors with two BLAS threads
+    than with one until it was pinned to one."""
+    from threadpoolctl import threadpool_limits
+
+    texts = sample_texts("STS12", 64, seed=0, data_dir=data_dir)
+    spec = parse_lexical("tfidf-lsa")
+    with threadpool_limits(limits=1):
+        one = lexical_vectors(texts, spec, 0)
+    with threadpool_limits(limits=2):
+        two = lexical_vectors(texts, spec, 0)
+    np.testing.assert_array_equal(one, two)
+
+
 def test_names_settings_and_revisions():
     assert parse_lexical("tfidf-lsa:dims=50").name == "tfidf-lsa:dims=50"
     assert parse_lexical("tfidf-lsa:dims=100:ngrams=2").name == "tfidf-lsa"  # the defaults are not spelled out
     assert parse_lexical("bm25:ngrams=1") == LexicalSpec("bm25", ngrams=1)
     assert "TruncatedSVD min(100 n_terms-1)" in parse_lexical("tfidf-lsa").revision
     assert parse_lexical("tfidf").revision.startswith("scikit-learn-")
-    for bad in ("tfidf:dims=50", "tfidf-lsa:dims=0", "bm25:k1=2", "lsa"):
+    assert parse_lexical("bm25:k1=2").name == "bm25:k1=2" and parse_lexical("bm25:b=0").name == "bm25:b=0"
+    assert parse_lexical("bm25:k1=1.2:b=0.75").name == "bm25"  # the defaults again
+    assert parse_lexical("bm25").revision.endswith("BM25 k1=1.2 b=0.75")  # the study's rows keep their revision
+    assert parse_lexical("bm25:k1=0.5:b=1").revision.endswith("BM25 k1=0.5 b=1")
+    for bad in ("tfidf:dims=50", "tfidf-lsa:dims=0", "tfidf:k1=2", "bm25:b=2", "bm25:k1=-1", "bm25:k1=x", "lsa"):
         with pytest.raises(UserError):
             parse_lexical(bad)
     # LSA never asks for more dimensions than the sample has terms less one
     assert (
         lexical_vectors(["red apple pie", "green apple tart", "red pie"], parse_lexical("tfidf-lsa"), 0).shape[1] < 10
     )
+
+
+def test_bm25_weighting_follows_its_formula():
+    """With k1 = 0 a term's BM25 weight is its idf log(1 + (N - df + 0.5) / (df + 0.5)) wherever it occurs, whatever
+    its count and the text's length; with b = 0 the length does not matter, with b = 1 it does."""
+    texts = ["red apple red apple pie", "green apple", "red pie and green tart", "tart tart tart"]
+    words = sorted({w for t in texts for w in t.split()})
+    present = np.array([[w in t.split() for w in words] for t in texts], dtype=float)
+    idf = np.log(1 + (len(texts) - present.sum(axis=0) + 0.5) / (present.sum(axis=0) + 0.5))
+    expected = present * idf
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    got = lexical_vectors(texts, parse_lexical("bm25:k1=0:ngrams=1"))
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    counts = np.array([[t.split().count(w) for w in words] for t in texts], dtype=float)
+    for b in (0.0, 1.0):
+        lengths = counts.sum(axis=1, keepdims=True)
+        tf = counts * 3.0 / (counts + 2.0 * (1 - b + b * lengths / lengths.mean()))
+        expected = tf * idf
+        expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+        got = lexical_vectors(texts, parse_lexical(f"bm25:k1=2:b={b:g}:ngrams=1"))
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize("texts", [[], ["", " "], ["yes"] * 20, [f"word{i}" for i in range(30)]])

@@ -7,13 +7,16 @@ scikit-learn's own vectorisers and SVD (no tokenizer or decomposition of ours):
 
 - ``tfidf``: ``TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)``, rows L2-normalised (scikit-learn's default);
 - ``tfidf-lsa``: that TF-IDF reduced by ``TruncatedSVD(n_components=min(100, n_terms - 1), random_state=seed)``
-  (latent semantic analysis: neighbours by shared topics rather than shared words);
+  (latent semantic analysis: neighbours by shared topics rather than shared words). The SVD runs on one BLAS
+  thread: where the dimension nears the sample's rank (64 texts at 100 dimensions, 256 at 300) the randomized SVD's
+  vectors follow the BLAS's rounding, which changes with the number of threads (one thread: the same vectors on
+  every machine setting), and on a busy machine two BLAS threads made it ten times slower (4.5 s against 0.2 s);
 - ``bm25``: ``CountVectorizer(ngram_range=(1, 2))`` counts weighted by Okapi BM25 (k1 = 1.2, b = 0.75, the idf
   ``log(1 + (N - df + 0.5) / (df + 0.5))``): saturating term frequency and document-length normalisation.
 
 These settings were fixed before the study and not tuned on it; a name may vary them for a sensitivity study:
-``tfidf:ngrams=1`` (unigrams), ``tfidf-lsa:dims=50``. The name with its settings, and scikit-learn's version, is the
-reference's ``revision`` in ``agreement.csv``.
+``tfidf:ngrams=1`` (unigrams), ``tfidf-lsa:dims=50``, ``bm25:k1=2`` or ``bm25:b=0`` (the BM25 weighting). The
+name with its settings, and scikit-learn's version, is the reference's ``revision`` in ``agreement.csv``.
 """
 
 from __future__ import annotations
@@ -36,17 +39,22 @@ BM25_K1, BM25_B = 1.2, 0.75
 
 @dataclass(frozen=True)
 class LexicalSpec:
-    """One lexical reference: its kind, the longest word n-gram, and the LSA dimension (``tfidf-lsa`` only)."""
+    """One lexical reference: its kind, the longest word n-gram, the LSA dimension (``tfidf-lsa`` only) and the
+    BM25 weighting's term-frequency saturation ``k1`` and length normalisation ``b`` (``bm25`` only)."""
 
     kind: str
     ngrams: int = DEFAULT_NGRAMS
     dims: int = DEFAULT_DIMS
+    k1: float = BM25_K1
+    b: float = BM25_B
 
     @property
     def name(self) -> str:
         """How ``agreement.csv`` names it: the kind, then only the settings that differ from the defaults."""
         options = [f"ngrams={self.ngrams}"] if self.ngrams != DEFAULT_NGRAMS else []
         options += [f"dims={self.dims}"] if self.kind == "tfidf-lsa" and self.dims != DEFAULT_DIMS else []
+        options += [f"k1={self.k1:g}"] if self.kind == "bm25" and self.k1 != BM25_K1 else []
+        options += [f"b={self.b:g}"] if self.kind == "bm25" and self.b != BM25_B else []
         return ":".join([self.kind, *options])
 
     @property
@@ -56,7 +64,7 @@ class LexicalSpec:
         what = {
             "tfidf": f"TfidfVectorizer {words} sublinear_tf",
             "tfidf-lsa": f"TfidfVectorizer {words} sublinear_tf + TruncatedSVD min({self.dims} n_terms-1) seeded",
-            "bm25": f"CountVectorizer {words} + BM25 k1={BM25_K1} b={BM25_B}",
+            "bm25": f"CountVectorizer {words} + BM25 k1={self.k1:g} b={self.b:g}",
         }[self.kind]
         return f"scikit-learn-{metadata.version('scikit-learn')} {what}"
 
@@ -67,21 +75,37 @@ def is_lexical(name: str | None) -> bool:
 
 
 def parse_lexical(name: str) -> LexicalSpec:
-    """``kind[:ngrams=N][:dims=D]`` -> :class:`LexicalSpec`; anything else is one :class:`UserError` line."""
+    """``kind[:ngrams=N][:dims=D][:k1=X][:b=Y]`` -> :class:`LexicalSpec`; anything else is one :class:`UserError`
+    line."""
     kind, *options = name.split(":")
     if kind not in LEXICAL_KINDS:
         raise UserError(f"--agreement-with {name!r}: a lexical reference is one of {', '.join(LEXICAL_KINDS)}")
-    values: dict[str, int] = {}
+    values: dict[str, float] = {}
     for option in options:
         key, _, value = option.partition("=")
-        if key not in ("ngrams", "dims") or not value.isdigit() or int(value) < 1:
+        if key in ("ngrams", "dims") and value.isdigit() and int(value) >= 1:
+            values[key] = int(value)
+        elif key in ("k1", "b") and _number(value) is not None and (key == "k1" or _number(value) <= 1):
+            values[key] = _number(value)  # type: ignore[assignment]
+        else:
             raise UserError(
-                f"--agreement-with {name!r}: options are ngrams=N and (tfidf-lsa) dims=D, positive integers"
+                f"--agreement-with {name!r}: options are ngrams=N, (tfidf-lsa) dims=D, positive integers, and (bm25) "
+                "k1=X >= 0 and b=Y in 0..1"
             )
-        values[key] = int(value)
-    if "dims" in values and kind != "tfidf-lsa":
-        raise UserError(f"--agreement-with {name!r}: dims= applies to tfidf-lsa only")
-    return LexicalSpec(kind, **values)
+    only = {"dims": "tfidf-lsa", "k1": "bm25", "b": "bm25"}
+    for key in values.keys() & only.keys():
+        if kind != only[key]:
+            raise UserError(f"--agreement-with {name!r}: {key}= applies to {only[key]} only")
+    return LexicalSpec(kind, **values)  # type: ignore[arg-type]
+
+
+def _number(value: str) -> float | None:
+    """``value`` as a finite number >= 0, else None."""
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if np.isfinite(number) and number >= 0 else None
 
 
 def lexical_vectors(texts: Sequence[str], spec: LexicalSpec, seed: int = 0) -> np.ndarray:
@@ -106,21 +130,25 @@ def lexical_vectors(texts: Sequence[str], spec: LexicalSpec, seed: int = 0) -> n
             "reference (--agreement-with mpnet-base)"
         )
     if spec.kind == "bm25":
-        return _bm25(matrix).toarray().astype(np.float32)
+        return _bm25(matrix, spec.k1, spec.b).toarray().astype(np.float32)
     if spec.kind == "tfidf-lsa":
+        from threadpoolctl import threadpool_limits
+
         svd = TruncatedSVD(n_components=min(spec.dims, matrix.shape[1] - 1), random_state=seed)
-        return svd.fit_transform(matrix).astype(np.float32)
+        with threadpool_limits(limits=1, user_api="blas"):  # same vectors whatever the threads (module docstring)
+            return svd.fit_transform(matrix).astype(np.float32)
     return matrix.toarray().astype(np.float32)
 
 
 def _shares_words(matrix) -> bool:
-    """Whether some two texts have a term in common: else every cosine similarity is 0 and neighbours are arbitrary."""
-    gram = (matrix > 0).astype(np.int64)
-    gram = gram @ gram.T
-    return bool(gram.sum() > gram.diagonal().sum())
+    """Whether some two texts have a term in common (some term's document frequency is 2 or more): else every cosine
+    similarity is 0 and neighbours are arbitrary."""
+    matrix = matrix.tocsc(copy=True)  # a copy: the caller's matrix keeps its explicit zeros
+    matrix.eliminate_zeros()
+    return bool(np.diff(matrix.indptr).max(initial=0) >= 2)
 
 
-def _bm25(counts):
+def _bm25(counts, k1: float = BM25_K1, b: float = BM25_B):
     """Okapi BM25 weights of a document-term count matrix (rows scaled to unit length; cosine ignores the scale)."""
     from sklearn.preprocessing import normalize
 
@@ -129,10 +157,10 @@ def _bm25(counts):
     df = np.bincount(counts.indices, minlength=counts.shape[1])
     idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
     lengths = np.asarray(counts.sum(axis=1)).ravel()
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths / max(lengths.mean(), 1e-12))
+    norm = k1 * (1 - b + b * lengths / max(lengths.mean(), 1e-12))
     row_norm = np.repeat(norm, np.diff(counts.indptr))
     tf = counts.data
-    counts.data = tf * (BM25_K1 + 1) / (tf + row_norm) * idf[counts.indices]
+    counts.data = tf * (k1 + 1) / (tf + row_norm) * idf[counts.indices]
     return normalize(counts)
 
 
