@@ -1,9 +1,9 @@
 """Cost of a lexical agreement pick per task from stored vectors, phase by phase: the seeded sample's layer vectors
 read from the run's vector store, the layers' k nearest neighbours (once per task: they serve every reference), each
 lexical reference (``tfidf``, ``tfidf-lsa``, ``bm25``) fitted on the sample and its own neighbours, and the mutual
-k-NN curve over every layer. A pick with one reference, as ``select --by agreement --agreement-with KIND`` makes it, costs
-read + layers' k-NN + that reference's fit and k-NN. Beside it, on the first ``--compare`` tasks, what a trained
-reference (all-mpnet-base-v2) costs to encode the same texts when its vectors are not stored.
+k-NN curve over every layer. A pick with one reference, as ``select --by agreement --agreement-with KIND`` makes
+it, costs read + layers' k-NN + that reference's fit and k-NN. Beside it, on the first ``--compare`` tasks, what a
+trained reference (all-mpnet-base-v2) costs to encode the same texts when its vectors are not stored.
 
     python benchmarks/lexical_cost.py                          # SmolLM2-135M (31 layers), every task it scored
     python benchmarks/lexical_cost.py --run results/gemma3-270m --tasks STS12 Banking77Classification --repeat 3
