@@ -226,19 +226,15 @@ def _installed(name: str) -> bool:
     return True
 
 
-def _real(name: str, layer: int, slow: bool):
-    marks = [pytest.mark.skipif(not _installed(name), reason=f"packaged model {name} is not installed")]
-    return pytest.param(name, layer, marks=[*marks, pytest.mark.slow] if slow else marks, id=f"{name}-{layer}")
+def _real(name: str, layer: int):
+    installed = pytest.mark.skipif(not _installed(name), reason=f"packaged model {name} is not installed")
+    return pytest.param(name, layer, marks=[installed], id=f"{name}-{layer}")
 
 
+@pytest.mark.slow  # a model load, and a new interpreter (torch imported again) to encode
 @pytest.mark.parametrize(
     ("name", "layer"),
-    [
-        _real("minilm-l6", 3, slow=False),
-        _real("mpnet-base", 6, slow=True),
-        _real("smollm2-135m", 12, slow=True),
-        _real("gemma3-270m", 9, slow=True),
-    ],
+    [_real("minilm-l6", 3), _real("mpnet-base", 6), _real("smollm2-135m", 12), _real("gemma3-270m", 9)],
 )
 def test_a_real_model_s_layer_encodes_as_scored(name, layer, tmp_path):
     config = EncodeConfig(max_length=MAX_LENGTH)
