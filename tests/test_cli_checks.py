@@ -156,12 +156,29 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def fresh_main(tmp_path_factory) -> dict[str, tuple[Path, list[str], tuple[int, list[str], list[str]]]]:
-    """Each case's folder, the names in it before, and (exit code, stderr lines, heavy modules loaded) of
-    ``layer-mteb argv`` run there: all cases in one new interpreter (one start instead of one per case)."""
+def fresh_mains(runs: list[tuple[list[str], Path]]) -> list[tuple[int, list[str], list[str]]]:
+    """(exit code, stderr lines, heavy modules loaded) of ``layer-mteb argv`` in folder ``cwd``, for each
+    ``(argv, cwd)`` of ``runs``: all of them in one new interpreter, where nothing was imported before."""
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}  # a probe would be seen as a "cannot be reached" line
     env.pop("HF_HUB_OFFLINE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_MAIN, json.dumps(HEAVY), json.dumps([[argv, str(cwd)] for argv, cwd in runs])],
+        capture_output=True,
+        text=True,
+        cwd=runs[0][1],
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
+    assert len(results) == len(runs)
+    return [tuple(result) for result in results]
+
+
+@pytest.fixture(scope="module")
+def fresh_main(tmp_path_factory) -> dict[str, tuple[Path, list[str], tuple[int, list[str], list[str]]]]:
+    """Each case's folder, the names in it before, and what ``layer-mteb argv`` did there: all cases in one new
+    interpreter (one start instead of one per case)."""
     cases = {}
     for case, (args, _) in CASES.items():
         tmp = tmp_path_factory.mktemp("case")
@@ -173,19 +190,9 @@ def fresh_main(tmp_path_factory) -> dict[str, tuple[Path, list[str], tuple[int, 
         (tmp / "release" / "official_layer_scores.csv").write_text("model,layer,task,main_score\n")
         (tmp / "release" / "Pythia" / "14m" / "main" / "mteb").mkdir(parents=True)  # the release's layout
         cases[case] = (tmp, sorted(p.name for p in tmp.rglob("*")), [a.format(tmp=tmp) for a in args])
-    runs = json.dumps([[argv, str(tmp)] for tmp, _, argv in cases.values()])
-    done = subprocess.run(
-        [sys.executable, "-c", FRESH_MAIN, json.dumps(HEAVY), runs],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path_factory.getbasetemp(),
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
-    results = json.loads(done.stdout.splitlines()[-1])
+    results = fresh_mains([(argv, tmp) for tmp, _, argv in cases.values()])
     pairs = zip(cases.items(), results, strict=True)
-    return {case: (tmp, before, tuple(result)) for (case, (tmp, before, _)), result in pairs}
+    return {case: (tmp, before, result) for (case, (tmp, before, _)), result in pairs}
 
 
 @pytest.mark.parametrize("case", list(CASES))
