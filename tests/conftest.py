@@ -45,6 +45,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"CI=true, and missing: {'; '.join(missing)}; the tests that read them may not skip in CI", 1)
 
 
+#: how many tests this session collected, before ``-m`` or ``-k`` deselected any, where it collected the whole suite
+#: (no paths given): test_readme checks the README's count against it instead of collecting everything again
+COLLECTED = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before the mark plugin deselects
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.args_source is pytest.Config.ArgsSource.TESTPATHS:
+        config.stash[COLLECTED] = len(items)
+
+
 def unavailable(reason: str) -> NoReturn:
     """A test whose data or reference folder is missing: skipped with ``reason`` locally, failed in CI."""
     if IN_CI:

@@ -179,6 +179,7 @@ def test_gguf_without_the_gguf_package_names_the_install(models, monkeypatch, ca
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a new interpreter (torch imported again) writing into a real tmpfs
 def test_no_space_left_is_one_line(models, data_dir, tmp_path):
     """A real full filesystem: a 64 KiB tmpfs as output folder (skipped where mounting is not allowed)."""
     small = tmp_path / "small"

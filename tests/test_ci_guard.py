@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 #: a test that needs no data, and one that reads the data folder
@@ -20,6 +21,7 @@ def pytest_run(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow  # a pytest run of its own: conftest imports torch again
 def test_in_ci_a_missing_data_or_reference_folder_fails_the_run(tmp_path):
     run = pytest_run(NO_DATA, CI="true", LAYER_MTEB_DATA=str(tmp_path), LAYER_MTEB_REFERENCE=str(tmp_path))
     said = run.stdout + run.stderr
@@ -29,6 +31,7 @@ def test_in_ci_a_missing_data_or_reference_folder_fails_the_run(tmp_path):
     assert f"the authors' release ({tmp_path}/release/experiments/results not found" in said
 
 
+@pytest.mark.slow  # a pytest run of its own: conftest imports torch again
 def test_outside_ci_a_test_that_needs_the_data_folder_skips_saying_why(tmp_path):
     run = pytest_run(NEEDS_DATA, NO_DATA, CI="", LAYER_MTEB_DATA=str(tmp_path))
     assert run.returncode == 0, run.stdout + run.stderr

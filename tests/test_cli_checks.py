@@ -123,38 +123,81 @@ CASES = {
 }
 
 
-def _fresh_main(argv: list[str], cwd: Path) -> tuple[int, list[str], list[str]]:
-    """(exit code, stderr lines, heavy modules loaded) of ``layer-mteb argv`` in a new interpreter."""
-    probe = (
-        "import json, sys\nfrom layer_mteb.cli import main\ncode = main(sys.argv[1:])\n"
-        "print(json.dumps([code, sorted(sys.modules)]))"
-    )
+#: every case's ``layer-mteb argv`` in turn, in one new interpreter: each in its own folder, its stderr (the file
+#: descriptor, so nothing written any other way is missed) kept apart, and the heavy modules loaded by then. They
+#: accumulate, so a case that loads one fails, and so does every case after it.
+FRESH_MAIN = """
+import contextlib, io, json, os, sys, tempfile
+from layer_mteb.cli import main
+
+heavy, out = json.loads(sys.argv[1]), []
+for argv, cwd in json.loads(sys.argv[2]):
+    os.chdir(cwd)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as err:
+        os.dup2(err.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = main(argv)
+        except SystemExit as exit:  # argparse exits by itself
+            code = exit.code
+        except BaseException as error:  # reported as this case's failure, the other cases still run
+            code = repr(error)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        said = err.read().decode()
+    out.append([code, said.strip().splitlines(), [m for m in heavy if m in sys.modules]])
+print(json.dumps(out))
+"""
+
+
+def fresh_mains(runs: list[tuple[list[str], Path]]) -> list[tuple[int, list[str], list[str]]]:
+    """(exit code, stderr lines, heavy modules loaded) of ``layer-mteb argv`` in folder ``cwd``, for each
+    ``(argv, cwd)`` of ``runs``: all of them in one new interpreter, where nothing was imported before."""
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}  # a probe would be seen as a "cannot be reached" line
     env.pop("HF_HUB_OFFLINE", None)
     done = subprocess.run(
-        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+        [sys.executable, "-c", FRESH_MAIN, json.dumps(HEAVY), json.dumps([[argv, str(cwd)] for argv, cwd in runs])],
+        capture_output=True,
+        text=True,
+        cwd=runs[0][1],
+        env=env,
+        timeout=300,
     )
-    if done.stdout.strip():
-        code, modules = json.loads(done.stdout.splitlines()[-1])
-    else:  # argparse exits by itself
-        code, modules = done.returncode, []
-    heavy = [m for m in HEAVY if m in modules]
-    return code, done.stderr.strip().splitlines(), heavy
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
+    assert len(results) == len(runs)
+    return [tuple(result) for result in results]
+
+
+@pytest.fixture(scope="module")
+def fresh_main(tmp_path_factory) -> dict[str, tuple[Path, list[str], tuple[int, list[str], list[str]]]]:
+    """Each case's folder, the names in it before, and what ``layer-mteb argv`` did there: all cases in one new
+    interpreter (one start instead of one per case)."""
+    cases = {}
+    for case, (args, _) in CASES.items():
+        tmp = tmp_path_factory.mktemp("case")
+        (tmp / "file").write_text("mine\n")
+        (tmp / "broken.yaml").write_text("tasks:\n  STS: [STS12\n")
+        (tmp / "run").mkdir()
+        (tmp / "run" / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
+        (tmp / "release").mkdir()
+        (tmp / "release" / "official_layer_scores.csv").write_text("model,layer,task,main_score\n")
+        (tmp / "release" / "Pythia" / "14m" / "main" / "mteb").mkdir(parents=True)  # the release's layout
+        cases[case] = (tmp, sorted(p.name for p in tmp.rglob("*")), [a.format(tmp=tmp) for a in args])
+    results = fresh_mains([(argv, tmp) for tmp, _, argv in cases.values()])
+    pairs = zip(cases.items(), results, strict=True)
+    return {case: (tmp, before, result) for (case, (tmp, before, _)), result in pairs}
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_mistake_is_one_line_before_anything_heavy_loads_and_writes_nothing(case, tmp_path):
-    (tmp_path / "file").write_text("mine\n")
-    (tmp_path / "broken.yaml").write_text("tasks:\n  STS: [STS12\n")
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
-    (tmp_path / "release").mkdir()
-    (tmp_path / "release" / "official_layer_scores.csv").write_text("model,layer,task,main_score\n")
-    (tmp_path / "release" / "Pythia" / "14m" / "main" / "mteb").mkdir(parents=True)  # the release's layout
-    before = sorted(p.name for p in tmp_path.rglob("*"))
-    args, message = CASES[case]
-    argv = [a.format(tmp=tmp_path) for a in args]
-    code, err, heavy = _fresh_main(argv, tmp_path)
+def test_a_mistake_is_one_line_before_anything_heavy_loads_and_writes_nothing(case, fresh_main):
+    tmp_path, before, (code, err, heavy) = fresh_main[case]
+    _, message = CASES[case]
     assert code == 2
     assert len(err) == 1 and err[0].startswith("layer-mteb: error:") and message.format(tmp=tmp_path) in err[0], err
     assert heavy == []

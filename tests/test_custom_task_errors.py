@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_cli_checks import _fresh_main
+from test_cli_checks import fresh_mains
 from test_custom_tasks import SENTENCES, write_csv, write_jsonl
 
 from layer_mteb.common.errors import UserError
@@ -129,16 +129,33 @@ def test_two_tasks_of_one_name_are_refused(tmp_path):
         select_tasks(str(task_file(tmp_path, entry.replace("Mine", "STS12"), tasks="  STS: [STS12]\n")))
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["missing file", "one class", "classification without a train split", "the name of an mteb task", "empty split"],
-)
-def test_the_command_line_stops_at_a_bad_custom_task_before_anything_heavy_loads(case, tmp_path):
-    files(tmp_path)
-    entry, message = CASES[case]
-    path = task_file(tmp_path, entry)
-    before = sorted(p.name for p in tmp_path.rglob("*"))
-    code, err, heavy = _fresh_main(["run", "--model", "minilm-l6", "--tasks", str(path)], tmp_path)
+COMMAND_LINE_CASES = [
+    "missing file",
+    "one class",
+    "classification without a train split",
+    "the name of an mteb task",
+    "empty split",
+]
+
+
+@pytest.fixture(scope="module")
+def command_line(tmp_path_factory) -> dict[str, tuple[Path, list[str], tuple[int, list[str], list[str]]]]:
+    """Each case's folder, the names in it before, and what ``layer-mteb run`` on its task file did there: all
+    cases in one new interpreter."""
+    cases = {}
+    for case in COMMAND_LINE_CASES:
+        folder = tmp_path_factory.mktemp("case")
+        files(folder)
+        path = task_file(folder, CASES[case][0])
+        cases[case] = (folder, sorted(p.name for p in folder.rglob("*")), path)
+    results = fresh_mains([(["run", "--model", "minilm-l6", "--tasks", str(path)], f) for f, _, path in cases.values()])
+    return {case: (f, before, result) for (case, (f, before, _)), result in zip(cases.items(), results, strict=True)}
+
+
+@pytest.mark.parametrize("case", COMMAND_LINE_CASES)
+def test_the_command_line_stops_at_a_bad_custom_task_before_anything_heavy_loads(case, command_line):
+    tmp_path, before, (code, err, heavy) = command_line[case]
+    message = CASES[case][1]
     assert code == 2 and len(err) == 1 and err[0].startswith("layer-mteb: error:") and message in err[0], err
     assert heavy == []
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no runs/, no output folder, no mteb/

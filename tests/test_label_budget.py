@@ -255,6 +255,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # a new interpreter (torch imported again) for the real signal
 def test_ctrl_c_in_select_labels_says_nothing_was_saved(planted_run, tiny_folder, data_dir):
     argv = ["select", "--run", str(planted_run), "--labels", "8", "--model", str(tiny_folder)]
     env = {**os.environ, "LAYER_MTEB_DATA": str(data_dir), "HF_HUB_OFFLINE": "1"}

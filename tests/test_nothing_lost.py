@@ -15,6 +15,7 @@ import pytest
 from conftest import save_tiny_model
 from mteb.results import TaskResult
 
+from layer_mteb.cli import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.sweep import sweep
@@ -129,7 +130,8 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_ctrl_c_is_one_line_and_a_rerun_resumes(tiny_folder, data_dir, tmp_path):
+@pytest.mark.slow  # a new interpreter (torch imported again) for the real signal
+def test_ctrl_c_is_one_line_and_a_rerun_resumes(tiny_folder, data_dir, tmp_path, monkeypatch):
     out, cache = tmp_path / "run", tmp_path / "cache"
     env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES,STS17", "--data-dir", str(data_dir)]
@@ -144,8 +146,8 @@ def test_ctrl_c_is_one_line_and_a_rerun_resumes(tiny_folder, data_dir, tmp_path)
     saved = pd.read_csv(out / "scores.csv")
     assert saved["task"].tolist() == ["BIOSSES"] * 3 and saved["layer"].tolist() == [0, 1, 2]
 
-    done = subprocess.run([sys.executable, "-m", "layer_mteb.cli", *args], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(cache))  # the rerun in this process: the same command, same cache
+    assert main(args) == 0
     final = pd.read_csv(out / "scores.csv")
     assert sorted(final["task"]) == ["BIOSSES"] * 3 + ["STS17"] * 3
     pd.testing.assert_frame_equal(final[final["task"] == "BIOSSES"].reset_index(drop=True), saved)

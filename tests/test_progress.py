@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
+from _in_process import run_main
 from conftest import save_tiny_model
 
 from layer_mteb.cli import main
@@ -21,23 +19,16 @@ def tiny_folder(tmp_path_factory, bert_tokenizer):
     return save_tiny_model("gpt2", bert_tokenizer, folder)
 
 
-def _cli(args: list[str], interval: str, cache) -> subprocess.CompletedProcess:
+def test_run_logs_progress_lines_when_stderr_is_a_pipe(tiny_folder, data_dir, tmp_path, monkeypatch, capfd, caplog):
+    """Run in this process, where stderr is pytest's capture, not a terminal: the lines a terminal would see are the
+    ones the CLI's logging shows (tests/_in_process.py); that they reach a real process's stderr, test_quiet checks."""
+    monkeypatch.setenv("LAYER_MTEB_PROGRESS_SECONDS", "0")
     # a cache of its own: vectors stored by another test of the same tiny model would leave nothing to encode
-    env = {**os.environ, "LAYER_MTEB_PROGRESS_SECONDS": interval, "HF_HUB_OFFLINE": "1", "LAYER_MTEB_CACHE": str(cache)}
-    return subprocess.run(
-        [sys.executable, "-m", "layer_mteb.cli", *args],
-        capture_output=True,  # stderr is a pipe, not a terminal
-        text=True,
-        env=env,
-        timeout=300,
-    )
-
-
-def test_run_logs_progress_lines_when_stderr_is_a_pipe(tiny_folder, data_dir, tmp_path):
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "cache"))
     args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir)]
-    done = _cli([*args, "--layers", "0,1,2", "--output", str(tmp_path / "run")], interval="0", cache=tmp_path / "cache")
+    done = run_main([*args, "--layers", "0,1,2", "--output", str(tmp_path / "run")], capfd, caplog)
     assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
+    lines = done.lines
     for layer in (1, 2, 3):
         assert any(f"task BIOSSES: {layer}/3 layers scored (" in line for line in lines), done.stderr
     assert any("tasks: 1/1 done (" in line for line in lines), done.stderr

@@ -10,7 +10,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import COLLECTED, REPO
 
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
@@ -75,19 +75,19 @@ def _sections(text: str) -> list[str]:
     return [*parts, "\n".join(current)]
 
 
-@pytest.mark.slow  # collects the whole suite in a subprocess: about a minute on 2 busy cores
-def test_the_readme_s_test_count_is_what_pytest_collects():
-    """The README says "about N tests"; pytest collects within 5 % of N (other work adds tests between updates)."""
+@pytest.mark.slow  # without the whole suite in this session, collects it in a subprocess: a minute on 2 busy cores
+def test_the_readme_s_test_count_is_what_pytest_collects(request):
+    """The README says "about N tests"; pytest collects within 5 % of N (other work adds tests between updates).
+    In ``make test`` this session collected the whole suite already (conftest counts it); otherwise a new one does."""
     stated = {int(n) for n in COUNT.findall((REPO / "README.md").read_text())}
     assert len(stated) == 1, f"the README states the test count as {sorted(stated)}: one number, please"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "slow or not slow", "-p", "no:cacheprovider"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    collected = int(re.search(r"(\d+) tests? collected", done.stdout)[1])
+    collected = request.config.stash.get(COLLECTED, None)
+    if collected is None:
+        command = ["--collect-only", "-q", "-m", "slow or not slow", "-p", "no:cacheprovider"]
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", *command], cwd=REPO, capture_output=True, text=True, timeout=600
+        )
+        collected = int(re.search(r"(\d+) tests? collected", done.stdout)[1])
     [n] = stated
     assert abs(collected - n) <= 0.05 * collected, f"README: about {n} tests; pytest collects {collected}"
 

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from conftest import save_tiny_model
 
+from layer_mteb.cli import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.evaluation.sweep import sweep
 
@@ -45,25 +46,16 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def start(folder, data_dir, out, cache, kill_after_rows: int | None = None):
-    """``layer-mteb run`` in a process of its own; with ``kill_after_rows``, killed once that many rows are written."""
+def run_args(folder, data_dir, out) -> list[str]:
+    """``layer-mteb run`` of the three tasks."""
+    argv = ["run", "--model", str(folder), "--tasks", TASKS, "--data-dir", str(data_dir), "--output", str(out)]
+    return [*argv, "--batch-size", "16"]
+
+
+def start(folder, data_dir, out, cache, kill_after_rows: int):
+    """``layer-mteb run`` in a process of its own, killed once ``kill_after_rows`` rows are written."""
     env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    launcher = ["-m", "layer_mteb.cli"] if kill_after_rows is None else ["-c", KILLED_AFTER, str(kill_after_rows)]
-    argv = [
-        sys.executable,
-        *launcher,
-        "run",
-        "--model",
-        str(folder),
-        "--tasks",
-        TASKS,
-        "--data-dir",
-        str(data_dir),
-        "--output",
-        str(out),
-        "--batch-size",
-        "16",
-    ]
+    argv = [sys.executable, "-c", KILLED_AFTER, str(kill_after_rows), *run_args(folder, data_dir, out)]
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -76,12 +68,14 @@ def rows_written(out) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_folder, data_dir, tmp_path):
+def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(
+    tiny_folder, data_dir, tmp_path, monkeypatch
+):
     """SIGKILL right after the 1st, 4th and 7th of 9 (task, layer) units is written, restarting each time, then let
-    it finish."""
+    it finish (the uninterrupted run and the last one in this process: only the killed ones need their own)."""
     reference_out = tmp_path / "reference"
-    reference = start(tiny_folder, data_dir, reference_out, tmp_path / "reference-cache")
-    assert reference.wait(timeout=300) == 0, reference.stderr.read()
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "reference-cache"))
+    assert main(run_args(tiny_folder, data_dir, reference_out)) == 0
     out, cache = tmp_path / "out", tmp_path / "cache"
     rows_before_kill = 0
     for kill_after_rows in (1, 4, 7):
@@ -92,8 +86,8 @@ def test_sweep_killed_at_several_points_resumes_to_the_uninterrupted_table(tiny_
     before = pd.read_csv(out / "scores.csv")
     finished_tasks = {t for t, n in before.groupby("task").size().items() if n == 3}
 
-    final = start(tiny_folder, data_dir, out, cache)
-    assert final.wait(timeout=300) == 0, final.stderr.read()
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(cache))
+    assert main(run_args(tiny_folder, data_dir, out)) == 0
     expected = pd.read_csv(reference_out / "scores.csv")
     pd.testing.assert_frame_equal(pd.read_csv(out / "scores.csv"), expected, check_exact=True)
     log = {entry["task"]: entry for entry in json.loads((out / "run.json").read_text())["tasks"]}

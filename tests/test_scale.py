@@ -18,6 +18,7 @@ import torch
 from conftest import ForwardCounter, save_tiny_model
 from numpy.lib import format as npy
 
+from layer_mteb.cli import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.encoder import LayerEncoder
@@ -175,12 +176,16 @@ def test_disk_store_sweep_equals_in_memory_sweep(tiny_gpt_neox, data_dir):
     pd.testing.assert_frame_equal(want.drop(columns="max_cache_memory", errors="ignore"), got, check_exact=True)
 
 
-def run_cli(folder, data_dir, out, cache, budget, *, program: str | None = None) -> subprocess.CompletedProcess:
-    """``layer-mteb run`` on STS17 with a vector store on disk (``program``: a script standing in for the CLI)."""
+def run_args(folder, data_dir, out, budget) -> list[str]:
+    """``layer-mteb run`` on STS17 with a vector store on disk."""
+    argv = ["run", "--model", str(folder), "--tasks", "STS17", "--data-dir", str(data_dir), "--output", str(out)]
+    return [*argv, "--batch-size", "4", "--max-cache-memory", budget]
+
+
+def run_cli(folder, data_dir, out, cache, budget, *, program: str) -> subprocess.CompletedProcess:
+    """:func:`run_args` in a process of its own, ``program`` (a script) standing in for the CLI."""
     env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    start = ["-c", program] if program else ["-m", "layer_mteb.cli"]
-    argv = [sys.executable, *start, "run", "--model", str(folder), "--tasks", "STS17", "--data-dir", str(data_dir)]
-    argv += ["--output", str(out), "--batch-size", "4", "--max-cache-memory", budget]
+    argv = [sys.executable, "-c", program, *run_args(folder, data_dir, out, budget)]
     return subprocess.run(argv, env=env, capture_output=True, text=True)
 
 
@@ -209,12 +214,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(bert_tokenizer, data_dir, tmp_path):
+@pytest.mark.slow  # a new interpreter (torch imported again) for the real kill
+def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(
+    bert_tokenizer, data_dir, tmp_path, monkeypatch
+):
     folder = save_tiny_model("gpt_neox", bert_tokenizer, tmp_path / "tiny")
     n_texts = len(sts_texts(data_dir))
     budget = format_size(store_bytes(n_texts, 1, 32))
-    reference = run_cli(folder, data_dir, tmp_path / "reference", tmp_path / "reference-cache", budget)
-    assert reference.returncode == 0, reference.stderr
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "reference-cache"))
+    assert main(run_args(folder, data_dir, tmp_path / "reference", budget)) == 0  # the reference, in this process
     killed = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget, program=KILLED_AFTER_FIVE_BATCHES)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     [torn] = (tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy")
@@ -224,8 +232,8 @@ def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(bert_t
         assert shape == (n_texts, 32) and len(handle.read()) == 5 * 4 * 32 * 4  # five batches of 4 rows, float32
     store = torn.parent.parent.parent
     assert segment_folders(store / "layers") == []  # the torn segment is not one a rerun would read
-    rerun = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget)
-    assert rerun.returncode == 0, rerun.stderr
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "cache"))
+    assert main(run_args(folder, data_dir, tmp_path / "out", budget)) == 0  # the rerun, in this process
     assert list((store / "layers").glob(".tmp-*")) == []
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "reference" / "scores.csv"), pd.read_csv(tmp_path / "out" / "scores.csv")
