@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, scored_run_and_tasks, scored_run_options, table
 
-from layer_mteb.metrics.agreement.run import agreement_curves, model_source, references_for
+from layer_mteb.metrics.agreement.compute import agreement_curves, model_source, references_for
 from layer_mteb.model.loading import load_model
 
 

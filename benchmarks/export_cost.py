@@ -1,7 +1,7 @@
 """What does exporting a middle layer save? Size on disk and encode time of an exported layer against the exported
 last layer (the whole model), each folder loaded by sentence-transformers alone and encoding the same texts.
 
-Both folders come from ``layer_mteb.model.export.export_layer``; the last layer's folder is the full model with the
+Both folders come from ``layer_mteb.model.st_export.export_layer``; the last layer's folder is the full model with the
 same pooling, so the only difference is the blocks dropped. Encode times alternate between the two folders for
 ``--rounds`` rounds and the fastest round of each counts (the cores are shared).
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, common_options, machine_line, setup, table
 
 from layer_mteb import load_model
-from layer_mteb.model.export import export_layer
+from layer_mteb.model.st_export import export_layer
 
 
 def sts_texts(data_dir: str, n: int) -> list[str]:

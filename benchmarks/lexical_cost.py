@@ -28,10 +28,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, scored_run_and_tasks, scored_run_options, table
 
+from layer_mteb.metrics.agreement.compute import layer_vectors, model_source, sample_texts
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
 from layer_mteb.metrics.agreement.measures import DEFAULT_K, agreement_curve, neighbour_sets, shared_neighbours
 from layer_mteb.metrics.agreement.reference import load_reference
-from layer_mteb.metrics.agreement.run import layer_vectors, model_source, sample_texts
 from layer_mteb.model.loading import load_model
 
 

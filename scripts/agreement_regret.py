@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
-from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import ID_METRIC, METRIC_COLUMNS
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick

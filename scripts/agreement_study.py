@@ -25,8 +25,7 @@ from dataclasses import replace
 
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import tidy_agreement
-from layer_mteb.metrics.agreement.reference import REFERENCES, default_reference, is_same_model
-from layer_mteb.metrics.agreement.run import (
+from layer_mteb.metrics.agreement.compute import (
     DEFAULT_N,
     TaskSample,
     curve_rows,
@@ -35,6 +34,7 @@ from layer_mteb.metrics.agreement.run import (
     references_for,
     sample_texts,
 )
+from layer_mteb.metrics.agreement.reference import REFERENCES, default_reference, is_same_model
 from layer_mteb.model.loading import load_model
 
 N_SIZES = (32, 64, 128, 256, 512, 1024)

@@ -29,7 +29,7 @@ from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve
 from layer_mteb.evaluation.mteb_call import score_encoder
 from layer_mteb.evaluation.plan import task_units
 from layer_mteb.evaluation.prefill import texts_mteb_encodes
-from layer_mteb.metrics.agreement.run import model_source
+from layer_mteb.metrics.agreement.compute import model_source
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
 from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks

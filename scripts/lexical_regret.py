@@ -30,7 +30,7 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.auto import kind_of
 from layer_mteb.analysis.selection.curves import score_curves
-from layer_mteb.analysis.selection.select import pooling_of, select_layers, task_types
+from layer_mteb.analysis.selection.picks import pooling_of, select_layers, task_types
 from layer_mteb.analysis.selection.selectors import ModelData, by_name
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import METRIC_COLUMNS

@@ -30,9 +30,7 @@ import time
 
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import tidy_agreement
-from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
-from layer_mteb.metrics.agreement.measures import OUTLIERS
-from layer_mteb.metrics.agreement.run import (
+from layer_mteb.metrics.agreement.compute import (
     DEFAULT_N,
     TaskSample,
     curve_rows,
@@ -40,6 +38,8 @@ from layer_mteb.metrics.agreement.run import (
     model_source,
     sample_texts,
 )
+from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, lexical_vectors, parse_lexical
+from layer_mteb.metrics.agreement.measures import OUTLIERS
 from layer_mteb.model.loading import load_model
 
 SIZES = (64, 128, DEFAULT_N)

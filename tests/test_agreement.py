@@ -12,10 +12,10 @@ from conftest import save_tiny_model, write_tiny_gpt2_scores
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import AGREEMENT_COLUMNS, ID_METRIC, curves
+from layer_mteb.metrics.agreement.compute import agreement_curves, references_for, sample_texts
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick, two_nn
 from layer_mteb.metrics.agreement.measures import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers
 from layer_mteb.metrics.agreement.reference import default_reference, load_reference
-from layer_mteb.metrics.agreement.run import agreement_curves, references_for, sample_texts
 
 
 def _points(n: int, d: int, seed: int = 0) -> torch.Tensor:
@@ -227,7 +227,7 @@ def test_the_selection_only_reads_curves_and_names_the_stage_that_computes_them(
     """The selection engine computes nothing: a run without the asked curves has them named by ``missing_curves``
     (what the CLI hands to the curves' stage), and a pick that reads none is one line naming that stage."""
     from layer_mteb.analysis.selection.agreement import AgreementOptions, missing_curves
-    from layer_mteb.analysis.selection.select import select_layers
+    from layer_mteb.analysis.selection.picks import select_layers
 
     settings = {"readout": "final_norm", "pooling": "mean", "max_length": 64, "dtype": "float32", "normalize": False}
     rows = [

@@ -17,7 +17,7 @@ from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.auto import family_of
-from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
 from layer_mteb.analysis.study import engine, lofo
 from layer_mteb.common.errors import UserError

@@ -91,7 +91,7 @@ def test_the_command_line_defaults_are_the_library_s():
     """The parser declares its defaults without importing the library; they must be the library's own."""
     from layer_mteb.analysis.labels.budget import DEFAULT_DRAWS
     from layer_mteb.cli.main import build_parser
-    from layer_mteb.paper.reproduce import PERMUTATIONS
+    from layer_mteb.paper.regenerate import PERMUTATIONS
 
     parser = build_parser()
     assert parser.parse_args(["label-budget", "--run", "r"]).draws == DEFAULT_DRAWS

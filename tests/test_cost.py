@@ -18,7 +18,7 @@ from layer_mteb.analysis.rules import ONE_POINT, cheapest_within
 from layer_mteb.analysis.selection.tradeoff import cheapest_layers
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.run_folder import COST_FILE, RunFolder
-from layer_mteb.metrics.cost import COST_COLUMNS, _counter, depth_flops, padded_batches
+from layer_mteb.metrics.layer_cost import COST_COLUMNS, _counter, depth_flops, padded_batches
 from layer_mteb.model.architectures import first_blocks
 
 TEXTS = ["A short one.", "A somewhat longer sentence about cats, dogs and the weather.", "Hello there, world!"]

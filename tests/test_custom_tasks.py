@@ -214,7 +214,7 @@ def test_labelled_selection_own_texts_and_cost_find_the_custom_task_from_the_run
     from conftest import save_tiny_model
 
     from layer_mteb.analysis.labels.budget import select_with_labels
-    from layer_mteb.metrics.cost import CostSettings, run_cost
+    from layer_mteb.metrics.layer_cost import CostSettings, run_cost
     from layer_mteb.metrics.texts import load_texts
 
     model = save_tiny_model("bert", bert_tokenizer, tmp_path / "model")

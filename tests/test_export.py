@@ -27,9 +27,9 @@ from transformers import AutoConfig
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.model.architectures import LoadedModel, wrap_model
-from layer_mteb.model.export import export_layer
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
+from layer_mteb.model.st_export import export_layer
 
 MAX_LENGTH = 24  # the longest text below is cut: truncation must match too
 TEXTS = [

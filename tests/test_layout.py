@@ -135,6 +135,17 @@ def test_the_module_map_names_every_module():
     assert missing == []
 
 
+def test_no_two_modules_share_a_name():
+    """A module's file name says its job in the whole package: two ``select.py`` (a command and the selection engine)
+    leave a reader and a traceback guessing which one is meant."""
+    from collections import Counter
+
+    from conftest import REPO
+
+    names = Counter(path.name for path in (REPO / "layer_mteb").rglob("*.py"))
+    assert {name for name, count in names.items() if count > 1} <= {"__init__.py"}
+
+
 def test_functions_stay_short():
     """No function over 60 lines: a newcomer reads each in one sitting. Modules are sized by their job, not capped."""
     import ast

@@ -17,9 +17,9 @@ from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import curves
+from layer_mteb.metrics.agreement.compute import sample_texts
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, LexicalSpec, lexical_vectors, parse_lexical
 from layer_mteb.metrics.agreement.measures import agreement_curve
-from layer_mteb.metrics.agreement.run import sample_texts
 
 
 def _synthetic_layers(texts: list[str], k: int, n_layers: int = 6, seed: int = 0) -> torch.Tensor:

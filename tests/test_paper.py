@@ -16,7 +16,7 @@ from layer_mteb.analysis.runs.importing import import_folder, import_metrics_tab
 from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
-from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.study import engine as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.tables import table1
@@ -122,7 +122,7 @@ def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_d
 
 
 def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
-    from layer_mteb.paper.reproduce import Progress
+    from layer_mteb.paper.regenerate import Progress
 
     written: list[Path] = []
     progress = Progress(written)
@@ -142,10 +142,10 @@ def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):
 
 def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeypatch, capsys):
     from layer_mteb.cli import main
-    from layer_mteb.paper import reproduce
+    from layer_mteb.paper import regenerate
 
     called = []
-    monkeypatch.setattr(reproduce, "reproduce", lambda *args, **kwargs: called.append((args, kwargs)))
+    monkeypatch.setattr(regenerate, "reproduce", lambda *args, **kwargs: called.append((args, kwargs)))
     run = tmp_path / "run"
     run.mkdir()
     (run / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
@@ -162,7 +162,7 @@ def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeyp
 
 
 def test_a_run_without_metrics_keeps_its_scores_but_mismatched_metrics_are_an_error(tmp_path):
-    from layer_mteb.paper.reproduce import run_scores
+    from layer_mteb.paper.regenerate import run_scores
 
     scores, metrics = run_tables({"STS12": [0.1, 0.3, 0.2]}, {("prompt_entropy", "wikitext"): [0.5, 0.4, 0.6]})
     scores.to_csv(tmp_path / "scores.csv", index=False)

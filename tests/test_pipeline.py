@@ -8,7 +8,7 @@ import pytest
 
 from layer_mteb.analysis.report.build import write_report
 from layer_mteb.analysis.selection.correlation import correlate
-from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.run_tables import SCORE_COLUMNS

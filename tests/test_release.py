@@ -177,7 +177,7 @@ def test_wikitext_metrics_keep_one_split_per_model(tmp_path):
 @pytest.mark.slow  # four figures of up to 49 layers: tens of seconds on a busy machine
 @needs_release
 def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(tmp_path):
-    from layer_mteb.paper.reproduce import _with_split
+    from layer_mteb.paper.regenerate import _with_split
     from layer_mteb.paper.wikitext import draw, extrema, sources_markdown
 
     results = tmp_path / "experiments" / "results"

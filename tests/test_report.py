@@ -33,7 +33,7 @@ from layer_mteb.analysis.runs.folders import (
     reference_folder,
     reference_path,
 )
-from layer_mteb.analysis.selection.select import selector_leaderboard
+from layer_mteb.analysis.selection.picks import selector_leaderboard
 from layer_mteb.cli import main
 
 

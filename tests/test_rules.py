@@ -16,7 +16,7 @@ from _metric_fixtures import run_tables
 from layer_mteb.analysis.labels.budget import TaskLayers, judge
 from layer_mteb.analysis.report.table1 import build_table1, per_task_summary, task_scores
 from layer_mteb.analysis.rules import default_layer, last_layer_of, most_frequent_layer
-from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.selectors import Selector, evaluate
 from layer_mteb.analysis.study.engine import score_models
 from layer_mteb.paper.tables import table1

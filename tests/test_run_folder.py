@@ -13,11 +13,11 @@ from _metric_fixtures import run_tables
 from conftest import save_tiny_model
 
 from layer_mteb.analysis.runs.folders import load_runs
-from layer_mteb.analysis.selection.select import select_layers
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.tradeoff import run_cheapest
 from layer_mteb.cli import main
 from layer_mteb.common.errors import UserError
-from layer_mteb.metrics.cost import run_cost
+from layer_mteb.metrics.layer_cost import run_cost
 
 
 @pytest.fixture(scope="module")

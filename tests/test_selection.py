@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from _metric_fixtures import run_tables
 
-from layer_mteb.analysis.selection.select import leaderboard, select_layers
+from layer_mteb.analysis.selection.picks import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 

@@ -13,7 +13,7 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.metrics.bimodality import dip_test
 from layer_mteb.metrics.perturb import FIRST_RANDOM_ID, perturb, random_prompts, special_ends
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-from layer_mteb.metrics.stress import StressSettings, run_stress
+from layer_mteb.metrics.stress_tests import StressSettings, run_stress
 
 CONFIG = EncodeConfig(device="cpu")
 LONG = [t for t in TEXTS if len(t.split()) > 4]

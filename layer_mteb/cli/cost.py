@@ -77,7 +77,7 @@ def execute(settings: Settings) -> None:
     from layer_mteb.cli.options import process_device
     from layer_mteb.common.config import default_device
     from layer_mteb.common.run_folder import COST_FILE
-    from layer_mteb.metrics.cost import CostSettings, run_cost
+    from layer_mteb.metrics.layer_cost import CostSettings, run_cost
 
     frame = run_cost(
         settings.run,

@@ -24,7 +24,7 @@ from layer_mteb.model.names import model_kind
 if TYPE_CHECKING:
     import pandas as pd
 
-    from layer_mteb.model.export import RunRecord
+    from layer_mteb.model.st_export import RunRecord
 
 NAME = "export"
 HELP = "write one layer, as it was scored, as a sentence-transformers model folder"
@@ -136,8 +136,8 @@ def execute(settings: Settings) -> None:
         from layer_mteb.model.names import offline_unless_reachable
 
         offline_unless_reachable()
-    from layer_mteb.model.export import export_layer
     from layer_mteb.model.loading import load_model
+    from layer_mteb.model.st_export import export_layer
 
     model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=settings.trust_remote_code)
     if plan.scored_revision is not None and model.revision != plan.scored_revision:
@@ -167,8 +167,8 @@ class _Plan:
 
 def _plan(settings: Settings) -> _Plan:
     """The options as given, or the run's model, settings and chosen layer."""
-    from layer_mteb.model.export import RunRecord
     from layer_mteb.model.names import packaged_name
+    from layer_mteb.model.st_export import RunRecord
 
     if settings.run is None:
         return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
@@ -201,13 +201,13 @@ def _selection(settings: Settings, scores: pd.DataFrame) -> tuple[int, str]:
     """The layer ``--by`` picks (for ``--task``, or the one pick for the mean over tasks) and a line saying how it
     compares with the last and the best layer. The run's metrics are passed in as frames, so nothing is written."""
     from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, missing_curves
-    from layer_mteb.analysis.selection.select import select_layers
+    from layer_mteb.analysis.selection.picks import select_layers
 
     run, by, task = str(settings.run), str(settings.by), settings.task
     if by in READS_AGREEMENT:  # the curves' own stage first, at the default options, where the run lacks them
         missing = missing_curves(run, AgreementOptions())
         if missing:
-            from layer_mteb.metrics.agreement.run import agreement_curves
+            from layer_mteb.metrics.agreement.compute import agreement_curves
 
             agreement_curves(run, missing)
     picks = select_layers(

@@ -83,7 +83,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 
 def execute(settings: Settings) -> None:
-    from layer_mteb.paper.reproduce import reproduce
+    from layer_mteb.paper.regenerate import reproduce
 
     reproduce(
         settings.source,

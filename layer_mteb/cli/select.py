@@ -2,7 +2,7 @@
 with a sentence encoder) or by K labelled examples, and score the choice against the truth.
 
 ``--by agreement`` on a run without the asked curves runs the curves' stage first
-(:func:`~layer_mteb.metrics.agreement.run.agreement_curves`), then hands the stored curves to the selection."""
+(:func:`~layer_mteb.metrics.agreement.compute.agreement_curves`), then hands the stored curves to the selection."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 
 def execute(settings: Settings) -> None:
-    from layer_mteb.analysis.selection.select import best_lines, run_leaderboard, select_layers
+    from layer_mteb.analysis.selection.picks import best_lines, run_leaderboard, select_layers
     from layer_mteb.cli.console import print_cheapest, print_leaderboard
     from layer_mteb.common.run_folder import selection_file
 
@@ -177,7 +177,7 @@ def _compute_missing_curves(settings: Settings, options) -> None:
 
     missing = missing_curves(settings.run, options)
     if missing:
-        from layer_mteb.metrics.agreement.run import agreement_curves
+        from layer_mteb.metrics.agreement.compute import agreement_curves
 
         agreement_curves(
             settings.run,

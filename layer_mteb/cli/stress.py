@@ -72,7 +72,13 @@ def execute(settings: Settings) -> None:
     target = settings.target
     probe_hub_if(settings.hub_needed())
     from layer_mteb.evaluation.plan import check_writable
-    from layer_mteb.metrics.stress import LENGTHS, PAPER_STRESS_SIZES, QUICK_STRESS_SIZES, StressSettings, run_stress
+    from layer_mteb.metrics.stress_tests import (
+        LENGTHS,
+        PAPER_STRESS_SIZES,
+        QUICK_STRESS_SIZES,
+        StressSettings,
+        run_stress,
+    )
 
     sizes = PAPER_STRESS_SIZES if settings.paper_sizes else QUICK_STRESS_SIZES
     measure = StressSettings(

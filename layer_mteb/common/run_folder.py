@@ -413,7 +413,7 @@ class RunFolder:
         """``agreement.csv``: the stored agreement and intrinsic-dimension curves."""
         from layer_mteb.common.run_tables import AGREEMENT_COLUMNS
 
-        fix = "compute the curves with layer_mteb.metrics.agreement.run"
+        fix = "compute the curves with layer_mteb.metrics.agreement.compute"
         read = {"keep_default_na": False, "na_values": {"value": [""]}}
         return self._read(AGREEMENT_FILE, AGREEMENT_COLUMNS, fix, missing_ok=missing_ok, **read)
 

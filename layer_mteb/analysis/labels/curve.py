@@ -27,7 +27,7 @@ from layer_mteb.analysis.labels.budget import (
 )
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.agreement import AGREEMENT
-from layer_mteb.analysis.selection.select import is_selector, leaderboard, select_layers
+from layer_mteb.analysis.selection.picks import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder

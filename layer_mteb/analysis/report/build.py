@@ -28,7 +28,7 @@ from layer_mteb.analysis.report.table1 import (
 )
 from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs.folders import Runs, load_reference, load_runs
-from layer_mteb.analysis.selection.select import selector_leaderboard
+from layer_mteb.analysis.selection.picks import selector_leaderboard
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building
 

@@ -2,7 +2,7 @@
 task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024, or linear CKA; docs/agreement.md).
 
 This module only reads: the curves are the run's ``agreement.csv``, computed beforehand by their own stage
-(:func:`layer_mteb.metrics.agreement.run.agreement_curves`; ``select --by agreement`` calls it first for the tasks
+(:func:`layer_mteb.metrics.agreement.compute.agreement_curves`; ``select --by agreement`` calls it first for the tasks
 :func:`missing_curves` names). The curves enter the one selection engine as a metric (``agreement``, higher is
 better), so the pick, the tie rule (deeper) and regret and gain are those of every other selector.
 """
