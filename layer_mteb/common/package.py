@@ -19,7 +19,7 @@ def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], 
     """``__getattr__`` and ``__dir__`` for ``package``, whose public name -> submodule defining it is ``homes``.
 
     A public name must not also be the name of one of the package's submodules: importing that submodule would
-    bind the module over the name (tests/test_layout.py checks this)."""
+    bind the module over the name (tests/project/test_layout.py checks this)."""
     module = sys.modules[package]
 
     def __getattr__(name: str) -> Any:

@@ -23,7 +23,7 @@ from layer_mteb.model.compat import attention_implementation
 if TYPE_CHECKING:
     from layer_mteb.model.architectures import LoadedModel
 
-#: attention implementations checked to honour the switch (tests/test_attention.py runs each one)
+#: attention implementations checked to honour the switch (tests/model/test_attention.py runs each one)
 SUPPORTED_IMPLEMENTATIONS = ("eager", "sdpa")
 
 

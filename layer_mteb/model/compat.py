@@ -1,7 +1,7 @@
 """Every place layer_mteb leans on transformers internals, gathered here so a transformers upgrade breaks one module.
 
 Each function is one workaround: its docstring says which transformers behaviour it relies on and why it is needed;
-``tests/test_compat.py`` holds a guard per workaround that fails loudly when transformers changes underneath.
+``tests/model/test_compat.py`` holds a guard per workaround that fails loudly when transformers changes underneath.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every private mteb name layer_mteb relies on, gathered here so that an mteb upgrade breaks one module.
 
 Each function wraps one private mteb helper, and each constant names one private behaviour the package's logic
-assumes; the docstrings say what is relied on and why. ``tests/test_mteb_compat.py`` holds a guard for each that
+assumes; the docstrings say what is relied on and why. ``tests/tasks/test_mteb_compat.py`` holds a guard for each that
 fails loudly (a missing name, a changed signature, a different output on mteb's own mock tasks) when mteb changes
 underneath, instead of a sweep silently encoding other texts or scoring from another state.
 """

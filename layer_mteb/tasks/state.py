@@ -1,5 +1,5 @@
 """What layer_mteb changes about the state of an mteb task object, in one place, each through mteb's public task
-attributes (tests/test_task_state.py fails loudly when mteb changes them; the private mteb behaviour relied on is
+attributes (tests/tasks/test_task_state.py fails loudly when mteb changes them; the private mteb behaviour relied on is
 named in :mod:`layer_mteb.tasks.mteb_compat`):
 
 - :func:`load_data_once`: the task's data loaded unless it is already (local data comes loaded from

@@ -11,8 +11,8 @@ import pytest
 from conftest import REPO
 
 #: a test that needs no data, and one that reads the data folder
-NO_DATA = "tests/test_docs.py::test_github_slugs_of_headings_the_docs_link_to"
-NEEDS_DATA = "tests/test_demo_data.py::test_the_shipped_files_equal_the_data_folders"
+NO_DATA = "tests/project/test_docs.py::test_github_slugs_of_headings_the_docs_link_to"
+NEEDS_DATA = "tests/tasks/test_demo_data.py::test_the_shipped_files_equal_the_data_folders"
 
 
 def pytest_run(*args: str, **env: str) -> subprocess.CompletedProcess:

@@ -4,13 +4,10 @@ probed only when a model or task data may come from it. (How fast: benchmarks/cl
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _fresh_process import fresh_mains
 from conftest import REPO, minilm_folder
 
 from layer_mteb.cli.main import build_parser, check
@@ -18,7 +15,6 @@ from layer_mteb.tasks.catalog import read_task_file
 from layer_mteb.tasks.task_names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
 
 PAPER_TASKS = [spec.name for spec in read_task_file().tasks]  # the 32 tasks of tasks.yaml
-HEAVY = ("torch", "transformers", "mteb", "datasets", "pandas")
 
 CASES = {
     "mistyped option": (["run", "--model", "minilm-l6", "--taks", "STS12"], "unrecognized arguments: --taks"),
@@ -126,52 +122,6 @@ CASES = {
 #: every case's ``layer-mteb argv`` in turn, in one new interpreter: each in its own folder, its stderr (the file
 #: descriptor, so nothing written any other way is missed) kept apart, and the heavy modules loaded by then. They
 #: accumulate, so a case that loads one fails, and so does every case after it.
-FRESH_MAIN = """
-import contextlib, io, json, os, sys, tempfile
-from layer_mteb.cli import main
-
-heavy, out = json.loads(sys.argv[1]), []
-for argv, cwd in json.loads(sys.argv[2]):
-    os.chdir(cwd)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as err:
-        os.dup2(err.fileno(), 2)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                code = main(argv)
-        except SystemExit as exit:  # argparse exits by itself
-            code = exit.code
-        except BaseException as error:  # reported as this case's failure, the other cases still run
-            code = repr(error)
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-        err.seek(0)
-        said = err.read().decode()
-    out.append([code, said.strip().splitlines(), [m for m in heavy if m in sys.modules]])
-print(json.dumps(out))
-"""
-
-
-def fresh_mains(runs: list[tuple[list[str], Path]]) -> list[tuple[int, list[str], list[str]]]:
-    """(exit code, stderr lines, heavy modules loaded) of ``layer-mteb argv`` in folder ``cwd``, for each
-    ``(argv, cwd)`` of ``runs``: all of them in one new interpreter, where nothing was imported before."""
-    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9"}  # a probe would be seen as a "cannot be reached" line
-    env.pop("HF_HUB_OFFLINE", None)
-    done = subprocess.run(
-        [sys.executable, "-c", FRESH_MAIN, json.dumps(HEAVY), json.dumps([[argv, str(cwd)] for argv, cwd in runs])],
-        capture_output=True,
-        text=True,
-        cwd=runs[0][1],
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
-    results = json.loads(done.stdout.splitlines()[-1])
-    assert len(results) == len(runs)
-    return [tuple(result) for result in results]
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ selection, own-text metrics) find the task again from the run folder."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import pickle
 from pathlib import Path
 
 import pytest
+from _task_files import SENTENCES, write_csv, write_jsonl
 from conftest import REPO
 
 from layer_mteb.common.errors import UserError
@@ -20,31 +20,6 @@ from layer_mteb.tasks.catalog import load_tasks, select_tasks
 from layer_mteb.tasks.custom import declared_in, read_custom_data
 
 EXAMPLE = REPO / "docs" / "examples" / "support_intents.yaml"
-SENTENCES = [
-    "The cat sat on the warm windowsill.",
-    "A kitten is sleeping by the window.",
-    "Stock markets fell sharply on Monday.",
-    "Shares dropped at the start of the week.",
-    "She is baking bread for the party.",
-    "He repaired the bicycle's flat tyre.",
-    "Heavy rain flooded the village streets.",
-    "The orchestra played a new symphony.",
-]
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
 
 
 def every_type(folder: Path) -> Path:

@@ -21,7 +21,7 @@ from layer_mteb.analysis.study import engine as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.tables import table1
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = reference_folder()
 PYTHIA_14M = REFERENCE / "official_mteb_json" / "Pythia-14m"
 pytestmark = pytest.mark.skipif(not PYTHIA_14M.is_dir(), reason="the authors' release is not on this machine")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_cli_checks import fresh_mains
-from test_custom_tasks import SENTENCES, write_csv, write_jsonl
+from _fresh_process import fresh_mains
+from _task_files import SENTENCES, write_csv, write_jsonl
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.tasks.catalog import select_tasks

@@ -11,7 +11,7 @@ from nbclient import NotebookClient
 
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "reproduce_table1_figure1.ipynb"
 
 

@@ -10,8 +10,8 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from _task_files import write_csv, write_jsonl
 from conftest import save_tiny_model
-from test_custom_tasks import write_csv, write_jsonl
 
 from layer_mteb.analysis.labels.budget import labelled_tasks, run_tasks, select_with_labels
 from layer_mteb.analysis.labels.labelled import layer_scores

@@ -1,0 +1,33 @@
+"""Small task files written in a test's folder: the sentences and the CSV / JSONL writers custom tasks are made of."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+SENTENCES = [
+    "The cat sat on the warm windowsill.",
+    "A kitten is sleeping by the window.",
+    "Stock markets fell sharply on Monday.",
+    "Shares dropped at the start of the week.",
+    "She is baking bread for the party.",
+    "He repaired the bicycle's flat tyre.",
+    "Heavy rain flooded the village streets.",
+    "The orchestra played a new symphony.",
+]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
