@@ -11,8 +11,8 @@ once into the run's length-sorted batches; neither tokenising nor pooling is tim
   its per-module breakdown: the model cut at k does everything the full model does except blocks k+1..L, so its
   FLOPs are the total less those blocks' (:func:`depth_flops`). One counted pass instead of L+1, and exact: the
   counter sees the same padded shapes the timed passes run (``tests/metrics/test_cost.py`` checks it against
-  counting each cut model directly). The counter counts matrix products (linear layers, attention, convolutions), so embedding
-  look-ups and norms count zero; CPU attention is added here because torch does not count its kernel.
+  counting each cut model directly). The counter counts matrix products (linear layers, attention, convolutions),
+  so embedding look-ups and norms count zero; CPU attention is added here because torch does not count its kernel.
 """
 
 from __future__ import annotations
