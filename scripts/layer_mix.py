@@ -78,7 +78,9 @@ def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
         settings = resolve_settings(loaded, scored.config, data=data, data_fingerprint=fingerprint)
         load_data_once(task)
         state = TaskRandomState.of(task)
-        cache = LayerCache(loaded, settings.encode, store_folder(loaded, settings, name), budget=settings.budget)
+        cache = LayerCache(
+            loaded, settings.encode, store_folder(loaded, settings, name), memory_limit=settings.memory_limit
+        )
         cache.fill(texts_mteb_encodes(task))
 
         def score(encoder, task=task, state=state, data=data) -> float:

@@ -142,13 +142,13 @@ def output_folder(output: str | None, run: str | None, model: str | None) -> Pat
 
 def encode_config(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
     """The encode options as :class:`EncodeConfig` checks them, built once; the device is added when the command
-    executes (:func:`on_device`: whether CUDA exists is torch's to say). A memory budget is checked against the
+    executes (:func:`on_device`: whether CUDA exists is torch's to say). A memory limit is checked against the
     models whose width is known without loading them."""
-    budget = parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None
-    for model in models if budget is not None else []:
+    memory_limit = parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None
+    for model in models if memory_limit is not None else []:
         hidden = known_hidden_size(model)
         if hidden is not None:
-            check_one_vector_fits(budget, hidden, model)
+            check_one_vector_fits(memory_limit, hidden, model)
     return EncodeConfig(
         readout=args.readout,
         pooling=args.pooling,
@@ -159,7 +159,7 @@ def encode_config(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
         max_batch_tokens=args.max_batch_tokens,
         attention=args.attention,
         normalize=args.normalize,
-        max_cache_memory=budget,
+        max_cache_memory=memory_limit,
     )
 
 

@@ -16,12 +16,12 @@ from layer_mteb.common.config import EncodeConfig
 @dataclass(frozen=True)
 class RunSettings:
     """What one (model, task) runs with: the encode settings with the attention the model really runs, the memory
-    budget in bytes, the number of evaluation workers, and where the task data came from (``hub``, ``local``,
+    limit in bytes, the number of evaluation workers, and where the task data came from (``hub``, ``local``,
     ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint. Built by
     :func:`layer_mteb.evaluation.encoder.resolve_settings`."""
 
     encode: EncodeConfig
-    budget: int
+    memory_limit: int
     eval_workers: int = 1
     data: str | None = None
     data_fingerprint: str | None = None
@@ -29,8 +29,10 @@ class RunSettings:
     def __post_init__(self) -> None:
         if self.encode.attention is None:
             raise ValueError("RunSettings need the attention the model runs; build them with resolve_settings")
-        if self.budget < 1 or self.eval_workers < 1:
-            raise ValueError(f"budget and eval_workers must be positive, got {self.budget}, {self.eval_workers}")
+        if self.memory_limit < 1 or self.eval_workers < 1:
+            raise ValueError(
+                f"memory_limit and eval_workers must be positive, got {self.memory_limit}, {self.eval_workers}"
+            )
 
     def key(self) -> dict[str, str | int | bool | None]:
         """The settings that change vectors (the columns of every table, the parts of every key)."""
@@ -49,6 +51,6 @@ class RunSettings:
             "settings": self.key(),
             "data": self.data,
             "data_fingerprint": self.data_fingerprint,
-            "max_cache_memory": self.budget,
+            "max_cache_memory": self.memory_limit,
             "eval_workers": self.eval_workers,
         }

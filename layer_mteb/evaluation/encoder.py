@@ -19,7 +19,7 @@ from layer_mteb.evaluation.plan import resolve_layer
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.loading import load_model
-from layer_mteb.vectors.memory import resolve_budget
+from layer_mteb.vectors.memory import resolve_memory_limit
 from layer_mteb.vectors.store import LayerCache
 
 
@@ -35,12 +35,12 @@ def resolve_settings(
 
     The attention is the one ``loaded`` runs: loading already applied ``config.attention``, or else the model's
     own (bidirectional for LLM2Vec adapters, see :mod:`layer_mteb.model.adapters`; causal for other decoders); a
-    config asking for the other one is an error. The memory budget is ``config.max_cache_memory`` or, measured
+    config asking for the other one is an error. The memory limit is ``config.max_cache_memory`` or, measured
     now that the model takes its memory, the automatic one.
     """
     return RunSettings(
         encode=with_model_attention(config, loaded),
-        budget=resolve_budget(config.max_cache_memory, config.device),
+        memory_limit=resolve_memory_limit(config.max_cache_memory, config.device),
         eval_workers=eval_workers,
         data=data,
         data_fingerprint=data_fingerprint,
@@ -86,7 +86,7 @@ class LayerEncoder(AbsEncoder):
         if not isinstance(model, LoadedModel):
             model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
         settings = resolve_settings(model, config)
-        return cls(LayerCache(model, settings.encode, budget=settings.budget), layer, settings=settings)
+        return cls(LayerCache(model, settings.encode, memory_limit=settings.memory_limit), layer, settings=settings)
 
     @property
     def config(self) -> EncodeConfig:

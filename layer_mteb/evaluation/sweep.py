@@ -182,7 +182,13 @@ def _sweep_task(
     if request.overwrite and store is not None:
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
     cache = LayerCache(
-        loaded, settings.encode, store, progress=request.progress, observe=observe, depth=depth, budget=settings.budget
+        loaded,
+        settings.encode,
+        store,
+        progress=request.progress,
+        observe=observe,
+        depth=depth,
+        memory_limit=settings.memory_limit,
     )
     entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
     if str(settings.data).startswith("local") and record.data_dir is not None:

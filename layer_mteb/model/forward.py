@@ -162,7 +162,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: i
     """Positions grouped into batches, longest first (memory errors show early, padding stays small).
 
     A batch holds at most ``batch_size`` texts and, with ``max_tokens``, at most that many padded tokens (texts x
-    its longest, which is its first); a text longer than the budget gets a batch of its own.
+    its longest, which is its first); a text longer than the token limit gets a batch of its own.
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []

@@ -35,7 +35,7 @@ class PackagedModel:
     hub_id: str
     distributions: tuple[str, ...]
     gguf_file: str | None = None
-    hidden_size: int = 0  # from the model's config; lets a too-small memory budget fail before the model loads
+    hidden_size: int = 0  # from the model's config; lets a too-small memory limit fail before the model loads
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {

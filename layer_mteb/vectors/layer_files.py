@@ -1,4 +1,4 @@
-"""Pooled vectors on disk, one ``.npy`` file per layer, for tasks whose all-layer vectors exceed the memory budget.
+"""Pooled vectors on disk, one ``.npy`` file per layer, for tasks whose all-layer vectors exceed the memory limit.
 
 A fill of the cache writes one *segment*: a folder with ``layer-000.npy`` .. ``layer-LLL.npy`` ([n, D] float32 each,
 rows in the order the batches finished) and ``texts.json`` (the text of each row). Rows are appended to every

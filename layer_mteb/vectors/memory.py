@@ -1,6 +1,6 @@
 """How much memory the pooled vectors of a task may take before they go to per-layer files on disk.
 
-A budget is a size (``--max-cache-memory 2GB``) or, by default, half of the free memory of the compute device,
+A memory limit is a size (``--max-cache-memory 2GB``) or, by default, half of the free memory of the compute device,
 capped by half of the host's available memory (the vectors pass through the host on their way to mteb and to the
 vector cache on disk). Sizes are decimal like the option (``1GB`` = 10^9 bytes); ``GiB``/``MiB`` are binary.
 """
@@ -38,7 +38,7 @@ def parse_size(text: str) -> int:
 
 
 def format_size(n_bytes: float) -> str:
-    """Bytes as the option would take them, rounded up to the shown precision (so the text is a working budget)."""
+    """Bytes as the option would take them, rounded up to the shown precision (so the text is a working limit)."""
     for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
         if n_bytes >= scale:
             return f"{math.ceil(n_bytes / scale * 10) / 10:g}{unit}"
@@ -73,43 +73,43 @@ def auto_memory_limit(device: str) -> int:
     return host
 
 
-#: The devices whose automatic budget the log has stated: once per process, not once per task.
+#: The devices whose automatic limit the log has stated: once per process, not once per task.
 _STATED: set[str] = set()
 
 
-def resolve_budget(budget: int | None, device: str) -> int:
-    """The budget in bytes; an automatic one is measured again for every task (free memory changes) and stated in
+def resolve_memory_limit(limit: int | None, device: str) -> int:
+    """The limit in bytes; an automatic one is measured again for every task (free memory changes) and stated in
     the log the first time only."""
-    if budget is not None:
-        return budget
+    if limit is not None:
+        return limit
     chosen = auto_memory_limit(device)
     if device not in _STATED:
         _STATED.add(device)
         logger.info(
-            "pooled-vector budget %s (half the free memory of %s, at most half the host's, measured again for each "
-            "task); beyond it each layer goes to its own file on disk (set --max-cache-memory to change)",
+            "pooled-vector memory limit %s (half the free memory of %s, at most half the host's, measured again for "
+            "each task); beyond it each layer goes to its own file on disk (set --max-cache-memory to change)",
             format_size(chosen),
             device,
         )
     return chosen
 
 
-def check_one_layer_fits(budget: int, n_texts: int, hidden: int) -> None:
-    """A budget must hold one layer of the task's vectors: evaluating a layer reads that layer whole."""
+def check_one_layer_fits(limit: int, n_texts: int, hidden: int) -> None:
+    """A memory limit must hold one layer of the task's vectors: evaluating a layer reads that layer whole."""
     one_layer = store_bytes(n_texts, 1, hidden)
-    if one_layer > budget:
+    if one_layer > limit:
         raise UserError(
-            f"--max-cache-memory {format_size(budget)} is smaller than one layer of this task's pooled vectors "
-            f"({n_texts:,} texts x {hidden} floats); the smallest budget that works is {format_size(one_layer)}"
+            f"--max-cache-memory {format_size(limit)} is smaller than one layer of this task's pooled vectors "
+            f"({n_texts:,} texts x {hidden} floats); the smallest limit that works is {format_size(one_layer)}"
         )
 
 
-def check_one_vector_fits(budget: int, hidden: int, model: str) -> None:
-    """The check that needs no task: a budget below one pooled vector of the model cannot hold any task's layer."""
+def check_one_vector_fits(limit: int, hidden: int, model: str) -> None:
+    """The check that needs no task: a limit below one pooled vector of the model cannot hold any task's layer."""
     one_vector = store_bytes(1, 1, hidden)
-    if one_vector > budget:
+    if one_vector > limit:
         raise UserError(
-            f"--max-cache-memory {format_size(budget)} is smaller than one pooled vector of {model} ({hidden} floats, "
+            f"--max-cache-memory {format_size(limit)} is smaller than one pooled vector of {model} ({hidden} floats, "
             f"{format_size(one_vector)}); it must hold one layer of a task's vectors, e.g. 256MB"
         )
 

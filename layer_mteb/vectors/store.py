@@ -30,7 +30,7 @@ from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import BatchObserver, encode_all_layers
 from layer_mteb.vectors.layer_files import SegmentWriter, gather, read_segment, remove_torn, segment_folders
-from layer_mteb.vectors.memory import check_one_layer_fits, format_size, resolve_budget, store_bytes
+from layer_mteb.vectors.memory import check_one_layer_fits, format_size, resolve_memory_limit, store_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +38,9 @@ logger = logging.getLogger(__name__)
 class LayerCache:
     """Pooled vectors of layers 0..``depth`` (default: all L+1) for every text seen so far.
 
-    Within the memory budget (``budget`` bytes: a sweep passes the one its :class:`RunSettings` hold; left out,
-    ``config.max_cache_memory``, else automatic, see :mod:`.budget`) they live on the compute device as one
-    [depth+1, N, D] tensor. A fill that would pass the budget goes to per-layer files on disk instead
+    Within the memory limit (``memory_limit`` bytes: a sweep passes the one its :class:`RunSettings` hold; left out,
+    ``config.max_cache_memory``, else automatic, see :mod:`.memory`) they live on the compute device as one
+    [depth+1, N, D] tensor. A fill that would pass the limit goes to per-layer files on disk instead
     (:mod:`.layer_files`), written batch by batch, under ``path/layers`` when the cache has a path and in a
     temporary folder otherwise; reading a layer then reads that layer's files only. ``config`` is kept as given:
     the attention is whatever the loaded model runs (a sweep's :class:`RunSettings` name it).
@@ -55,7 +55,7 @@ class LayerCache:
         progress: bool = False,
         observe: Callable[[int], BatchObserver] | None = None,
         depth: int | None = None,
-        budget: int | None = None,
+        memory_limit: int | None = None,
     ):
         self.model = model
         self.config = config
@@ -65,7 +65,9 @@ class LayerCache:
         self.depth = model.n_layers if depth is None else depth
         if not 0 <= self.depth <= model.n_layers:
             raise ValueError(f"depth {depth} is outside 0..{model.n_layers}")
-        self.budget = budget if budget is not None else resolve_budget(config.max_cache_memory, config.device)
+        self.memory_limit = (
+            memory_limit if memory_limit is not None else resolve_memory_limit(config.max_cache_memory, config.device)
+        )
         self.index: dict[str, int] = {}
         self._vectors = torch.empty(self.depth + 1, 0, model.hidden_size, device=config.device)
         self._segments: list[Path] = []  # on disk, rows after the in-memory ones, in order
@@ -100,24 +102,24 @@ class LayerCache:
     def _fill(self, missing: list[str]) -> None:
         hidden, n_layers = self.model.hidden_size, self.depth + 1
         n_total = len(self.index) + len(missing)
-        check_one_layer_fits(self.budget, n_total, hidden)
+        check_one_layer_fits(self.memory_limit, n_total, hidden)
         in_memory = self._vectors.shape[1]
         # appending to the in-memory store holds the old store, the new rows and their concatenation at once
         peak = store_bytes(n_total + in_memory, n_layers, hidden)
         observer = self.observe(len(missing)) if self.observe is not None else None
         options = {"progress": self.progress, "on_batch": observer, "depth": self.depth, "times": self.times}
-        if not self._segments and peak <= self.budget:
+        if not self._segments and peak <= self.memory_limit:
             vectors, n_truncated = encode_all_layers(self.model, missing, self.config, **options)
             self._append(missing, vectors)
         else:
             if not self._segments:
                 logger.info(
-                    "pooled vectors of %d texts x %d layers need %s, more than the budget of %s: "
+                    "pooled vectors of %d texts x %d layers need %s, more than the memory limit of %s: "
                     "writing one file per layer to disk",
                     n_total,
                     n_layers,
                     format_size(store_bytes(n_total, n_layers, hidden)),
-                    format_size(self.budget),
+                    format_size(self.memory_limit),
                 )
             with SegmentWriter(self._spill_folder(), missing, n_layers, hidden) as writer:
                 _, n_truncated = encode_all_layers(self.model, missing, self.config, into=writer.write, **options)
@@ -268,9 +270,9 @@ class LayerCache:
         if shape[0] <= self.depth:
             logger.info("cache %s holds layers 0..%d, %d are needed; recomputing", path, shape[0] - 1, self.depth)
             return
-        if store_bytes(len(texts), shape[0], hidden) > self.budget:
-            check_one_layer_fits(self.budget, len(texts), hidden)  # before saying anything: an error is one line
-            logger.info("cache %s is larger than the budget; reading it layer by layer into files on disk", path)
+        if store_bytes(len(texts), shape[0], hidden) > self.memory_limit:
+            check_one_layer_fits(self.memory_limit, len(texts), hidden)  # before saying anything: an error is one line
+            logger.info("cache %s is larger than the memory limit; reading it layer by layer into files on disk", path)
             self._load_to_disk(vectors_file, texts)
             return
         try:
@@ -283,8 +285,8 @@ class LayerCache:
         self._append(texts, vectors)
 
     def _load_to_disk(self, vectors_file: Path, texts: list[str]) -> None:
-        """A saved in-memory cache bigger than today's budget becomes one segment, one layer in memory at a time."""
-        check_one_layer_fits(self.budget, len(texts), self.model.hidden_size)
+        """A saved in-memory cache past today's memory limit becomes one segment, one layer in memory at a time."""
+        check_one_layer_fits(self.memory_limit, len(texts), self.model.hidden_size)
         with SegmentWriter(self._spill_folder(), texts, self.depth + 1, self.model.hidden_size) as writer:
             with safe_open(vectors_file, "pt") as stored:
                 for layer in range(self.depth + 1):

@@ -111,7 +111,7 @@ CASES = {
     "unknown pooling": (["--pooling", "max"], "invalid choice"),
     "unknown dtype": (["--dtype", "int8"], "invalid choice"),
     "non-integer max length": (["--max-length", "ten"], "invalid int"),
-    "budget below one layer of the task": (["--max-cache-memory", "1KB"], "smallest budget that works"),
+    "budget below one layer of the task": (["--max-cache-memory", "1KB"], "smallest limit that works"),
     "budget below one vector of the model": (["--max-cache-memory", "100B"], "smaller than one pooled vector"),
     "budget that is no size": (["--max-cache-memory", "lots"], "is not a size"),
     "shard out of range": (["--shard", "4/4"], "--shard"),

@@ -58,7 +58,7 @@ def test_a_run_of_custom_tasks_says_each_thing_once_and_draws_no_bars(tmp_path):
     done = _cli(["run", "--model", "minilm-l6", "--tasks", str(tasks), "--layers", "-1", "--output", "run"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     err = done.stderr
-    assert err.count("pooled-vector budget") == 1, err  # one line per run, not one per task
+    assert err.count("pooled-vector memory limit") == 1, err  # one line per run, not one per task
     assert "data folder:" not in err  # no task of the run reads the data folder
     assert "Standardizing text corpus format" not in err and "Map:" not in err, err  # datasets' bars are off
     assert "scores: run/scores.csv" in done.stdout

@@ -54,7 +54,7 @@ def test_a_cache_fill_runs_the_forward_on_the_threads_it_was_made_with(tiny_gpt_
     from layer_mteb.common.config import EncodeConfig
     from layer_mteb.vectors.store import LayerCache
 
-    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), budget=10**8)
+    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), memory_limit=10**8)
     seen = []
     handle = tiny_gpt_neox.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
     try:

@@ -1,4 +1,4 @@
-"""Paper-scale paths: pooled vectors on disk past the memory budget, layers scored by worker processes, one padded
+"""Paper-scale paths: pooled vectors on disk past the memory limit, layers scored by worker processes, one padded
 pass over a task's texts. Each gives exactly what the plain in-memory, one-process, lazy sweep gives."""
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def test_disk_store_equals_memory_store_for_every_layer(tiny_gpt_neox, data_dir,
     texts = sts_texts(data_dir)
     config = EncodeConfig(batch_size=16)
     hidden, n_layers = tiny_gpt_neox.hidden_size, tiny_gpt_neox.n_layers + 1
-    in_memory = LayerCache(tiny_gpt_neox, config, budget=10**9)
+    in_memory = LayerCache(tiny_gpt_neox, config, memory_limit=10**9)
     want = in_memory.vectors(texts)
-    budget = store_bytes(len(texts), 1, hidden)  # one layer: the smallest budget that works
-    on_disk = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=budget)
+    limit = store_bytes(len(texts), 1, hidden)  # one layer: the smallest limit that works
+    on_disk = LayerCache(tiny_gpt_neox, config, tmp_path / "store", memory_limit=limit)
     on_disk.fill(texts)  # the same batches as the in-memory fill: the same floats
     shuffled = texts[::-1]
     for layer in range(n_layers):
@@ -64,28 +64,28 @@ def test_disk_store_equals_memory_store_for_every_layer(tiny_gpt_neox, data_dir,
     assert not (tmp_path / "store" / "vectors.safetensors").exists()  # nothing was kept in memory
     counter = ForwardCounter(tiny_gpt_neox.model)
     try:
-        reread = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=budget)
+        reread = LayerCache(tiny_gpt_neox, config, tmp_path / "store", memory_limit=limit)
         assert torch.equal(reread.vectors(texts), want)
     finally:
         counter.close()
     assert counter.texts == 0
 
 
-def test_a_saved_cache_bigger_than_the_budget_is_read_into_layer_files(tiny_gpt_neox, data_dir, tmp_path):
+def test_a_saved_cache_bigger_than_the_memory_limit_is_read_into_layer_files(tiny_gpt_neox, data_dir, tmp_path):
     texts = sts_texts(data_dir)
     config = EncodeConfig(batch_size=16)
-    big = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=10**9)
+    big = LayerCache(tiny_gpt_neox, config, tmp_path / "store", memory_limit=10**9)
     want = big.vectors(texts)
     big.save()
-    small = LayerCache(tiny_gpt_neox, config, tmp_path / "store", budget=store_bytes(len(texts), 1, 32))
+    small = LayerCache(tiny_gpt_neox, config, tmp_path / "store", memory_limit=store_bytes(len(texts), 1, 32))
     assert small.on_disk and torch.equal(small.vectors(texts), want)
 
 
-def test_a_budget_below_one_layer_is_one_clear_error(tiny_gpt_neox, data_dir):
+def test_a_memory_limit_below_one_layer_is_one_clear_error(tiny_gpt_neox, data_dir):
     texts = sts_texts(data_dir)
     one_layer = store_bytes(len(texts), 1, tiny_gpt_neox.hidden_size)
-    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), budget=one_layer - 1)
-    with pytest.raises(UserError, match=f"smallest budget that works is {format_size(one_layer)}"):
+    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), memory_limit=one_layer - 1)
+    with pytest.raises(UserError, match=f"smallest limit that works is {format_size(one_layer)}"):
         cache.vectors(texts)
     assert len(cache) == 0
 
@@ -98,7 +98,9 @@ def test_layer_files_that_would_not_fit_the_disk_stop_before_any_encoding(
     need = store_bytes(len(texts), n_layers, hidden)
     real_usage = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda path: real_usage(path)._replace(free=need - 1))
-    cache = LayerCache(tiny_gpt_neox, EncodeConfig(), tmp_path / "store", budget=store_bytes(len(texts), 1, hidden))
+    cache = LayerCache(
+        tiny_gpt_neox, EncodeConfig(), tmp_path / "store", memory_limit=store_bytes(len(texts), 1, hidden)
+    )
     counter = ForwardCounter(tiny_gpt_neox.model)
     try:
         with pytest.raises(UserError, match=f"need {format_size(need)} on disk in .*LAYER_MTEB_CACHE"):
@@ -111,8 +113,8 @@ def test_layer_files_that_would_not_fit_the_disk_stop_before_any_encoding(
     assert cache.vectors(texts, 0).shape == (len(texts), hidden)  # exactly enough is enough
 
 
-def test_a_too_small_budget_fails_the_run_with_one_line(tiny_gpt_neox, data_dir):
-    with pytest.raises(UserError, match="smallest budget that works"):
+def test_a_too_small_memory_limit_fails_the_run_with_one_line(tiny_gpt_neox, data_dir):
+    with pytest.raises(UserError, match="smallest limit that works"):
         sweep(tiny_gpt_neox, "STS17", config=EncodeConfig(max_cache_memory=1000), data_dir=data_dir, progress=False)
 
 
@@ -176,16 +178,16 @@ def test_disk_store_sweep_equals_in_memory_sweep(tiny_gpt_neox, data_dir):
     pd.testing.assert_frame_equal(want.drop(columns="max_cache_memory", errors="ignore"), got, check_exact=True)
 
 
-def run_args(folder, data_dir, out, budget) -> list[str]:
+def run_args(folder, data_dir, out, limit) -> list[str]:
     """``layer-mteb run`` on STS17 with a vector store on disk."""
     argv = ["run", "--model", str(folder), "--tasks", "STS17", "--data-dir", str(data_dir), "--output", str(out)]
-    return [*argv, "--batch-size", "4", "--max-cache-memory", budget]
+    return [*argv, "--batch-size", "4", "--max-cache-memory", limit]
 
 
-def run_cli(folder, data_dir, out, cache, budget, *, program: str) -> subprocess.CompletedProcess:
+def run_cli(folder, data_dir, out, cache, limit, *, program: str) -> subprocess.CompletedProcess:
     """:func:`run_args` in a process of its own, ``program`` (a script) standing in for the CLI."""
     env = {**os.environ, "LAYER_MTEB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    argv = [sys.executable, "-c", program, *run_args(folder, data_dir, out, budget)]
+    argv = [sys.executable, "-c", program, *run_args(folder, data_dir, out, limit)]
     return subprocess.run(argv, env=env, capture_output=True, text=True)
 
 
@@ -220,10 +222,10 @@ def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(
 ):
     folder = save_tiny_model("gpt_neox", bert_tokenizer, tmp_path / "tiny")
     n_texts = len(sts_texts(data_dir))
-    budget = format_size(store_bytes(n_texts, 1, 32))
+    limit = format_size(store_bytes(n_texts, 1, 32))
     monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "reference-cache"))
-    assert main(run_args(folder, data_dir, tmp_path / "reference", budget)) == 0  # the reference, in this process
-    killed = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", budget, program=KILLED_AFTER_FIVE_BATCHES)
+    assert main(run_args(folder, data_dir, tmp_path / "reference", limit)) == 0  # the reference, in this process
+    killed = run_cli(folder, data_dir, tmp_path / "out", tmp_path / "cache", limit, program=KILLED_AFTER_FIVE_BATCHES)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     [torn] = (tmp_path / "cache").rglob("layers/.tmp-*/layer-000.npy")
     with torn.open("rb") as handle:
@@ -233,7 +235,7 @@ def test_killed_during_a_disk_store_write_then_rerun_gives_the_same_table(
     store = torn.parent.parent.parent
     assert segment_folders(store / "layers") == []  # the torn segment is not one a rerun would read
     monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "cache"))
-    assert main(run_args(folder, data_dir, tmp_path / "out", budget)) == 0  # the rerun, in this process
+    assert main(run_args(folder, data_dir, tmp_path / "out", limit)) == 0  # the rerun, in this process
     assert list((store / "layers").glob(".tmp-*")) == []
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "reference" / "scores.csv"), pd.read_csv(tmp_path / "out" / "scores.csv")

@@ -97,7 +97,7 @@ def run_tasks(
         curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
         depth = int(curve.index.max())
         store = store_folder(loaded, settings, str(task_name))
-        cache = LayerCache(loaded, settings.encode, store, depth=depth, budget=settings.budget)
+        cache = LayerCache(loaded, settings.encode, store, depth=depth, memory_limit=settings.memory_limit)
         encoded = sum(t not in cache.index for t in dict.fromkeys(examples.texts))
         vectors = cache.vectors(examples.texts).cpu().numpy()[curve.index.to_numpy()]
         if encoded:
