@@ -31,17 +31,17 @@ def tiny_folder(tmp_path_factory, bert_tokenizer):
 KILLED_AFTER = """
 import os, signal, sys
 from layer_mteb.cli.main import main
-from layer_mteb.evaluation import sweep
+from layer_mteb.common.run_folder import RunFolder
 
-rows, write = int(sys.argv[1]), sweep.write_scores
+rows, write = int(sys.argv[1]), RunFolder.write_scores
 
-def write_then_die(frame, *args, **kwargs):
-    path = write(frame, *args, **kwargs)
+def write_then_die(self, frame, *args, **kwargs):
+    path = write(self, frame, *args, **kwargs)
     if len(frame) >= rows:
         os.kill(os.getpid(), signal.SIGKILL)
     return path
 
-sweep.write_scores = write_then_die
+RunFolder.write_scores = write_then_die
 sys.exit(main(sys.argv[2:]))
 """
 

@@ -43,9 +43,11 @@ def test_experiment_kwargs_change_with_attention_and_normalize(bert_tokenizer):
     assert len({plain.experiment_name, normalized.experiment_name, bidirectional.experiment_name}) == 3
 
 
-def test_no_stale_reuse_across_attention_and_normalize(bert_tokenizer, data_dir, tmp_path):
+def test_no_stale_reuse_across_attention_and_normalize(bert_tokenizer, data_dir, tmp_path, monkeypatch):
     """Same model and vector cache: each new setting encodes again and gets its own rows, in its own run folder (a
     folder holds one setting: writing another into it is refused)."""
+    # a cache of its own: another test may already have stored this (seeded) model's vectors in the session's one
+    monkeypatch.setenv("LAYER_MTEB_CACHE", str(tmp_path / "cache"))
     loaded = tiny_model("llama", bert_tokenizer)
 
     def run(config: EncodeConfig, folder: str) -> tuple[pd.DataFrame, int]:
