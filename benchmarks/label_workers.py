@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, table
 
-from layer_mteb.analysis.labels.budget import pick_layers, run_tasks
+from layer_mteb.analysis.labels.budget import iter_task_layers, pick_layers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2", help="worker counts to compare; the first is the reference")
     parser.add_argument("--data-dir", default=None, help="task data folder (default: $LAYER_MTEB_DATA)")
     args = parser.parse_args(argv)
-    (unit,) = run_tasks(args.run, tasks=[args.task], data_dir=args.data_dir)
+    (unit,) = iter_task_layers(args.run, tasks=[args.task], data_dir=args.data_dir)
     rows, reference = [], None
     for workers in (int(w) for w in args.workers.split(",")):
         load_before = os.getloadavg()[0]

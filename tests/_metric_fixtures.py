@@ -9,7 +9,7 @@ from importlib import metadata
 import pandas as pd
 import torch
 
-from layer_mteb.metrics.texts import source_task
+from layer_mteb.metrics.texts import task_of_label
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -103,7 +103,7 @@ def run_tables(
             "n_layers": n_layers,
             "relative_depth": layer / n_layers,
             "texts": texts,
-            "task": source_task(texts),
+            "task": task_of_label(texts),
             "metric": metric,
             "value": value,
             "n": 10,

@@ -19,7 +19,7 @@ from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, Enc
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
-from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, text_sources, texts_task
+from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
 from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
 from layer_mteb.tasks.task_names import check_task_names
@@ -212,7 +212,7 @@ def check_runs(runs: list[str], output: str | None = None) -> None:
 
 def task_texts(sources: list[str]) -> list[str]:
     """The mteb tasks whose texts ``sources`` name (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``)."""
-    names = [texts_task(source) for source in sources if source.startswith(TASK_TEXTS)]
+    names = [task_of_texts_option(source) for source in sources if source.startswith(TASK_TEXTS)]
     return [name for name in names if file_task(name) is None]
 
 
@@ -293,7 +293,9 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     declared = RunFolder(args.run).declared_tasks()  # a custom task's texts are found through the file declaring it
     texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
     texts = ",".join(
-        f"{TASK_TEXTS}{declared[texts_task(s)]}" if s.startswith(TASK_TEXTS) and texts_task(s) in declared else s
+        f"{TASK_TEXTS}{declared[task_of_texts_option(s)]}"
+        if s.startswith(TASK_TEXTS) and task_of_texts_option(s) in declared
+        else s
         for s in text_sources(texts)
     )
     data_dir = args.data_dir

@@ -33,7 +33,7 @@ from layer_mteb.metrics.representation import (
     token_curvatures,
     token_entropies,
 )
-from layer_mteb.metrics.texts import TextSource, encoded_source, load_texts
+from layer_mteb.metrics.texts import TextSource, encoded_texts_label, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import encode_all_layers
@@ -152,7 +152,7 @@ class TaskTextMetrics:
         not the ``task:<task>`` source (its evaluation splits); empty when this run encoded none of them."""
         if not self.parts:
             return tidy_metrics([])
-        source = TextSource(encoded_source(task), (), task, pooled.shape[1])
+        source = TextSource(encoded_texts_label(task), (), task, pooled.shape[1])
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source)
         summaries = [part.summary() for part in self.parts]

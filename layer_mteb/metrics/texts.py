@@ -65,22 +65,22 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def task_source(task: str) -> str:
+def task_texts_label(task: str) -> str:
     """The label of ``task``'s own texts (its evaluation splits) in ``metrics.csv``: ``task:<task>``."""
     return f"{TASK_TEXTS}{task}"
 
 
-def encoded_source(task: str) -> str:
+def encoded_texts_label(task: str) -> str:
     """The label of every text mteb's evaluator encodes for ``task`` in ``metrics.csv``: ``encoded:<task>``."""
     return f"{ENCODED_TEXTS}{task}"
 
 
-def source_task(source: object) -> str | None:
+def task_of_label(source: object) -> str | None:
     """The task whose own texts ``source`` labels (``task:<task>`` -> ``<task>``); ``None`` for any other source."""
     return source.removeprefix(TASK_TEXTS) if isinstance(source, str) and source.startswith(TASK_TEXTS) else None
 
 
-def texts_task(source: str) -> str:
+def task_of_texts_option(source: str) -> str:
     """The task named by a ``task:<TaskName>`` source; a source naming none is a :class:`UserError`."""
     task = source.removeprefix(TASK_TEXTS).strip()
     if not task:
@@ -95,10 +95,10 @@ def check_texts(source: str, data_dir: str | Path | None = None) -> None:
         if folder is None or not (folder / WIKITEXT_FILE).is_file():
             where = f"{folder}/" if folder else ""
             raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
-    elif source.startswith(TASK_TEXTS) and file_task(texts_task(source)) is not None:  # task:FILE.yaml:TASK
-        check_custom_files(s.custom for s in select_tasks(texts_task(source))[1] if s.custom is not None)
+    elif source.startswith(TASK_TEXTS) and file_task(task_of_texts_option(source)) is not None:  # task:FILE.yaml:TASK
+        check_custom_files(s.custom for s in select_tasks(task_of_texts_option(source))[1] if s.custom is not None)
     elif source.startswith(TASK_TEXTS):
-        check_task_names([texts_task(source)])
+        check_task_names([task_of_texts_option(source)])
     elif not _is_file(source):
         raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
 
@@ -122,10 +122,10 @@ def load_texts(
     if source == "wikitext":
         raw, name, task = _wikitext(data_dir), "wikitext", None
     elif source.startswith(TASK_TEXTS):
-        selection = texts_task(source)  # a task name, or FILE.yaml:TASK for a custom task
+        selection = task_of_texts_option(source)  # a task name, or FILE.yaml:TASK for a custom task
         raw = task_texts(selection, data_dir)
         task = file_task(selection) or selection
-        name = task_source(task)  # labelled by the task's name alone
+        name = task_texts_label(task)  # labelled by the task's name alone
     elif _is_file(source):
         path = Path(source).expanduser()
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None

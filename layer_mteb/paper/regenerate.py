@@ -27,7 +27,7 @@ from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.run_folder import METRICS_FILE, RunFolder
-from layer_mteb.metrics.texts import source_task
+from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.paper import paper_figures, prompt_length, wikitext
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
 
@@ -48,7 +48,7 @@ REASONS = {
 }
 
 
-def run_scores(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def scores_and_metrics(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any.
 
     Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
@@ -88,11 +88,11 @@ def reproduce(
     tables = release_tables(source, extracted=extracted)
     release = release_scores(tables.scores)
     every_metric = import_metrics_table(tables.metrics)
-    release_metrics = every_metric[every_metric["texts"].map(source_task).notna()]  # correlations, study, extrema
+    release_metrics = every_metric[every_metric["texts"].map(task_of_label).notna()]  # correlations, study, extrema
     release_wikitext = _with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)
     if release_wikitext.empty:
         logger.warning("the release's tables have no WikiText metrics: no WikiText figures (pass --release)")
-    ours = [run_scores(run) for run in runs]
+    ours = [scores_and_metrics(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
     our_metrics = [metrics for _, metrics in ours if metrics is not None]
     output.mkdir(parents=True, exist_ok=True)
@@ -212,7 +212,7 @@ class Progress:
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
     """The library's correlations (:func:`.correlation.correlate`) of each model's own-text
     metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
-    own = metrics[metrics["texts"].map(source_task).notna()]
+    own = metrics[metrics["texts"].map(task_of_label).notna()]
     frames = []
     for model, part in own.groupby("model", sort=False):
         model_scores = scores[scores["model"] == model]

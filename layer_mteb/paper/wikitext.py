@@ -16,7 +16,7 @@ import pandas as pd
 
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
 from layer_mteb.common.files import atomic_write
-from layer_mteb.metrics.texts import source_task
+from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.paper import paper_figures
 
 #: Figure 2: the architectures of Figure 1 (encoder, decoder, state space), on WikiText.
@@ -83,7 +83,7 @@ def _extrema(curve: pd.DataFrame) -> dict:
 
 def task_text_curves(metrics: pd.DataFrame, model: str) -> tuple[pd.DataFrame, dict[str, int]]:
     """Per metric, ``model``'s own-text metric averaged over the tasks that have every layer (and their count)."""
-    own = metrics[(metrics["model"] == model) & metrics["texts"].map(source_task).notna()]
+    own = metrics[(metrics["model"] == model) & metrics["texts"].map(task_of_label).notna()]
     curves, counts = [], {}
     for metric, part in own.groupby("metric", sort=False):
         complete = part.groupby("task")["layer"].nunique()

@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from layer_mteb.analysis.labels import budget
-from layer_mteb.analysis.labels.budget import TaskLayers, pick_layers, run_tasks, select_with_labels
+from layer_mteb.analysis.labels.budget import TaskLayers, iter_task_layers, pick_layers, select_with_labels
 from layer_mteb.analysis.labels.curve import curve_rows, labels_needed, plot_curve, write_curve
 from layer_mteb.analysis.labels.labelled import LabelledExamples, layer_scores
 from layer_mteb.cli.main import main
@@ -96,7 +96,7 @@ def test_a_layer_that_carries_the_labels_is_picked_from_few_of_them(planted_run,
 
 
 def test_the_same_seed_gives_the_same_picks(planted_run, tiny_folder, data_dir):
-    (unit,) = run_tasks(planted_run, model=str(tiny_folder), data_dir=data_dir)
+    (unit,) = iter_task_layers(planted_run, model=str(tiny_folder), data_dir=data_dir)
     noise = replace(unit, scores=unit.scores.loc[[0, 2]], vectors=unit.vectors[[0, 2]])  # no layer carries labels
     first = pick_layers(noise, 8, draws=6, seed=3)
     assert pick_layers(noise, 8, draws=6, seed=3) == first
@@ -104,7 +104,7 @@ def test_the_same_seed_gives_the_same_picks(planted_run, tiny_folder, data_dir):
 
 
 def test_worker_processes_give_the_same_picks_as_one(planted_run, tiny_folder, data_dir):
-    (unit,) = run_tasks(planted_run, model=str(tiny_folder), data_dir=data_dir)
+    (unit,) = iter_task_layers(planted_run, model=str(tiny_folder), data_dir=data_dir)
     noise = replace(unit, scores=unit.scores.loc[[0, 2]], vectors=unit.vectors[[0, 2]])  # picks hinge on every digit
     alone = [pick_layers(noise, k, draws=6, seed=5, workers=1) for k in (8, 16, "full")]
     assert [pick_layers(noise, k, draws=6, seed=5, workers=2) for k in (8, 16, "full")] == alone
@@ -123,7 +123,7 @@ def test_scoring_every_label_reproduces_mtebs_own_scores(tiny_folder, data_dir, 
     """On the full split, the per-draw scorers give what mteb computed (STS: cosine Spearman; pair
     classification: max AP), to the 6 decimals mteb stores."""
     run = _scored_run(tiny_folder, ["STS17", "TwitterSemEval2015"], data_dir, tmp_path / "run")
-    for unit in run_tasks(run, model=str(tiny_folder), data_dir=data_dir):
+    for unit in iter_task_layers(run, model=str(tiny_folder), data_dir=data_dir):
         full = layer_scores(unit.examples, unit.vectors, np.arange(len(unit.examples)))
         np.testing.assert_allclose(full, unit.scores.to_numpy(), atol=2e-6, err_msg=unit.name)
 
@@ -291,7 +291,7 @@ def _unconverging_unit() -> TaskLayers:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_scorers_convergence_warnings_are_one_line_per_task_and_in_its_row(tmp_path, monkeypatch, caplog, workers):
-    monkeypatch.setattr(budget, "run_tasks", lambda *args, **kwargs: iter([_unconverging_unit()]))
+    monkeypatch.setattr(budget, "iter_task_layers", lambda *args, **kwargs: iter([_unconverging_unit()]))
     with caplog.at_level(logging.WARNING, logger="layer_mteb"), warnings.catch_warnings(record=True) as passed_on:
         warnings.simplefilter("always")
         picks = select_with_labels(tmp_path, 8, draws=2, workers=workers)

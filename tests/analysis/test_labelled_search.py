@@ -13,7 +13,7 @@ import pytest
 from _task_files import write_csv, write_jsonl
 from conftest import save_tiny_model
 
-from layer_mteb.analysis.labels.budget import labelled_tasks, run_tasks, select_with_labels
+from layer_mteb.analysis.labels.budget import iter_task_layers, labelled_tasks, select_with_labels
 from layer_mteb.analysis.labels.labelled import layer_scores
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.sweep import sweep
@@ -52,7 +52,7 @@ def search_run(tmp_path_factory, bert_tokenizer, data_dir):
 def test_every_query_scores_each_layer_exactly_as_mteb_scored_the_split(search_run):
     run, model = search_run
     scores = pd.read_csv(run / "scores.csv")
-    for unit in run_tasks(run, model=str(model)):
+    for unit in iter_task_layers(run, model=str(model)):
         assert unit.examples.search is not None and len(unit.examples) == 10
         ours = layer_scores(unit.examples, unit.vectors, np.arange(len(unit.examples)))
         theirs = scores[scores["task"] == unit.task].sort_values("layer")["main_score"].to_numpy()

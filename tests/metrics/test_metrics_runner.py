@@ -22,7 +22,7 @@ from layer_mteb.common.run_tables import METRIC_COLUMNS
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-from layer_mteb.metrics.texts import encoded_source, load_texts, source_task, task_source
+from layer_mteb.metrics.texts import encoded_texts_label, load_texts, task_of_label, task_texts_label
 from layer_mteb.model.forward import tokenize
 from layer_mteb.model.pooling import readout_layers
 
@@ -198,9 +198,9 @@ def test_a_tasks_own_texts_are_its_evaluation_sentences() -> None:
 
 
 def test_a_source_label_names_its_task_and_nothing_else_does() -> None:
-    assert task_source("STS17") == "task:STS17" and source_task(task_source("STS17")) == "STS17"
-    assert encoded_source("STS17") == "encoded:STS17"
-    assert [source_task(s) for s in ("encoded:STS17", "wikitext", "file:a.txt", float("nan"))] == [None] * 4
+    assert task_texts_label("STS17") == "task:STS17" and task_of_label(task_texts_label("STS17")) == "STS17"
+    assert encoded_texts_label("STS17") == "encoded:STS17"
+    assert [task_of_label(s) for s in ("encoded:STS17", "wikitext", "file:a.txt", float("nan"))] == [None] * 4
 
 
 def test_a_task_without_data_is_a_clear_error(tmp_path: Path) -> None:

@@ -162,15 +162,15 @@ def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeyp
 
 
 def test_a_run_without_metrics_keeps_its_scores_but_mismatched_metrics_are_an_error(tmp_path):
-    from layer_mteb.paper.regenerate import run_scores
+    from layer_mteb.paper.regenerate import scores_and_metrics
 
     scores, metrics = run_tables({"STS12": [0.1, 0.3, 0.2]}, {("prompt_entropy", "wikitext"): [0.5, 0.4, 0.6]})
     scores.to_csv(tmp_path / "scores.csv", index=False)
-    alone, none = run_scores(tmp_path)
+    alone, none = scores_and_metrics(tmp_path)
     assert none is None and alone["main_score"].tolist() == [0.1, 0.3, 0.2]
     metrics.assign(max_length=128).to_csv(tmp_path / "metrics.csv", index=False)  # measured with other settings
     with pytest.raises(UserError, match=r"metrics\.csv has no rows for the scored model and settings"):
-        run_scores(tmp_path)
+        scores_and_metrics(tmp_path)
     metrics.to_csv(tmp_path / "metrics.csv", index=False)
-    _, paired = run_scores(tmp_path)
+    _, paired = scores_and_metrics(tmp_path)
     assert paired["value"].tolist() == [0.5, 0.4, 0.6]

@@ -62,7 +62,7 @@ class TaskLayers:
         return self.task if self.subset in ("default", "") else f"{self.task}/{self.subset}"
 
 
-def run_tasks(
+def iter_task_layers(
     run: str | Path,
     *,
     tasks: Sequence[str] | None = None,
@@ -226,7 +226,7 @@ def select_with_labels(
         raise UserError(f"--draws must be at least 1; got {draws}")
     workers = check_eval_workers(workers)
     rows = []
-    for unit in run_tasks(run, tasks=tasks, model=model, data_dir=data_dir):
+    for unit in iter_task_layers(run, tasks=tasks, model=model, data_dir=data_dir):
         started = time.perf_counter()
         seen: dict[int, LayerWarnings] = {}
         picks = pick_layers(unit, k, draws, seed, workers, seen)

@@ -21,9 +21,9 @@ from layer_mteb.analysis.labels.budget import (
     DEFAULT_DRAWS,
     FULL,
     TaskLayers,
+    iter_task_layers,
     judge,
     pick_layers,
-    run_tasks,
 )
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.agreement import AGREEMENT
@@ -57,7 +57,7 @@ def curve_rows(
 
     With ``parts`` (a folder), each task's rows are saved there as the task finishes and a later call with the same
     run, K values, draws and seed reads them back instead of measuring again: an interrupted curve resumes.
-    ``model`` loads the run's model when its name is not loadable as it stands (see :func:`run_tasks`)."""
+    ``model`` loads the run's model when its name is not loadable as it stands (see :func:`iter_task_layers`)."""
     scores = RunFolder(run).one_setting()
     wanted = sorted(set(scores["task"]) if tasks is None else set(tasks))
     folder = _parts_folder(parts, scores, ks, draws, seed) if parts is not None else None
@@ -68,7 +68,7 @@ def curve_rows(
     measured: dict[str, list[dict]] = {task: [] for task in todo}
     # a task's rows are saved once all its (subset, split) units are measured
     units_left = scores.groupby("task")[["subset", "split"]].apply(lambda g: len(g.drop_duplicates())).to_dict()
-    units = run_tasks(run, tasks=todo, model=model, data_dir=data_dir) if todo else ()
+    units = iter_task_layers(run, tasks=todo, model=model, data_dir=data_dir) if todo else ()
     for unit in units:
         measured[unit.task] += _unit_rows(unit, ks, draws, seed, workers)
         logger.info("%s %s: %d examples, %d encoded", unit.model, unit.name, len(unit.examples), unit.texts_encoded)

@@ -18,7 +18,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder
 from layer_mteb.common.run_tables import one_setting_per_model
 from layer_mteb.metrics import METRIC_READOUTS
-from layer_mteb.metrics.texts import task_source
+from layer_mteb.metrics.texts import task_texts_label
 
 SIDE_KEYS = {
     "selection": ("model", "selector", "scope"),
@@ -150,7 +150,7 @@ def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | Non
         return frame
     if "texts" in frame.columns:
         texts = frame["texts"].astype(str)
-        own = texts == frame["task"].astype(str).map(task_source)
+        own = texts == frame["task"].astype(str).map(task_texts_label)
         key = "selector" if name == "selection" else "metric"
         has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
         frame = frame[own | (~has_own & (texts == "wikitext"))]

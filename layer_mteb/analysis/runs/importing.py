@@ -22,7 +22,7 @@ from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import METRICS_FILE, SCORES_FILE, RunFolder
 from layer_mteb.common.run_tables import METRIC_COLUMNS, SCORE_COLUMNS, tidy_scores
-from layer_mteb.metrics.texts import source_task
+from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, task_type
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
@@ -201,10 +201,10 @@ def import_metrics_table(
     if normalization != "paper":
         wanted = pd.Series(normalization, index=table.index)
     table = table[table["normalization"] == wanted]
-    tests = table[table["texts"].map(source_task).notna() & (table["split"] == "test")]
+    tests = table[table["texts"].map(task_of_label).notna() & (table["split"] == "test")]
     has_test = set(zip(tests["model"], tests["texts"], strict=True))
     keep = [
-        source_task(texts) is None or split == "test" or (model, texts) not in has_test
+        task_of_label(texts) is None or split == "test" or (model, texts) not in has_test
         for model, texts, split in zip(table["model"], table["texts"], table["split"], strict=True)
     ]
     table = _one_wikitext_split(table[keep])
@@ -218,7 +218,7 @@ def import_metrics_table(
             "n_layers": depth.astype(int),
             "relative_depth": table["layer"] / depth,
             "texts": table["texts"],
-            "task": table["texts"].map(source_task).fillna(""),
+            "task": table["texts"].map(task_of_label).fillna(""),
             "metric": table["metric"],
             "value": table["value"],
             "n": pd.NA,

@@ -22,7 +22,7 @@ from layer_mteb.common.run_tables import ID_METRIC, LAYER_COLUMNS, METRIC_COLUMN
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
-from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_source
+from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
 
 #: the selector (and the metric its curves become in the engine)
 AGREEMENT = "agreement"
@@ -83,7 +83,7 @@ def agreement_metrics(run: str | Path, options: AgreementOptions) -> pd.DataFram
     return pd.DataFrame(
         {
             **{column: rows[column] for column in LAYER_COLUMNS if column in rows},
-            "texts": rows["task"].map(task_source),
+            "texts": rows["task"].map(task_texts_label),
             "task": rows["task"],
             "metric": rows["metric"],
             "value": rows["value"],

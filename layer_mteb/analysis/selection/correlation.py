@@ -22,7 +22,7 @@ from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
-from layer_mteb.metrics.texts import source_task
+from layer_mteb.metrics.texts import task_of_label
 
 logger = logging.getLogger(__name__)
 
@@ -171,9 +171,9 @@ def _pairs(scores: pd.DataFrame, metrics: pd.DataFrame) -> Iterator[tuple[str, s
         usable = sources_for(task, all_texts)
         yield from ((m, t, task, v, curves[task]) for (m, t), v in by_metric.items() if t in usable)
     for metric in dict.fromkeys(m for m, _ in by_metric):
-        own = {t: v for (m, t), v in by_metric.items() if m == metric and source_task(t) in curves.keys() - {MEAN}}
+        own = {t: v for (m, t), v in by_metric.items() if m == metric and task_of_label(t) in curves.keys() - {MEAN}}
         if own:
-            tasks = pd.DataFrame({t: curves[source_task(t)] for t in own}).dropna().mean(axis=1)
+            tasks = pd.DataFrame({t: curves[task_of_label(t)] for t in own}).dropna().mean(axis=1)
             yield metric, OWN_TEXTS, MEAN, pd.DataFrame(own).dropna().mean(axis=1), tasks
 
 

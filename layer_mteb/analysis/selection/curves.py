@@ -7,7 +7,7 @@ import pandas as pd
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics import DIRECTIONS
-from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS, encoded_source, task_source
+from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS, encoded_texts_label, task_texts_label
 
 MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
 
@@ -45,5 +45,5 @@ def metric_curves(metrics: pd.DataFrame, by: list[str] | None = None) -> dict[tu
 def sources_for(task: str, texts: list[str]) -> list[str]:
     """Metric sources usable for ``task``: every general source, plus the task's own texts (its evaluation splits,
     ``task:<name>``, or every text mteb encodes for it, ``encoded:<name>``); another task's texts never."""
-    own = (task_source(task), encoded_source(task))
+    own = (task_texts_label(task), encoded_texts_label(task))
     return [t for t in texts if not t.startswith((TASK_TEXTS, ENCODED_TEXTS)) or (task != MEAN and t in own)]

@@ -31,7 +31,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import AGREEMENT_FILE, METRICS_FILE, SCORES_FILE, RunFolder, selection_file
 from layer_mteb.common.run_tables import METRIC_COLUMNS
 from layer_mteb.metrics import DIRECTIONS
-from layer_mteb.metrics.texts import ENCODED_TEXTS, source_task
+from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
 
 def select_layers(
@@ -153,7 +153,7 @@ def _select(
             # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
             # `run --task-metrics` describe a different text set and are not a selector's source
             general = [(m, t) for m, t in metric_by if not t.startswith(ENCODED_TEXTS)]
-            sources = dict.fromkeys((m, "own" if source_task(t) is not None else t) for m, t in general)
+            sources = dict.fromkeys((m, "own" if task_of_label(t) is not None else t) for m, t in general)
             candidates += [Selector(metric, metric, source) for metric, source in sources]
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         frames.append(evaluate([data], candidates, tasks))
@@ -218,7 +218,7 @@ def leaderboard(
         counted = [list(mean_tasks.get(m, [t])) if t == MEAN else [t] for m, t in rows]
     frame = frame.assign(counted=counted)
     if "texts" in frame.columns:
-        frame = frame.assign(texts=frame["texts"].where(frame["texts"].map(source_task).isna(), "own texts"))
+        frame = frame.assign(texts=frame["texts"].where(frame["texts"].map(task_of_label).isna(), "own texts"))
     frame = frame.assign(beats_last=frame["gain"] > 0)
     board = frame.groupby([*within, *by], sort=False).agg(
         n_tasks=("counted", lambda s: len(set(chain.from_iterable(s)))),

@@ -23,7 +23,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_tables import ID_METRIC
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
-from layer_mteb.metrics.texts import task_source
+from layer_mteb.metrics.texts import task_texts_label
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ SELECTION_COLUMNS = list(SelectionRow.__annotations__)
 
 def texts_of(source: str | None, task: str) -> str:
     """The text source a selector reads for ``task``: ``own`` is the task's own texts, anything else is itself."""
-    return task_source(task) if source == "own" else str(source or "-")
+    return task_texts_label(task) if source == "own" else str(source or "-")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.auto import family_of, kind_of
 from layer_mteb.analysis.selection.picks import leaderboard
 from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, selectors
-from layer_mteb.metrics.texts import source_task
+from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import task_type
 
 #: Least share of a task's layers (0 … last) that must be scored for the task to be judged.
@@ -81,7 +81,7 @@ def _why_not(table: pd.DataFrame, n_layers: int, judged: int, coverage: float) -
 def _own_metric_tasks(metrics: pd.DataFrame | None, name: str, metric: str) -> set[str]:
     if metrics is None or metrics.empty:
         return set()
-    own = metrics[(metrics["model"] == name) & (metrics["metric"] == metric)]["texts"].map(source_task)
+    own = metrics[(metrics["model"] == name) & (metrics["metric"] == metric)]["texts"].map(task_of_label)
     return set(own.dropna())
 
 
