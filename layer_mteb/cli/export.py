@@ -173,9 +173,11 @@ def _plan(settings: Settings) -> _Plan:
     if settings.run is None:
         return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
     from layer_mteb.common.run_folder import RunFolder
+    from layer_mteb.common.run_tables import one_setting
 
     folder = RunFolder(settings.run)
-    scores, scored = folder.scores(), folder.setting(device="cpu")  # the device is the export's, not the run's
+    scores = folder.scores()  # read once: its one setting gives the model, the whole table the layer's scores
+    scored = folder.setting(one_setting(scores), device="cpu")  # the device is the export's, not the run's
     name, revision, n_layers, config = scored.model, scored.revision, scored.n_layers, scored.config
     layer, summary = (settings.layer, None) if settings.by is None else _selection(settings, scores)
     if layer > n_layers:
