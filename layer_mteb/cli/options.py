@@ -281,7 +281,8 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     from layer_mteb.model.names import packaged_name
 
     check_runs([args.run])
-    scores = RunFolder(args.run).one_setting()
+    folder = RunFolder(args.run)
+    scores = folder.one_setting()
     row = scores.iloc[-1]
     name, revision = str(row["model"]), str(row["revision"])
     given = [f"--{o.replace('_', '-')}" for o, default in ENCODE_DEFAULTS.items() if getattr(args, o) != default]
@@ -290,7 +291,7 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     if given:
         raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
     run_config = EncodeConfig.from_key(row)
-    declared = RunFolder(args.run).declared_tasks()  # a custom task's texts are found through the file declaring it
+    declared = folder.declared_tasks()  # a custom task's texts are found through the file declaring it
     texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
     texts = ",".join(
         f"{TASK_TEXTS}{declared[task_of_texts_option(s)]}"
@@ -300,7 +301,7 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     )
     data_dir = args.data_dir
     if data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
-        recorded = RunFolder(args.run).recorded_data_dir()
+        recorded = folder.recorded_data_dir()
         data_dir = None if recorded is None else str(recorded)
     model, run_revision = args.model, None
     if model is None:
