@@ -75,7 +75,14 @@ def run_tables(
     scores: dict[str, list[float]], metrics: dict[tuple[str, str], list[float]], model: str = "test/m"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """scores.csv- and metrics.csv-shaped frames from per-layer lists: {task: scores}, {(metric, texts): values}."""
-    settings = {"readout": "final_norm", "pooling": "mean", "max_length": 512, "dtype": "float32"}
+    settings = {
+        "readout": "final_norm",
+        "pooling": "mean",
+        "max_length": 512,
+        "dtype": "float32",
+        "attention": "causal",
+        "normalize": False,
+    }
     n_layers = len(next(iter(scores.values()))) - 1
     score_rows = [
         {

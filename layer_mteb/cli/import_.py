@@ -19,11 +19,18 @@ INTERRUPTED = RESUME
 
 def add_options(imp: argparse.ArgumentParser) -> None:
     from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS
+    from layer_mteb.common.config import ATTENTIONS
 
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
     imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")
     imp.add_argument("--model", default=None, help="model name for the rows (default: from the files)")
     imp.add_argument("--n-layers", type=int, default=None, help="the model's number of layers (default: known/deepest)")
+    imp.add_argument(
+        "--attention",
+        choices=ATTENTIONS,
+        default=None,
+        help="the attention the model ran, where the files do not say (default: the files', else the release's)",
+    )
     imp.add_argument("--metrics", default=None, help="a long-format metrics table (official_layer_metrics.csv.gz)")
     imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
     imp.add_argument(
@@ -40,6 +47,7 @@ class Settings:
     output: str
     model: str | None
     n_layers: int | None
+    attention: str | None
     metrics: str | None
     metrics_model: str | None
     normalization: str
@@ -60,6 +68,7 @@ def execute(settings: Settings) -> None:
         settings.output,
         model=settings.model,
         n_layers=settings.n_layers,
+        attention=settings.attention,
         metrics=settings.metrics,
         metrics_model=settings.metrics_model,
         normalization=settings.normalization,

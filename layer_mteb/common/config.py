@@ -83,8 +83,8 @@ class EncodeConfig:
         """The settings a :meth:`key` names, or a table row holding :data:`SETTINGS_COLUMNS` (``scores.csv``), with
         ``placement`` (device, batch size, ...) added; a setting the row lacks keeps its default.
 
-        Values are read as tables hold them (numpy numbers, ``"True"``); the model's own attention (``None``) is also
-        read from an empty cell or the ``native`` older tables wrote (:data:`LEGACY_SETTINGS`).
+        Values are read as tables hold them (numpy numbers, ``"True"``); an empty attention cell is the model's own
+        (``None``).
         """
         values: dict[str, Any] = {}
         for name in SETTINGS_COLUMNS:
@@ -92,8 +92,7 @@ class EncodeConfig:
                 continue
             value = key[name]
             if name == "attention":
-                own = value is None or str(value) in ("nan", LEGACY_SETTINGS["attention"])
-                values[name] = None if own else str(value)
+                values[name] = None if value is None or str(value) == "nan" else str(value)
             elif name == "normalize":
                 values[name] = str(value) == "True"
             elif name == "max_length":
@@ -107,8 +106,6 @@ _PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map", "max_cac
 #: The encode settings as columns of every table (scores, metrics) and parts of every key: EncodeConfig's fields
 #: that change vectors, in declaration order.
 SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) if f.name not in _PLACEMENT)
-#: what the settings added later meant for tables written before they existed (a model's own attention, no norm)
-LEGACY_SETTINGS: dict[str, object] = {"attention": "native", "normalize": False}
 
 
 def default_device() -> str:

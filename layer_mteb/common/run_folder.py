@@ -169,7 +169,7 @@ class RunFolder:
         return self.scores_file.is_file()
 
     def scores(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The folder's scores (settings columns an older table lacks filled in, integer layers); with
+        """The folder's scores (integer layers); with
         ``missing_ok``, a folder or file not there yet, or one without rows, reads as an empty table."""
         from layer_mteb.common import run_tables as tables
 
@@ -187,7 +187,7 @@ class RunFolder:
                 f"`layer-mteb run --model MODEL --tasks TASKS --output {self.path}` first"
             )
         fix = "re-run `layer-mteb run` to rewrite it"
-        frame = tables.with_legacy_settings(tables.read_table(self.scores_file, tables.REQUIRED_SCORE_COLUMNS, fix))
+        frame = tables.read_table(self.scores_file, tables.REQUIRED_SCORE_COLUMNS, fix)
         if frame.empty:
             if missing_ok:
                 return frame
@@ -199,14 +199,12 @@ class RunFolder:
     def write_scores(self, frame: pd.DataFrame) -> Path:
         return self.write_table(self.scores_file.name, frame)
 
-    def update_scores(
-        self, kept: pd.DataFrame, rows: list[dict], own_attention: Mapping[tuple[str, str], str] | None = None
-    ) -> pd.DataFrame:
+    def update_scores(self, kept: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
         """Write ``kept`` (the scores the folder held when the run began) updated with ``rows``
         (:func:`~layer_mteb.common.run_tables.combine_scores`); the table written."""
         from layer_mteb.common.run_tables import combine_scores
 
-        frame = combine_scores(kept, rows, own_attention)
+        frame = combine_scores(kept, rows)
         self.write_scores(frame)
         return frame
 
@@ -227,25 +225,21 @@ class RunFolder:
         return pd.concat(parts, ignore_index=True) if parts else None
 
     def held_setting(self) -> tuple[frozenset[tuple[str, str]], dict[str, str]] | None:
-        """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting, ``attention`` the
-        one the rows name where older rows say ``native``; None for a folder holding no score. Scores of several
-        settings are one line: a run folder holds one setting."""
-        from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+        """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting (the settings
+        columns the table holds); None for a folder holding no score. Scores of several settings are one line: a run
+        folder holds one setting."""
+        from layer_mteb.common.config import SETTINGS_COLUMNS
 
         held = self.held_scores()
         if held is None:
             return None
-        settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
-        named = settings[settings["attention"] != str(LEGACY_SETTINGS["attention"])]
-        stated = [c for c in SETTINGS_COLUMNS if c != "attention"]
-        if len(settings[stated].drop_duplicates()) > 1 or named["attention"].nunique() > 1:
+        settings = held[[c for c in SETTINGS_COLUMNS if c in held.columns]].astype(str).drop_duplicates()
+        if len(settings) > 1:
             raise UserError(
                 f"{self.path} already holds scores of several settings: give a new --output (a run folder holds one "
                 "setting)"
             )
         setting = settings.iloc[0].to_dict()
-        if not named.empty:
-            setting["attention"] = str(named["attention"].iloc[0])
         return frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True)), setting
 
     def one_setting(self) -> pd.DataFrame:
@@ -394,13 +388,11 @@ class RunFolder:
         return self._read(selection_file(by), ["model", "selector", "task"], fix, missing_ok=False)
 
     def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """``metrics.csv`` (the settings columns an older table lacks filled in with what they meant then)."""
-        from layer_mteb.common.config import LEGACY_SETTINGS
-        from layer_mteb.common.run_tables import METRIC_COLUMNS, with_legacy_settings
+        """``metrics.csv``: every metric of every layer the metrics stage measured."""
+        from layer_mteb.common.run_tables import METRIC_COLUMNS
 
         fix = f"run `layer-mteb metrics --run {self.path}`"
-        required = [c for c in METRIC_COLUMNS if c not in LEGACY_SETTINGS]
-        return with_legacy_settings(self._read(METRICS_FILE, required, fix, missing_ok=missing_ok))
+        return self._read(METRICS_FILE, METRIC_COLUMNS, fix, missing_ok=missing_ok)
 
     def update_metrics(self, frame: pd.DataFrame) -> Path:
         """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""

@@ -16,13 +16,13 @@ written only by :class:`~layer_mteb.common.run_folder.RunFolder`; this module ho
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pandas as pd
 
-from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError, first_line
 
 
@@ -133,36 +133,13 @@ def tidy_scores(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
 
 
-def combine_scores(
-    kept: pd.DataFrame, new_rows: list[dict], own_attention: Mapping[tuple[str, str], str] | None = None
-) -> pd.DataFrame:
+def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
-    :data:`ROW_KEY`), so a run of a few tasks never drops the others' scores.
-
-    Rows written before the attention was resolved say ``native``, the model's own. ``own_attention`` ((model,
-    revision) -> the attention that model runs unless told otherwise) reads them as that attention, so a rerun
-    replaces them like any other row instead of keeping an older copy of the same measurement beside its own."""
+    :data:`ROW_KEY`), so a run of a few tasks never drops the others' scores."""
     new = tidy_scores(new_rows)
     if kept.empty:
         return new
-    kept = _resolve_native(with_legacy_settings(kept.copy()), own_attention or {})
     return tidy_scores(replace_rows(kept, new, ROW_KEY).to_dict("records"))
-
-
-def _resolve_native(frame: pd.DataFrame, own_attention: Mapping[tuple[str, str], str]) -> pd.DataFrame:
-    native = frame["attention"].astype(str) == LEGACY_SETTINGS["attention"]
-    for (model, revision), attention in own_attention.items():
-        rows = native & (frame["model"].astype(str) == model) & (frame["revision"].astype(str) == revision)
-        frame.loc[rows, "attention"] = attention
-    return frame
-
-
-def with_legacy_settings(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table written before a setting column existed (or by code that left it empty) gets that column with what
-    the setting meant then."""
-    for column, value in LEGACY_SETTINGS.items():
-        frame[column] = frame[column].astype(object).fillna(value) if column in frame.columns else value
-    return frame
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -173,8 +150,7 @@ def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the run's one model and settings; rows of older runs that wrote ``attention=native`` (the model's
-    own) give way to rows of the same layer that name the attention. Every command that loads a run's model again
+    """The rows of the run's one model and settings. Every command that loads a run's model again
     (``select --labels``, ``cost``, ``export``, the agreement curves) reads the run through this, so they refuse the
     same mixed tables."""
     if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
@@ -184,18 +160,14 @@ def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
             f"scores.csv holds several models or revisions ({named}): this command reads one; give a run folder of "
             "one model (`layer-mteb run --model MODEL --tasks TASKS --output RUN`, one folder per model)"
         )
-    settings = [c for c in ("readout", "pooling", "max_length", "dtype", "normalize") if c in scores.columns]
-    if len(scores[settings].drop_duplicates()) > 1:
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns]
+    if len(scores[settings].astype(str).drop_duplicates()) > 1:
         differ = [c for c in settings if scores[c].astype(str).nunique() > 1]
         raise UserError(
             f"scores.csv holds several settings of {scores['model'].iloc[0]} ({', '.join(differ)} differ): give a "
             "run of one setting (one --output per setting)"
         )
-    named = scores[scores["attention"].astype(str) != "native"] if "attention" in scores.columns else scores
-    if "attention" in scores.columns and named["attention"].nunique() > 1:
-        raise UserError("scores.csv holds runs with causal and bidirectional attention: give a run of one setting")
-    ordered = pd.concat([scores.drop(named.index), named])
-    return ordered.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
+    return scores.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
 
 
 def one_setting_per_model(scores: pd.DataFrame) -> pd.DataFrame:

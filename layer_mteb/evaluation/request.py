@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
@@ -157,7 +157,6 @@ def _tasks(tasks: str | Sequence[Any], folder: Path | None) -> tuple[str, tuple[
 
 #: the settings a request states before its model loads (the attention only when asked: None is the model's own)
 STATED = tuple(c for c in SETTINGS_COLUMNS if c != "attention")
-NATIVE = str(LEGACY_SETTINGS["attention"])  # older tables' "the model's own attention": matches any
 
 
 @dataclass(frozen=True)
@@ -181,8 +180,8 @@ class FolderRuns:
                 f"{self.output} holds {name} at revision {held}; this run loaded revision {revision}: "
                 "give another --output, or --revision to name the one it holds"
             )
-        attention, held_attention = str(settings.get("attention")), self.setting.get("attention", NATIVE)
-        if held_attention != NATIVE and attention != held_attention:
+        attention, held_attention = str(settings.get("attention")), self.setting.get("attention")
+        if held_attention is not None and attention != held_attention:
             raise UserError(
                 f"{self.output} holds scores with attention={held_attention}; this run's model runs "
                 f"attention={attention}: give another --output (a run folder holds one setting), or --attention "
@@ -218,7 +217,7 @@ def check_output(
 
 def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, runs) -> None:
     asked = {name: str(value) for name, value in config.key().items() if name in STATED}
-    if config.attention is not None and setting.get("attention", NATIVE) != NATIVE:
+    if config.attention is not None and "attention" in setting:
         asked["attention"] = config.attention
     differ = [name for name, value in asked.items() if setting.get(name) != value]
     if differ:

@@ -57,9 +57,7 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
     units = [(m, r, unit) for m in request.models for r in request.revisions for unit in work]
     units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
-    record = _Record(
-        request.output, request.shard, request.task_metrics, data_dir=request.data_dir, asked_attention=config.attention
-    )
+    record = _Record(request.output, request.shard, request.task_metrics, data_dir=request.data_dir)
     in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
@@ -111,11 +109,8 @@ class _Record:
     shard: tuple[int, int] | None
     task_metrics: bool = False
     data_dir: Path | None = None  # recorded with each task read from it, so later commands find the data again
-    asked_attention: str | None = None  # --attention, None for the model's own
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
-    #: (model, revision) -> the attention it runs unless told otherwise: what older tables call ``native``
-    own_attention: dict[tuple[str, str], str] = field(default_factory=dict)
     _results: ResultCache | None = None
 
     @property
@@ -133,19 +128,13 @@ class _Record:
         # the folders this sweep may create, known before it creates any
         self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
 
-    def model_ready(self, loaded: LoadedModel, ran: str | None) -> None:
-        """Note the model's own attention when this run shows it: what ran when none was asked, or the only one an
-        encoder or state-space model has. (A decoder switched by ``--attention`` does not show its own.)"""
-        if ran is not None and (self.asked_attention is None or loaded.architecture.kind != "causal"):
-            self.own_attention[(loaded.name, loaded.revision)] = ran
-
     def unit_done(self, rows: list[dict]) -> None:
         self.rows += rows
         self._write_scores()
 
     def _write_scores(self) -> None:
         if self.folder is not None:
-            self.folder.update_scores(self.kept, self.rows, self.own_attention)
+            self.folder.update_scores(self.kept, self.rows)
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
@@ -167,7 +156,6 @@ def _sweep_task(
     request: RunRequest,
 ) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
-    record.model_ready(loaded, settings.encode.attention)
     store = store_folder(loaded, settings, task.metadata.name) if request.vector_cache else None
     start = time.perf_counter()
     loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself

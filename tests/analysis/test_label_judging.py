@@ -88,23 +88,19 @@ def _rows(*rows: tuple) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def test_one_setting_prefers_rows_that_name_the_attention_and_keeps_the_latest_of_each_layer():
+def test_one_setting_keeps_the_latest_row_of_each_layer_and_refuses_two_attentions():
     scores = _rows(
-        ("STS12", 0, "native", 0.10),  # an older run's row of layer 0: a named row of layer 0 replaces it
         ("STS12", 0, "causal", 0.20),
-        ("STS12", 1, "native", 0.30),  # no named row of layer 1: kept
         ("STS12", 2, "causal", 0.40),
         ("STS12", 2, "causal", 0.45),  # the later of two rows of one layer wins
         ("STS13", 0, "causal", 0.50),  # same layer, other task: its own row
     )
     kept = one_setting(scores)
-    found = {(t, k): (a, s) for t, k, a, s in kept[["task", "layer", "attention", "main_score"]].itertuples(False)}
-    assert found == {
-        ("STS12", 0): ("causal", 0.20),
-        ("STS12", 1): ("native", 0.30),
-        ("STS12", 2): ("causal", 0.45),
-        ("STS13", 0): ("causal", 0.50),
-    }
+    found = {(t, k): s for t, k, s in kept[["task", "layer", "main_score"]].itertuples(False)}
+    assert found == {("STS12", 0): 0.20, ("STS12", 2): 0.45, ("STS13", 0): 0.50}
+    mixed = pd.concat([scores, _rows(("STS12", 1, "bidirectional", 0.3))], ignore_index=True)
+    with pytest.raises(UserError, match=r"several settings of acme/m \(attention differ\)"):
+        one_setting(mixed)
 
 
 def test_one_setting_keeps_a_run_without_an_attention_column():

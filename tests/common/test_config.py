@@ -10,7 +10,6 @@ import pytest
 from layer_mteb.common.config import (
     ATTENTIONS,
     DTYPES,
-    LEGACY_SETTINGS,
     POOLINGS,
     READOUTS,
     SETTINGS_COLUMNS,
@@ -51,7 +50,7 @@ def test_all_settings_at_once_and_placement_added():
     assert EncodeConfig.from_key(row, batch_size=4) == EncodeConfig(**config.key(), batch_size=4)
 
 
-def test_the_legacy_spelling_of_the_models_own_attention_and_missing_columns():
-    row = _through_csv([{"readout": "raw", **LEGACY_SETTINGS}]).iloc[0]
+def test_an_empty_attention_cell_is_the_models_own_and_missing_columns_keep_their_defaults():
+    row = _through_csv([{"readout": "raw", "attention": None, "normalize": False}]).iloc[0]
     assert EncodeConfig.from_key(row) == EncodeConfig(readout="raw", attention=None, normalize=False)
     assert EncodeConfig.from_key({}) == EncodeConfig()

@@ -14,7 +14,6 @@ from layer_mteb.common.run_tables import SCORE_COLUMNS
 from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.plan import parse_layers
 from layer_mteb.evaluation.sweep import sweep
-from layer_mteb.model.attention import set_attention
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import store_folder
 
@@ -143,34 +142,3 @@ def test_run_log_scores_mteb_experiment_and_vector_store_all_name_the_attention_
     asked_causal = resolve_settings(loaded, EncodeConfig(attention="causal"))
     assert store_folder(loaded, asked_causal, "BIOSSES").is_dir()  # the key of what ran, not of what was asked
     assert entry["settings"] == asked_causal.key()
-
-
-def test_rows_of_the_models_own_attention_written_as_native_are_replaced_by_a_rerun(bert_tokenizer, data_dir, tmp_path):
-    """Older tables say ``native`` for the model's own attention: a rerun that shows it (no --attention, causal for a
-    decoder) replaces those rows; a model it does not run keeps them, and a switched decoder never claims them (and,
-    once it wrote its rows, the folder holds that attention: the model's own is another setting, refused)."""
-    loaded = tiny_model("llama", bert_tokenizer)
-    out = tmp_path / "run"
-
-    def run(attention: str | None = None) -> pd.DataFrame:
-        set_attention(loaded, attention or "causal")  # as loading with --attention does
-        config = EncodeConfig(attention=attention)
-        sweep(loaded, ["BIOSSES"], layers="0,-1", config=config, data_dir=data_dir, output=out, progress=False)
-        return pd.read_csv(out / "scores.csv")
-
-    fresh = run()
-    other = fresh.iloc[:1].assign(model="old/model")
-    older = pd.concat([fresh, other]).assign(attention="native")
-    older.to_csv(out / "scores.csv", index=False)
-    again = run()
-    assert sorted(zip(again["model"], again["attention"], strict=True)) == sorted(
-        [(loaded.name, "causal")] * 2 + [("old/model", "native")]
-    )
-    mine = again[(again["model"] == loaded.name) & (again["attention"] == "causal")].reset_index(drop=True)
-    pd.testing.assert_frame_equal(mine, fresh)
-
-    older.to_csv(out / "scores.csv", index=False)
-    switched = run("bidirectional")  # not the model's own: the native rows are another measurement and stay
-    assert sorted(switched["attention"]) == ["bidirectional"] * 2 + ["native"] * 3
-    with pytest.raises(UserError, match="holds scores with attention=bidirectional; this run's model runs attention=c"):
-        run()

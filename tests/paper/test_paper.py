@@ -43,6 +43,20 @@ def test_importing_the_authors_pythia_14m_folder_gives_the_released_rows():
     assert set(imported.loc[imported["task"] == "STS17", "subset"]) == {"en-en"}  # the paper's subset only
 
 
+def test_imported_rows_name_the_attention_the_model_ran():
+    assert set(import_folder(PYTHIA_14M, model="Pythia/14m")["attention"]) == {"causal"}  # the release's decoder
+    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, ["Pythia/14m", "bert/base", "mamba/130m"])
+    assert dict(scores.groupby("model")["attention"].unique().map(tuple)) == {
+        "Pythia/14m": ("causal",),
+        "bert/base": ("bidirectional",),
+        "mamba/130m": ("causal",),
+    }
+    with pytest.raises(UserError, match="do not say which attention acme/encoder ran: pass --attention"):
+        import_folder(PYTHIA_14M, model="acme/encoder")  # not a release model, and the files do not say
+    told = import_folder(PYTHIA_14M, model="acme/encoder", attention="bidirectional")
+    assert set(told["attention"]) == {"bidirectional"}
+
+
 def test_table1_for_pythia_410m_matches_a_hand_computation():
     by_task: dict[str, dict[int, float]] = {}
     for row in release_rows("Pythia/410m"):
@@ -119,6 +133,7 @@ def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_d
     imported = import_folder(out / "mteb")
     columns = ["model", "layer", "n_layers", "task", "subset", "main_score", "readout", "pooling", "max_length"]
     pd.testing.assert_frame_equal(imported[columns], scores[columns], check_dtype=False)
+    assert set(imported["attention"]) == set(scores["attention"]) == {"causal"}  # what the run's files say
 
 
 def test_reproduce_says_what_each_step_wrote(tmp_path, capsys):

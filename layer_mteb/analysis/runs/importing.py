@@ -18,7 +18,7 @@ import pandas as pd
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS, ReleaseNormalization
-from layer_mteb.common.config import LEGACY_SETTINGS, SETTINGS_COLUMNS
+from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import METRICS_FILE, SCORES_FILE, RunFolder
 from layer_mteb.common.run_tables import METRIC_COLUMNS, SCORE_COLUMNS, tidy_scores
@@ -26,13 +26,29 @@ from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, task_type
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
-#: mean pooling with special tokens, max length 2048, half precision.
+#: mean pooling with special tokens, max length 2048, half precision, no normalisation after pooling; each model
+#: with its own attention (:data:`RELEASE_ATTENTION`).
 AUTHORS_SETTINGS = {
     "readout": "final_norm",
     "pooling": "mean",
     "max_length": 2048,
     "dtype": "float16",
-    **LEGACY_SETTINGS,  # the model's own attention, no normalisation after pooling
+    "normalize": False,
+}
+#: The attention each family of the release runs (its own: the release does not switch any): the decoders and Mamba
+#: (whose recurrence reads left to right, recorded as causal as a run records it) causal, the encoders and LLM2Vec
+#: (a decoder made bidirectional) bidirectional.
+RELEASE_ATTENTION = {
+    "Pythia": "causal",
+    "Llama3": "causal",
+    "mamba": "causal",
+    "bert": "bidirectional",
+    "bert_CLS": "bidirectional",
+    "roberta_CLS": "bidirectional",
+    "roberta_mean_pooling": "bidirectional",
+    "LLM2Vec-mntp": "bidirectional",
+    "LLM2Vec-mntp-unsup-simcse": "bidirectional",
+    "LLM2Vec-mntp-supervised": "bidirectional",
 }
 #: Hidden-state count of the released models (their configs), for folders that do not reach the last layer.
 RELEASE_DEPTHS = {
@@ -68,14 +84,37 @@ def release_depth(model: str) -> int | None:
     return RELEASE_DEPTHS.get(model.split("@")[0])
 
 
+def release_attention(model: str) -> str | None:
+    """The attention a released model (``family/size[@step]``) ran; None for a model the release does not hold."""
+    return RELEASE_ATTENTION.get(model.split("/")[0])
+
+
+def _attention_of(models: pd.Series) -> pd.Series:
+    """Each released model's attention (:data:`RELEASE_ATTENTION`); a family not in the table is one line."""
+    attention = models.astype(str).map(release_attention)
+    unknown = sorted(set(models[attention.isna()].astype(str)))
+    if unknown:
+        raise UserError(
+            f"the release's model(s) {', '.join(unknown)} are of no family whose attention is known "
+            f"({', '.join(RELEASE_ATTENTION)})"
+        )
+    return attention
+
+
 def import_folder(
-    folder: str | Path, *, model: str | None = None, n_layers: int | None = None, split: str = "test"
+    folder: str | Path,
+    *,
+    model: str | None = None,
+    n_layers: int | None = None,
+    attention: str | None = None,
+    split: str = "test",
 ) -> pd.DataFrame:
     """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.run_tables.SCORE_COLUMNS`).
 
     The layer comes from mteb's ``model_meta.json`` beside the file (``experiment_kwargs['layer']``, this project's
     runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where
-    ``layer_<L>`` is absent). ``model`` and ``n_layers`` default to what the files say.
+    ``layer_<L>`` is absent). ``model`` and ``n_layers`` default to what the files say; the attention to what the
+    files say, else ``attention``, else the release's (:data:`RELEASE_ATTENTION`), else it is one line asking for it.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -94,11 +133,18 @@ def import_folder(
             "layer": found.layer,
             "task_type": task_type(task),
             **{key: kwargs.get(key, AUTHORS_SETTINGS[key]) for key in AUTHORS_SETTINGS},
+            "attention": kwargs.get("attention") or attention or release_attention(name),
             "data": "imported",
         }
         rows += [{**described, **row} for row in found.score_rows([split], subsets.get(task))]
     if not rows:
         raise UserError(f"no per-layer mteb result JSONs with a {split!r} split under {folder}")
+    unsaid = sorted({row["model"] for row in rows if row["attention"] is None})
+    if unsaid:
+        raise UserError(
+            f"the result files under {folder} do not say which attention {', '.join(unsaid)} ran: pass --attention "
+            "causal (a decoder or state-space model) or bidirectional (an encoder)"
+        )
     return _with_depth(pd.DataFrame(rows), n_layers)
 
 
@@ -140,6 +186,7 @@ def release_scores(path: str | Path | pd.DataFrame, models: list[str] | None = N
         subset=None,
         data="release",
         **AUTHORS_SETTINGS,
+        attention=_attention_of(raw["model"]),
     )
     # the authors' *_CLS folders read the first token ([CLS]) instead of the mean over tokens
     frame.loc[frame["model"].str.contains("_CLS"), "pooling"] = "first"
@@ -209,6 +256,8 @@ def import_metrics_table(
     ]
     table = _one_wikitext_split(table[keep])
     settings = {**AUTHORS_SETTINGS, **(settings or {}), "readout": "raw"}
+    if "attention" not in settings:
+        settings["attention"] = _attention_of(table["model"])
     depth = table["model"].map(release_depth).fillna(table.groupby("model")["layer"].transform("max"))
     frame = pd.DataFrame(
         {
@@ -258,13 +307,14 @@ def write_import(
     *,
     model: str | None = None,
     n_layers: int | None = None,
+    attention: str | None = None,
     metrics: str | Path | None = None,
     metrics_model: str | None = None,
     normalization: ReleaseNormalization = "paper",
 ) -> list[str]:
     """Import ``folder`` into ``output/scores.csv`` (and the model's rows of a metrics table into ``metrics.csv``);
     returns the lines to show: what was read and every missing layer. Nothing is written if anything fails."""
-    scores = import_folder(folder, model=model, n_layers=n_layers)
+    scores = import_folder(folder, model=model, n_layers=n_layers, attention=attention)
     names = scores["model"].unique().tolist()
     table = None
     if metrics is not None:
