@@ -291,18 +291,17 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     if given:
         raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
     run_config = EncodeConfig.from_key(row)
-    declared = folder.declared_tasks()  # a custom task's texts are found through the file declaring it
+    recorded = folder.recorded_tasks()  # a custom task's texts are found through the file declaring it
     texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
     texts = ",".join(
-        f"{TASK_TEXTS}{declared[task_of_texts_option(s)]}"
-        if s.startswith(TASK_TEXTS) and task_of_texts_option(s) in declared
+        f"{TASK_TEXTS}{recorded.task_files[task_of_texts_option(s)]}"
+        if s.startswith(TASK_TEXTS) and task_of_texts_option(s) in recorded.task_files
         else s
         for s in text_sources(texts)
     )
     data_dir = args.data_dir
-    if data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
-        recorded = folder.recorded_data_dir()
-        data_dir = None if recorded is None else str(recorded)
+    if data_dir is None and recorded.data_dir is not None:  # the run's data folder, for --texts task:<Task>
+        data_dir = str(recorded.data_dir)
     model, run_revision = args.model, None
     if model is None:
         if name.startswith("local/"):
