@@ -9,6 +9,7 @@ from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import DATA_DEFAULT, check_runs, settings_of, task_texts
+from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.texts import check_texts, text_sources
 from layer_mteb.model.names import model_kind
@@ -64,11 +65,10 @@ def check(args: argparse.Namespace) -> Settings:
         check_task_names(task_texts(sources))
         for source in sources:
             check_texts(source, args.data_dir)
-    for option, value in (("--n-texts", args.n_texts), ("--batch-size", args.batch_size)):
-        if value < 1:
-            raise UserError(f"{option} must be a positive integer, got {value}")
-    if args.max_batch_tokens is not None and args.max_batch_tokens < 1:
-        raise UserError(f"--max-batch-tokens must be a positive integer, got {args.max_batch_tokens}")
+    if args.n_texts < 1:
+        raise UserError(f"--n-texts must be a positive integer, got {args.n_texts}")
+    # the batch sizes, checked where every command's are (on the cpu default: no torch loads for it)
+    EncodeConfig(batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens)
     return settings_of(Settings, args)
 
 

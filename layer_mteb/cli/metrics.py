@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import (
-    DATA_DEFAULT,
-    Measured,
-    add_encode_options,
+    MeasureSettings,
+    add_measure_options,
     add_model_or_run,
     check_measured,
     on_device,
@@ -49,27 +48,17 @@ def add_options(metrics: argparse.ArgumentParser) -> None:
         "--augment-prompts", type=int, default=None, help="prompts that get augmented views (default 32; paper: 200)"
     )
     metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
-    metrics.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
-    metrics.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the augmentations")
-    metrics.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
-    add_encode_options(metrics)
-    metrics.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    add_measure_options(metrics, seed_help="seed of the prompt sample and the augmentations")
 
 
 @dataclass(frozen=True)
-class Settings:
-    target: Measured
+class Settings(MeasureSettings):
     full_protocol: bool
     n_prompts: int | None
     views: int | None
     augment_prompts: int | None
     augment_p: float
-    alpha: float
-    seed: int
     trust_remote_code: bool
-
-    def hub_needed(self) -> bool:
-        return self.target.hub_needed()
 
 
 def check(args: argparse.Namespace) -> Settings:

@@ -1,6 +1,7 @@
 """What several ``layer-mteb`` commands share: option groups declared once (encode options, ``--model``/``--run``,
-vector options, the metric readout), the values made from them (output folder, shard, lengths, device, the
-:class:`EncodeConfig`), the up-front check of run folders, the hub probe, and renamed options' old spellings.
+the tail of ``metrics`` and ``stress``, vector options, the metric readout), the values made from them (output
+folder, shard, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders, the hub probe, and
+renamed options' old spellings.
 
 Nothing here imports torch, transformers or mteb: the commands check their options with it before anything heavy
 loads."""
@@ -99,6 +100,19 @@ def add_model_or_run(parser: argparse.ArgumentParser) -> None:
         help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
         "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
     )
+
+
+def add_measure_options(parser: argparse.ArgumentParser, *, seed_help: str, gzip: str | None = None) -> None:
+    """The options ``metrics`` and ``stress`` share after their own: the entropies' order, the seed (``seed_help``
+    says what it draws), the data folder, the encode options and the output folder; ``gzip``, the table a command
+    may write compressed, adds ``--gzip`` for it."""
+    parser.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    if gzip is not None:
+        parser.add_argument("--gzip", action="store_true", help=f"write {gzip}.gz instead of {gzip}")
+    parser.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    add_encode_options(parser)
+    parser.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
 
 
 def add_metric_readout(parser: argparse.ArgumentParser) -> None:
@@ -253,6 +267,19 @@ class Measured:
         return hub_needed([self.model], data_dir_from_env(self.data_dir), task_texts(list(self.sources)))
 
 
+@dataclass(frozen=True)
+class MeasureSettings:
+    """What the settings of ``metrics`` and ``stress`` share (:func:`add_measure_options`): the ``target`` measured,
+    the entropies' order ``alpha`` and the ``seed``; the hub is probed when the target may need it."""
+
+    target: Measured
+    alpha: float
+    seed: int
+
+    def hub_needed(self) -> bool:
+        return self.target.hub_needed()
+
+
 def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     """The model, texts and settings of ``metrics`` / ``stress`` (``several_texts``: comma-separated sources), given
     or the run's (``--run``); the output writable, the model and every text source there."""
@@ -291,18 +318,17 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     if given:
         raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
     run_config = EncodeConfig.from_key(row)
-    declared = folder.declared_tasks()  # a custom task's texts are found through the file declaring it
+    recorded = folder.recorded_tasks()  # a custom task's texts are found through the file declaring it
     texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))
     texts = ",".join(
-        f"{TASK_TEXTS}{declared[task_of_texts_option(s)]}"
-        if s.startswith(TASK_TEXTS) and task_of_texts_option(s) in declared
+        f"{TASK_TEXTS}{recorded.task_files[task_of_texts_option(s)]}"
+        if s.startswith(TASK_TEXTS) and task_of_texts_option(s) in recorded.task_files
         else s
         for s in text_sources(texts)
     )
     data_dir = args.data_dir
-    if data_dir is None:  # the data folder the run read its tasks from, for --texts task:<Task>
-        recorded = folder.recorded_data_dir()
-        data_dir = None if recorded is None else str(recorded)
+    if data_dir is None and recorded.data_dir is not None:  # the run's data folder, for --texts task:<Task>
+        data_dir = str(recorded.data_dir)
     model, run_revision = args.model, None
     if model is None:
         if name.startswith("local/"):

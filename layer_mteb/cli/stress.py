@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME, print_written
 from layer_mteb.cli.options import (
-    DATA_DEFAULT,
-    Measured,
-    add_encode_options,
+    MeasureSettings,
+    add_measure_options,
     add_model_or_run,
     check_measured,
     on_device,
@@ -38,28 +37,17 @@ def add_options(stress: argparse.ArgumentParser) -> None:
     stress.add_argument("--n-prompts", type=int, default=None, help="prompts per randomness/repetition level")
     stress.add_argument("--length-prompts", type=int, default=None, help="random prompts per length")
     stress.add_argument("--lengths", default=None, help="prompt lengths, e.g. 64,128 (default 64 ... 2048)")
-    stress.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
-    stress.add_argument("--seed", type=int, default=0, help="seed of the prompt sample and the perturbations")
-    stress.add_argument("--gzip", action="store_true", help="write stress.csv.gz instead of stress.csv")
-    stress.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
-    add_encode_options(stress)
-    stress.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    add_measure_options(stress, seed_help="seed of the prompt sample and the perturbations", gzip="stress.csv")
 
 
 @dataclass(frozen=True)
-class Settings:
-    target: Measured
+class Settings(MeasureSettings):
     tests: tuple[str, ...]
     paper_sizes: bool
     n_prompts: int | None
     length_prompts: int | None
     lengths: tuple[int, ...] | None
-    alpha: float
-    seed: int
     gzip: bool
-
-    def hub_needed(self) -> bool:
-        return self.target.hub_needed()
 
 
 def check(args: argparse.Namespace) -> Settings:

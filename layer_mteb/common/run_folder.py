@@ -124,6 +124,21 @@ class ScoredSetting:
     config: EncodeConfig
 
 
+@dataclass(frozen=True)
+class RecordedTasks:
+    """How a later command (``metrics --run``, ``cost``, ``select --labels``, the agreement curves) finds a run's
+    tasks again, as ``run.json`` recorded them: ``task_files``, {task: ``FILE.yaml:TASK``} for its custom tasks (mteb
+    tasks are found by name and need none), and ``data_dir``, the data folder the run read its local tasks from when
+    it still exists (else None)."""
+
+    task_files: Mapping[str, str]
+    data_dir: Path | None
+
+    def selection(self, task: str) -> str:
+        """The ``--tasks`` selection that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
+        return self.task_files.get(task, task)
+
+
 def _unit(entry: Mapping[str, Any]) -> tuple[object, ...]:
     settings = json.dumps(entry.get("settings"), sort_keys=True)
     return entry.get("model"), entry.get("revision"), entry.get("task"), settings
@@ -297,19 +312,14 @@ class RunFolder:
         redone = {_unit(entry) for entry in new}
         write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
 
-    def declared_tasks(self) -> dict[str, str]:
-        """{task: ``FILE.yaml:TASK``} for the custom tasks of ``run.json``: the ``--tasks`` selection that builds each
-        again (mteb tasks are found by name and need none)."""
+    def recorded_tasks(self) -> RecordedTasks:
+        """What ``run.json`` says builds the run's tasks again (:class:`RecordedTasks`), from one read of it."""
         entries = self.log()
-        return {
+        task_files = {
             str(e["task"]): f"{e['task_file']}:{e['task']}" for e in entries if e.get("task_file") and e.get("task")
         }
-
-    def recorded_data_dir(self) -> Path | None:
-        """The data folder the run read its local tasks from (``run.json``'s ``data_dir``), when it still exists:
-        what a later ``select --labels`` or ``cost`` reads the tasks from unless told otherwise."""
-        found = [Path(e["data_dir"]) for e in self.log() if e.get("data_dir")]
-        return next((path for path in found if path.is_dir()), None)
+        found = [Path(e["data_dir"]) for e in entries if e.get("data_dir")]
+        return RecordedTasks(task_files, next((path for path in found if path.is_dir()), None))
 
     def stale_side_files(self) -> list[tuple[Path, str]]:
         """(file, the command that refreshes it) for every side file older than the scores it was computed from."""

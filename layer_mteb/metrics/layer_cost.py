@@ -222,11 +222,11 @@ def run_cost(
     scores = folder.one_setting()
     scored = folder.setting(scores, **placement)
     name, revision, config = scored.model, scored.revision, scored.config
-    declared = folder.declared_tasks()  # a custom task is found again through the task file that declared it
-    own = [f"{TASK_TEXTS}{declared.get(task, task)}" for task in sorted(set(scores["task"]))]
+    recorded = folder.recorded_tasks()  # a custom task is found again through the task file that declared it
+    own = [f"{TASK_TEXTS}{recorded.selection(task)}" for task in sorted(set(scores["task"]))]
     sources = text_sources(texts) if texts else own
     loaded = load_scored_model(name, revision, config, model)
-    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or folder.recorded_data_dir())
+    sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded.data_dir)
     frame = measure_cost(loaded, sample, config, settings)
     frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
     folder.write_cost(frame)

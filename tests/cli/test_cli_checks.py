@@ -111,6 +111,14 @@ CASES = {
         ["export", "--run", "{tmp}/run", "--by", "autto", "--output", "{tmp}/out"],
         "(did you mean auto?)",
     ),
+    "cost with batches of no text": (
+        ["cost", "--run", "{tmp}/run", "--batch-size", "0"],
+        "--batch-size must be a positive integer, got 0",
+    ),
+    "cost with batches of no token": (
+        ["cost", "--run", "{tmp}/run", "--max-batch-tokens", "0"],
+        "--max-batch-tokens must be a positive integer, got 0",
+    ),
     "metrics of neither a model nor a run": (["metrics", "--texts", "wikitext"], "--model M, or --run RUN"),
     "export a pick without a run": (
         ["export", "--model", "minilm-l6", "--by", "auto", "--output", "{tmp}/out"],

@@ -185,8 +185,9 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     folder.write_log(folder.log(), [reused])
     entries = {entry["task"]: entry for entry in folder.log()}
     assert entries["A"]["computed"]["units_evaluated"] == 3 and entries["B"] == other
-    assert folder.declared_tasks() == {"B": "tasks.yaml:B"}
-    assert folder.recorded_data_dir() == tmp_path
+    recorded = folder.recorded_tasks()
+    assert recorded.task_files == {"B": "tasks.yaml:B"} and recorded.selection("A") == "A"
+    assert recorded.data_dir == tmp_path
     folder.file(RUN_LOG).write_text("{")
     with caplog.at_level(logging.WARNING, logger="layer_mteb"):
         assert folder.log() == []

@@ -127,7 +127,7 @@ def test_every_type_is_scored_by_mtebs_evaluator_and_recorded_as_custom_data(tmp
     log = json.loads((tmp_path / "run" / "run.json").read_text())["tasks"]
     assert {entry["task_file"] for entry in log} == {str(path.resolve())}
     assert all(entry["data_fingerprint"] for entry in log)
-    assert RunFolder(tmp_path / "run").declared_tasks()["MySTS"] == f"{path.resolve()}:MySTS"
+    assert RunFolder(tmp_path / "run").recorded_tasks().task_files["MySTS"] == f"{path.resolve()}:MySTS"
     stored = sorted(p.stem for p in (tmp_path / "run" / "mteb").rglob("My*.json"))
     assert stored == sorted([*types] * 2)  # mteb's own result files, one per layer
 

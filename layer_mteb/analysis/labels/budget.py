@@ -86,11 +86,11 @@ def iter_task_layers(
     name, revision, config = scored.model, scored.revision, scored.config
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
-    folder = data_dir_from_env(data_dir or run_folder.recorded_data_dir())
-    declared = run_folder.declared_tasks()  # custom tasks: the task file that declared each
+    recorded = run_folder.recorded_tasks()  # custom tasks: the task file that declared each
+    folder = data_dir_from_env(data_dir or recorded.data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
-        _, (spec,) = select_tasks(declared.get(str(task_name), str(task_name)), folder)
+        _, (spec,) = select_tasks(recorded.selection(str(task_name)), folder)
         task = load_task(spec, str(split), folder)
         task.load_data()
         examples = labelled_examples(task, str(subset), str(split))

@@ -139,8 +139,8 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _sample_size(run: Path, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
-    folder = RunFolder(run)
-    texts = sample_texts(folder.declared_tasks().get(task, task), options.n, options.seed, folder.recorded_data_dir())
+    recorded = RunFolder(run).recorded_tasks()
+    texts = sample_texts(recorded.selection(task), options.n, options.seed, recorded.data_dir)
     return len(texts)
 
 

@@ -177,10 +177,10 @@ def agreement_curves(
     loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
     references = references_for(run.model, reference, run.config.device, seed)
     frames = []
-    declared = folder.declared_tasks()  # a custom task's texts are found through its task file
-    data_dir = data_dir or folder.recorded_data_dir()
+    recorded = folder.recorded_tasks()  # a custom task's texts are found through its task file
+    data_dir = data_dir or recorded.data_dir
     for task in tasks:
-        texts = sample_texts(declared.get(task, task), n, seed, data_dir)
+        texts = sample_texts(recorded.selection(task), n, seed, data_dir)
         lexical = {
             ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
         }
