@@ -26,9 +26,8 @@ from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve_settings
-from layer_mteb.evaluation.mteb_call import score_encoder
+from layer_mteb.evaluation.mteb_call import score_encoder, texts_mteb_encodes
 from layer_mteb.evaluation.plan import task_units
-from layer_mteb.evaluation.prefill import texts_mteb_encodes
 from layer_mteb.metrics.agreement.compute import model_source
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS

@@ -28,7 +28,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 
 def execute(settings: Settings) -> None:
-    from layer_mteb.evaluation.shards import merge_shards
+    from layer_mteb.evaluation.plan import merge_shards
 
     frame = merge_shards(settings.output)
     print(f"merged {len(frame)} rows into {settings.output / 'scores.csv'}")

@@ -1,17 +1,33 @@
-"""The one place a sweep calls mteb: one layer evaluated with ``mteb.evaluate``, and whether mteb will reuse a
-stored result for it (a torn result file is set aside and recomputed, never trusted or deleted)."""
+"""What a sweep asks of mteb for one task: the texts its evaluator will encode, known before the first ``encode``
+call; one layer evaluated with ``mteb.evaluate``; and whether mteb will reuse a stored result for it (a torn result
+file is set aside and recomputed, never trusted or deleted).
+
+mteb's evaluators encode a task in several calls (STS: ``sentence1``, then ``sentence2``; classification: the
+training sample, then the evaluation split; retrieval: the corpus, then the queries). Filling the all-layer cache
+from each call sorts each call's texts on their own; filling it once from the union sorts them all together, so
+short texts of one column no longer ride in batches padded to the long texts of the other. The union is read here
+the way mteb's evaluators read it (same subsets, splits, columns, training sample, document text); task types
+whose evaluator encodes a random sample (v2 clustering) or that are not listed keep the lazy path (None).
+"""
 
 from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Iterable, Iterator
 
 import mteb
+from datasets import Dataset
+from mteb.abstasks.classification import AbsTaskClassification
+from mteb.abstasks.pair_classification import AbsTaskPairClassification
+from mteb.abstasks.retrieval import AbsTaskRetrieval
+from mteb.abstasks.sts import AbsTaskSTS
 from mteb.cache import ResultCache
 from mteb.results import TaskResult
 
 from layer_mteb.common.run_tables import score_rows
 from layer_mteb.evaluation.encoder import LayerEncoder
+from layer_mteb.tasks.mteb_compat import queries_with_positives, retrieval_texts, undersample
 from layer_mteb.tasks.state import TaskRandomState
 
 logger = logging.getLogger(__name__)
@@ -74,3 +90,76 @@ def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEnc
         )
         return False
     return True
+
+
+def texts_mteb_encodes(task) -> list[str] | None:
+    """The unique texts mteb's evaluator of ``task`` encodes (in first-seen order), or None when not known ahead.
+
+    ``task`` must have its data loaded.
+    """
+    if task.metadata.modalities != ["text"]:
+        return None
+    if isinstance(task, AbsTaskSTS):
+        columns = task.column_names
+        texts = _columns(task, columns) if all(isinstance(c, str) for c in columns) else None
+    elif isinstance(task, AbsTaskPairClassification):
+        columns = (task.input1_column_name, task.input2_column_name)
+        texts = _columns(task, columns, v1_rows=True) if all(isinstance(c, str) for c in columns) else None
+    elif isinstance(task, AbsTaskClassification):
+        texts = _classification(task) if isinstance(task.input_column_name, str) else None
+    elif isinstance(task, AbsTaskRetrieval):
+        texts = _retrieval(task)
+    else:
+        return None
+    return None if texts is None else list(dict.fromkeys(_strings(texts)))
+
+
+def _splits(task) -> Iterator[tuple[str, object]]:
+    """(split, data) for every subset and evaluation split mteb's ``evaluate`` visits."""
+    subsets = task.hf_subsets if task.hf_subsets is not None else list(task.dataset)
+    for split in task.eval_splits:
+        for subset in subsets:
+            data = task.dataset if subset not in task.dataset and subset == "default" else task.dataset[subset]
+            yield split, data
+
+
+def _columns(task, columns: Iterable[str], *, v1_rows: bool = False) -> Iterator[str]:
+    for split, data in _splits(task):
+        rows = data[split]
+        if v1_rows and len(rows) == 1:  # mteb's v1 layout: all pairs in one row (see AbsTaskPairClassification)
+            rows = Dataset.from_dict(rows[0])
+        for column in columns:
+            yield from rows[column]
+
+
+def _classification(task) -> Iterator[str] | None:
+    if task.is_cross_validation:
+        return None
+    return _classification_texts(task)
+
+
+def _classification_texts(task) -> Iterator[str]:
+    for split, data in _splits(task):
+        train = data[task.train_split]
+        # the same undersampling mteb runs (its RandomState is seeded from task.seed on every call)
+        sample, selected = None, set()
+        for experiment in range(task.n_experiments):
+            sample, picked = undersample(task, train, experiment, sample)
+            selected.update(picked)
+        yield from train.select(sorted(selected))[task.input_column_name]
+        yield from data[split][task.input_column_name]
+
+
+def _retrieval(task) -> Iterator[str]:
+    for _, data in _splits_retrieval(task):
+        yield from retrieval_texts(data["corpus"], document=True)
+        yield from retrieval_texts(queries_with_positives(data["relevant_docs"], data["queries"]), document=False)
+
+
+def _splits_retrieval(task) -> Iterator[tuple[str, object]]:
+    for split, data in _splits(task):
+        yield split, data[split]
+
+
+def _strings(texts: Iterable[object]) -> Iterator[str]:
+    return (t for t in texts if isinstance(t, str))

@@ -1,7 +1,8 @@
-"""Planning a sweep before any model loads: which layers, which (task, data) units, which shard of them.
+"""Planning a sweep before any model loads: which layers, which (task, data) units, which shard of them; and, once
+the shards (a SLURM array, or the processes of ``accelerate launch``) are done, their tables joined into one.
 
 Everything here is cheap and fails early with a clear error: a mistyped task or layer list should not wait for a
-model load.
+model load (pandas and torch load only when shard tables are joined).
 """
 
 from __future__ import annotations
@@ -9,12 +10,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
 from layer_mteb.tasks.catalog import TaskSpec, hub_offline, load_task, task_data
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -119,3 +125,37 @@ def distributed_shard() -> tuple[int, int] | None:
     """(rank, world size) when started by ``accelerate launch`` / ``torchrun`` with several processes, else None."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     return (int(os.environ.get("RANK", "0")), world) if world > 1 else None
+
+
+def merge_shards(output: str | Path) -> pd.DataFrame:
+    """Join the shard tables of a run folder into its ``scores.csv`` (after a SLURM array, say)."""
+    import pandas as pd
+
+    output = Path(output)
+    folder = RunFolder(output)
+    files = folder.shard_score_files()
+    if not files:
+        raise UserError(f"no shard tables (scores.shard-I-of-N.csv) in {output}")
+    counts = {int(f.name.split("-of-")[1].split(".")[0]) for f in files}
+    if len(counts) != 1:
+        raise UserError(f"{output} mixes shard tables of different runs ({sorted(counts)} shards)")
+    n = counts.pop()
+    missing = [i for i in range(n) if not (output / sharded(SCORES_FILE, (i, n))).exists()]
+    if missing:
+        raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
+    tables = [RunFolder(output, (i, n)).scores(missing_ok=True) for i in range(n)]
+    shards = pd.concat(tables, ignore_index=True).to_dict("records")
+    return folder.update_scores(folder.scores(missing_ok=True), shards)  # rows of earlier runs in the folder stay
+
+
+def merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:
+    """Wait for every process (gloo works for CPU and GPU runs), merge on rank 0, hand everyone the merged table."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", timeout=timedelta(days=7))  # shards of a long sweep finish hours apart
+    dist.barrier()
+    if shard[0] == 0:
+        merge_shards(output)
+    dist.barrier()
+    return RunFolder(output).scores(missing_ok=True)

@@ -23,11 +23,9 @@ from layer_mteb.common.run_tables import tidy_scores
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
-from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder
-from layer_mteb.evaluation.plan import parse_layers, task_units
-from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder, texts_mteb_encodes
+from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_units
 from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
-from layer_mteb.evaluation.shards import merge_when_all_done
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model

@@ -28,7 +28,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.run_folder import METRICS_FILE, RunFolder
 from layer_mteb.metrics.texts import task_of_label
-from layer_mteb.paper import paper_figures, prompt_length, wikitext
+from layer_mteb.paper import paper_figures, prompt_length
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
 
 logger = logging.getLogger(__name__)
@@ -107,9 +107,9 @@ def reproduce(
     progress.step()
     figure_tasks = _figures(release, release_wikitext, our_scores, output, written)
     progress.step()
-    drawn, sets = wikitext.draw(release_wikitext, output)
-    extrema = wikitext.extrema(release_wikitext, release_metrics, sets)
-    written += [*drawn, wikitext.write_extrema(extrema, output / "metric_extrema.csv")]
+    drawn, sets = paper_figures.draw_wikitext(release_wikitext, output)
+    extrema = paper_figures.extrema(release_wikitext, release_metrics, sets)
+    written += [*drawn, paper_figures.write_extrema(extrema, output / "metric_extrema.csv")]
     progress.step()
     all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
     all_scores = pd.concat([release, our_scores], ignore_index=True)
@@ -120,7 +120,7 @@ def reproduce(
     written += prompt_length.reproduce(tables.prompt_length, runs, output)
     progress.step()
     markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
-    markdown += "\n" + "\n\n".join(wikitext.sources_markdown(sets, extrema, release_wikitext)) + "\n"
+    markdown += "\n" + "\n\n".join(paper_figures.sources_markdown(sets, extrema, release_wikitext)) + "\n"
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
     progress.step()

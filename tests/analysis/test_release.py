@@ -177,8 +177,8 @@ def test_wikitext_metrics_keep_one_split_per_model(tmp_path):
 @pytest.mark.slow  # four figures of up to 49 layers: tens of seconds on a busy machine
 @needs_release
 def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(tmp_path):
+    from layer_mteb.paper.paper_figures import draw_wikitext, extrema, sources_markdown
     from layer_mteb.paper.regenerate import _with_split
-    from layer_mteb.paper.wikitext import draw, extrema, sources_markdown
 
     results = tmp_path / "experiments" / "results"
     for folder in ("bert/base/main", "Pythia/410m/main", "mamba/370m/main", "Pythia/2.8b/main"):
@@ -187,8 +187,8 @@ def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(
     tables = read_release(tmp_path)
     rows = import_metrics_table(tables.metrics)
     wiki = _with_split(rows, tables.metrics)
-    first, sets = draw(wiki, tmp_path / "a")
-    second, _ = draw(wiki, tmp_path / "b")
+    first, sets = draw_wikitext(wiki, tmp_path / "a")
+    second, _ = draw_wikitext(wiki, tmp_path / "b")
     names = ["figure2_wikitext.png", "figure2_wikitext.pdf", "figure12_wikitext.png", "figure12_wikitext.pdf"]
     assert [p.name for p in first] == names  # no checkpoints here: no progression figure
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(first, second, strict=True))

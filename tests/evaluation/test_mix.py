@@ -8,7 +8,7 @@ import pytest
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve_settings
-from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import LayerCache
 

@@ -14,7 +14,7 @@ from conftest import save_tiny_model
 from layer_mteb.cli import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.evaluation.shards import merge_shards
+from layer_mteb.evaluation.plan import merge_shards
 from layer_mteb.evaluation.sweep import sweep
 
 TASKS = "STS17,BIOSSES,TwitterSemEval2015"

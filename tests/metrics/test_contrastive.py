@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from layer_mteb.metrics.augment import augment
-from layer_mteb.metrics.representation import dime, infonce, lidar
+from layer_mteb.metrics.representation import augment, dime, infonce, lidar
 
 
 def _randn(*shape: int, seed: int = 0) -> torch.Tensor:

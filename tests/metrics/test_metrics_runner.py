@@ -23,8 +23,7 @@ from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.texts import encoded_texts_label, load_texts, task_of_label, task_texts_label
-from layer_mteb.model.forward import tokenize
-from layer_mteb.model.pooling import readout_layers
+from layer_mteb.model.forward import readout_layers, tokenize
 
 NO_VIEWS = MetricSettings(views=0)
 

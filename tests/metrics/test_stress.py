@@ -11,9 +11,15 @@ from conftest import tiny_config
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.metrics.bimodality import dip_test
-from layer_mteb.metrics.perturb import FIRST_RANDOM_ID, perturb, random_prompts, special_ends
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
-from layer_mteb.metrics.stress_tests import StressSettings, run_stress
+from layer_mteb.metrics.stress_tests import (
+    FIRST_RANDOM_ID,
+    StressSettings,
+    perturb,
+    random_prompts,
+    run_stress,
+    special_ends,
+)
 
 CONFIG = EncodeConfig(device="cpu")
 LONG = [t for t in TEXTS if len(t.split()) > 4]

@@ -21,7 +21,7 @@ from mteb.mocks.mock_tasks.sts import MockSTSTask
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
-from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.mteb_compat import (
     EVALUATORS_SEED_THEMSELVES,
     PRIVATE_NAMES,

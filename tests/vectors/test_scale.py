@@ -22,7 +22,7 @@ from layer_mteb.cli import main
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.encoder import LayerEncoder
-from layer_mteb.evaluation.prefill import texts_mteb_encodes
+from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.forward import length_sorted_batches, tokenize
 from layer_mteb.tasks.catalog import TaskSpec, load_task

@@ -82,7 +82,7 @@ VERSION = 2
 #: The policy ``select --by auto`` applies: written by ``layer-mteb reproduce --policy`` (``make reproduce``).
 POLICY_FILE = Path(__file__).with_name("auto_selector.json")
 KINDS = ("embedding", "cls", "base")
-#: The readout of a first-token (``[CLS]``) model: :func:`layer_mteb.model.pooling.pool`'s ``first``.
+#: The readout of a first-token (``[CLS]``) model: :func:`layer_mteb.model.forward.pool`'s ``first``.
 FIRST_TOKEN = "first"
 
 
