@@ -64,11 +64,6 @@ class RunRequest:
     show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
     vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
 
-    @property
-    def given_tasks(self) -> bool:
-        """Whether the caller handed mteb task objects (scored as they are) instead of names."""
-        return bool(self.tasks) and not isinstance(self.tasks[0], TaskSpec)
-
 
 def resolve_run(
     model: Any,

@@ -57,6 +57,19 @@ def test_imported_rows_name_the_attention_the_model_ran():
     assert set(told["attention"]) == {"bidirectional"}
 
 
+def test_import_asks_for_the_attention_in_one_line_and_writes_nothing(tmp_path, capfd, caplog):
+    from _in_process import run_main
+
+    out = tmp_path / "run"
+    done = run_main(["import", str(PYTHIA_14M), "--model", "acme/encoder", "--output", str(out)], capfd, caplog)
+    assert done.returncode == 2 and len(done.lines) == 1, done.lines
+    assert "do not say which attention acme/encoder ran: pass --attention" in done.stderr
+    assert not (out / "scores.csv").exists()
+    told = ["import", str(PYTHIA_14M), "--model", "acme/encoder", "--attention", "bidirectional", "--output", str(out)]
+    assert run_main(told, capfd, caplog).returncode == 0
+    assert set(pd.read_csv(out / "scores.csv")["attention"]) == {"bidirectional"}
+
+
 def test_table1_for_pythia_410m_matches_a_hand_computation():
     by_task: dict[str, dict[int, float]] = {}
     for row in release_rows("Pythia/410m"):
