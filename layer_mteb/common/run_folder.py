@@ -24,8 +24,7 @@ checks read ``run.json`` and file names before anything heavy loads; the tables'
 ``run.json`` has one entry per (model, task) with the settings it ran
 (:meth:`~layer_mteb.common.settings.RunSettings.record`). A later sweep into the same folder replaces the entries of
 the units it ran again and keeps the others; a rerun that only read a unit's results back keeps the computing run's
-counts and times under ``computed``. Entries of folders written before each had its own settings take the file's
-top-level ``settings`` (where ``attention`` may be ``null``, the model's own).
+counts and times under ``computed``.
 """
 
 from __future__ import annotations
@@ -297,9 +296,6 @@ class RunFolder:
                 "%s is unreadable (%s: %s); it is rewritten with this run's tasks only", path, type(err).__name__, err
             )
             return []
-        shared = log.get("settings")  # the old layout: one settings object for the whole file
-        for entry in entries:
-            entry.setdefault("settings", shared)
         return entries
 
     def write_log(self, kept: list[dict], new: list[dict]) -> None:
