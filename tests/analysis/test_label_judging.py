@@ -116,7 +116,7 @@ def test_one_setting_keeps_a_run_without_an_attention_column():
         ({"revision": "r2"}, "several models or revisions"),
         ({"pooling": "last"}, r"several settings of .+ \(pooling differ\): give a run of one setting"),
         ({"normalize": True}, "several settings"),
-        ({"attention": "bidirectional"}, "causal and bidirectional"),
+        ({"attention": "bidirectional"}, r"several settings of .+ \(attention differ\)"),
     ],
 )
 def test_one_setting_refuses_a_run_of_several_models_or_settings(change, message):
