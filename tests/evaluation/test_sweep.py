@@ -121,13 +121,13 @@ def test_run_log_scores_mteb_experiment_and_vector_store_all_name_the_attention_
     bert_tokenizer, data_dir, tmp_path
 ):
     """A decoder swept with the default ``attention=None`` runs causally, and every record of the run says so; an
-    older run.json in the folder (attention null, one settings object for the file) stays readable and kept."""
+    entry already in the folder's run.json (another unit, its own settings) is kept as it was."""
     loaded = tiny_model("llama", bert_tokenizer)
     out = tmp_path / "run"
     out.mkdir()
     old_settings = {**EncodeConfig().key(), "attention": None}
-    old_entry = {"model": "old/model", "revision": "r", "task": "STS12", "units_evaluated": 3}
-    (out / "run.json").write_text(json.dumps({"settings": old_settings, "tasks": [old_entry]}))
+    old_entry = {"model": "old/model", "revision": "r", "task": "STS12", "settings": old_settings, "units_evaluated": 3}
+    (out / "run.json").write_text(json.dumps({"tasks": [old_entry]}))
     frame = sweep(
         loaded, ["BIOSSES"], layers="-1", config=EncodeConfig(), data_dir=data_dir, output=out, progress=False
     )
