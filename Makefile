@@ -68,7 +68,7 @@ results/%/correlation.csv:
 # The paper from the authors' release as they published it (a clone of their repository, OFSkean/information_flow;
 # ../shared/reference/release holds one, see ../shared/reference/SOURCE.md; elsewhere set RELEASE=<your clone>)
 # beside the four real-model runs above: Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12,
-# training progression), correlations, selector study (offline, minutes), and the policy `layer-mteb select --by
+# training progression), correlations, selector study (offline, about 75 s in all), and the policy `layer-mteb select --by
 # auto` ships (trained on every study model; rewritten only when it changes).
 RELEASE ?= ../shared/reference/release
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
@@ -141,7 +141,7 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on two real tasks shipped in the
 	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output runs/demo
 
 # the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
-# CI and `make test`: every test, the slow ones included (about 13 minutes on 2 cores: README); the venv's bin/
+# CI and `make test`: every test, the slow ones included (about 5 minutes on an idle 2-core machine, 13 busy: README); the venv's bin/
 # on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
 test: setup
 	$(BIN)/ruff check layer_mteb tests benchmarks scripts
