@@ -183,8 +183,8 @@ class RunFolder:
         return self.scores_file.is_file()
 
     def scores(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The folder's scores (integer layers); with
-        ``missing_ok``, a folder or file not there yet, or one without rows, reads as an empty table."""
+        """The folder's scores (integer layers); with ``missing_ok``, a folder or file not there yet, or one without
+        rows, reads as an empty table."""
         from layer_mteb.common import run_tables as tables
 
         if not self.has_scores():
@@ -239,15 +239,21 @@ class RunFolder:
         return pd.concat(parts, ignore_index=True) if parts else None
 
     def held_setting(self) -> tuple[frozenset[tuple[str, str]], dict[str, str]] | None:
-        """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting (the settings
-        columns the table holds); None for a folder holding no score. Scores of several settings are one line: a run
-        folder holds one setting."""
+        """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting; None for a folder
+        holding no score. Scores of several settings, or a table that does not say its revision and settings, are one
+        line: a run folder holds one setting."""
         from layer_mteb.common.config import SETTINGS_COLUMNS
 
         held = self.held_scores()
         if held is None:
             return None
-        settings = held[[c for c in SETTINGS_COLUMNS if c in held.columns]].astype(str).drop_duplicates()
+        lacking = [c for c in ("revision", *SETTINGS_COLUMNS) if c not in held.columns]
+        if lacking:
+            raise UserError(
+                f"{self.path} holds scores that do not say their {', '.join(lacking)} (not written by `layer-mteb "
+                "run`): give a new --output"
+            )
+        settings = held[list(SETTINGS_COLUMNS)].astype(str).drop_duplicates()
         if len(settings) > 1:
             raise UserError(
                 f"{self.path} already holds scores of several settings: give a new --output (a run folder holds one "

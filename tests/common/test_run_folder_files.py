@@ -174,6 +174,12 @@ def test_the_one_model_and_setting_of_a_folder_or_its_one_line_refusal(tmp_path)
         other.held_setting()  # what a new run into the folder is checked against
     runs, setting = folder.held_setting()
     assert runs == {("org/m", "r1"), ("org/b", "r1")} and setting["attention"] == "causal"
+    bare = RunFolder(tmp_path / "bare")  # a table made by hand: model, layer, task and score only
+    (tmp_path / "bare").mkdir()
+    bare.write_scores(pd.DataFrame([{"model": "org/m", "layer": 0, "n_layers": 2, "task": "A", "main_score": 0.5}]))
+    with pytest.raises(UserError, match=r"do not say their revision, readout, .+, normalize \(not written by") as err:
+        bare.held_setting()
+    assert "\n" not in str(err.value)
 
 
 def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplog):
