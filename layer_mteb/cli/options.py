@@ -74,7 +74,8 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device-map",
         default=None,
-        help="split one large model over devices, e.g. auto (accelerate; default: all on --device)",
+        help="split one large model over devices: auto, balanced, sequential (accelerate), or a JSON file of module"
+        " -> device (a GPU number, cpu, disk) (default: all on --device)",
     )
     parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
 

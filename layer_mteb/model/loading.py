@@ -6,6 +6,8 @@ dequantised once into an HF folder under :func:`~layer_mteb.common.files.cache_r
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import shutil
 import tempfile
@@ -76,7 +78,7 @@ def load_model(
         raise UserError(f"architecture {model_type!r} of {name!r} is not supported yet (known: {known})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        placement = {"device_map": config.device_map} if config.device_map else {}
+        placement = device_placement(config.device_map) if config.device_map else {}
         model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **placement, **kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
@@ -88,6 +90,29 @@ def load_model(
     if config.attention is not None:
         set_attention(loaded, config.attention)
     return loaded
+
+
+def device_placement(device_map: str) -> dict[str, Any]:
+    """``from_pretrained``'s placement arguments for ``--device-map``: a strategy accelerate knows (``auto``,
+    ``balanced``, ``sequential``, ...) or a device as it stands, or a JSON file mapping module names to devices (a
+    GPU number, ``"cpu"`` or ``"disk"``), as transformers' ``device_map`` dict takes them. Modules mapped to ``"disk"``
+    are offloaded to a temporary folder under the cache."""
+    if not device_map.endswith(".json"):
+        return {"device_map": device_map}
+    try:
+        mapping = json.loads(Path(device_map).read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"--device-map {device_map}: cannot read a JSON device map ({first_line(err)})") from None
+    if not isinstance(mapping, dict) or not all(isinstance(v, (int, str)) for v in mapping.values()):
+        raise UserError(f"--device-map {device_map}: a device map is a JSON object of module name -> device")
+    placement: dict[str, Any] = {"device_map": mapping}
+    if "disk" in mapping.values():
+        offload = cache_root() / "offload"
+        offload.mkdir(parents=True, exist_ok=True)
+        folder = tempfile.mkdtemp(dir=offload)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)  # offloaded weights are a copy: gone with us
+        placement["offload_folder"] = folder
+    return placement
 
 
 # --------------------------------------------------------------------------------------------- packaged models

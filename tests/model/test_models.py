@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from conftest import FAMILIES, minilm_folder, save_tiny_model, tiny_config, tiny_model
@@ -126,3 +128,21 @@ def test_unknown_architecture_is_named(tmp_path):
             causal_tokenizer_without_pad(),
             name="x/t5",
         )
+
+
+def test_a_json_device_map_places_modules_as_it_says(tmp_path, bert_tokenizer):
+    """``--device-map file.json`` is transformers' device_map dict: the norm sent to disk is offloaded (meta)."""
+    folder = save_tiny_model("llama", bert_tokenizer, tmp_path / "llama")
+    device_map = {"embed_tokens": "cpu", "layers": "cpu", "norm": "disk", "rotary_emb": "cpu"}
+    (tmp_path / "map.json").write_text(json.dumps(device_map))
+    loaded = load_model(str(folder), EncodeConfig(device_map=str(tmp_path / "map.json")))
+    assert loaded.model.hf_device_map == device_map
+    assert loaded.model.norm.weight.device.type == "meta"
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"layers": [0]}'])
+def test_a_bad_json_device_map_is_one_line(tmp_path, bert_tokenizer, text):
+    folder = save_tiny_model("llama", bert_tokenizer, tmp_path / "llama")
+    (tmp_path / "map.json").write_text(text)
+    with pytest.raises(UserError, match=r"^--device-map .*map.json: .*"):
+        load_model(str(folder), EncodeConfig(device_map=str(tmp_path / "map.json")))
