@@ -10,8 +10,8 @@ the signal themselves and are terminated by the sweep) and leaves the rows of fi
 A worker forked from a process that has used CUDA (or merely asked whether it is available) still sees CUDA as
 available, and its first CUDA call fails ("Cannot re-initialize CUDA in forked subprocess"). mteb asks at call time
 (its similarity functions move their work to ``cuda`` when it is available), so a worker's start-up hides every GPU
-from everything it runs: evaluation in a worker is on the CPU, as it is in the sweep itself
-(:meth:`~layer_mteb.evaluation.encoder.LayerEncoder.similarity`).
+from everything it runs (:func:`~layer_mteb.common.gpus.hide_gpus`): evaluation in a worker is on the CPU, as it is
+in the sweep itself (:func:`~layer_mteb.common.gpus.gpus_hidden`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import NamedTuple
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.gpus import hide_gpus
 from layer_mteb.common.ranks import host_share
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted_warnings
@@ -135,25 +136,6 @@ def _start_worker() -> None:
     _die_with_parent()
     hide_gpus()
     _WORKER_THREADS.enter_context(one_thread())
-
-
-def hide_gpus() -> None:
-    """No GPU for anything this process runs from now on: the CUDA runtime is told so (should it start here) and
-    torch's own checks, which mteb and torch look up at call time, say so too; for the life of the process."""
-    import torch
-
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    torch.cuda.is_available = _no_gpu
-    torch.cuda.device_count = _no_devices
-    torch.backends.mps.is_available = _no_gpu
-
-
-def _no_gpu() -> bool:
-    return False
-
-
-def _no_devices() -> int:
-    return 0
 
 
 def _die_with_parent() -> None:

@@ -26,6 +26,7 @@ from safetensors.torch import load_file, save_file
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, cache_root, text_hash
+from layer_mteb.common.gpus import gpus_shown
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.common.timing import PhaseTimes
@@ -105,7 +106,8 @@ class LayerCache:
                 "cannot run the model (a GPU does not survive a fork) and its vectors would be lost: rerun with "
                 "--eval-workers 1"
             )
-        with torch_threads(self._forward_threads):  # evaluators run on one thread; the forward on all of them
+        # evaluators run on one thread and see no GPU; the forward on all threads, on the model's device
+        with torch_threads(self._forward_threads), gpus_shown():
             self._fill(missing)
 
     def _fill(self, missing: list[str]) -> None:

@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 
+import mteb
 import mteb.similarity_functions as mteb_similarity
 import numpy as np
 import pandas as pd
@@ -265,3 +266,33 @@ def test_a_model_switch_lets_the_old_model_go_before_the_next_one_loads(tmp_path
     monkeypatch.setattr(sweep_module, "load_model", load)
     frame = sweep([str(f) for f in folders], path, layers="-1", progress=False, vector_cache=False)
     assert len(frame) == 2 and alive_at_load == [False, False]
+
+
+def _summarization_task():
+    """mteb's SummEval (v2) holding a few rows of our own: mteb's summarization evaluator calls its cosine and dot
+    product itself, not through the encoder."""
+    from datasets import Dataset, DatasetDict
+
+    s = SENTENCES
+    rows = {
+        "text": [s[0] + " " + s[1], s[2] + " " + s[3], s[4] + " " + s[6]],
+        "human_summaries": [[s[0], s[1]], [s[2], s[3]], [s[4], s[6]]],
+        "machine_summaries": [[s[1], s[5], s[7]], [s[3], s[0], s[6]], [s[6], s[2], s[4]]],
+        "relevance": [[4.0, 1.0, 2.0], [5.0, 2.0, 1.0], [3.0, 1.0, 4.5]],
+    }
+    task = mteb.get_task("SummEvalSummarization.v2")
+    task.dataset = {"default": DatasetDict({"test": Dataset.from_dict(rows)})}
+    task.data_loaded = True
+    return task
+
+
+def test_summarization_in_a_process_that_sees_a_gpu_scores_on_the_cpu(tiny_gpt_neox, monkeypatch):
+    """The sweep's own evaluation sees no GPU either: what mteb computes itself (summarization's cosine) is computed
+    where a worker computes it, so the same layer gives the same score in the sweep and in any worker."""
+    options = {"layers": "all", "eval_workers": 1, "progress": False, "vector_cache": False}
+    config = EncodeConfig(device="cpu")
+    want = sweep(tiny_gpt_neox, [_summarization_task()], config=config, **options)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU host's sweep process
+    got = sweep(tiny_gpt_neox, [_summarization_task()], config=config, **options)
+    assert len(got) == tiny_gpt_neox.n_layers + 1 and got["main_score"].notna().all()
+    pd.testing.assert_frame_equal(want, got, check_exact=True)
