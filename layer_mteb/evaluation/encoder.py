@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import torch
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -102,6 +103,23 @@ class LayerEncoder(AbsEncoder):
         vectors = self.cache.layer_rows(texts, self.layer)  # on the host, gathered in chunks
         return self._finite(vectors, f"layer {self.layer} of {self.model.name} gives")
 
+    def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
+        """Cosine similarity of every row of ``embeddings1`` with every row of ``embeddings2`` (the model's
+        similarity function, ``ModelMeta.similarity_fn_name``), in float32 on the CPU.
+
+        mteb's own would move the work to a GPU when one is available (and compile it there): a forked evaluation
+        worker cannot use one, and the last bits (so retrieval ties) would depend on where a layer was scored. Here it
+        is mteb's formula (unit rows, then their products) always on the CPU, so the sweep and every worker give the
+        same numbers on any machine."""
+        a, b = _host_rows(embeddings1), _host_rows(embeddings2)
+        return _unit_rows(a) @ _unit_rows(b).T
+
+    def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
+        """Cosine similarity of each row of ``embeddings1`` with the same row of ``embeddings2``, as mteb computes it
+        (unit rows, products summed), in float32 on the CPU like :meth:`similarity`."""
+        a, b = _host_rows(embeddings1), _host_rows(embeddings2)
+        return (_unit_rows(a) * _unit_rows(b)).sum(dim=-1)
+
     def _finite(self, vectors: np.ndarray, which: str) -> np.ndarray:
         """``vectors`` unless an overflow in the model's dtype made some NaN/inf: a one-line error naming the fix."""
         if not np.isfinite(vectors).all():
@@ -110,6 +128,16 @@ class LayerEncoder(AbsEncoder):
                 "--dtype bfloat16"
             )
         return vectors
+
+
+def _host_rows(embeddings) -> torch.Tensor:
+    """Embeddings (numpy or torch, one vector or a matrix) as a float32 CPU matrix."""
+    rows = torch.as_tensor(embeddings).to(device="cpu", dtype=torch.float32)
+    return rows.reshape(1, -1) if rows.dim() == 1 else rows
+
+
+def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(rows, p=2, dim=1)
 
 
 def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMeta:

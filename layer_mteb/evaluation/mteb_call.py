@@ -25,6 +25,7 @@ from mteb.abstasks.sts import AbsTaskSTS
 from mteb.cache import ResultCache
 from mteb.results import TaskResult
 
+from layer_mteb.common.gpus import gpus_hidden
 from layer_mteb.common.run_tables import score_rows
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.tasks.mteb_compat import queries_with_positives, retrieval_texts, undersample
@@ -40,8 +41,9 @@ UNREADABLE_RESULT = (OSError, ValueError, KeyError)
 
 def evaluate_layer(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):
     """mteb's own ``evaluate`` of one layer: a stored result is reused unless ``overwrite``. mteb's notice that a task
-    is superseded by a newer one is silenced: the paper's task list names the versions it scores on purpose."""
-    with warnings.catch_warnings():
+    is superseded by a newer one is silenced: the paper's task list names the versions it scores on purpose. mteb sees
+    no GPU (:func:`~layer_mteb.common.gpus.gpus_hidden`): it computes on the CPU here as in a forked worker."""
+    with warnings.catch_warnings(), gpus_hidden():
         warnings.filterwarnings("ignore", message=".*is superseded by.*")
         return mteb.evaluate(
             encoder,

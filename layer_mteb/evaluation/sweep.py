@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
+from layer_mteb.common.ranks import use_rank_device
 from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
 from layer_mteb.common.run_tables import tidy_scores
 from layer_mteb.common.settings import RunSettings
@@ -50,6 +51,7 @@ def sweep(
 def run_request(request: RunRequest) -> pd.DataFrame:
     """Score the resolved ``request`` (:func:`~layer_mteb.evaluation.request.resolve_run`), as it is."""
     config = request.config or EncodeConfig(device=default_device())
+    use_rank_device(config.device)  # under accelerate launch, ``cuda`` without an index is this process's GPU
     # before any model: another model or setting is not mixed into the folder, a task without data fails first
     folder = check_output(request.output, request.models, request.revisions, config)
     work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
@@ -68,6 +70,7 @@ def run_request(request: RunRequest) -> pd.DataFrame:
             if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
                 folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
             _sweep_task(loaded, task, settings, layer_ids, record, request)
+            del loaded  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
@@ -78,7 +81,8 @@ def run_request(request: RunRequest) -> pd.DataFrame:
 
 @dataclass
 class _ModelInMemory:
-    """One model in memory at a time: loaded for its first unit, kept while the next units are its own."""
+    """One model in memory at a time: loaded for its first unit, kept while the next units are its own, and let go
+    of before the next one loads (two models at once would not fit where one barely does)."""
 
     config: EncodeConfig
     layers: str | Sequence[int]
@@ -88,6 +92,7 @@ class _ModelInMemory:
     def get(self, ref: LoadedModel | str, revision: str | None) -> tuple[LoadedModel, list[int]]:
         """The loaded model and the layers to score of it."""
         if self._current is None or self._current[:2] != (ref, revision):
+            self._release()
             loaded = ref
             if not isinstance(loaded, LoadedModel):
                 loaded = load_model(ref, self.config, revision=revision, trust_remote_code=self.trust_remote_code)
@@ -97,6 +102,24 @@ class _ModelInMemory:
                 )
             self._current = (ref, revision, loaded, parse_layers(self.layers, loaded.n_layers))
         return self._current[2], self._current[3]
+
+    def _release(self) -> None:
+        """Drop the model held, and hand the memory it took back to the device's pool (a model the caller passed
+        in stays the caller's)."""
+        if self._current is None:
+            return
+        self._current = None
+        gc.collect()  # the model's modules refer to each other: only the collector frees them
+        _empty_device_cache()
+
+
+def _empty_device_cache() -> None:
+    """Give the GPU memory PyTorch keeps cached back to the device, so the next model and the automatic memory limit
+    (:func:`~layer_mteb.vectors.memory.auto_memory_limit`) see it free."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 @dataclass
@@ -256,17 +279,21 @@ def _score_layers(
             cache.save()
         entry["texts_encoded"] = len(cache) - entry["texts_loaded"]  # saved: the loop below need not save it again
     # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
-    # find every text in it
+    # find every text in it, and how many the host affords is known only then
     first = [] if known is not None else layer_ids[:1]
     rest = layer_ids[len(first) :]
-    workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache, known is not None)
+
+    def scored():
+        yield from score_layers(score, first, 1, shown)
+        workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache)
+        yield from score_layers(score, rest, workers, shown)
+
     bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
     start, encoding = time.perf_counter(), cache.encoding_seconds()
     spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
     shown = request.show_warnings
-    layers = chain(score_layers(score, first, 1, shown), score_layers(score, rest, workers, shown))
-    for layer, rows, seconds, raised[layer] in layers:
+    for layer, rows, seconds, raised[layer] in scored():
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
         now = cache.encoding_seconds()
         spent["results_read" if reused[layer] else "evaluators"] += seconds - (now - encoding)
@@ -282,14 +309,13 @@ def _score_layers(
     return {**spent, "evaluation_wall": time.perf_counter() - start}
 
 
-def _workers(requested: int, n_layers: int, cache: LayerCache, prefilled: bool) -> int:
-    """Evaluation workers for ``n_layers`` layers: as many as asked for and the host's memory affords."""
-    workers = affordable_workers(requested, n_layers, cache)
-    if workers > 1:
-        if not prefilled and cache.model.device.type == "cuda":
-            return 1  # a forked worker cannot run the model on the GPU if it meets a text the cache lacks
-        cache.to_host()
-    return workers
+def _workers(requested: int, n_layers: int, cache: LayerCache) -> int:
+    """Evaluation workers for ``n_layers`` layers, once the task's vectors are in the cache: as many as asked for
+    and the host's memory affords with those vectors in it (forked workers read them from host memory)."""
+    if min(requested, n_layers) <= 1:
+        return 1
+    cache.to_host()
+    return affordable_workers(requested, n_layers, cache)
 
 
 def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings, output: Path, progress: bool) -> None:
@@ -305,6 +331,7 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
     if metrics.n_observed != len(texts):
         logger.info("%s: task metrics: a forward pass over %d cached texts", task.metadata.name, len(texts))
         metrics.observe_again(texts, settings.encode, progress=progress)
-    frame = metrics.rows(task.metadata.name, cache.vectors(texts), settings.encode)
+    # one layer at a time: the whole [L+1, N, D] stack would undo the memory limit
+    frame = metrics.rows(task.metadata.name, cache.by_layer(texts), settings.encode)
     if not frame.empty:
         RunFolder(output).update_metrics(frame)

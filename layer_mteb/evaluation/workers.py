@@ -6,6 +6,12 @@ forked from the sweep after the task's vectors are in the cache, so each one rea
 out and the score rows coming back. Each worker evaluates a layer exactly as the sweep would in-process (same task
 object, same per-layer preparation), so scores are bit-identical to one worker. Ctrl-C stops the workers (they ignore
 the signal themselves and are terminated by the sweep) and leaves the rows of finished layers written.
+
+A worker forked from a process that has used CUDA (or merely asked whether it is available) still sees CUDA as
+available, and its first CUDA call fails ("Cannot re-initialize CUDA in forked subprocess"). mteb asks at call time
+(its similarity functions move their work to ``cuda`` when it is available), so a worker's start-up hides every GPU
+from everything it runs (:func:`~layer_mteb.common.gpus.hide_gpus`): evaluation in a worker is on the CPU, as it is
+in the sweep itself (:func:`~layer_mteb.common.gpus.gpus_hidden`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from typing import NamedTuple
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.gpus import hide_gpus
+from layer_mteb.common.ranks import host_share
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, counted_warnings
 from layer_mteb.vectors.memory import host_available, store_bytes
@@ -44,9 +52,9 @@ def usable_cpus() -> int:
 
 def check_eval_workers(workers: int | None) -> int:
     """``--eval-workers``; by default one worker per usable CPU core (each evaluator runs on one thread), so no core
-    runs two evaluator threads."""
+    runs two evaluator threads; under ``accelerate launch`` this process's share of the cores."""
     if workers is None:
-        return usable_cpus()
+        return host_share(usable_cpus())
     if workers < 1:
         raise UserError(f"--eval-workers must be a positive integer, got {workers}")
     return workers
@@ -54,9 +62,11 @@ def check_eval_workers(workers: int | None) -> int:
 
 def affordable_workers(requested: int, n_layers: int, cache) -> int:
     """At most ``requested`` and one per layer, and no more than host memory holds: a worker holds about one
-    layer's vectors of the task several times over (the rows handed to mteb and the evaluator's own copies)."""
+    layer's vectors of the task several times over (the rows handed to mteb and the evaluator's own copies). Measured
+    once the task's vectors are in the cache and in host memory (they take their part of it), and from this process's
+    share of the host under ``accelerate launch``."""
     per_worker = _COPIES * store_bytes(max(len(cache), 1), 1, cache.model.hidden_size)
-    return max(1, min(requested, n_layers, host_available() // per_worker))
+    return max(1, min(requested, n_layers, host_share(host_available()) // per_worker))
 
 
 _COPIES = 4
@@ -124,6 +134,7 @@ _WORKER_THREADS = ExitStack()
 def _start_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the sweep decides when workers stop
     _die_with_parent()
+    hide_gpus()
     _WORKER_THREADS.enter_context(one_thread())
 
 

@@ -2,7 +2,10 @@
 
 A memory limit is a size (``--max-cache-memory 2GB``) or, by default, half of the free memory of the compute device,
 capped by half of the host's available memory (the vectors pass through the host on their way to mteb and to the
-vector cache on disk). Sizes are decimal like the option (``1GB`` = 10^9 bytes); ``GiB``/``MiB`` are binary.
+vector cache on disk). On a GPU, free memory includes what PyTorch holds in its cache without using it (a model or
+task freed earlier): that memory is this process's to reuse, and leaving it out would shrink the limit after every
+big task. Under ``accelerate launch`` the host's half is shared by the processes on the host. Sizes are decimal like
+the option (``1GB`` = 10^9 bytes); ``GiB``/``MiB`` are binary.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.ranks import host_share
 
 logger = logging.getLogger(__name__)
 
@@ -63,13 +67,16 @@ def host_available() -> int:
 
 
 def auto_memory_limit(device: str) -> int:
-    """Half the free memory of ``device`` (the rest is for the forward pass and mteb), at most half the host's."""
+    """Half the free memory of ``device`` (the rest is for the forward pass and mteb), at most half of this process's
+    share of the host's."""
     import torch  # here: sizes are parsed and checked before the command line loads torch
 
-    host = host_available() // 2
+    host = host_share(host_available()) // 2
     if device.startswith("cuda") and torch.cuda.is_available():
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
-        return min(free // 2, host)
+        gpu = torch.device(device)
+        free, _ = torch.cuda.mem_get_info(gpu)  # the driver's figure: blocks PyTorch caches count as used
+        cached = torch.cuda.memory_reserved(gpu) - torch.cuda.memory_allocated(gpu)
+        return min((free + cached) // 2, host)
     return host
 
 

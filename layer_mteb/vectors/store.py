@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import weakref
@@ -23,7 +24,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, cache_root, text_hash
+from layer_mteb.common.gpus import gpus_shown
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.common.threads import torch_threads
 from layer_mteb.common.timing import PhaseTimes
@@ -76,6 +79,7 @@ class LayerCache:
         self.n_truncated = 0
         self._forward_threads = torch.get_num_threads()
         self.times = PhaseTimes(config.device)  # seconds of this cache's forward passes and file I/O, by phase
+        self._owner = os.getpid()  # the process that may run the model; a forked worker only reads
         if path is not None:
             with self.times.phase("cache_io"):
                 self._load(path)
@@ -96,7 +100,14 @@ class LayerCache:
         missing = list(dict.fromkeys(t for t in texts if t not in self.index))
         if not missing:
             return
-        with torch_threads(self._forward_threads):  # evaluators run on one thread; the forward on all of them
+        if os.getpid() != self._owner:
+            raise UserError(
+                f"an evaluation worker met {len(missing)} texts that are not in the vector cache; a forked worker "
+                "cannot run the model (a GPU does not survive a fork) and its vectors would be lost: rerun with "
+                "--eval-workers 1"
+            )
+        # evaluators run on one thread and see no GPU; the forward on all threads, on the model's device
+        with torch_threads(self._forward_threads), gpus_shown():
             self._fill(missing)
 
     def _fill(self, missing: list[str]) -> None:
@@ -142,6 +153,11 @@ class LayerCache:
         if layer is not None:
             return torch.from_numpy(self.layer_rows(texts, layer))
         return torch.stack([torch.from_numpy(self.layer_rows(texts, k)) for k in range(self.depth + 1)])
+
+    def by_layer(self, texts: Sequence[str]) -> LayerStack:
+        """The [depth+1, n, D] vectors of ``texts`` as :meth:`vectors` gives them, read one layer at a time."""
+        self.fill(texts)
+        return LayerStack(self, list(texts))
 
     def layer_rows(self, texts: Sequence[str], layer: int) -> np.ndarray:
         """[n, D] float32 host array of ``layer`` for ``texts`` (what mteb is handed), encoding the unseen ones.
@@ -297,6 +313,26 @@ class LayerCache:
 
 
 _CHUNK_ROWS = 1 << 16  # rows gathered per step when handing a layer to mteb
+
+
+class LayerStack:
+    """All layers of some texts' vectors, indexed like the [depth+1, n, D] tensor of :meth:`LayerCache.vectors`
+    (``stack[k]`` is layer k's [n, D]) but never built whole: each layer is read from the cache when asked for.
+
+    What reads every layer in turn (the task metrics) then holds one layer at a time. The whole stack would be a
+    second copy of the store beside it on the device, or, when the store is on disk because it passed the memory
+    limit, all of it in host memory (hundreds of GB for a large task on an 8B model).
+    """
+
+    def __init__(self, cache: LayerCache, texts: list[str]):
+        self._cache, self._texts = cache, texts
+        self.shape = torch.Size((cache.depth + 1, len(texts), cache.model.hidden_size))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, layer: int) -> torch.Tensor:
+        return self._cache.vectors(self._texts, layer)
 
 
 def store_folder(model: LoadedModel, settings: RunSettings, task_name: str) -> Path:
