@@ -49,7 +49,8 @@ def add_options(cost: argparse.ArgumentParser) -> None:
     cost.add_argument(
         "--device-map",
         default=None,
-        help="split one large model over devices, e.g. auto, as the run did (default: all on --device)",
+        help="split one large model over devices as `run --device-map` does, e.g. auto: the run's placement "
+        "(default: all on --device)",
     )
     cost.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
 
