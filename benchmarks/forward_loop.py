@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
     checkouts = [str(Path(c).resolve()) for c in args.checkouts.split(",")]
-    passed = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--checkouts")]
-    passed = [a for i, a in enumerate(passed) if i == 0 or not passed[i - 1].startswith("--checkouts")]
+    given = list(argv if argv is not None else sys.argv[1:])
+    passed = [a for i, a in enumerate(given) if not a.startswith("--checkouts") and given[i - 1 : i] != ["--checkouts"]]
     print(machine_line(args.device))
     print(f"model {args.model}, {args.texts} texts of {args.tasks}, batch size {args.batch_size}, {args.dtype}")
     rows = []
@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         for checkout in checkouts:
             env = {**os.environ, "PYTHONPATH": checkout}
             command = [sys.executable, __file__, "--child", *passed]
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"{checkout} failed:\n{done.stderr[-2000:]}")
             seconds = json.loads(done.stdout.strip().splitlines()[-1])
             rows.append({"run": repeat + 1, "checkout": checkout, **seconds})
             print(f"run {repeat + 1} {checkout}: {seconds}", flush=True)
