@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import DATA_DEFAULT, check_runs, settings_of, task_texts
+from layer_mteb.cli.options import BATCH_DEFAULTS, DATA_DEFAULT, TOKEN_DEFAULTS, check_runs, settings_of, task_texts
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.texts import check_texts, text_sources
@@ -32,13 +32,26 @@ def add_options(cost: argparse.ArgumentParser) -> None:
     )
     cost.add_argument("--n-texts", type=int, default=256, help="texts drawn (seeded) from --texts and timed per layer")
     cost.add_argument("--seed", type=int, default=0, help="seed of the text sample")
+    cost.add_argument("--repeats", type=int, default=3, help="timed passes per depth; the median is kept (default: 3)")
     cost.add_argument(
-        "--batch-size", type=int, default=32, help="texts per forward pass: the run's (not recorded in scores.csv)"
+        "--batch-size",
+        type=int,
+        default=None,
+        help=f"texts per forward pass: the run's, not recorded in scores.csv ({BATCH_DEFAULTS})",
     )
     cost.add_argument(
-        "--max-batch-tokens", type=int, default=None, help="the run's padded-token cap per batch (default: no cap)"
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help=f"the run's padded-token cap per batch ({TOKEN_DEFAULTS})",
     )
     cost.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    cost.add_argument(
+        "--device-map",
+        default=None,
+        help="split one large model over devices as `run --device-map` does, e.g. auto: the run's placement "
+        "(default: all on --device)",
+    )
     cost.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
 
 
@@ -49,9 +62,11 @@ class Settings:
     texts: str | None
     n_texts: int
     seed: int
-    batch_size: int
+    repeats: int
+    batch_size: int | None
     max_batch_tokens: int | None
     device: str | None
+    device_map: str | None
     data_dir: str | None
 
 
@@ -67,6 +82,8 @@ def check(args: argparse.Namespace) -> Settings:
             check_texts(source, args.data_dir)
     if args.n_texts < 1:
         raise UserError(f"--n-texts must be a positive integer, got {args.n_texts}")
+    if args.repeats < 1:
+        raise UserError(f"--repeats must be a positive integer, got {args.repeats}")
     # the batch sizes, checked where every command's are (on the cpu default: no torch loads for it)
     EncodeConfig(batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens)
     return settings_of(Settings, args)
@@ -83,14 +100,17 @@ def execute(settings: Settings) -> None:
         settings.run,
         model=settings.model,
         texts=settings.texts,
-        settings=CostSettings(n_texts=settings.n_texts, seed=settings.seed),
+        settings=CostSettings(n_texts=settings.n_texts, seed=settings.seed, repeats=settings.repeats),
         data_dir=settings.data_dir,
         batch_size=settings.batch_size,
         max_batch_tokens=settings.max_batch_tokens,
         device=process_device(settings.device or default_device()),
+        device_map=settings.device_map,
     )
     shown = ["layer", "flops_fraction", "seconds_per_1000_texts", "flops"]
     print(frame[shown].round(4).to_string(index=False))
-    print(f"\n{frame['n_texts'].iloc[0]} texts, batch size {settings.batch_size}, {frame['threads'].iloc[0]} threads")
+    first = frame.iloc[0]
+    sizes = f"batch size {first['batch_size']}, {first['threads']} threads"
+    print(f"\n{first['n_texts']} texts, {sizes}, on {first['device']}, median of {settings.repeats} passes")
     print_cheapest(settings.run)
     print(f"wrote {Path(settings.run) / COST_FILE}")

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.cli.console import PROG
-from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
+from layer_mteb.common.config import (
+    ATTENTIONS,
+    CPU_BATCH_SIZE,
+    DTYPES,
+    GPU_BATCH_SIZE,
+    GPU_BATCH_TOKENS,
+    GPU_STATE_BYTES,
+    POOLINGS,
+    READOUTS,
+    EncodeConfig,
+)
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
@@ -28,6 +38,11 @@ from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
 
 DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
 MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+BATCH_DEFAULTS = f"default: {CPU_BATCH_SIZE} on a CPU, up to {GPU_BATCH_SIZE} on a GPU"
+TOKEN_DEFAULTS = (
+    f"default: no cap on a CPU; on a GPU, as many as one batch's hidden states of every layer fit in "
+    f"{GPU_STATE_BYTES // 2**30} GiB, at most {GPU_BATCH_TOKENS:,}"
+)
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
 _DEFAULTS = {f.name: f.default for f in fields(EncodeConfig)}
 #: the encode options' defaults on the command line (EncodeConfig's own), beside which ``metrics --run`` /
@@ -63,12 +78,12 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
         help="tokens per text (longer texts are truncated)",
     )
     parser.add_argument("--dtype", choices=DTYPES, default=_DEFAULTS["dtype"], help="weights and activations")
-    parser.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"], help="texts per forward pass")
+    parser.add_argument("--batch-size", type=int, default=None, help=f"texts per forward pass ({BATCH_DEFAULTS})")
     parser.add_argument(
         "--max-batch-tokens",
         type=int,
         default=None,
-        help="also cap each batch at this many padded tokens (default: no cap)",
+        help=f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})",
     )
     parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument(

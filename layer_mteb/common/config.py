@@ -16,6 +16,15 @@ Pooling = Literal["mean", "last", "first"]
 DType = Literal["float32", "bfloat16", "float16"]
 Attention = Literal["bidirectional", "causal"]
 
+#: bytes per element of each dtype
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+#: texts per batch when none is given, on a CPU and on a GPU (see :meth:`EncodeConfig.batch_limits`)
+CPU_BATCH_SIZE = 32
+GPU_BATCH_SIZE = 1024
+#: on a GPU without a given token cap: the bytes one batch's hidden states of every layer may take, and a ceiling
+GPU_STATE_BYTES = 4 * 2**30
+GPU_BATCH_TOKENS = 65536
+
 READOUTS: tuple[str, ...] = get_args(Readout)
 POOLINGS: tuple[str, ...] = get_args(Pooling)
 DTYPES: tuple[str, ...] = get_args(DType)
@@ -31,7 +40,9 @@ class EncodeConfig:
     ``batch_size``, ``max_batch_tokens``, ``device`` and ``device_map`` change speed and placement, not the vectors
     meant, so they are not part of :meth:`key`. Batches are length-sorted; ``max_batch_tokens`` also caps a batch's
     padded size (texts x longest), so batches of short texts grow and batches of long ones shrink (less padding;
-    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``).
+    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``). Left unset, both take the
+    device's defaults (:meth:`batch_limits`): 32 texts and no cap on a CPU, bigger batches under a token budget on
+    a GPU.
     ``attention`` switches a decoder between causal and bidirectional self-attention; ``None`` means the model's
     own (bidirectional for LLM2Vec adapters, causal for other decoders; encoders are always bidirectional) and is
     filled in once the model is loaded, so keys name what really ran. ``normalize`` scales each pooled vector to unit
@@ -43,7 +54,7 @@ class EncodeConfig:
     pooling: Pooling = "mean"
     max_length: int = 512
     dtype: DType = "float32"
-    batch_size: int = 32
+    batch_size: int | None = None
     device: str = "cpu"
     device_map: str | None = None
     max_batch_tokens: int | None = None
@@ -59,7 +70,7 @@ class EncodeConfig:
         _check_choice("dtype", self.dtype, DTYPES)
         if self.max_length < 1:
             raise UserError(f"--max-length must be a positive integer, got {self.max_length}")
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
         if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
             raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
@@ -73,6 +84,22 @@ class EncodeConfig:
         import torch
 
         return getattr(torch, self.dtype)
+
+    def batch_limits(self, n_states: int, hidden_size: int) -> tuple[int, int | None]:
+        """(texts per batch, padded tokens per batch or None for no cap) for a model returning ``n_states`` hidden
+        states of width ``hidden_size``: the ones given, else the device's defaults.
+
+        A CPU gains nothing from big batches (``benchmarks/README.md``): 32 texts, no cap, as always. A GPU is
+        launch-bound on small batches: up to :data:`GPU_BATCH_SIZE` texts, capped at the tokens whose hidden states
+        of every layer (what one forward returns) take :data:`GPU_STATE_BYTES`, at most :data:`GPU_BATCH_TOKENS`.
+        """
+        on_gpu = self.device.startswith("cuda")
+        size = self.batch_size or (GPU_BATCH_SIZE if on_gpu else CPU_BATCH_SIZE)
+        tokens = self.max_batch_tokens
+        if tokens is None and on_gpu:
+            per_token = n_states * hidden_size * DTYPE_BYTES[self.dtype]
+            tokens = max(1, min(GPU_BATCH_TOKENS, GPU_STATE_BYTES // per_token))
+        return size, tokens
 
     def key(self) -> dict[str, str | int | bool | None]:
         """The settings that change vectors: part of every cache key and of mteb's experiment name."""

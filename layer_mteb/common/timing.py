@@ -1,8 +1,12 @@
 """Where a run's time goes: seconds per phase (tokenise, forward, pooling, evaluators, ...), added up as it runs.
 
 A sweep records these per task in ``run.json`` so a user can see whether the forward pass or mteb's evaluators
-dominate and estimate a run elsewhere (a GPU shortens the forward, not the evaluators). On CUDA the device is
-synchronised at each phase boundary, else its queued kernels would be billed to whichever phase waits first.
+dominate and estimate a run elsewhere (a GPU shortens the forward, not the evaluators). A GPU runs the queued work
+of a phase while the host goes on, so its time is billed to the phase that waits for it (the next batch's copy of
+its inputs to the device, or a copy of results to the host). Phases do not synchronise the device by themselves:
+a synchronisation at every phase of every batch would stall the forward loop (the host could not queue the next
+batch while the device works). A phase that ends a stretch of device work (an encoding pass) asks for one with
+``sync=True``, so what it queued is not billed to whatever runs next (the evaluators).
 """
 
 from __future__ import annotations
@@ -19,19 +23,19 @@ import torch
 
 @dataclass
 class PhaseTimes:
-    """Seconds spent per phase; ``device`` is synchronised around each timed phase when it is a CUDA device."""
+    """Seconds spent per phase; a phase with ``sync=True`` waits for ``device`` (when a CUDA device) at its end."""
 
     device: torch.device | str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        self._sync()
+    def phase(self, name: str, *, sync: bool = False) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
         finally:
-            self._sync()
+            if sync:
+                self._sync()
             self.add(name, time.perf_counter() - start)
 
     def add(self, name: str, seconds: float) -> None:

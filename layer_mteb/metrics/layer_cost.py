@@ -4,9 +4,12 @@ A layer is only worth picking for its cost if the cost is measured on the texts 
 numbers come from one fixed, seeded sample of the run's own task texts (:func:`sample_texts`), tokenised and padded
 once into the run's length-sorted batches; neither tokenising nor pooling is timed, only the model's forward.
 
-- **Seconds**: after one warm-up pass of the full model, one timed pass of the sample per depth, the model cut by
-  :func:`~layer_mteb.model.architectures.first_blocks` (its shallow blocks and embeddings, the final norm off: the
-  norm is a per-token scale, no matrix product, so it changes neither the FLOPs nor measurably the time).
+- **Seconds**: after one warm-up pass of the full model, ``repeats`` timed passes of the sample per depth (their
+  median: one pass of 256 texts takes tens of milliseconds on a GPU, where one slow pass would decide), the model
+  cut by :func:`~layer_mteb.model.architectures.first_blocks` (its shallow blocks and embeddings, the final norm off:
+  the norm is a per-token scale, no matrix product, so it changes neither the FLOPs nor measurably the time). A
+  pass ends when every GPU the model computes on has finished its queued work (the model's devices, not the
+  current device: a model on ``cuda:1`` or split by a device map is timed until it is done).
 - **FLOPs**: ``torch.utils.flop_counter.FlopCounterMode`` over one pass of the full model on the same batches, with
   its per-module breakdown: the model cut at k does everything the full model does except blocks k+1..L, so its
   FLOPs are the total less those blocks' (:func:`depth_flops`). One counted pass instead of L+1, and exact: the
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -37,6 +41,7 @@ from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import length_sorted_batches, tokenize
 from layer_mteb.model.loading import load_scored_model
+from layer_mteb.model.placement import model_devices, synchronize
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ COST_COLUMNS = [
     "max_batch_tokens",
     "device",
     "threads",
+    "repeats",
     "seconds",
     "seconds_per_1000_texts",
     "flops",
@@ -68,15 +74,19 @@ COST_COLUMNS = [
 
 @dataclass(frozen=True)
 class CostSettings:
-    """How many texts the cost is measured on and the seed that draws them: 256 texts time each depth to a few
-    percent on a CPU while keeping the slowest packaged model (Gemma-3-270M, 19 depths) to minutes."""
+    """How many texts the cost is measured on, the seed that draws them and how many timed passes per depth (their
+    median is kept): 256 texts time each depth to a few percent on a CPU while keeping the slowest packaged model
+    (Gemma-3-270M, 19 depths) to minutes."""
 
     n_texts: int = 256
     seed: int = 0
+    repeats: int = 3
 
     def __post_init__(self) -> None:
         if self.n_texts < 1:
             raise UserError(f"--n-texts must be a positive integer, got {self.n_texts}")
+        if self.repeats < 1:
+            raise UserError(f"--repeats must be a positive integer, got {self.repeats}")
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,8 @@ def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfi
     """The run's batches of ``texts`` (its tokenisation, max length, length-sorted batch sizes), padded on the
     device once, so the timed passes time the model and nothing else."""
     token_ids, _ = tokenize(model.tokenizer, texts, config.max_length)
-    batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
+    limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
+    batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
     out = []
     for batch in batches:
         padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
@@ -149,16 +160,17 @@ def depth_flops(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) 
     return [total - sum(per_block[k:]) for k in range(model.n_layers + 1)]
 
 
-def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) -> list[float]:
-    """Seconds of one forward pass over ``batches`` of the model cut at each depth k = 0..L, after one untimed
-    warm-up pass of the full model (first calls allocate memory and pick kernels)."""
-    synchronize = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]], repeats: int = 1) -> list[float]:
+    """Seconds of one forward pass over ``batches`` of the model cut at each depth k = 0..L: the median of
+    ``repeats`` passes, after one untimed warm-up pass of the full model (first calls allocate memory and pick
+    kernels). Each pass waits for every device the model computes on."""
+    devices = model_devices(model.model)
 
     def one_pass() -> float:
         started = time.perf_counter()
         for batch in batches:
             model.model(**batch, **model.forward_options)
-        synchronize()
+        synchronize(devices)
         return time.perf_counter() - started
 
     seconds = []
@@ -166,8 +178,8 @@ def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]
         one_pass()
         for depth in range(model.n_layers + 1):
             with first_blocks(model, depth) if depth < model.n_layers else nullcontext():
-                seconds.append(one_pass())
-            logger.info("cost of %s cut at layer %d: %.2f s", model.name, depth, seconds[-1])
+                seconds.append(statistics.median(one_pass() for _ in range(repeats)))
+            logger.info("cost of %s cut at layer %d: %.4f s", model.name, depth, seconds[-1])
     return seconds
 
 
@@ -179,7 +191,8 @@ def measure_cost(
     config = with_model_attention(config, model)
     batches = padded_batches(model, sample.texts, config)
     flops = depth_flops(model, batches)
-    seconds = depth_seconds(model, batches)
+    seconds = depth_seconds(model, batches, settings.repeats)
+    batch_size, max_batch_tokens = config.batch_limits(model.n_layers + 1, model.hidden_size)
     n = len(sample.texts)
     rows = [
         {
@@ -188,10 +201,11 @@ def measure_cost(
             "n_texts": n,
             "seed": settings.seed,
             **config.key(),
-            "batch_size": config.batch_size,
-            "max_batch_tokens": config.max_batch_tokens,
-            "device": str(model.device),
+            "batch_size": batch_size,
+            "max_batch_tokens": max_batch_tokens,
+            "device": ",".join(str(device) for device in model_devices(model.model)),
             "threads": torch.get_num_threads(),
+            "repeats": settings.repeats,
             "seconds": seconds[depth],
             "seconds_per_1000_texts": 1000 * seconds[depth] / n,
             "flops": flops[depth],
@@ -215,7 +229,8 @@ def run_cost(
 
     The model, revision and encode settings come from the run's ``scores.csv`` (``model`` overrides how to load
     it, as for ``select --labels``); ``texts`` defaults to the run's tasks' own texts (``task:<Task>`` each);
-    ``placement`` (``batch_size``, ``max_batch_tokens``, ``device``) is not recorded in the run and so is given.
+    ``placement`` (``batch_size``, ``max_batch_tokens``, ``device``, ``device_map``) is not recorded in the run and
+    so is given.
     """
     settings = settings or CostSettings()
     folder = RunFolder(run)

@@ -96,17 +96,32 @@ class TokenMetrics:
         self.hidden_size = 0
 
     def __call__(self, states: Sequence[torch.Tensor], mask: torch.Tensor, positions: Sequence[int]) -> None:
+        """Every layer's values computed on the device, then brought to the host once per batch (stacked): a check
+        or a copy per layer would each wait for the device."""
         rows = torch.as_tensor(list(positions), dtype=torch.long)
         self.hidden_size = states[0].shape[-1]
-        for layer, hidden in enumerate(states):
-            if not bool(torch.isfinite(hidden[mask.bool()]).all()):
-                raise UserError(f"layer {layer} produced NaN or inf hidden states; try --dtype float32")
+        padding = ~mask.bool().to(states[0].device)
+        finite, entropies, entropies_valid, bends, bends_valid = [], [], [], [], []
+        lengths = torch.zeros(0)
+        for hidden in states:
+            # every real token's state finite; a boolean-mask gather would wait for the device to count the tokens
+            finite.append((torch.isfinite(hidden).all(dim=-1) | padding).all())
             entropy, lengths, valid = token_entropies(hidden, mask, self.settings.alpha)
-            self.entropy[layer, rows], self.entropy_valid[layer, rows] = entropy.cpu(), valid.cpu()
+            entropies.append(entropy)
+            entropies_valid.append(valid)
             if self.with_curvature:
                 bend, bend_valid = token_curvatures(hidden, mask, absolute=self.settings.absolute_curvature)
-                self.curvature[layer, rows], self.curvature_valid[layer, rows] = bend.cpu(), bend_valid.cpu()
-            self.lengths[rows] = lengths.to(torch.float64).cpu()
+                bends.append(bend)
+                bends_valid.append(bend_valid)
+        bad = [layer for layer, ok in enumerate(torch.stack(finite).tolist()) if not ok]
+        if bad:
+            raise UserError(f"layer {bad[0]} produced NaN or inf hidden states; try --dtype float32")
+        self.entropy[:, rows] = torch.stack(entropies).cpu()
+        self.entropy_valid[:, rows] = torch.stack(entropies_valid).cpu()
+        if self.with_curvature:
+            self.curvature[:, rows] = torch.stack(bends).cpu()
+            self.curvature_valid[:, rows] = torch.stack(bends_valid).cpu()
+        self.lengths[rows] = lengths.to(torch.float64).cpu()
 
     def summary(self) -> dict[str, list[tuple[float, int] | None]]:
         """metric -> per layer (mean over valid prompts, their count), or None where no prompt was valid."""
@@ -276,7 +291,7 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
     return add
 
 
-def discard_vectors(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
+def discard_vectors(rows: Sequence[int], vectors: torch.Tensor) -> None:
     """A pooled-vector sink that keeps nothing: a pass run only for its token metrics."""
 
 

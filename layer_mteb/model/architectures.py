@@ -19,6 +19,7 @@ from torch import nn
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.model.compat import install_output_hooks
+from layer_mteb.model.placement import model_devices
 
 ModelKind = Literal["causal", "encoder", "ssm"]
 
@@ -92,7 +93,8 @@ class LoadedModel:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where inputs go: the first device the model computes on (under a device map, its first GPU)."""
+        return model_devices(self.model)[0]
 
     @property
     def forward_options(self) -> dict[str, bool]:

@@ -8,7 +8,7 @@ state of a batch is read out and pooled in one pass (:func:`iter_readout`, :func
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -20,6 +20,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel, first_blocks
+from layer_mteb.model.placement import OffloadedModule
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +33,9 @@ TOKENIZE_CHUNK = 8192
 #: Token-level metrics stream through this instead of storing token states of all layers.
 BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
 
-#: Receives one layer's pooled [B, D] vectors of one batch, with the batch's positions in the encoded texts.
-PooledSink = Callable[[int, Sequence[int], torch.Tensor], None]
+#: Receives one batch's pooled vectors of every layer ([depth+1, B, D] float32, on the device of the states), with
+#: the batch's positions in the encoded texts: one call per batch, so a copy to the host is one copy per batch.
+PooledSink = Callable[[Sequence[int], torch.Tensor], None]
 
 
 def encode_all_layers(
@@ -53,7 +55,8 @@ def encode_all_layers(
 
     ``depth`` (default: the last block) is the deepest layer wanted; the forward stops after that block. Each layer
     is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
-    one batch. ``times`` (when given) adds the seconds spent tokenising, in the model, pooling and in ``on_batch``.
+    one batch. ``times`` (when given) adds the seconds spent tokenising, in the model, pooling and in ``on_batch``;
+    the device is waited for once, at the end of the last batch (see :class:`PhaseTimes`).
     """
     times = times if times is not None else PhaseTimes()
     with times.phase("tokenize"):
@@ -85,22 +88,24 @@ def encode_token_ids(
     if into is None:
         out = torch.empty(depth + 1, len(token_ids), model.hidden_size, device=config.device)
 
-        def into(layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
-            out[layer, torch.tensor(rows, device=out.device)] = vectors.to(out.device)
+        def into(rows: Sequence[int], vectors: torch.Tensor) -> None:
+            # one index and one copy per batch, not per layer: each is a host round trip on a GPU
+            out[:, torch.tensor(rows, device=out.device)] = vectors.to(out.device)
 
     stop_early = depth < model.n_layers
-    final_norm = model.final_norm  # before first_blocks() swaps it out
+    norm = readout_norm(model)  # before first_blocks() swaps the norm out
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
-    batches = length_sorted_batches([len(ids) for ids in token_ids], config.batch_size, config.max_batch_tokens)
+    expected = (max(depth, 1) if stop_early else model.n_layers) + 1  # hidden states per forward
+    batch_size, max_tokens = config.batch_limits(expected, model.hidden_size)
+    batches = length_sorted_batches([len(ids) for ids in token_ids], batch_size, max_tokens)
     bar = progress_bar(len(token_ids), "encoding", "texts", enabled=progress)
     with torch.inference_mode(), running:
-        for batch in batches:
+        for number, batch in enumerate(batches, start=1):
             with times.phase("forward"):
                 padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
                 padded = {k: v.to(model.device) for k, v in padded.items()}
                 hidden_states = model.hidden_states(**padded, **model.forward_options)
-            expected = (max(depth, 1) if stop_early else model.n_layers) + 1
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
             hidden_states = hidden_states[: depth + 1]
@@ -108,17 +113,33 @@ def encode_token_ids(
             last_normed = not stop_early and depth == model.n_layers
             mask = padded["attention_mask"]
             if on_batch is None:
-                states = iter_readout(hidden_states, final_norm, config.readout, last_normed=last_normed)
+                states = iter_readout(hidden_states, norm, config.readout, last_normed=last_normed)
             else:
                 with times.phase("pooling"):
-                    states = readout_layers(hidden_states, final_norm, config.readout, last_normed=last_normed)
+                    states = readout_layers(hidden_states, norm, config.readout, last_normed=last_normed)
                 with times.phase("token_metrics"):
                     on_batch(states, mask, batch)
-            with times.phase("pooling"):
-                for layer, state in enumerate(states):
-                    into(layer, batch, pool(state, mask, config.pooling, normalize=config.normalize))
+            with times.phase("pooling", sync=number == len(batches)):
+                into(batch, stack_pooled(states, depth + 1, mask, config))
             bar.update(len(batch))
     bar.close()
+    return out
+
+
+def stack_pooled(
+    states: Iterable[torch.Tensor], n_states: int, mask: torch.Tensor, config: EncodeConfig
+) -> torch.Tensor:
+    """The pooled vectors of the ``n_states`` states, [n_states, B, D] float32 on the first state's device (where
+    accelerate returns every state). Each layer's vectors are copied in as it is pooled, so no pooled view keeps a
+    normed [B, T, D] copy alive."""
+    out = None
+    for layer, state in enumerate(states):
+        pooled = pool(state, mask, config.pooling, normalize=config.normalize)
+        if out is None:
+            out = pooled.new_empty(n_states, *pooled.shape)
+        out[layer] = pooled
+    if out is None or layer != n_states - 1:
+        raise RuntimeError(f"pooled {0 if out is None else layer + 1} states, expected {n_states}")
     return out
 
 
@@ -181,7 +202,11 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: i
 
 
 def readout_layers(
-    hidden_states: Sequence[torch.Tensor], final_norm: nn.Module | None, readout: Readout, *, last_normed: bool = True
+    hidden_states: Sequence[torch.Tensor],
+    final_norm: nn.Module | ReadoutNorm | None,
+    readout: Readout,
+    *,
+    last_normed: bool = True,
 ) -> list[torch.Tensor]:
     """The L+1 hidden states as the chosen readout sees them.
 
@@ -194,21 +219,49 @@ def readout_layers(
 
 
 def iter_readout(
-    hidden_states: Sequence[torch.Tensor], final_norm: nn.Module | None, readout: Readout, *, last_normed: bool = True
+    hidden_states: Sequence[torch.Tensor],
+    final_norm: nn.Module | ReadoutNorm | None,
+    readout: Readout,
+    *,
+    last_normed: bool = True,
 ) -> Iterator[torch.Tensor]:
-    """:func:`readout_layers` one layer at a time: each normed copy can be pooled and freed before the next."""
+    """:func:`readout_layers` one layer at a time: each normed copy can be pooled and freed before the next. Every
+    state is normed where it is (:class:`ReadoutNorm`)."""
     if readout == "raw" or final_norm is None:
         yield from hidden_states
         return
-    weight = next(final_norm.parameters(), None)
+    norm = final_norm if isinstance(final_norm, ReadoutNorm) else ReadoutNorm(final_norm)
     last = len(hidden_states) - 1
     for k, h in enumerate(hidden_states):
-        if k == last and last_normed:
-            yield h
-        elif weight is None or h.device == weight.device:
-            yield final_norm(h)
-        else:  # a device map put the norm on another device than this block: normalise there, keep the layer home
-            yield final_norm(h.to(weight.device)).to(h.device)
+        yield h if k == last and last_normed else norm(h)
+
+
+class ReadoutNorm:
+    """A final norm applied on the device where each state already is, never moving a state to the norm and back.
+
+    Under a device map the norm may live on another GPU than the states (accelerate returns every state on the
+    first one), or be offloaded with its weights on ``meta``; then a real copy of it is made once per device the
+    states are on (:class:`~layer_mteb.model.placement.OffloadedModule`). A norm that lives on the states' device
+    without an accelerate hook is used as it is.
+    """
+
+    def __init__(self, norm: nn.Module):
+        self.norm = OffloadedModule(norm)
+        self.on_device: dict[torch.device, nn.Module] = {}
+
+    def __call__(self, state: torch.Tensor) -> torch.Tensor:
+        module = self.on_device.get(state.device)
+        if module is None:
+            own = not self.norm.needs_copy and self.norm.devices() <= {state.device}
+            module = self.norm.module if own else self.norm.copy_to(state.device)
+            self.on_device[state.device] = module
+        return module(state)
+
+
+def readout_norm(model: LoadedModel) -> ReadoutNorm | None:
+    """The model's final norm for the readout (None for models without one, BERT)."""
+    norm = model.final_norm
+    return None if norm is None else ReadoutNorm(norm)
 
 
 def pool(
@@ -216,19 +269,23 @@ def pool(
 ) -> torch.Tensor:
     """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right).
 
-    ``normalize`` divides each pooled vector by its L2 norm (sentence-transformers' ``Normalize`` module).
+    Only what is pooled is converted to float32: the one token kept by ``first`` / ``last`` pooling, every token
+    for ``mean`` (summed in float32). ``normalize`` divides each pooled vector by its L2 norm (sentence-transformers'
+    ``Normalize`` module).
     """
-    pooled = _pool(hidden.float(), attention_mask, pooling)
+    pooled = _pool(hidden, attention_mask, pooling)
     return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
 
 
 def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    attention_mask = attention_mask.to(hidden.device)  # with a device map, layers live on different devices
+    if attention_mask.device != hidden.device:  # with a device map, layers may live on different devices
+        attention_mask = attention_mask.to(hidden.device)
     if pooling == "first":
-        return hidden[:, 0]
+        return hidden[:, 0].float()
     if pooling == "last":
         last = attention_mask.sum(dim=1) - 1
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last].float()
+    hidden = hidden.float()
     mask = attention_mask.to(hidden.dtype)
     # a batched matrix product sums over tokens without materialising hidden * mask, another [B, T, D] tensor
     return torch.bmm(mask.unsqueeze(1), hidden).squeeze(1) / mask.sum(dim=1, keepdim=True)

@@ -58,6 +58,16 @@ class SegmentWriter:
         if layer == 0:
             self.order += rows
 
+    def write_all(self, rows: Sequence[int], vectors: torch.Tensor) -> None:
+        """Append ``vectors`` ([layers, B, D]: every layer of the texts at positions ``rows``) to the layers' files:
+        one copy to the host per batch of the forward pass, not one per layer (each would wait for a GPU)."""
+        if vectors.shape[0] != len(self.files):
+            raise RuntimeError(f"segment got {vectors.shape[0]} layers for {len(self.files)} files")
+        host = vectors.detach().to("cpu", torch.float32).numpy()
+        for handle, layer in zip(self.files, host, strict=True):
+            handle.write(layer.tobytes())
+        self.order += rows
+
     def finish(self) -> tuple[Path, list[str]]:
         """Close the files and rename the segment into place; -> (its folder, its texts in row order)."""
         for handle in self.files:

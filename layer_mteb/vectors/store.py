@@ -133,7 +133,7 @@ class LayerCache:
                     format_size(self.memory_limit),
                 )
             with SegmentWriter(self._spill_folder(), missing, n_layers, hidden) as writer:
-                _, n_truncated = encode_all_layers(self.model, missing, self.config, into=writer.write, **options)
+                _, n_truncated = encode_all_layers(self.model, missing, self.config, into=writer.write_all, **options)
                 segment, written = writer.finish()
             self._add_segment(segment, written)
         self.n_truncated += n_truncated

@@ -18,7 +18,8 @@ from layer_mteb.analysis.rules import ONE_POINT, cheapest_within
 from layer_mteb.analysis.selection.tradeoff import cheapest_layers
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.run_folder import COST_FILE, RunFolder
-from layer_mteb.metrics.layer_cost import COST_COLUMNS, _counter, depth_flops, padded_batches
+from layer_mteb.metrics import layer_cost
+from layer_mteb.metrics.layer_cost import COST_COLUMNS, _counter, depth_flops, depth_seconds, padded_batches
 from layer_mteb.model.architectures import first_blocks
 
 TEXTS = ["A short one.", "A somewhat longer sentence about cats, dogs and the weather.", "Hello there, world!"]
@@ -123,6 +124,38 @@ def test_flops_from_one_pass_equal_counting_each_cut_model(family, bert_tokenize
     assert direct == sorted(set(direct))  # every block adds FLOPs
 
 
+def test_each_pass_waits_for_every_gpu_the_model_computes_on(bert_tokenizer, monkeypatch):
+    """A model a device map put on GPUs 1 and 2 (its ``hf_device_map``; the GPUs are faked, the model runs on the
+    CPU): every timed pass ends by synchronising both, not the current device (which may be neither)."""
+    model = tiny_model_of_depth("llama", bert_tokenizer, 2)
+    batches = padded_batches(model, TEXTS, EncodeConfig(batch_size=2))
+    model.model.hf_device_map = {"embed_tokens": 1, "layers.0": 1, "layers.1": 2, "norm": "cpu", "rotary_emb": 2}
+    calls: list[object] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    depth_seconds(model, batches)
+    passes = 1 + (model.n_layers + 1)  # the warm-up, then one per depth
+    assert calls == [torch.device("cuda", 1), torch.device("cuda", 2)] * passes
+    assert model.device == torch.device("cuda", 1)  # where the inputs go
+
+
+def test_each_depth_is_the_median_of_its_timed_passes(bert_tokenizer, monkeypatch):
+    """Three passes per depth on a fake clock: the kept seconds are each depth's median, the warm-up not among them."""
+    model = tiny_model_of_depth("bert", bert_tokenizer, 2)
+    batches = padded_batches(model, TEXTS, EncodeConfig(batch_size=2))
+    durations = iter([100.0, 5.0, 1.0, 2.0, 7.0, 3.0, 30.0, 1.0, 1.0, 1.0])  # warm-up, then 3 per depth
+    now = [0.0]
+    ends = [False]
+
+    def clock() -> float:  # start of a pass, then its end, alternately
+        if ends[0]:
+            now[0] += next(durations)
+        ends[0] = not ends[0]
+        return now[0]
+
+    monkeypatch.setattr(layer_cost.time, "perf_counter", clock)
+    assert depth_seconds(model, batches, repeats=3) == [2.0, 7.0, 1.0]
+
+
 def _run_folder(folder: Path, model: str, values: list[float], kind: str = "STS") -> Path:
     n_layers = len(values) - 1
     rows = [
@@ -158,12 +191,13 @@ def test_cost_command_writes_cost_csv(tmp_path, bert_tokenizer, capsys):
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(f"text number {i} " + "word " * i for i in range(12)))
     args = ["cost", "--run", str(run), "--model", str(model), "--texts", str(texts), "--n-texts", "8"]
-    assert main([*args, "--batch-size", "4", "--device", "cpu"]) == 0
+    assert main([*args, "--batch-size", "4", "--device", "cpu", "--device-map", "cpu", "--repeats", "2"]) == 0
     out = capsys.readouterr().out
     cost = pd.read_csv(run / COST_FILE)
     assert list(cost.columns) == COST_COLUMNS
     assert list(cost["layer"]) == [0, 1, 2] and set(cost["n_layers"]) == {2} and set(cost["n_texts"]) == {8}
     assert set(cost["model"]) == {"local/tiny-bert"} and set(cost["batch_size"]) == {4}
+    assert set(cost["repeats"]) == {2} and set(cost["device"]) == {"cpu"}  # loaded with device_map="cpu"
     assert set(cost["max_length"]) == {64}  # the run's settings, read from its scores.csv
     assert cost["flops"].is_monotonic_increasing and cost["flops"].diff().dropna().gt(0).all()
     assert cost["flops_fraction"].iloc[-1] == 1.0 and (cost["seconds"] > 0).all()
