@@ -138,6 +138,12 @@ def test_a_json_device_map_places_modules_as_it_says(tmp_path, bert_tokenizer):
     loaded = load_model(str(folder), EncodeConfig(device_map=str(tmp_path / "map.json")))
     assert loaded.model.hf_device_map == device_map
     assert loaded.model.norm.weight.device.type == "meta"
+    texts = ["a first text", "and a second, longer text than the first"]
+    offloaded = LayerCache(loaded, EncodeConfig(), memory_limit=1 << 30)
+    offloaded.fill(texts)
+    plain = LayerCache(load_model(str(folder)), EncodeConfig(), memory_limit=1 << 30)
+    plain.fill(texts)
+    assert torch.equal(offloaded.vectors(texts), plain.vectors(texts))  # every layer read out through the norm
 
 
 @pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"layers": [0]}'])
