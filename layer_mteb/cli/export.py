@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from layer_mteb.analysis.selection.selector_names import check_selector
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, check_runs, settings_of
+from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, add_no_reference, check_runs, settings_of
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
@@ -53,6 +53,13 @@ def add_options(export: argparse.ArgumentParser) -> None:
         "--task", default=None, help="with --by: export the layer picked for this task (default: for the mean)"
     )
     add_metric_readout(export)
+    export.add_argument(
+        "--agreement-with",
+        default=None,
+        help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
+        "(packaged name or folder; default: mpnet-base when installed, else minilm-l6)",
+    )
+    add_no_reference(export)
     export.add_argument("--output", required=True, help="the folder to write (new or empty)")
     export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
     run_default = "(default: the run's with --run, else %s)"
@@ -92,6 +99,8 @@ class Settings:
     by: str | None
     task: str | None
     metric_readout: str
+    agreement_with: str | None
+    no_reference: bool
     output: str
     overwrite: bool
     encode: tuple[tuple[str, object], ...]
@@ -206,12 +215,16 @@ def _selection(settings: Settings, scores: pd.DataFrame) -> tuple[int, str]:
     from layer_mteb.analysis.selection.picks import select_layers
 
     run, by, task = str(settings.run), str(settings.by), settings.task
+    if by == "auto" and not settings.no_reference:
+        from layer_mteb.cli.select import auto_curves
+
+        auto_curves(run, reference=settings.agreement_with, model=settings.model)
     if by in READS_AGREEMENT:  # the curves' own stage first, at the default options, where the run lacks them
         missing = missing_curves(run, AgreementOptions())
         if missing:
             from layer_mteb.metrics.agreement.compute import agreement_curves
 
-            agreement_curves(run, missing)
+            agreement_curves(run, missing, reference=settings.agreement_with, model=settings.model)
     picks = select_layers(
         run,  # read for agreement curves; no selection file is written
         scores=scores,

@@ -355,3 +355,13 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
         if model == name and args.command == "metrics":
             run_revision = revision  # a hub model at the commit the run scored
     return model, run_revision, texts, data_dir, {option: getattr(run_config, option) for option in ENCODE_DEFAULTS}
+
+
+def add_no_reference(parser: argparse.ArgumentParser) -> None:
+    """``--no-reference``: ``--by auto`` keeps to the depth rule where a base model's run lacks agreement curves."""
+    parser.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="with --by auto: never compute agreement curves; a base model's run without them gets the depth rule "
+        "(default: computed with the reference encoder where one loads)",
+    )

@@ -51,9 +51,11 @@ class Settings(MeasureSettings):
 
 
 def check(args: argparse.Namespace) -> Settings:
-    target = check_measured(args, several_texts=False)
+    # the options first: a mistyped --lengths is named even where the texts' data folder is missing
+    lengths = parse_lengths(args.lengths)
     tests = tuple(t.strip() for t in args.tests.split(",") if t.strip())
-    return settings_of(Settings, args, target=target, tests=tests, lengths=parse_lengths(args.lengths))
+    target = check_measured(args, several_texts=False)
+    return settings_of(Settings, args, target=target, tests=tests, lengths=lengths)
 
 
 def execute(settings: Settings) -> None:

@@ -19,7 +19,15 @@ checks read ``run.json`` and file names before anything heavy loads; the tables'
   selection.<by>.csv       the picks of a narrower `select --by`                          (select --by)
   selection.labels-K.csv   the picks of K labelled examples                               (select --labels K)
   correlation.csv          each metric against the score across layers                    (correlate)
+  .layer-mteb.lock         the writers' lock; .layer-mteb.lock.holder names the process holding it
 ```
+
+One writer at a time: every read-modify-write of a table (and every whole-table write) holds an exclusive lock on
+the folder (:meth:`RunFolder.locked`, a ``filelock`` OS lock on ``.layer-mteb.lock``), so two commands writing one
+folder at once (two array jobs of a sweep, a ``metrics`` beside a ``run``) serialise and every row of both stays. The
+OS releases the lock when its process dies, killed or not, so a crashed writer never blocks the next one; its stale
+``.holder`` note is overwritten by the next holder. A writer that waits longer than ``$LAYER_MTEB_LOCK_TIMEOUT``
+seconds (default 300) stops with one line naming the process that holds the lock.
 
 ``run.json`` has one entry per (model, task) with the settings it ran
 (:meth:`~layer_mteb.common.settings.RunSettings.record`). A later sweep into the same folder replaces the entries of
@@ -31,8 +39,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -57,6 +71,11 @@ STRESS_RUNS_FILE = "stress.json"
 DIP_FILE = "dip.csv"
 SELECTION_FILE = "selection.csv"
 CORRELATION_FILE = "correlation.csv"
+LOCK_FILE = ".layer-mteb.lock"
+#: who holds the lock: pid, host, command and since when (written by the holder, for a writer that waits too long)
+LOCK_HOLDER_FILE = ".layer-mteb.lock.holder"
+LOCK_TIMEOUT_ENV = "LAYER_MTEB_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 300.0
 
 
 class SideFile(NamedTuple):
@@ -156,6 +175,47 @@ def _with_computed(entry: dict, before: dict | None) -> dict:
     return {**entry, "computed": computed}
 
 
+def lock_timeout() -> float:
+    """Seconds a writer waits for a run folder's lock (``$LAYER_MTEB_LOCK_TIMEOUT``, default 300)."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+    try:
+        return float(raw) if raw else DEFAULT_LOCK_TIMEOUT
+    except ValueError:
+        raise UserError(f"${LOCK_TIMEOUT_ENV} must be a number of seconds, not {raw!r}") from None
+
+
+#: one lock object per folder and process, so a writer may nest (an update inside a locked merge) without waiting
+#: on itself; ``filelock`` keeps a count per thread, so threads of one process serialise too
+_LOCKS: dict[Path, Any] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _folder_lock(folder: Path):
+    from filelock import FileLock
+
+    key = folder.resolve()
+    with _LOCKS_GUARD:
+        if key not in _LOCKS:
+            _LOCKS[key] = FileLock(key / LOCK_FILE)
+        return _LOCKS[key]
+
+
+def _holder(folder: Path) -> str:
+    """Who holds ``folder``'s lock, as its holder wrote it (``another process`` where it wrote nothing)."""
+    try:
+        note = json.loads((folder / LOCK_HOLDER_FILE).read_text())
+        return f"pid {note['pid']} on {note['host']} ({note['command']}, since {note['since']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def _command() -> str:
+    import sys
+
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    return " ".join([name, *sys.argv[1:2]])
+
+
 class RunFolder:
     """One run folder (``shard``: the files of shard I of N of a sharded run, until they are merged).
 
@@ -172,6 +232,36 @@ class RunFolder:
 
     def file(self, name: str) -> Path:
         return self.path / name
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the folder's writers' lock for the block (made with the folder where it is new; nested holds in one
+        thread reuse the outer one). A writer that cannot take it within :func:`lock_timeout` seconds stops with one
+        line naming the holder."""
+        from filelock import Timeout
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = _folder_lock(self.path)
+        outermost = not lock.is_locked
+        timeout = lock_timeout()
+        try:
+            lock.acquire(timeout=timeout)
+        except Timeout:
+            raise UserError(
+                f"run folder {self.path} is being written by {_holder(self.path)}: waited {timeout:.0f} s for it; "
+                f"let it finish, or wait longer with ${LOCK_TIMEOUT_ENV}"
+            ) from None
+        note = self.file(LOCK_HOLDER_FILE)
+        try:
+            if outermost:
+                since = time.strftime("%Y-%m-%d %H:%M:%S")
+                holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command(), "since": since}
+                note.write_text(json.dumps(holder) + "\n")
+            yield
+        finally:
+            if outermost:
+                note.unlink(missing_ok=True)
+            lock.release()
 
     # --- scores.csv ---
 
@@ -213,13 +303,15 @@ class RunFolder:
     def write_scores(self, frame: pd.DataFrame) -> Path:
         return self.write_table(self.scores_file.name, frame)
 
-    def update_scores(self, kept: pd.DataFrame, rows: list[dict]) -> pd.DataFrame:
-        """Write ``kept`` (the scores the folder held when the run began) updated with ``rows``
-        (:func:`~layer_mteb.common.run_tables.combine_scores`); the table written."""
+    def update_scores(self, rows: list[dict]) -> pd.DataFrame:
+        """The scores the folder holds now updated with ``rows``
+        (:func:`~layer_mteb.common.run_tables.combine_scores`), read and written under the folder's lock, so the
+        rows another writer added since this run began stay; the table written."""
         from layer_mteb.common.run_tables import combine_scores
 
-        frame = combine_scores(kept, rows)
-        self.write_scores(frame)
+        with self.locked():
+            frame = combine_scores(self.scores(missing_ok=True), rows)
+            self.write_scores(frame)
         return frame
 
     def shard_score_files(self) -> list[Path]:
@@ -304,15 +396,18 @@ class RunFolder:
             return []
         return entries
 
-    def write_log(self, kept: list[dict], new: list[dict]) -> None:
-        """``kept`` (the entries already in the folder) updated with ``new``: an entry of the same unit is replaced.
+    def write_log(self, new: list[dict]) -> None:
+        """The entries the folder holds now updated with ``new`` (read and written under the folder's lock): an
+        entry of the same unit is replaced, every other stays.
 
         A new entry that only read stored results back keeps, under ``computed``, the record of the run that
         computed them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
-        earlier = {_unit(entry): entry for entry in kept}
-        new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
-        redone = {_unit(entry) for entry in new}
-        write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+        with self.locked():
+            kept = self.log()
+            earlier = {_unit(entry): entry for entry in kept}
+            new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
+            redone = {_unit(entry) for entry in new}
+            write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
 
     def recorded_tasks(self) -> RecordedTasks:
         """What ``run.json`` says builds the run's tasks again (:class:`RecordedTasks`), from one read of it."""
@@ -343,25 +438,29 @@ class RunFolder:
     # --- the side tables ---
 
     def write_table(self, name: str, frame: pd.DataFrame, **to_csv: Any) -> Path:
-        """``frame`` written to ``name`` in one atomic step (a killed write leaves the old file or the new one)."""
+        """``frame`` written to ``name`` in one atomic step (a killed write leaves the old file or the new one), under
+        the folder's lock."""
         path = self.file(name)
-        atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, **to_csv))
+        with self.locked():
+            atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, **to_csv))
         return path
 
     def _update(
         self,
         name: str,
         new: pd.DataFrame,
-        old: pd.DataFrame,
+        read_old: Callable[[], pd.DataFrame],
         key: list[str],
         tidy: Callable[[pd.DataFrame], pd.DataFrame],
         **to_csv: Any,
     ) -> Path:
-        """The one update of a side table: ``old`` (read by its checked reader, so a torn table is refused, never
-        dropped) with the rows of ``new``'s keys replaced, tidied and written atomically."""
+        """The one update of a side table, under the folder's lock: the stored rows (``read_old``, its checked reader,
+        so a torn table is refused, never dropped) with the rows of ``new``'s keys replaced, tidied and written
+        atomically."""
         from layer_mteb.common.run_tables import replace_rows
 
-        return self.write_table(name, tidy(replace_rows(old, new, key)), **to_csv)
+        with self.locked():
+            return self.write_table(name, tidy(replace_rows(read_old(), new, key)), **to_csv)
 
     def _read(self, name: str, columns: list[str], fix: str, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
         from layer_mteb.common.run_tables import read_table
@@ -410,7 +509,7 @@ class RunFolder:
         """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
         from layer_mteb.common.run_tables import METRIC_KEY, tidy_metrics
 
-        old = self.metrics(missing_ok=True)
+        old = partial(self.metrics, missing_ok=True)
         return self._update(METRICS_FILE, frame, old, METRIC_KEY, lambda f: tidy_metrics(f.to_dict("records")))
 
     def agreement(self, *, missing_ok: bool = False) -> pd.DataFrame:
@@ -425,7 +524,7 @@ class RunFolder:
         """Merge ``frame`` into ``agreement.csv``: its curves replace the stored ones of their key."""
         from layer_mteb.common.run_tables import AGREEMENT_KEY, FLOATS, tidy_agreement
 
-        old = self.agreement(missing_ok=True)
+        old = partial(self.agreement, missing_ok=True)
         return self._update(AGREEMENT_FILE, frame, old, AGREEMENT_KEY, tidy_agreement, float_format=FLOATS)
 
     def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
@@ -448,23 +547,29 @@ class RunFolder:
         way round. Returns the stress table's path."""
         from layer_mteb.common.run_tables import FLOATS, STRESS_KEY, tidy_dips, tidy_stress
 
-        old = self.stress(missing_ok=True)
         compression = {"method": "gzip", "mtime": 0} if compress else None
         target = STRESS_FILES[int(compress)]
-        path = self._update(target, values, old, STRESS_KEY, tidy_stress, float_format=FLOATS, compression=compression)
-        self._update(DIP_FILE, dips, self.dips(missing_ok=True), STRESS_KEY, tidy_dips, float_format=FLOATS)
-        other = self.file(STRESS_FILES[1 - int(compress)])
-        if other.exists():
-            other.unlink()  # its rows were merged into the one just written
+        with self.locked():
+            old = partial(self.stress, missing_ok=True)
+            path = self._update(
+                target, values, old, STRESS_KEY, tidy_stress, float_format=FLOATS, compression=compression
+            )
+            self._update(
+                DIP_FILE, dips, partial(self.dips, missing_ok=True), STRESS_KEY, tidy_dips, float_format=FLOATS
+            )
+            other = self.file(STRESS_FILES[1 - int(compress)])
+            if other.exists():
+                other.unlink()  # its rows were merged into the one just written
         return path
 
     def record_stress_run(self, entry: dict) -> None:
         """Add one stress run's settings and wall time to ``stress.json`` (replacing an earlier run of its key)."""
         path = self.file(STRESS_RUNS_FILE)
-        runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
         key = ("model", "texts", "readout", "tests")
-        runs = [r for r in runs if tuple(r.get(k) for k in key) != tuple(entry.get(k) for k in key)]
-        write_json(path, {"runs": [*runs, entry]})
+        with self.locked():
+            runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
+            runs = [r for r in runs if tuple(r.get(k) for k in key) != tuple(entry.get(k) for k in key)]
+            write_json(path, {"runs": [*runs, entry]})
 
     def cost(self) -> pd.DataFrame | None:
         """``cost.csv`` (None when the cost was not measured)."""

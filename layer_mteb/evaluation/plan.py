@@ -145,7 +145,7 @@ def merge_shards(output: str | Path) -> pd.DataFrame:
         raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
     tables = [RunFolder(output, (i, n)).scores(missing_ok=True) for i in range(n)]
     shards = pd.concat(tables, ignore_index=True).to_dict("records")
-    return folder.update_scores(folder.scores(missing_ok=True), shards)  # rows of earlier runs in the folder stay
+    return folder.update_scores(shards)  # rows of earlier runs in the folder stay
 
 
 def merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:

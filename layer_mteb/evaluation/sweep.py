@@ -142,10 +142,9 @@ class _Record:
         return self._results
 
     def __post_init__(self) -> None:
-        # what the folder already holds (other tasks or layers) stays; this run adds or replaces its own
+        # what the folder holds (other tasks or layers, other writers' rows) stays: each write re-reads it under the
+        # folder's lock and adds or replaces this run's own rows
         self.folder = RunFolder(self.output, self.shard) if self.output is not None else None
-        self.kept = self.folder.scores(missing_ok=True) if self.folder is not None else None
-        self.kept_log = self.folder.log() if self.folder is not None else []
         # the folders this sweep may create, known before it creates any
         self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
 
@@ -155,12 +154,12 @@ class _Record:
 
     def _write_scores(self) -> None:
         if self.folder is not None:
-            self.folder.update_scores(self.kept, self.rows)
+            self.folder.update_scores(self.rows)
 
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
         if self.folder is not None:
-            self.folder.write_log(self.kept_log, self.log)
+            self.folder.write_log(self.log)
 
     def finish(self) -> None:
         self._write_scores()  # an empty shard still leaves its (empty) table for the merge

@@ -136,7 +136,8 @@ def _attention_flops(query, key, value, *_, **__) -> int:
     return 2 * batch * heads * n_query * n_key * (head_dim + value_dim)
 
 
-def _counter():
+def flop_counter():
+    """torch's FLOP counter, with the CPU attention kernel counted as the dense attention it computes."""
     from torch.utils.flop_counter import FlopCounterMode
 
     cpu_attention = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -146,7 +147,7 @@ def _counter():
 def depth_flops(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) -> list[int]:
     """Forward FLOPs of the model cut at each depth k = 0..L on ``batches``: the counted total of one full pass less
     the FLOPs of blocks k+1..L, read from the counter's per-module breakdown (block i is ``<Model>.<blocks>.<i>``)."""
-    counter = _counter()
+    counter = flop_counter()
     with torch.inference_mode(), counter:
         for batch in batches:
             model.model(**batch, **model.forward_options)

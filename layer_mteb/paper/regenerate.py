@@ -89,7 +89,7 @@ def reproduce(
     release = release_scores(tables.scores)
     every_metric = import_metrics_table(tables.metrics)
     release_metrics = every_metric[every_metric["texts"].map(task_of_label).notna()]  # correlations, study, extrema
-    release_wikitext = _with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)
+    release_wikitext = wikitext_with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)
     if release_wikitext.empty:
         logger.warning("the release's tables have no WikiText metrics: no WikiText figures (pass --release)")
     ours = [scores_and_metrics(run) for run in runs]
@@ -128,7 +128,7 @@ def reproduce(
     return written
 
 
-def _with_split(rows: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+def wikitext_with_split(rows: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """The WikiText metric rows with the split they came from (metric rows have no split column)."""
     return rows.assign(split=rows["model"].map(wikitext_splits(table)))
 

@@ -30,7 +30,7 @@ from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.catalog import load_task, select_tasks
 from layer_mteb.vectors.store import store_folder
-from tests.conftest import save_tiny_model
+from tests.conftest import SHARED_DATA, needs, save_tiny_model
 
 CONFIG = EncodeConfig(batch_size=64)
 SIGNAL_LAYER = 1
@@ -303,6 +303,7 @@ def test_the_scorers_convergence_warnings_are_one_line_per_task_and_in_its_row(t
     assert picks["warnings"].tolist() == [f"{count} ConvergenceWarnings at layers 0-2"]
 
 
+@needs(SHARED_DATA / "BIOSSES", "the task data folder (agreement checks BIOSSES's sample size on its texts)")
 def test_agreement_is_drawn_beside_the_labelled_pick_where_the_run_has_its_curves():
     """The committed SmolLM2 run holds agreement curves: its baselines carry agreement's mean regret, the same
     number ``select --by agreement`` gives, and it is the best label-free line (1.87 points; curvature 2.63)."""

@@ -178,7 +178,7 @@ def test_wikitext_metrics_keep_one_split_per_model(tmp_path):
 @needs_release
 def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(tmp_path):
     from layer_mteb.paper.paper_figures import draw_wikitext, extrema, sources_markdown
-    from layer_mteb.paper.regenerate import _with_split
+    from layer_mteb.paper.regenerate import wikitext_with_split
 
     results = tmp_path / "experiments" / "results"
     for folder in ("bert/base/main", "Pythia/410m/main", "mamba/370m/main", "Pythia/2.8b/main"):
@@ -186,7 +186,7 @@ def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(
                         results / folder / "metrics" / "wikitext")  # fmt: skip
     tables = read_release(tmp_path)
     rows = import_metrics_table(tables.metrics)
-    wiki = _with_split(rows, tables.metrics)
+    wiki = wikitext_with_split(rows, tables.metrics)
     first, sets = draw_wikitext(wiki, tmp_path / "a")
     second, _ = draw_wikitext(wiki, tmp_path / "b")
     names = ["figure2_wikitext.png", "figure2_wikitext.pdf", "figure12_wikitext.png", "figure12_wikitext.pdf"]

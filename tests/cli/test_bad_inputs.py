@@ -49,7 +49,7 @@ def task_files(root):
         (root / name).write_text(text)
 
 
-def data_folders(root, data_dir):
+def data_folders(root):
     (root / "nosplit" / "STS12").mkdir(parents=True)
     (root / "nosplit" / "STS12" / "train.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n')
     (root / "columns" / "STS12").mkdir(parents=True)
@@ -123,9 +123,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, models, data_dir, tmp_path, capsys, monkeypatch):
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, models, demo_data_dir, tmp_path, capsys, monkeypatch):
     task_files(tmp_path)
-    data_folders(tmp_path, data_dir)
+    data_folders(tmp_path)
     monkeypatch.delenv("LAYER_MTEB_DATA", raising=False)
     monkeypatch.setattr("layer_mteb.tasks.catalog.SIBLING_DATA_DIR", tmp_path / "no-shared-data")
     args, message = CASES[case]
@@ -137,9 +137,9 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(case, models, data_d
         "run",
         *model,
         "--tasks",
-        "BIOSSES",
+        "STS17",
         "--data-dir",
-        str(data_dir),
+        str(demo_data_dir),
         "--output",
         str(out),
         "--no-vector-cache",
@@ -158,7 +158,7 @@ def _argparse_exit(argv) -> int:
     return exit_info.value.code
 
 
-def test_gguf_without_the_gguf_package_names_the_install(models, monkeypatch, capsys, data_dir, tmp_path):
+def test_gguf_without_the_gguf_package_names_the_install(models, monkeypatch, capsys, demo_data_dir, tmp_path):
     monkeypatch.setitem(sys.modules, "gguf", None)  # as if `pip install gguf` had not been run
     code = main(
         [
@@ -166,9 +166,9 @@ def test_gguf_without_the_gguf_package_names_the_install(models, monkeypatch, ca
             "--model",
             str(models / "fake.gguf"),
             "--tasks",
-            "BIOSSES",
+            "STS17",
             "--data-dir",
-            str(data_dir),
+            str(demo_data_dir),
             "--output",
             str(tmp_path / "out"),
         ]
@@ -180,7 +180,7 @@ def test_gguf_without_the_gguf_package_names_the_install(models, monkeypatch, ca
 
 
 @pytest.mark.slow  # a new interpreter (torch imported again) writing into a real tmpfs
-def test_no_space_left_is_one_line(models, data_dir, tmp_path):
+def test_no_space_left_is_one_line(models, demo_data_dir, tmp_path):
     """A real full filesystem: a 64 KiB tmpfs as output folder (skipped where mounting is not allowed)."""
     small = tmp_path / "small"
     small.mkdir()
@@ -197,9 +197,9 @@ def test_no_space_left_is_one_line(models, data_dir, tmp_path):
                 "--model",
                 str(models / "good"),
                 "--tasks",
-                "BIOSSES",
+                "STS17",
                 "--data-dir",
-                str(data_dir),
+                str(demo_data_dir),
                 "--output",
                 str(small / "run"),
                 "--no-vector-cache",

@@ -47,9 +47,9 @@ def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_p
     assert summary == f"{model}: best layer {best} (mean {means[best]:.1f} over 2 tasks), last layer 2: {means[2]:.1f}"
 
 
-def test_default_output_is_runs_not_the_committed_results(tiny_folder, data_dir, tmp_path, monkeypatch):
+def test_default_output_is_runs_not_the_committed_results(tiny_folder, demo_data_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir), "--layers", "-1"]
+    args = ["run", "--model", str(tiny_folder), "--tasks", "STS17", "--data-dir", str(demo_data_dir), "--layers", "-1"]
     assert main(args) == 0
     assert (tmp_path / "runs" / "tiny-gpt2" / "scores.csv").is_file()
     assert not (tmp_path / "results").exists()
@@ -65,9 +65,19 @@ def test_default_output_is_runs_not_the_committed_results(tiny_folder, data_dir,
         (["--tasks", "offline", "--data-dir", "/no/such/dir"], "does not exist"),
     ],
 )
-def test_user_mistakes_exit_2_with_one_line(tiny_folder, data_dir, tmp_path, capsys, args, message):
+def test_user_mistakes_exit_2_with_one_line(tiny_folder, demo_data_dir, tmp_path, capsys, args, message):
     out = tmp_path / "run"
-    base = ["run", "--model", str(tiny_folder), "--tasks", "BIOSSES", "--data-dir", str(data_dir), "--output", str(out)]
+    base = [
+        "run",
+        "--model",
+        str(tiny_folder),
+        "--tasks",
+        "STS17",
+        "--data-dir",
+        str(demo_data_dir),
+        "--output",
+        str(out),
+    ]
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1

@@ -93,3 +93,32 @@ def test_no_fixture_or_subprocess_of_the_tests_writes_into_the_user_s_cache(cach
     code = "from layer_mteb.common.files import cache_root; print(cache_root())"
     seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert seen.stdout.strip() == str(base / "layer_mteb_cache")
+
+
+#: ``main``'s order in a new interpreter: a `run` checked, logging set up, then the bar transformers draws while it
+#: converts a GGUF file (the same ``tqdm`` name its loader calls)
+GGUF_BAR = """
+import sys
+from layer_mteb.cli.console import setup_logging
+from layer_mteb.cli.main import build_parser, check
+
+check(build_parser("run").parse_args(["run", "--model", "minilm-l6", "--tasks", "demo", "--output", sys.argv[1]]))
+imported = "tqdm" in sys.modules
+setup_logging(verbose=sys.argv[2] == "verbose")
+from transformers import modeling_gguf_pytorch_utils
+
+list(modeling_gguf_pytorch_utils.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."))
+print(imported)
+"""
+
+
+@pytest.mark.slow  # two new interpreters importing transformers
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_run_draws_transformers_gguf_bar_only_when_verbose(tmp_path, verbose):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("TQDM_DISABLE", None)
+    argv = [sys.executable, "-c", GGUF_BAR, str(tmp_path / "run"), "verbose" if verbose else "quiet"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "False"  # tqdm is not imported by the checks, so it reads TQDM_DISABLE when it is
+    assert ("Converting and de-quantizing GGUF tensors" in done.stderr) == verbose

@@ -29,15 +29,15 @@ def two_models(tmp_path_factory, bert_tokenizer):
 
 
 @pytest.fixture(scope="module")
-def first_run(two_models, data_dir, tmp_path_factory):
+def first_run(two_models, demo_data_dir, tmp_path_factory):
     """A folder holding one run of the first model (copied by each test that writes into it)."""
     out = tmp_path_factory.mktemp("runs") / "run"
-    assert _run(two_models[0], data_dir, out) == 0
+    assert _run(two_models[0], demo_data_dir, out) == 0
     return out
 
 
-def _run(model, data_dir, out, *extra: str) -> int:
-    args = ["run", "--model", str(model), "--tasks", "BIOSSES", "--data-dir", str(data_dir), "--layers", "-1"]
+def _run(model, demo_data_dir, out, *extra: str) -> int:
+    args = ["run", "--model", str(model), "--tasks", "STS17", "--data-dir", str(demo_data_dir), "--layers", "-1"]
     return main([*args, "--output", str(out), *extra])
 
 
@@ -52,7 +52,7 @@ def _run(model, data_dir, out, *extra: str) -> int:
     ],
 )
 def test_a_second_model_or_setting_is_refused_in_one_line_before_any_model_loads(
-    two_models, first_run, data_dir, tmp_path, capsys, second, message
+    two_models, first_run, demo_data_dir, tmp_path, capsys, second, message
 ):
     first, other = two_models
     out = shutil.copytree(first_run, tmp_path / "run")
@@ -60,23 +60,25 @@ def test_a_second_model_or_setting_is_refused_in_one_line_before_any_model_loads
     capsys.readouterr()
     model, extra = (other, []) if second == "model" else (first, second.split())
     started = time.perf_counter()
-    assert _run(model, data_dir, out, *extra) == 2
+    assert _run(model, demo_data_dir, out, *extra) == 2
     assert time.perf_counter() - started < 2  # the up-front checks: no torch model is built
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert (out / "scores.csv").read_bytes() == before
 
 
-def test_a_folder_takes_reruns_and_the_command_that_names_all_its_models(two_models, first_run, data_dir, tmp_path):
+def test_a_folder_takes_reruns_and_the_command_that_names_all_its_models(
+    two_models, first_run, demo_data_dir, tmp_path
+):
     first, other = two_models
     out = shutil.copytree(first_run, tmp_path / "run")
-    assert _run(first, data_dir, out, "--layers", "0") == 0  # more layers of its own model
+    assert _run(first, demo_data_dir, out, "--layers", "0") == 0  # more layers of its own model
     # the command naming the folder's model and another (a run of several --model, resumed or extended)
-    assert main(["run", "--model", str(first), "--model", str(other), "--tasks", "BIOSSES", "--data-dir",
-                 str(data_dir), "--layers", "-1", "--output", str(out)]) == 0  # fmt: skip
+    assert main(["run", "--model", str(first), "--model", str(other), "--tasks", "STS17", "--data-dir",
+                 str(demo_data_dir), "--layers", "-1", "--output", str(out)]) == 0  # fmt: skip
     frame = pd.read_csv(out / "scores.csv")
     assert sorted(frame["model"].unique()) == ["local/tiny-a", "local/tiny-b"]
-    assert _run(other, data_dir, out) == 0  # now one of the folder's own models
+    assert _run(other, demo_data_dir, out) == 0  # now one of the folder's own models
 
 
 def _two_model_run(tmp_path):

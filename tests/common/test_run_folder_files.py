@@ -57,14 +57,14 @@ def test_scores_written_are_read_back_and_an_update_replaces_only_its_rows(tmp_p
     folder = RunFolder(tmp_path / "run")
     assert folder.scores(missing_ok=True).empty  # a new folder holds nothing yet
     (tmp_path / "run").mkdir()
-    first = folder.update_scores(folder.scores(missing_ok=True), [_score("A", 0, 0.5), _score("B", 0, 0.25)])
+    first = folder.update_scores([_score("A", 0, 0.5), _score("B", 0, 0.25)])
     read = folder.scores()
     assert read[["task", "layer", "main_score"]].values.tolist() == [["A", 0, 0.5], ["B", 0, 0.25]]
     assert read["layer"].dtype.kind == "i" and len(first) == 2
     before = folder.scores_file.read_bytes()
     folder.write_scores(folder.scores())  # read and written again: the same bytes
     assert folder.scores_file.read_bytes() == before
-    folder.update_scores(folder.scores(), [_score("A", 0, 0.75), _score("A", 1, 0.5)])
+    folder.update_scores([_score("A", 0, 0.75), _score("A", 1, 0.5)])
     rows = folder.scores().set_index(["task", "layer"])["main_score"].to_dict()
     assert rows == {("A", 0): 0.75, ("A", 1): 0.5, ("B", 0): 0.25}  # A@0 replaced, B kept, A@1 added
 
@@ -157,11 +157,11 @@ def test_stress_tables_merge_across_forms_and_runs_are_recorded_once_per_key(tmp
 
 def test_the_one_model_and_setting_of_a_folder_or_its_one_line_refusal(tmp_path):
     folder = RunFolder(tmp_path)
-    folder.update_scores(folder.scores(missing_ok=True), [_score("A", 0, 0.5), _score("A", 2, 0.75)])
+    folder.update_scores([_score("A", 0, 0.5), _score("A", 2, 0.75)])
     scored = folder.setting(device="cpu")
     assert (scored.model, scored.revision, scored.n_layers) == ("org/m", "r1", 2)
     assert scored.config == EncodeConfig(device="cpu", attention="causal")
-    folder.update_scores(folder.scores(), [_score("A", 0, 0.5, model="org/b")])
+    folder.update_scores([_score("A", 0, 0.5, model="org/b")])
     with pytest.raises(UserError, match=r"several models or revisions \(org/b @ r1, org/m @ r1\)") as err:
         folder.setting()
     assert "\n" not in str(err.value)
@@ -186,9 +186,9 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     folder = RunFolder(tmp_path)
     computed = {"model": "m", "task": "A", "settings": {}, "units_evaluated": 3, "texts_encoded": 9, "seconds": {}}
     other = {"model": "m", "task": "B", "settings": {}, "task_file": "tasks.yaml", "data_dir": str(tmp_path)}
-    folder.write_log([], [computed, other])
+    folder.write_log([computed, other])
     reused = {"model": "m", "task": "A", "settings": {}, "units_evaluated": 0, "texts_encoded": 0}
-    folder.write_log(folder.log(), [reused])
+    folder.write_log([reused])
     entries = {entry["task"]: entry for entry in folder.log()}
     assert entries["A"]["computed"]["units_evaluated"] == 3 and entries["B"] == other
     recorded = folder.recorded_tasks()
@@ -205,19 +205,19 @@ def test_side_files_older_than_the_scores_are_named_with_their_command(tmp_path)
     for name in ("selection.csv", "metrics.csv", "correlation.csv"):
         folder.file(name).write_text("model\nm\n")
         os.utime(folder.file(name), (1, 1))
-    folder.update_scores(folder.scores(missing_ok=True), [_score("A", 0, 0.5)])
+    folder.update_scores([_score("A", 0, 0.5)])
     stale = {path.name: command for path, command in folder.stale_side_files()}
     assert stale == {"selection.csv": "layer-mteb select", "correlation.csv": "layer-mteb correlate"}
 
 
 def test_shard_tables_and_named_tables_land_where_their_readers_look(tmp_path):
     shard = RunFolder(tmp_path, (1, 2))
-    shard.update_scores(shard.scores(missing_ok=True), [_score("B", 0, 0.25)])
+    shard.update_scores([_score("B", 0, 0.25)])
     assert shard.scores_file.name == sharded(SCORES_FILE, (1, 2)) == "scores.shard-1-of-2.csv"
     assert shard.log_file.name == "run.shard-1-of-2.json"
     folder = RunFolder(tmp_path)
     assert folder.shard_score_files() == [shard.scores_file] and not folder.has_scores()
-    folder.update_scores(folder.scores(missing_ok=True), [_score("A", 0, 0.5)])
+    folder.update_scores([_score("A", 0, 0.5)])
     assert sorted(folder.held_scores()["task"]) == ["A", "B"]  # the whole run's and the unmerged shard's
     picks = pd.DataFrame({"model": ["m"], "selector": ["last_layer"], "task": ["mean"], "chosen_layer": [2]})
     folder.write_table(selection_file("prompt_entropy"), picks)

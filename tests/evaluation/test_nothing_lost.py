@@ -42,13 +42,21 @@ def test_a_subset_run_keeps_the_other_tasks_rows(tiny_folder, data_dir, tmp_path
     )
 
 
-def test_side_files_older_than_new_scores_are_named(tiny_folder, data_dir, tmp_path, caplog):
+def test_side_files_older_than_new_scores_are_named(tiny_folder, demo_data_dir, tmp_path, caplog):
     out = tmp_path / "run"
-    sweep(str(tiny_folder), "BIOSSES", layers="0", config=CONFIG, data_dir=data_dir, output=out, progress=False)
+    sweep(str(tiny_folder), "STS17", layers="0", config=CONFIG, data_dir=demo_data_dir, output=out, progress=False)
     (out / "selection.csv").write_text("stale\n")
     os.utime(out / "selection.csv", (1, 1))
     with caplog.at_level(logging.WARNING):
-        sweep(str(tiny_folder), "BIOSSES", layers="1", config=CONFIG, data_dir=data_dir, output=out, progress=False)
+        sweep(
+            str(tiny_folder),
+            "STS17",
+            layers="1",
+            config=CONFIG,
+            data_dir=demo_data_dir,
+            output=out,
+            progress=False,
+        )
     assert any("selection.csv was computed from earlier scores" in r.getMessage() for r in caplog.records)
     assert (out / "selection.csv").read_text() == "stale\n"  # named, never deleted
 
@@ -57,23 +65,25 @@ def _stored_results(out):
     return sorted(p for p in (out / "mteb").rglob("*.json") if p.name != "model_meta.json")
 
 
-def test_a_torn_result_is_moved_aside_and_recomputed(tiny_folder, data_dir, tmp_path):
+def test_a_torn_result_is_moved_aside_and_recomputed(tiny_folder, demo_data_dir, tmp_path):
     out = tmp_path / "run"
-    first = sweep(str(tiny_folder), "BIOSSES", layers="0", config=CONFIG, data_dir=data_dir, output=out, progress=False)
+    first = sweep(
+        str(tiny_folder), "STS17", layers="0", config=CONFIG, data_dir=demo_data_dir, output=out, progress=False
+    )
     [stored] = _stored_results(out)
     torn = stored.read_text()[:50]
     stored.write_text(torn)
     second = sweep(
-        str(tiny_folder), "BIOSSES", layers="0", config=CONFIG, data_dir=data_dir, output=out, progress=False
+        str(tiny_folder), "STS17", layers="0", config=CONFIG, data_dir=demo_data_dir, output=out, progress=False
     )
     assert second["main_score"].tolist() == first["main_score"].tolist()
     aside = stored.with_name(stored.name + ".corrupt")
     assert aside.read_text() == torn  # kept for the user to look at
 
 
-def test_an_unexpected_error_reading_a_result_deletes_nothing(tiny_folder, data_dir, tmp_path, monkeypatch):
+def test_an_unexpected_error_reading_a_result_deletes_nothing(tiny_folder, demo_data_dir, tmp_path, monkeypatch):
     out = tmp_path / "run"
-    sweep(str(tiny_folder), "BIOSSES", layers="0", config=CONFIG, data_dir=data_dir, output=out, progress=False)
+    sweep(str(tiny_folder), "STS17", layers="0", config=CONFIG, data_dir=demo_data_dir, output=out, progress=False)
     [stored] = _stored_results(out)
     content = stored.read_text()
 
@@ -82,7 +92,15 @@ def test_an_unexpected_error_reading_a_result_deletes_nothing(tiny_folder, data_
 
     monkeypatch.setattr(TaskResult, "from_disk", changed_format)
     with pytest.raises(NotImplementedError):
-        sweep(str(tiny_folder), "BIOSSES", layers="0", config=CONFIG, data_dir=data_dir, output=out, progress=False)
+        sweep(
+            str(tiny_folder),
+            "STS17",
+            layers="0",
+            config=CONFIG,
+            data_dir=demo_data_dir,
+            output=out,
+            progress=False,
+        )
     assert stored.read_text() == content
     assert not list((out / "mteb").rglob("*.corrupt"))
 

@@ -19,7 +19,7 @@ from layer_mteb.analysis.selection.tradeoff import cheapest_layers
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.run_folder import COST_FILE, RunFolder
 from layer_mteb.metrics import layer_cost
-from layer_mteb.metrics.layer_cost import COST_COLUMNS, _counter, depth_flops, depth_seconds, padded_batches
+from layer_mteb.metrics.layer_cost import COST_COLUMNS, depth_flops, depth_seconds, flop_counter, padded_batches
 from layer_mteb.model.architectures import first_blocks
 
 TEXTS = ["A short one.", "A somewhat longer sentence about cats, dogs and the weather.", "Hello there, world!"]
@@ -115,7 +115,7 @@ def test_flops_from_one_pass_equal_counting_each_cut_model(family, bert_tokenize
     batches = padded_batches(model, TEXTS, EncodeConfig(batch_size=2))
     direct = []
     for depth in range(model.n_layers + 1):
-        counter = _counter()
+        counter = flop_counter()
         with first_blocks(model, depth), torch.inference_mode(), counter:
             for batch in batches:
                 model.model(**batch, **model.forward_options)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 from _metric_fixtures import TEXTS, minilm_tokenizer, tiny_gpt2, tiny_gpt2_words
-from conftest import SHARED_DATA, block_states, needs
+from conftest import block_states
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
@@ -24,6 +24,7 @@ from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.texts import encoded_texts_label, load_texts, task_of_label, task_texts_label
 from layer_mteb.model.forward import readout_layers, tokenize
+from layer_mteb.tasks.catalog import EMBEDDED_DATA_DIR
 
 NO_VIEWS = MetricSettings(views=0)
 
@@ -183,17 +184,17 @@ def test_cli_metrics_on_a_real_model_and_a_text_file(tmp_path: Path, capsys: pyt
     assert "not 'wikitext'" in capsys.readouterr().err
 
 
-needs_data = needs(SHARED_DATA / "STS17", "shared task data")
+#: the STS17 data the package ships (the data folder's copy, byte for byte): every checkout has it
+DEMO_DATA = EMBEDDED_DATA_DIR
 
 
-@needs_data
 def test_a_tasks_own_texts_are_its_evaluation_sentences() -> None:
-    source = load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=10_000)
-    rows = [json.loads(line) for line in (SHARED_DATA / "STS17" / "test.jsonl").read_text().splitlines() if line]
+    source = load_texts("task:STS17", data_dir=DEMO_DATA, n_prompts=10_000)
+    rows = [json.loads(line) for line in (DEMO_DATA / "STS17" / "test.jsonl").read_text().splitlines() if line]
     expected = {r["sentence1"].strip() for r in rows} | {r["sentence2"].strip() for r in rows}
     assert source.name == "task:STS17" and source.task == "STS17"
     assert set(source.texts) == expected  # both sides of every pair, en-en only, no scores
-    assert len(load_texts("task:STS17", data_dir=SHARED_DATA, n_prompts=50).texts) == 50
+    assert len(load_texts("task:STS17", data_dir=DEMO_DATA, n_prompts=50).texts) == 50
 
 
 def test_a_source_label_names_its_task_and_nothing_else_does() -> None:
@@ -207,7 +208,6 @@ def test_a_task_without_data_is_a_clear_error(tmp_path: Path) -> None:
         load_texts("task:SciFact", data_dir=tmp_path)
 
 
-@needs_data
 def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_path) -> None:
     """--task-metrics streams through the sweep's own forward pass and gives what `metrics` gives on those texts."""
     model = tiny_gpt2()
@@ -216,7 +216,7 @@ def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_p
         model,
         ["STS17"],
         config=config,
-        data_dir=SHARED_DATA,
+        data_dir=DEMO_DATA,
         output=tmp_path,
         vector_cache=False,
         task_metrics=True,
@@ -224,7 +224,7 @@ def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_p
     )
     streamed = pd.read_csv(tmp_path / "metrics.csv")
     assert set(streamed["texts"]) == {"encoded:STS17"} and set(streamed["task"]) == {"STS17"}
-    rows = [json.loads(line) for line in (SHARED_DATA / "STS17" / "test.jsonl").open()]
+    rows = [json.loads(line) for line in (DEMO_DATA / "STS17" / "test.jsonl").open()]
     texts = list(dict.fromkeys(r[k] for k in ("sentence1", "sentence2") for r in rows))
     separate = compute_metrics(model, texts, config=config, settings=MetricSettings(views=0), progress=False)
     merged = streamed.merge(separate, on=["layer", "metric"], suffixes=("", "_separate"))
@@ -233,7 +233,6 @@ def test_sweep_task_metrics_equal_a_separate_metrics_run_on_the_same_texts(tmp_p
     assert (merged["n"] == merged["n_separate"]).all()
 
 
-@needs_data
 def test_task_metrics_from_a_warm_vector_cache_equal_the_first_run(tmp_path, monkeypatch) -> None:
     """Vectors read back from the store skip the forward pass; --task-metrics still writes the same rows: from a
     warm cache into a new folder, and when every score is reused too (the metrics file removed in between)."""
@@ -241,7 +240,7 @@ def test_task_metrics_from_a_warm_vector_cache_equal_the_first_run(tmp_path, mon
     model, config = tiny_gpt2(), EncodeConfig(batch_size=16)
 
     def run(output: Path) -> pd.DataFrame:
-        sweep(model, ["STS17"], config=config, data_dir=SHARED_DATA, output=output, task_metrics=True, progress=False)
+        sweep(model, ["STS17"], config=config, data_dir=DEMO_DATA, output=output, task_metrics=True, progress=False)
         return pd.read_csv(output / "metrics.csv").sort_values(["layer", "metric"], ignore_index=True)
 
     first = run(tmp_path / "first")
@@ -256,7 +255,6 @@ def test_task_metrics_from_a_warm_vector_cache_equal_the_first_run(tmp_path, mon
         assert np.allclose(again["value"], first["value"], rtol=1e-6, atol=1e-9)
 
 
-@needs_data
 def test_a_tasks_evaluation_texts_and_its_encoded_texts_keep_their_own_rows(tmp_path) -> None:
     """``metrics --texts task:X`` (evaluation splits, sampled) and ``run --task-metrics`` (every text mteb encodes)
     are different sources with different labels: in one folder, neither replaces the other's rows."""
@@ -264,7 +262,7 @@ def test_a_tasks_evaluation_texts_and_its_encoded_texts_keep_their_own_rows(tmp_
     settings = MetricSettings(n_prompts=40, views=0)
 
     def evaluation_texts() -> None:
-        compute_metrics(model, "task:STS17", config=config, settings=settings, data_dir=SHARED_DATA, output=tmp_path)
+        compute_metrics(model, "task:STS17", config=config, settings=settings, data_dir=DEMO_DATA, output=tmp_path)
 
     evaluation_texts()
     sweep(
@@ -272,7 +270,7 @@ def test_a_tasks_evaluation_texts_and_its_encoded_texts_keep_their_own_rows(tmp_
         ["STS17"],
         layers="-1",
         config=config,
-        data_dir=SHARED_DATA,
+        data_dir=DEMO_DATA,
         output=tmp_path,
         task_metrics=True,
         vector_cache=False,

@@ -239,11 +239,11 @@ def test_only_classification_tasks_are_held():
 # --------------------------------------------------------------------------------------------- local data
 
 
-def test_guard_mteb_uses_data_a_task_already_holds_and_leaves_it_loaded(model, data_dir):
+def test_guard_mteb_uses_data_a_task_already_holds_and_leaves_it_loaded(model, demo_data_dir):
     """Local data reaches mteb as loaded data: ``evaluate`` and ``load_data`` must neither reload nor unload it."""
     assert AbsTask.data_loaded is False and "dataset" in inspect.get_annotations(AbsTask)
     assert "AbsTaskClusteringLegacy" in mteb.abstasks.__all__  # how local clustering data picks its shape
-    task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
+    task = load_task(TaskSpec("STS17"), "test", demo_data_dir)
     held = task.dataset
     task.load_data()  # would reach for the (offline) hub if mteb did not check data_loaded first
     assert task.dataset is held
@@ -253,15 +253,15 @@ def test_guard_mteb_uses_data_a_task_already_holds_and_leaves_it_loaded(model, d
     assert task.data_loaded and task.dataset is held
 
 
-def test_a_local_task_comes_loaded_as_its_own_mteb_class_and_pickles(data_dir):
-    task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
-    assert type(task) is type(mteb.get_task("BIOSSES"))
+def test_a_local_task_comes_loaded_as_its_own_mteb_class_and_pickles(demo_data_dir):
+    task = load_task(TaskSpec("STS17"), "test", demo_data_dir)
+    assert type(task) is type(mteb.get_task("STS17"))
     assert not {"load_data", "unload_data", "evaluate"} & set(vars(task))  # no method replaced on the object
     assert task.data_loaded
-    rows = len(task.dataset["test"])
-    assert rows == sum(1 for line in (data_dir / "BIOSSES" / "test.jsonl").open() if line.strip())
+    rows = len(task.dataset["en-en"]["test"])  # a multilingual task: its data by subset (STS17 ships en-en)
+    assert rows == sum(1 for line in (demo_data_dir / "STS17" / "test.jsonl").open() if line.strip())
     copy = pickle.loads(pickle.dumps(task))
-    assert copy.data_loaded and copy.dataset["test"].to_list() == task.dataset["test"].to_list()
+    assert copy.data_loaded and copy.dataset["en-en"]["test"].to_list() == task.dataset["en-en"]["test"].to_list()
     assert load_data_once(copy) is False
 
 
@@ -271,8 +271,8 @@ def test_load_data_once_says_whether_it_loaded():
     assert load_data_once(task) is False
 
 
-def test_a_sweep_leaves_a_local_task_loaded_for_the_next_one(model, data_dir):
-    task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
+def test_a_sweep_leaves_a_local_task_loaded_for_the_next_one(model, demo_data_dir):
+    task = load_task(TaskSpec("STS17"), "test", demo_data_dir)
     run = {"config": CONFIG, "vector_cache": False, "progress": False, "layers": "0,3"}
     first = scores(sweep(model, [task], **run))
     assert task.data_loaded  # unloaded, it could only load again from the hub

@@ -47,8 +47,8 @@ def test_parse_size_explains_bad_input(text):
         parse_size(text)
 
 
-def test_disk_store_equals_memory_store_for_every_layer(tiny_gpt_neox, data_dir, tmp_path):
-    texts = sts_texts(data_dir)
+def test_disk_store_equals_memory_store_for_every_layer(tiny_gpt_neox, demo_data_dir, tmp_path):
+    texts = sts_texts(demo_data_dir)
     config = EncodeConfig(batch_size=16)
     hidden, n_layers = tiny_gpt_neox.hidden_size, tiny_gpt_neox.n_layers + 1
     in_memory = LayerCache(tiny_gpt_neox, config, memory_limit=10**9)
@@ -71,8 +71,8 @@ def test_disk_store_equals_memory_store_for_every_layer(tiny_gpt_neox, data_dir,
     assert counter.texts == 0
 
 
-def test_a_saved_cache_bigger_than_the_memory_limit_is_read_into_layer_files(tiny_gpt_neox, data_dir, tmp_path):
-    texts = sts_texts(data_dir)
+def test_a_saved_cache_bigger_than_the_memory_limit_is_read_into_layer_files(tiny_gpt_neox, demo_data_dir, tmp_path):
+    texts = sts_texts(demo_data_dir)
     config = EncodeConfig(batch_size=16)
     big = LayerCache(tiny_gpt_neox, config, tmp_path / "store", memory_limit=10**9)
     want = big.vectors(texts)
@@ -81,8 +81,8 @@ def test_a_saved_cache_bigger_than_the_memory_limit_is_read_into_layer_files(tin
     assert small.on_disk and torch.equal(small.vectors(texts), want)
 
 
-def test_a_memory_limit_below_one_layer_is_one_clear_error(tiny_gpt_neox, data_dir):
-    texts = sts_texts(data_dir)
+def test_a_memory_limit_below_one_layer_is_one_clear_error(tiny_gpt_neox, demo_data_dir):
+    texts = sts_texts(demo_data_dir)
     one_layer = store_bytes(len(texts), 1, tiny_gpt_neox.hidden_size)
     cache = LayerCache(tiny_gpt_neox, EncodeConfig(), memory_limit=one_layer - 1)
     with pytest.raises(UserError, match=f"smallest limit that works is {format_size(one_layer)}"):
@@ -113,9 +113,11 @@ def test_layer_files_that_would_not_fit_the_disk_stop_before_any_encoding(
     assert cache.vectors(texts, 0).shape == (len(texts), hidden)  # exactly enough is enough
 
 
-def test_a_too_small_memory_limit_fails_the_run_with_one_line(tiny_gpt_neox, data_dir):
+def test_a_too_small_memory_limit_fails_the_run_with_one_line(tiny_gpt_neox, demo_data_dir):
     with pytest.raises(UserError, match="smallest limit that works"):
-        sweep(tiny_gpt_neox, "STS17", config=EncodeConfig(max_cache_memory=1000), data_dir=data_dir, progress=False)
+        sweep(
+            tiny_gpt_neox, "STS17", config=EncodeConfig(max_cache_memory=1000), data_dir=demo_data_dir, progress=False
+        )
 
 
 def test_union_prefill_encodes_each_unique_text_once_with_the_same_scores(tiny_gpt_neox, data_dir):
@@ -169,12 +171,12 @@ def test_workers_give_the_table_of_one_worker(tiny_gpt_neox, data_dir, tasks):
     pd.testing.assert_frame_equal(one, two, check_exact=True)
 
 
-def test_disk_store_sweep_equals_in_memory_sweep(tiny_gpt_neox, data_dir):
+def test_disk_store_sweep_equals_in_memory_sweep(tiny_gpt_neox, demo_data_dir):
     config = EncodeConfig(batch_size=16)
-    one_layer = format_size(store_bytes(len(sts_texts(data_dir)), 1, tiny_gpt_neox.hidden_size))
+    one_layer = format_size(store_bytes(len(sts_texts(demo_data_dir)), 1, tiny_gpt_neox.hidden_size))
     small = EncodeConfig(batch_size=16, max_cache_memory=parse_size(one_layer))
-    want = sweep(tiny_gpt_neox, "STS17", config=config, data_dir=data_dir, vector_cache=False, progress=False)
-    got = sweep(tiny_gpt_neox, "STS17", config=small, data_dir=data_dir, vector_cache=False, progress=False)
+    want = sweep(tiny_gpt_neox, "STS17", config=config, data_dir=demo_data_dir, vector_cache=False, progress=False)
+    got = sweep(tiny_gpt_neox, "STS17", config=small, data_dir=demo_data_dir, vector_cache=False, progress=False)
     pd.testing.assert_frame_equal(want.drop(columns="max_cache_memory", errors="ignore"), got, check_exact=True)
 
 

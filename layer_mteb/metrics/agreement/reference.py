@@ -75,6 +75,18 @@ class Reference:
         return cache_root() / "reference" / self.name.replace("/", "__") / text_hash(self.revision) / task
 
 
+def check_reference(name: str) -> str:
+    """``name`` when it may load as a reference (an installed packaged model or a folder), before anything loads;
+    else the one line :func:`load_reference` would give."""
+    if name in PACKAGED_MODELS:
+        packaged_distributions(name)  # one line naming the install where it is not installed
+    elif not Path(name).expanduser().is_dir():
+        raise UserError(
+            f"--agreement-with {name!r} is neither a packaged model ({', '.join(REFERENCES)}) nor a model folder"
+        )
+    return name
+
+
 def load_reference(name: str, device: str = "cpu") -> Reference:
     """Load a reference by packaged name or folder path; one :class:`UserError` line when it cannot be."""
     from safetensors import SafetensorError
@@ -85,10 +97,7 @@ def load_reference(name: str, device: str = "cpu") -> Reference:
         folder = packaged_folder(name)
         revision = f"{dist.metadata['Name']}-{metadata.version(dist.name)}"
     else:
-        folder = Path(name).expanduser()
-        if not folder.is_dir():
-            known = ", ".join(REFERENCES)
-            raise UserError(f"--agreement-with {name!r} is neither a packaged model ({known}) nor a model folder")
+        folder = Path(check_reference(name)).expanduser()
         revision = content_hash(folder)
     try:
         encoder = SentenceTransformer(str(folder), device=device, local_files_only=True)
