@@ -18,6 +18,8 @@ from typing import Any
 
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.prompts import NONE as NO_PROMPTS
+from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
@@ -63,6 +65,12 @@ class RunRequest:
     progress: bool = True
     show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
     vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
+    prompts: str | None = None  # None: the model's own; "none"; or a JSON/YAML file of prompts (checked)
+
+    def benchmark_of(self, task: str) -> str | None:
+        """The mteb benchmark the selection took ``task`` from (``run.json`` records it), or None."""
+        specs = (spec for spec in self.tasks if isinstance(spec, TaskSpec) and spec.name == task)
+        return next((spec.benchmark for spec in specs), None)
 
 
 def resolve_run(
@@ -83,11 +91,13 @@ def resolve_run(
     progress: bool = True,
     show_warnings: bool = False,
     vector_cache: bool = True,
+    prompts: str | None = None,
 ) -> RunRequest:
     """The checked request to score ``layers`` of ``model`` (a name, a loaded model, or several names) on ``tasks``
-    (a ``--tasks`` selection: tasks.yaml[:suite], suite name, comma-separated names; a list of task names; or mteb
-    task objects), each option as :class:`RunRequest` says; every mistake is one :class:`UserError`, before any
-    model loads."""
+    (a ``--tasks`` selection: tasks.yaml[:suite], suite names, mteb benchmark names, comma-separated task names; a
+    list of task names; or mteb task objects), each option as :class:`RunRequest` says (``prompts``: None for the
+    model's own, ``"none"``, or a JSON/YAML file mapping prompt names to prompts); every mistake is one
+    :class:`UserError`, before any model loads."""
     models = tuple([model] if not isinstance(model, list | tuple) else model)
     for name in models:
         if isinstance(name, str):
@@ -105,6 +115,8 @@ def resolve_run(
         check_layers(layers)
     folder = data_dir_from_env(data_dir)
     split, specs = _tasks(tasks, folder)
+    if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
+        read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
     return RunRequest(
         models=models,
         revisions=tuple([revision] if revision is None or isinstance(revision, str) else revision),
@@ -124,6 +136,7 @@ def resolve_run(
         progress=progress,
         show_warnings=show_warnings,
         vector_cache=vector_cache,
+        prompts=prompts,
     )
 
 
