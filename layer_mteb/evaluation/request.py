@@ -94,10 +94,8 @@ def resolve_run(
     prompts: str | None = None,
 ) -> RunRequest:
     """The checked request to score ``layers`` of ``model`` (a name, a loaded model, or several names) on ``tasks``
-    (a ``--tasks`` selection: tasks.yaml[:suite], suite names, mteb benchmark names, comma-separated task names; a
-    list of task names; or mteb task objects), each option as :class:`RunRequest` says (``prompts``: None for the
-    model's own, ``"none"``, or a JSON/YAML file mapping prompt names to prompts); every mistake is one
-    :class:`UserError`, before any model loads."""
+    (a ``--tasks`` selection, a list of task names, or mteb task objects), each option as :class:`RunRequest` says;
+    every mistake is one :class:`UserError`, before any model loads."""
     models = tuple([model] if not isinstance(model, list | tuple) else model)
     for name in models:
         if isinstance(name, str):
@@ -113,10 +111,7 @@ def resolve_run(
         )
     if isinstance(layers, str):
         check_layers(layers)
-    folder = data_dir_from_env(data_dir)
-    split, specs = _tasks(tasks, folder)
-    if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
-        read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
+    split, specs = _tasks(tasks, folder := data_dir_from_env(data_dir), prompts)
     return RunRequest(
         models=models,
         revisions=tuple([revision] if revision is None or isinstance(revision, str) else revision),
@@ -140,9 +135,11 @@ def resolve_run(
     )
 
 
-def _tasks(tasks: str | Sequence[Any], folder: Path | None) -> tuple[str, tuple[Any, ...]]:
-    """(split, specs) of a selection or of task names, every custom task's files read and checked; mteb task
-    objects pass as they are (their own split)."""
+def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:
+    """(split, specs) of a selection or of task names, every custom task's files read and checked (and a
+    ``--prompts`` file: what the tasks' texts get first); mteb task objects pass as they are (their own split)."""
+    if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
+        read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
     if not isinstance(tasks, str) and not all(isinstance(t, str) for t in tasks):
         return "test", tuple(tasks)
     task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
