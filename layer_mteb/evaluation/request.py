@@ -220,6 +220,19 @@ def check_output(
     return FolderRuns(output, runs, setting, extends)
 
 
+def check_prompts(output: Path, log: Sequence[dict], name: str, prompts: dict | None) -> None:
+    """A folder holds one setting, prompts included: a run of ``name`` whose prompts (``run.json``'s record, None
+    for none) differ from those its tasks in the folder were scored with is refused before anything is written
+    (the prompts are no column of ``scores.csv``, so the rows would otherwise mix)."""
+    held = [entry.get("prompts") for entry in log if entry.get("model") == name]
+    if held and prompts not in held:
+        said = "other prompts" if held[0] is not None else "no prompts"
+        raise UserError(
+            f"{output} holds scores of {name} made with {said}; this run's prompts differ: give it another --output "
+            "(a run folder holds one setting), or the folder's --prompts"
+        )
+
+
 def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, runs) -> None:
     asked = {name: str(value) for name, value in config.key().items() if name in STATED}
     if config.attention is not None and "attention" in setting:

@@ -26,7 +26,7 @@ from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder, texts_mteb_encodes
 from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_units
-from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
+from layer_mteb.evaluation.request import RunRequest, check_output, check_prompts, resolve_run
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
@@ -79,6 +79,7 @@ def run_request(request: RunRequest) -> pd.DataFrame:
             )
             if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
                 folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
+                check_prompts(folder.output, record.kept_log, loaded.name, settings.record().get("prompts"))
             _sweep_task(loaded, task, settings, layer_ids, record, request)
             tasks_bar.update()
         tasks_bar.close()

@@ -108,3 +108,8 @@ def test_prompted_and_unprompted_runs_never_share_vectors_or_results(st_folder, 
     assert main([*args, "--output", str(tmp_path / "st")]) == 0
     exported = json.loads((tmp_path / "st" / "config_sentence_transformers.json").read_text())
     assert exported["prompts"] == PROMPTS
+    # one folder, one setting: an unprompted run of the model is refused before it writes
+    before = (out / "scores.csv").read_text()
+    with pytest.raises(UserError, match="made with other prompts; this run's prompts differ"):
+        sweep(str(st_folder), [MockSTSTask()], layers="-1", config=CONFIG, output=out, progress=False, prompts="none")
+    assert (out / "scores.csv").read_text() == before
