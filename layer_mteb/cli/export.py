@@ -146,7 +146,8 @@ def execute(settings: Settings) -> None:
             f"{plan.model} is at revision {model.revision}, but {settings.run} scored revision "
             f"{plan.scored_revision}; pass --model the model the run scored"
         )
-    prompts = plan.prompts if plan.run is not None else choose_prompts(None, model_folder(model.model.name_or_path))
+    own = choose_prompts(None, model_folder(model.model.name_or_path), model.name)
+    prompts = plan.prompts if plan.run is not None else own
     output = export_layer(
         model, plan.layer, plan.config, settings.output, overwrite=settings.overwrite, run=plan.run, prompts=prompts
     )

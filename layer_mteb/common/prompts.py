@@ -98,12 +98,37 @@ def read_prompts_file(path: str | Path) -> dict[str, str]:
     return raw
 
 
-def choose_prompts(asked: str | None, model_folder: str | Path | None) -> Prompts | None:
-    """The prompts a run applies: the model's own (``asked`` None), none (``"none"``), or the mapping in the file
-    ``asked`` names, which replaces the model's own (its ``default_prompt_name`` stays, as in mteb)."""
+def registry_prompts(name: str | None) -> dict[str, str] | None:
+    """The prompts mteb's model registry gives the model called ``name`` through its sentence-transformers wrapper
+    (``ModelMeta.loader_kwargs["model_prompts"]``: E5's ``query: ``/``passage: ``, BGE's query instruction, ...), or
+    None. Other loaders (instruction templates, custom wrappers) apply prompts their own way: not read here."""
+    if not name:
+        return None
+    import mteb
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    try:
+        meta = mteb.get_model_meta(name)
+    except (KeyError, ValueError):
+        return None
+    loader = meta.loader
+    if not (isinstance(loader, type) and issubclass(loader, SentenceTransformerEncoderWrapper)):
+        return None
+    prompts = (meta.loader_kwargs or {}).get("model_prompts") or {}
+    return {str(k): str(v) for k, v in prompts.items() if v} or None
+
+
+def choose_prompts(asked: str | None, model_folder: str | Path | None, name: str | None = None) -> Prompts | None:
+    """The prompts a run applies: the model's own (``asked`` None: those mteb's registry gives the model ``name``,
+    which replace its folder's as mteb's wrapper does, else its folder's), none (``"none"``), or the mapping in the
+    file ``asked`` names, which replaces the model's own (its ``default_prompt_name`` stays, as in mteb)."""
     if asked is not None and asked.strip().lower() == NONE:
         return None
     own = model_prompts(model_folder)
+    registered = registry_prompts(name) if asked is None else None
+    if registered is not None:
+        default = own.default_name if own is not None else None
+        return Prompts(tuple(sorted(registered.items())), default, "mteb registry")
     if asked is None:
         return own
     mapping = {k: v for k, v in read_prompts_file(asked).items() if v}

@@ -75,7 +75,9 @@ def run_request(request: RunRequest) -> pd.DataFrame:
                 eval_workers=request.eval_workers,
                 data=data,
                 data_fingerprint=fingerprint,
-                prompts=choose_prompts(request.prompts, model_folder(loaded.model.name_or_path, loaded.revision)),
+                prompts=choose_prompts(
+                    request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name
+                ),
             )
             if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
                 folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())

@@ -85,6 +85,11 @@ def test_prompts_are_picked_by_mtebs_rules_and_a_users_file_replaces_them(st_fol
     assert own is not None and own.text_for(retrieval, PromptType.query) == "find: "
     assert own.text_for(retrieval, PromptType.document) == ""  # the file replaces the model's prompts
     assert choose_prompts("none", st_folder) is None
+    # a model in mteb's registry: the prompts its sentence-transformers loader gives replace the folder's, as in mteb
+    e5 = choose_prompts(None, st_folder, "intfloat/e5-base-v2")
+    assert e5 is not None and e5.mapping == {"query": "query: ", "document": "passage: "}
+    assert e5.source == "mteb registry"
+    assert choose_prompts(None, st_folder, "sentence-transformers/all-MiniLM-L6-v2").mapping == PROMPTS  # none there
     default = Prompts((("classification", "classify: "),), default_name="classification")
     assert default.text_for(sts, None) == "classify: "  # no rule matches: sentence-transformers' default prompt
     bad = tmp_path / "bad.json"
