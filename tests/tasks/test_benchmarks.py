@@ -67,12 +67,13 @@ def test_the_shipped_benchmark_names_are_the_installed_mtebs():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 15 tasks' data read and scored: 6 min alone on 2 cores, over 10 on a busy machine
 def test_an_offline_benchmark_run_scores_the_tasks_it_has(data_dir, tmp_path, bert_tokenizer, caplog, capsys):
     model = save_tiny_model("bert", bert_tokenizer, tmp_path / "tiny-bert")
     out = tmp_path / "run"
     args = ["run", "--model", str(model), "--tasks", ENG_V2, "--data-dir", str(data_dir), "--layers", "0"]
     with caplog.at_level(logging.WARNING):
-        code = main([*args, "--output", str(out), "--skip-unavailable", "--batch-size", "64"])
+        code = main([*args, "--output", str(out), "--skip-unavailable", "--max-length", "64", "--eval-workers", "1"])
     assert code == 0
     benchmark = [task.metadata.name for task in mteb.get_benchmark(ENG_V2).tasks]
     present = {name for name in benchmark if (data_dir / name).is_dir()}
