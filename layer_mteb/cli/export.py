@@ -18,6 +18,7 @@ from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, add_no_refere
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
+from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.model.names import model_kind
 
@@ -154,7 +155,11 @@ def execute(settings: Settings) -> None:
             f"{plan.model} is at revision {model.revision}, but {settings.run} scored revision "
             f"{plan.scored_revision}; pass --model the model the run scored"
         )
-    output = export_layer(model, plan.layer, plan.config, settings.output, overwrite=settings.overwrite, run=plan.run)
+    own = choose_prompts(None, model_folder(model.model.name_or_path), model.name)
+    prompts = plan.prompts if plan.run is not None else own
+    output = export_layer(
+        model, plan.layer, plan.config, settings.output, overwrite=settings.overwrite, run=plan.run, prompts=prompts
+    )
     print(
         f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
         f"written to {output}"
@@ -172,6 +177,7 @@ class _Plan:
     layer: int
     run: RunRecord | None = None
     scored_revision: str | None = None
+    prompts: Prompts | None = None  # the prompts the run scored with (a model alone: its own)
 
 
 def _plan(settings: Settings) -> _Plan:
@@ -194,7 +200,17 @@ def _plan(settings: Settings) -> _Plan:
     record = RunRecord(str(settings.run), settings.by, summary, layer_scores(scores, layer))
     model = settings.model or packaged_name(name, revision) or name
     pinned = None if settings.model else revision
-    return _Plan(model, pinned, config, layer, record, scored_revision=revision)
+    return _Plan(model, pinned, config, layer, record, scored_revision=revision, prompts=run_prompts(folder.log()))
+
+
+def run_prompts(entries: list[dict]) -> Prompts | None:
+    """The prompts a run's ``run.json`` says its tasks were scored with (None: none)."""
+    recorded = next((entry["prompts"] for entry in entries if isinstance(entry.get("prompts"), dict)), None)
+    if recorded is None:
+        return None
+    mapping = {str(k): str(v) for k, v in (recorded.get("prompts") or {}).items()}
+    default = recorded.get("default_prompt_name")
+    return Prompts(tuple(sorted(mapping.items())), default, str(recorded.get("source", "model")))
 
 
 def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:

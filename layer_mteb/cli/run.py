@@ -26,6 +26,14 @@ from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
 NAME = "run"
 HELP = "score every requested layer on every task (one forward pass per task)"
 INTERRUPTED = RESUME
+TASKS_HELP = (
+    'tasks.yaml[:suite], or comma-separated suite names, mteb tasks and mteb benchmarks by name, e.g. "MTEB(eng, v2)" '
+    "(its tasks, splits and languages as mteb defines them; `mteb available-benchmarks` lists the names)"
+)
+PROMPTS_HELP = (
+    "prompts put before the texts, per task and query/document as mteb picks them: a JSON/YAML file mapping prompt "
+    "names to prompts, or none (default: the model's own, from its config_sentence_transformers.json)"
+)
 
 
 def add_options(run: argparse.ArgumentParser) -> None:
@@ -35,8 +43,9 @@ def add_options(run: argparse.ArgumentParser) -> None:
         default=None,
         help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
     )
-    run.add_argument("--tasks", default="paper32", help="tasks.yaml[:suite], a suite name, or comma-separated tasks")
+    run.add_argument("--tasks", default="paper32", help=TASKS_HELP)
     run.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
+    run.add_argument("--prompts", default=None, help=PROMPTS_HELP)
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     add_encode_options(run)
     run.add_argument(
@@ -111,6 +120,7 @@ def check(args: argparse.Namespace) -> Settings:
         overwrite=args.overwrite,
         show_warnings=args.verbose,
         vector_cache=not args.no_vector_cache,
+        prompts=args.prompts,
     )
     request = replace(request, config=encode_config(args, args.model))
     check_output(request.output, request.models, request.revisions, request.config)  # no other model or setting

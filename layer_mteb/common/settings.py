@@ -11,20 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.prompts import Prompts
 
 
 @dataclass(frozen=True)
 class RunSettings:
     """What one (model, task) runs with: the encode settings with the attention the model really runs, the memory
     limit in bytes, the number of evaluation workers, and where the task data came from (``hub``, ``local``,
-    ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint. Built by
-    :func:`layer_mteb.evaluation.encoder.resolve_settings`."""
+    ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint, and the prompts put before the
+    texts (None: none). Built by :func:`layer_mteb.evaluation.encoder.resolve_settings`."""
 
     encode: EncodeConfig
     memory_limit: int
     eval_workers: int = 1
     data: str | None = None
     data_fingerprint: str | None = None
+    prompts: Prompts | None = None
 
     def __post_init__(self) -> None:
         if self.encode.attention is None:
@@ -43,7 +45,13 @@ class RunSettings:
         experiment: dict[str, object] = {"layer": layer, "n_layers": n_layers, **self.key()}
         if self.data_fingerprint is not None:
             experiment["data"] = self.data_fingerprint
+        if self.prompts is not None:  # a prompted run's results are never an unprompted run's
+            experiment["prompts"] = self.prompts.digest()
         return experiment
+
+    def prompt_for(self, task_metadata, prompt_type) -> str:
+        """The prompt put before the texts of a task encoded as ``prompt_type`` ("" without prompts)."""
+        return self.prompts.text_for(task_metadata, prompt_type) if self.prompts is not None else ""
 
     def record(self) -> dict[str, object]:
         """The settings as ``run.json`` states them for one task."""
@@ -53,4 +61,5 @@ class RunSettings:
             "data_fingerprint": self.data_fingerprint,
             "max_cache_memory": self.memory_limit,
             "eval_workers": self.eval_workers,
+            **({"prompts": self.prompts.record()} if self.prompts is not None else {}),
         }

@@ -15,6 +15,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.prompts import Prompts
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.plan import resolve_layer
 from layer_mteb.model.architectures import LoadedModel
@@ -31,13 +32,15 @@ def resolve_settings(
     eval_workers: int = 1,
     data: str | None = None,
     data_fingerprint: str | None = None,
+    prompts: Prompts | None = None,
 ) -> RunSettings:
     """Every open choice of ``config`` made for ``loaded``, after it is loaded and before anything is encoded.
 
     The attention is the one ``loaded`` runs: loading already applied ``config.attention``, or else the model's
     own (bidirectional for LLM2Vec adapters, see :mod:`layer_mteb.model.adapters`; causal for other decoders); a
     config asking for the other one is an error. The memory limit is ``config.max_cache_memory`` or, measured
-    now that the model takes its memory, the automatic one.
+    now that the model takes its memory, the automatic one. ``prompts`` are put before the texts per task and
+    prompt type (:mod:`layer_mteb.common.prompts`; None: none).
     """
     return RunSettings(
         encode=with_model_attention(config, loaded),
@@ -45,6 +48,7 @@ def resolve_settings(
         eval_workers=eval_workers,
         data=data,
         data_fingerprint=data_fingerprint,
+        prompts=prompts,
     )
 
 
@@ -99,7 +103,7 @@ class LayerEncoder(AbsEncoder):
         return self._meta
 
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
-        texts = [text for batch in inputs for text in batch["text"]]
+        texts = self._texts(inputs, task_metadata, prompt_type)
         vectors = self.cache.layer_rows(texts, self.layer)  # on the host, gathered in chunks
         return self._finite(vectors, f"layer {self.layer} of {self.model.name} gives")
 
@@ -119,6 +123,12 @@ class LayerEncoder(AbsEncoder):
         (unit rows, products summed), in float32 on the CPU like :meth:`similarity`."""
         a, b = _host_rows(embeddings1), _host_rows(embeddings2)
         return (_unit_rows(a) * _unit_rows(b)).sum(dim=-1)
+
+    def _texts(self, inputs, task_metadata, prompt_type) -> list[str]:
+        """The texts of mteb's batches as the model reads them: the run's prompt for this task and prompt type first
+        (a prompted text is another text of the cache)."""
+        prompt = self.settings.prompt_for(task_metadata, prompt_type)
+        return [prompt + text for batch in inputs for text in batch["text"]]
 
     def _finite(self, vectors: np.ndarray, which: str) -> np.ndarray:
         """``vectors`` unless an overflow in the model's dtype made some NaN/inf: a one-line error naming the fix."""
@@ -197,7 +207,7 @@ class LayerMixEncoder(LayerEncoder):
         return f"{self.COMBINE}:{','.join(map(str, self.layers))}"
 
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
-        texts = [text for batch in inputs for text in batch["text"]]
+        texts = self._texts(inputs, task_metadata, prompt_type)
         total = np.zeros((len(texts), self.model.hidden_size), dtype=np.float64)
         for layer in self.layers:
             total += self.cache.layer_rows(texts, layer)

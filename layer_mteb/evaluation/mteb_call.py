@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import mteb
 from datasets import Dataset
@@ -24,6 +25,7 @@ from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.sts import AbsTaskSTS
 from mteb.cache import ResultCache
 from mteb.results import TaskResult
+from mteb.types import PromptType
 
 from layer_mteb.common.gpus import gpus_hidden
 from layer_mteb.common.run_tables import score_rows
@@ -94,26 +96,45 @@ def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEnc
     return True
 
 
-def texts_mteb_encodes(task) -> list[str] | None:
-    """The unique texts mteb's evaluator of ``task`` encodes (in first-seen order), or None when not known ahead.
+def texts_mteb_encodes(task, prompt: Prompter | None = None) -> list[str] | None:
+    """The unique texts mteb's evaluator of ``task`` encodes (in first-seen order), or None when not known ahead;
+    with ``prompt`` ((task metadata, prompt type) -> prompt), each text as the encoder reads it, its prompt first.
 
     ``task`` must have its data loaded.
     """
     if task.metadata.modalities != ["text"]:
         return None
+    prompt = prompt or _no_prompt
     if isinstance(task, AbsTaskSTS):
         columns = task.column_names
-        texts = _columns(task, columns) if all(isinstance(c, str) for c in columns) else None
+        kinds = (task.input1_prompt_type, task.input2_prompt_type)
+        texts = _columns(task, columns, kinds, prompt) if all(isinstance(c, str) for c in columns) else None
     elif isinstance(task, AbsTaskPairClassification):
         columns = (task.input1_column_name, task.input2_column_name)
-        texts = _columns(task, columns, v1_rows=True) if all(isinstance(c, str) for c in columns) else None
+        kinds = (task.input1_prompt_type, task.input2_prompt_type)
+        ok = all(isinstance(c, str) for c in columns)
+        texts = _columns(task, columns, kinds, prompt, v1_rows=True) if ok else None
     elif isinstance(task, AbsTaskClassification):
-        texts = _classification(task) if isinstance(task.input_column_name, str) else None
+        text = prompt(task.metadata, None)
+        texts = _prefixed(text, _classification(task)) if isinstance(task.input_column_name, str) else None
     elif isinstance(task, AbsTaskRetrieval):
-        texts = _retrieval(task)
+        texts = _retrieval(task, prompt)
     else:
         return None
     return None if texts is None else list(dict.fromkeys(_strings(texts)))
+
+
+Prompter = Callable[[Any, Any], str]
+
+
+def _no_prompt(task_metadata: Any, prompt_type: Any) -> str:
+    return ""
+
+
+def _prefixed(prompt: str, texts: Iterable[object] | None) -> Iterator[object] | None:
+    if texts is None:
+        return None
+    return (prompt + t if isinstance(t, str) else t for t in texts)
 
 
 def _splits(task) -> Iterator[tuple[str, object]]:
@@ -125,13 +146,14 @@ def _splits(task) -> Iterator[tuple[str, object]]:
             yield split, data
 
 
-def _columns(task, columns: Iterable[str], *, v1_rows: bool = False) -> Iterator[str]:
+def _columns(task, columns, kinds, prompt: Prompter, *, v1_rows: bool = False) -> Iterator[object]:
+    prefixes = [prompt(task.metadata, kind) for kind in kinds]  # each column is encoded as its own prompt type
     for split, data in _splits(task):
         rows = data[split]
         if v1_rows and len(rows) == 1:  # mteb's v1 layout: all pairs in one row (see AbsTaskPairClassification)
             rows = Dataset.from_dict(rows[0])
-        for column in columns:
-            yield from rows[column]
+        for column, prefix in zip(columns, prefixes, strict=True):
+            yield from _prefixed(prefix, rows[column])
 
 
 def _classification(task) -> Iterator[str] | None:
@@ -152,10 +174,12 @@ def _classification_texts(task) -> Iterator[str]:
         yield from data[split][task.input_column_name]
 
 
-def _retrieval(task) -> Iterator[str]:
+def _retrieval(task, prompt: Prompter) -> Iterator[object]:
+    document, query = prompt(task.metadata, PromptType.document), prompt(task.metadata, PromptType.query)
     for _, data in _splits_retrieval(task):
-        yield from retrieval_texts(data["corpus"], document=True)
-        yield from retrieval_texts(queries_with_positives(data["relevant_docs"], data["queries"]), document=False)
+        yield from _prefixed(document, retrieval_texts(data["corpus"], document=True))
+        queries = queries_with_positives(data["relevant_docs"], data["queries"])
+        yield from _prefixed(query, retrieval_texts(queries, document=False))
 
 
 def _splits_retrieval(task) -> Iterator[tuple[str, object]]:

@@ -18,6 +18,8 @@ from typing import Any
 
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.prompts import NONE as NO_PROMPTS
+from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
@@ -63,6 +65,12 @@ class RunRequest:
     progress: bool = True
     show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
     vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
+    prompts: str | None = None  # None: the model's own; "none"; or a JSON/YAML file of prompts (checked)
+
+    def benchmark_of(self, task: str) -> str | None:
+        """The mteb benchmark the selection took ``task`` from (``run.json`` records it), or None."""
+        specs = (spec for spec in self.tasks if isinstance(spec, TaskSpec) and spec.name == task)
+        return next((spec.benchmark for spec in specs), None)
 
 
 def resolve_run(
@@ -83,11 +91,11 @@ def resolve_run(
     progress: bool = True,
     show_warnings: bool = False,
     vector_cache: bool = True,
+    prompts: str | None = None,
 ) -> RunRequest:
     """The checked request to score ``layers`` of ``model`` (a name, a loaded model, or several names) on ``tasks``
-    (a ``--tasks`` selection: tasks.yaml[:suite], suite name, comma-separated names; a list of task names; or mteb
-    task objects), each option as :class:`RunRequest` says; every mistake is one :class:`UserError`, before any
-    model loads."""
+    (a ``--tasks`` selection, a list of task names, or mteb task objects), each option as :class:`RunRequest` says;
+    every mistake is one :class:`UserError`, before any model loads."""
     models = tuple([model] if not isinstance(model, list | tuple) else model)
     for name in models:
         if isinstance(name, str):
@@ -103,8 +111,7 @@ def resolve_run(
         )
     if isinstance(layers, str):
         check_layers(layers)
-    folder = data_dir_from_env(data_dir)
-    split, specs = _tasks(tasks, folder)
+    split, specs = _tasks(tasks, folder := data_dir_from_env(data_dir), prompts)
     return RunRequest(
         models=models,
         revisions=tuple([revision] if revision is None or isinstance(revision, str) else revision),
@@ -124,12 +131,15 @@ def resolve_run(
         progress=progress,
         show_warnings=show_warnings,
         vector_cache=vector_cache,
+        prompts=prompts,
     )
 
 
-def _tasks(tasks: str | Sequence[Any], folder: Path | None) -> tuple[str, tuple[Any, ...]]:
-    """(split, specs) of a selection or of task names, every custom task's files read and checked; mteb task
-    objects pass as they are (their own split)."""
+def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:
+    """(split, specs) of a selection or of task names, every custom task's files read and checked (and a
+    ``--prompts`` file: what the tasks' texts get first); mteb task objects pass as they are (their own split)."""
+    if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
+        read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
     if not isinstance(tasks, str) and not all(isinstance(t, str) for t in tasks):
         return "test", tuple(tasks)
     task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
@@ -208,6 +218,19 @@ def check_output(
             "score several side by side)"
         )
     return FolderRuns(output, runs, setting, extends)
+
+
+def check_prompts(output: Path, log: Sequence[dict], name: str, prompts: dict | None) -> None:
+    """A folder holds one setting, prompts included: a run of ``name`` whose prompts (``run.json``'s record, None
+    for none) differ from those its tasks in the folder were scored with is refused before anything is written
+    (the prompts are no column of ``scores.csv``, so the rows would otherwise mix)."""
+    held = [entry.get("prompts") for entry in log if entry.get("model") == name]
+    if held and prompts not in held:
+        said = "other prompts" if held[0] is not None else "no prompts"
+        raise UserError(
+            f"{output} holds scores of {name} made with {said}; this run's prompts differ: give it another --output "
+            "(a run folder holds one setting), or the folder's --prompts"
+        )
 
 
 def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, runs) -> None:

@@ -16,8 +16,9 @@ from mteb.cache import ResultCache
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import no_empty_folders_on_error, topmost_missing
+from layer_mteb.common.files import cache_root, no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
+from layer_mteb.common.prompts import choose_prompts, model_folder
 from layer_mteb.common.ranks import use_rank_device
 from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
 from layer_mteb.common.run_tables import tidy_scores
@@ -26,12 +27,13 @@ from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder, texts_mteb_encodes
 from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_units
-from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
+from layer_mteb.evaluation.request import RunRequest, check_output, check_prompts, resolve_run
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.custom import declared_in
 from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
+from layer_mteb.vectors.memory import resolve_memory_limit
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)
@@ -61,14 +63,27 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
+        planned: set[int] = set()
         for model_ref, model_revision, (task, data, fingerprint) in units:
             loaded, layer_ids = in_memory.get(model_ref, model_revision)
+            if id(loaded) not in planned:  # said once per model, before its first forward pass
+                planned.add(id(loaded))
+                tasks = [t for m, r, (t, _, _) in units if (m, r) == (model_ref, model_revision)]
+                _state_plan(loaded, tasks, config, request.vector_cache)
             # every choice the request leaves open is made here, once, and only read from now on
             settings = resolve_settings(
-                loaded, config, eval_workers=request.eval_workers, data=data, data_fingerprint=fingerprint
+                loaded,
+                config,
+                eval_workers=request.eval_workers,
+                data=data,
+                data_fingerprint=fingerprint,
+                prompts=choose_prompts(
+                    request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name
+                ),
             )
             if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
                 folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
+                check_prompts(folder.output, record.folder.log(), loaded.name, settings.record().get("prompts"))
             _sweep_task(loaded, task, settings, layer_ids, record, request)
             del loaded  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
@@ -77,6 +92,15 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     if request.launched and request.output is not None:
         return merge_when_all_done(request.output, request.shard)
     return tidy_scores(record.rows)
+
+
+def _state_plan(loaded: LoadedModel, tasks: list, config: EncodeConfig, vector_cache: bool) -> None:
+    """Per task, the texts to encode and where their all-layer vectors will live, before any is encoded."""
+    from layer_mteb.evaluation.cost_plan import state_plan
+
+    limit = resolve_memory_limit(config.max_cache_memory, config.device)
+    store = str(cache_root() / "vectors") if vector_cache else None
+    state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
 
 
 @dataclass
@@ -199,6 +223,8 @@ def _sweep_task(
         memory_limit=settings.memory_limit,
     )
     entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
+    if (benchmark := request.benchmark_of(task.metadata.name)) is not None:
+        entry["benchmark"] = benchmark  # the benchmark's splits and subsets are the ones this task ran
     if str(settings.data).startswith("local") and record.data_dir is not None:
         entry["data_dir"] = str(record.data_dir.resolve())
 
@@ -271,7 +297,7 @@ def _score_layers(
 
     reused = {layer: not request.overwrite and stored(layer) for layer in layer_ids}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
-    known = texts_mteb_encodes(task) if not all(reused.values()) else None
+    known = texts_mteb_encodes(task, settings.prompt_for) if not all(reused.values()) else None
     if known is not None:
         cache.fill(known)
         if cache.path is not None and len(cache) > entry["texts_loaded"]:
@@ -322,7 +348,7 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
     pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
     reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
     if not len(cache):
-        cache.fill(texts_mteb_encodes(task) or [])  # observed through the cache's own observer
+        cache.fill(texts_mteb_encodes(task, settings.prompt_for) or [])  # observed through the cache's observer
     if not len(cache):
         logger.warning("%s: no task metrics (its texts are not known before mteb encodes them)", task.metadata.name)
         return

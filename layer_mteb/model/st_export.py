@@ -25,6 +25,7 @@ from torch import nn
 from layer_mteb.common.config import EncodeConfig, Pooling
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, topmost_missing
+from layer_mteb.common.prompts import Prompts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import attention_of
 
@@ -71,12 +72,15 @@ def export_layer(
     *,
     overwrite: bool = False,
     run: RunRecord | None = None,
+    prompts: Prompts | None = None,
 ) -> Path:
     """Write layer ``layer`` of ``model`` read out and pooled as ``config`` says to ``output``, a folder that
     ``SentenceTransformer(output)`` loads; its ``encode`` gives the vectors ``LayerEncoder`` scores.
 
     The model's weights are saved in the dtype it was loaded in (float32 unless the settings say otherwise; GGUF
     sources were dequantised to float32). ``model`` is cut only while it is saved and is whole again afterwards.
+    ``prompts`` (the ones the layer was scored with) go into ``config_sentence_transformers.json``, so mteb and
+    sentence-transformers apply them as the sweep did.
     """
     output = Path(output)
     check_new_folder(output, overwrite)
@@ -85,7 +89,7 @@ def export_layer(
         with truncated(model, layer) as cut:
             cut.save_pretrained(folder)
         _save_tokenizer(model.tokenizer, folder)
-        _write_module_list(folder, model.hidden_size, config)
+        _write_module_list(folder, model.hidden_size, config, prompts)
         (folder / "README.md").write_text(model_card(model, layer, config, run))
         plain_modes(folder)
     return output
@@ -152,7 +156,7 @@ ST_MODULES = {
 }
 
 
-def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig) -> None:
+def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig, prompts: Prompts | None = None) -> None:
     """Transformer -> Pooling (-> Normalize) as ``modules.json`` and each module's settings file, in the format of
     sentence-transformers 3.0, which every later version still loads."""
     modules = [("transformer", ""), ("pooling", "1_Pooling")] + ([("normalize", "2_Normalize")] * config.normalize)
@@ -175,7 +179,11 @@ def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig) -> 
     _write_json(folder / "1_Pooling" / "config.json", pooling)
     if config.normalize:
         (folder / "2_Normalize").mkdir()
-    settings = {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}
+    settings = {
+        "prompts": prompts.mapping if prompts is not None else {},
+        "default_prompt_name": prompts.default_name if prompts is not None else None,
+        "similarity_fn_name": "cosine",
+    }
     _write_json(folder / "config_sentence_transformers.json", settings)
 
 

@@ -7,6 +7,7 @@ import difflib
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.tasks.custom import custom_task
 from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.task_file import TaskFile, TaskSpec, parse_custom
-from layer_mteb.tasks.task_names import check_task_names, known_names, unknown_tasks_message
+from layer_mteb.tasks.task_names import check_task_names, known_benchmarks, known_names, unknown_tasks_message
 
 PACKAGED_TASK_FILE = Path(__file__).resolve().parents[1] / "tasks.yaml"
 BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")
@@ -193,9 +194,10 @@ def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
 
 
 def select_tasks(selection: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
-    """Resolve ``--tasks``: ``FILE.yaml[:SUITE or :TASK]``, a suite name, or comma-separated mteb task names; every
-    name that mteb does not know is reported in one error (without importing mteb, see :mod:`.names`), and a custom
-    task named like an mteb task is refused."""
+    """Resolve ``--tasks``: ``FILE.yaml[:SUITE or :TASK]``, or comma-separated suite names, mteb task names and mteb
+    benchmark names (``MTEB(eng, v2)``: its commas are its own); every name that mteb does not know is reported in
+    one error (without importing mteb, see :mod:`.task_names`), and a custom task named like an mteb task is
+    refused."""
     task_file, specs = _select(selection, data_dir)
     check_task_names(spec.name for spec in specs if spec.custom is None)
     _check_custom_names([spec for spec in specs if spec.custom is not None])
@@ -226,14 +228,66 @@ def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskS
     task_file = read_task_file()
     if selection in BUILTIN_SUITES or selection in task_file.suites:
         return task_file, _suite(task_file, selection, data_dir)
-    names = [n.strip() for n in selection.split(",") if n.strip()]
+    names = selection_parts(selection)
     if not names:
-        raise UserError("--tasks is empty: give a tasks.yaml, a suite name or task names")
+        raise UserError("--tasks is empty: give a tasks.yaml, a suite name, task names or a benchmark name")
     suites = [*BUILTIN_SUITES, *task_file.suites]
     near = difflib.get_close_matches(names[0], suites, n=1) if len(names) == 1 else []
     if near and names[0] not in known_names() and task_file.spec(names[0]).custom is None:
         raise UserError(f"unknown suite or mteb task {names[0]!r} (did you mean the suite {near[0]}?)")
-    return task_file, [task_file.spec(n) for n in names]
+    specs: list[TaskSpec] = []
+    for name in names:
+        if name in suites:
+            specs += _suite(task_file, name, data_dir)
+        elif name not in known_names() and name in known_benchmarks() and task_file.spec(name).custom is None:
+            specs += benchmark_specs(name, task_file)
+        else:
+            specs.append(task_file.spec(name))
+    # a task named twice (by a benchmark and by name, say) runs once, as first named
+    first: dict[str, TaskSpec] = {}
+    for spec in specs:
+        first.setdefault(spec.name, spec)
+    return task_file, list(first.values())
+
+
+def selection_parts(selection: str) -> list[str]:
+    """The names of a ``--tasks`` selection: the whole of it when it names an mteb benchmark, else its parts between
+    commas outside parentheses (``MTEB(eng, v2),STS12`` is a benchmark and a task)."""
+    if selection.strip() in known_benchmarks():
+        return [selection.strip()]
+    parts, depth, current = [], 0, ""
+    for char in selection:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth <= 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [part.strip() for part in [*parts, current] if part.strip()]
+
+
+def benchmark_specs(name: str, task_file: TaskFile) -> list[TaskSpec]:
+    """The tasks of mteb's benchmark ``name`` exactly as its benchmark object holds them: each task's evaluation
+    splits and subsets (languages), e.g. ``STS22.v2`` with ``en`` only in ``MTEB(eng, v2)``; a task the task file
+    also lists keeps the file's description of its offline copy."""
+    import mteb
+
+    bench = mteb.get_benchmark(name)
+    specs = []
+    for task in bench.tasks:
+        listed = task_file.spec(task.metadata.name)
+        subsets = tuple(task.hf_subsets) if task.metadata.is_multilingual else None
+        specs.append(
+            replace(
+                listed,
+                category=task.metadata.type,
+                subsets=subsets,
+                fast=None,
+                splits=tuple(task.eval_splits),
+                benchmark=bench.name,
+            )
+        )
+    return specs
 
 
 def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskSpec]:
@@ -268,7 +322,8 @@ def note_data_read(folder: Path) -> None:
 
 
 def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
-    """The mteb task for ``spec`` restricted to ``split`` and the paper's subsets.
+    """The mteb task for ``spec`` restricted to ``split`` (a benchmark's task: its own splits) and the paper's (or the
+    benchmark's) subsets.
 
     When ``data_dir`` has a folder for it, or the hub is offline and the package ships its data, the task comes with
     that folder's data loaded (:func:`task_data`; mteb then neither loads nor unloads it); ``task.unload_data()``
@@ -281,8 +336,9 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
         return task
     import mteb
 
+    splits = list(spec.splits or [split])
     try:
-        task = mteb.get_task(spec.name, eval_splits=[split], hf_subsets=list(spec.subsets) if spec.subsets else None)
+        task = mteb.get_task(spec.name, eval_splits=splits, hf_subsets=list(spec.subsets) if spec.subsets else None)
     except KeyError:
         raise UserError(unknown_tasks_message([spec.name], known_names())) from None
     origin, folder = task_data(spec, data_dir)

@@ -71,7 +71,8 @@ class CustomTask:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task as ``tasks.yaml`` lists it; ``custom`` is the declaration of a task mteb does not know."""
+    """One task as ``tasks.yaml`` lists it; ``custom`` is the declaration of a task mteb does not know. A task of an
+    mteb benchmark names the ``benchmark`` and its ``splits`` (the task file's split otherwise)."""
 
     name: str
     category: str = ""
@@ -80,6 +81,8 @@ class TaskSpec:
     local_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
     partial: str | None = None
     custom: CustomTask | None = None
+    splits: tuple[str, ...] | None = None
+    benchmark: str | None = None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,9 @@ from layer_mteb.common.errors import UserError
 
 NAMES_FILE = Path(__file__).with_name("mteb_tasks.txt")
 HEADER = "# task names of mteb "
+#: every name ``mteb.get_benchmark`` accepts (benchmark names and their aliases), written and read the same way
+BENCHMARKS_FILE = Path(__file__).with_name("mteb_benchmarks.txt")
+BENCHMARKS_HEADER = "# benchmark names of mteb "
 
 
 def installed_mteb() -> str | None:
@@ -33,13 +36,31 @@ def installed_mteb() -> str | None:
 @cache
 def shipped_names() -> frozenset[str] | None:
     """The shipped task names when they were read from the installed mteb version, else None."""
+    return _shipped(NAMES_FILE, HEADER)
+
+
+def _shipped(path: Path, header: str) -> frozenset[str] | None:
     try:
-        header, *names = NAMES_FILE.read_text(encoding="utf-8").splitlines()
+        first, *names = path.read_text(encoding="utf-8").splitlines()
     except (OSError, ValueError):
         return None
-    if header != f"{HEADER}{installed_mteb()}":
+    if first != f"{header}{installed_mteb()}":
         return None
     return frozenset(names)
+
+
+def mteb_benchmark_names() -> list[str]:
+    """Every name ``mteb.get_benchmark`` accepts (each benchmark's name and aliases), asked of mteb itself."""
+    import mteb
+
+    return sorted({name for bench in mteb.get_benchmarks() for name in (bench.name, *(bench.aliases or ()))})
+
+
+@cache
+def known_benchmarks() -> frozenset[str]:
+    """The benchmark names mteb knows: the shipped list when it matches the installed mteb, else mteb's own."""
+    shipped = _shipped(BENCHMARKS_FILE, BENCHMARKS_HEADER)
+    return shipped if shipped is not None else frozenset(mteb_benchmark_names())
 
 
 def mteb_task_names() -> list[str]:
@@ -72,16 +93,25 @@ def check_task_names(names: Iterable[str]) -> None:
         known = known_names()
     unknown = [name for name in wanted if name not in (known or ())]
     if unknown:
-        raise UserError(unknown_tasks_message(unknown, known or frozenset()))
+        raise UserError(unknown_tasks_message(unknown, known or frozenset(), known_benchmarks()))
 
 
-def unknown_tasks_message(unknown: list[str], known: Iterable[str]) -> str:
-    """``unknown mteb task 'X' (did you mean Y?)``; several are listed in one line."""
-    choices = sorted(known)
+def unknown_tasks_message(unknown: list[str], known: Iterable[str], benchmarks: Iterable[str] = ()) -> str:
+    """``unknown mteb task 'X' (did you mean Y?)``; several are listed in one line. A name closer to a benchmark
+    (``MTEB(eng, v3)``) is offered the benchmark: ``did you mean the benchmark MTEB(eng, v2)?``."""
+    choices, benches = sorted(known), sorted(benchmarks)
     parts = []
     for name in unknown:
         close = difflib.get_close_matches(name, choices, n=3)
-        parts.append(f"{name!r} (did you mean {', '.join(close)}?)" if close else repr(name))
+        bench = difflib.get_close_matches(name, benches, n=1)
+        if bench and (not close or _closeness(name, bench[0]) > _closeness(name, close[0])):
+            parts.append(f"{name!r} (did you mean the benchmark {bench[0]}?)")
+        else:
+            parts.append(f"{name!r} (did you mean {', '.join(close)}?)" if close else repr(name))
     if len(parts) == 1:
         return f"unknown mteb task {parts[0]}"
     return f"{len(parts)} unknown mteb tasks: {', '.join(parts)}"
+
+
+def _closeness(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()

@@ -339,4 +339,6 @@ def store_folder(model: LoadedModel, settings: RunSettings, task_name: str) -> P
     """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
     served stale vectors; the key only has to separate models, revisions and the encode settings that ran."""
     key = text_hash(model.revision, sorted(settings.key().items()))
+    if settings.prompts is not None:  # prompted and unprompted runs never share a store
+        key = text_hash(key, settings.prompts.digest())
     return cache_root() / "vectors" / model.name.replace("/", "__") / key / task_name

@@ -188,6 +188,33 @@ def test_a_base_model_gets_the_shipped_rule_of_each_task_type() -> None:
     assert typed and all(picked[task] != default for task in typed) and len(set(picked.values())) >= 3
 
 
+def test_retrieval_takes_the_reranking_rule_and_summarization_the_sts_rule() -> None:
+    """A benchmark's Retrieval and Summarization tasks (types the study did not score) get the rule of the type mteb
+    scores with the same evaluator, and the rule's description says it is an analogy; a policy trained on them
+    keeps its own."""
+    rules = {kind: auto.Rule("depth=0.8", "r") for kind in auto.KINDS}
+    rules["base"] = auto.Rule("depth=0.8", "r", {"Reranking": "depth=0.2", "STS": "depth=0.5"})
+    policy = auto.Policy(rules, 0.5, "by_type")
+    chosen = dict(policy.selector_for("EleutherAI/pythia-70m").by_type)
+    assert chosen["Retrieval"] == "depth=0.2" and chosen["Summarization"] == "depth=0.5"
+    assert "Retrieval as Reranking, Summarization as STS (not studied" in policy.describe("EleutherAI/pythia-70m")
+    own = {"Reranking": "depth=0.2", "Retrieval": "depth=0.9"}
+    assert auto.with_analogues(own)["Retrieval"] == "depth=0.9"
+    curves = {"ArguAna": [0.1 * k for k in range(11)], "SummEvalSummarization.v2": [0.1 * k for k in range(11)]}
+    scores, metrics = run_tables(curves, {("prompt_entropy", "wikitext"): [1.0] * 11}, model="EleutherAI/pythia-70m")
+    scores["task_type"] = scores["task"].map({"ArguAna": "Retrieval", "SummEvalSummarization.v2": "Summarization"})
+    picked = select_layers(scores=scores, metrics=metrics, by="auto", per_task=True).query("selector == 'auto'")
+    rule = auto.load_policy().rules["base"]
+    wanted = {
+        "ArguAna": auto.with_analogues(rule.by_type).get("Retrieval", rule.selector),
+        "SummEvalSummarization.v2": auto.with_analogues(rule.by_type).get("Summarization", rule.selector),
+    }
+    assert picked.set_index("task")["chosen_layer"].to_dict() == {
+        task: round(by_name(name).depth * 10) for task, name in wanted.items()
+    }
+    assert wanted["ArguAna"] == rule.by_type["Reranking"]  # the shipped base rule has a Reranking depth
+
+
 def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_path: Path, capsys) -> None:
     from layer_mteb.cli import main
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -246,3 +247,16 @@ def test_an_unreadable_side_file_is_named_in_one_warning(tmp_path, caplog, conte
 def test_side_files_belong_to_their_run_folder(tmp_path):
     folder = write_run(tmp_path / "a", alpha_scores(), selection=alpha_selection().assign(model="alpha-as-typed"))
     assert load_runs([folder]).selection["model"].unique().tolist() == ["toy/alpha"]
+
+
+def test_a_benchmark_run_says_its_means_are_not_the_benchmarks_aggregate(tmp_path):
+    run = write_run(tmp_path / "run", alpha_scores())
+    (run / "run.json").write_text(
+        json.dumps(
+            {"tasks": [{"model": "m", "task": "T1", "benchmark": "MTEB(eng, v2)"}, {"model": "m", "task": "T2"}]}
+        )
+    )
+    write_report([run], tmp_path / "report")
+    text = (tmp_path / "report" / "table1.md").read_text()
+    assert "- Tasks of mteb's MTEB(eng, v2): each task is averaged over the splits and language subsets" in text
+    assert "neither mteb's leaderboard aggregate of the benchmark nor comparable with the paper's" in text

@@ -22,6 +22,10 @@ CASES = {
         ["run", "--model", "minilm-l6", "--tasks", "STS1,BIOSES"],
         "2 unknown mteb tasks: 'STS1' (did you mean STS17, STS16, STS15?), 'BIOSES' (did you mean BIOSSES",
     ),
+    "a mistyped benchmark": (
+        ["run", "--model", "minilm-l6", "--tasks", "MTEB(eng, v3)"],
+        "unknown mteb task 'MTEB(eng, v3)' (did you mean the benchmark MTEB(eng, v2)?)",
+    ),
     "missing model folder": (["run", "--model", "./no/such/model", "--tasks", "STS12"], "does not exist"),
     "not a model name": (["run", "--model", "minilm", "--tasks", "STS12"], "is not a packaged name"),
     "missing data folder": (["run", "--model", "minilm-l6", "--data-dir", "{tmp}/none"], "does not exist"),

@@ -1,5 +1,6 @@
-"""Every task type the paper's 32 tasks use, through the sweep and ``LayerEncoder``, on mteb's own mock tasks: each
-layer's score equals ``mteb.evaluate`` of a plain encoder that computes the same vectors directly, one text at a time.
+"""Every task type the paper's 32 tasks and MTEB(eng, v2) use, through the sweep and ``LayerEncoder``, on mteb's own
+mock tasks: each layer's score equals ``mteb.evaluate`` of a plain encoder that computes the same vectors directly,
+one text at a time.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from mteb.abstasks import (
     AbsTaskPairClassification,
     AbsTaskRetrieval,
     AbsTaskSTS,
+    AbsTaskSummarization,
 )
 from mteb.mocks.mock_tasks.classification import MockClassificationTask, MockMultilingualClassificationTask
 from mteb.mocks.mock_tasks.clustering import LegacyMockClusteringFastTask, MockClusteringTask
 from mteb.mocks.mock_tasks.pair_classification import MockPairClassificationTask
 from mteb.mocks.mock_tasks.reranking import MockRerankingTask
 from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
-from mteb.mocks.mock_tasks.sts import MockSTSTask
+from mteb.mocks.mock_tasks.sts import MockMultilingualSTSTask, MockSTSTask
+from mteb.mocks.mock_tasks.summarization import MockSummarizationTask
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from threadpoolctl import threadpool_limits
@@ -33,7 +36,25 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics.texts import evaluation_split_texts
 
-#: one mock task per task type of the 32 paper tasks (mteb runs reranking through its retrieval evaluator)
+
+class HierarchicalMockClustering(LegacyMockClusteringFastTask):
+    """v2 clustering with two levels of labels, as ArXivHierarchicalClustering* of MTEB(eng, v2) score: mteb's
+    clustering evaluator scores each level and averages them."""
+
+    max_document_to_embed = 18
+    max_documents_per_cluster = 18
+
+    def load_data(self, num_proc: int | None = None, **kwargs) -> None:
+        from datasets import Dataset, DatasetDict
+
+        sentences = [f"{topic} sentence number {i}" for topic in ("physics", "biology", "music") for i in range(6)]
+        labels = [[topic, f"{topic}.{i % 2}"] for topic in ("physics", "biology", "music") for i in range(6)]
+        self.dataset = DatasetDict({"test": Dataset.from_dict({"sentences": sentences, "labels": labels})})
+        self.data_loaded = True
+
+
+#: one mock task per task type of the 32 paper tasks and of MTEB(eng, v2) (mteb runs reranking through its retrieval
+#: evaluator; MTEB(eng, v2)'s hard-negative retrieval tasks are retrieval tasks with a smaller corpus)
 TASK_TYPES = {
     "classification": MockClassificationTask,
     "multilingual classification": MockMultilingualClassificationTask,
@@ -43,6 +64,9 @@ TASK_TYPES = {
     "v2 clustering": LegacyMockClusteringFastTask,
     "reranking": MockRerankingTask,
     "retrieval": MockRetrievalTask,
+    "summarization": MockSummarizationTask,
+    "multilingual STS": MockMultilingualSTSTask,
+    "hierarchical clustering": HierarchicalMockClustering,
 }
 CONFIG = EncodeConfig(batch_size=4)
 
@@ -124,12 +148,17 @@ def test_the_mock_tasks_are_the_task_types_the_paper_uses():
         "v2 clustering": AbsTaskClustering,
         "reranking": AbsTaskRetrieval,
         "retrieval": AbsTaskRetrieval,
+        "summarization": AbsTaskSummarization,
+        "multilingual STS": AbsTaskSTS,
+        "hierarchical clustering": AbsTaskClustering,
     }
     for task_type, task_class in TASK_TYPES.items():
         assert issubclass(task_class, bases[task_type]), task_type
     assert MockRerankingTask.metadata.type == "Reranking"
     assert MockClassificationTask().metadata.is_multilingual is False
     assert MockMultilingualClassificationTask().metadata.is_multilingual is True
+    assert len(MockMultilingualSTSTask().metadata.eval_langs) > 1
+    assert MockSummarizationTask.metadata.type == "Summarization"
 
 
 def test_metrics_text_walk_on_retrieval_data_gives_queries_then_corpus_column_by_column():

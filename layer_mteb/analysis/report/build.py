@@ -31,6 +31,7 @@ from layer_mteb.analysis.runs.folders import Runs, load_reference, load_runs
 from layer_mteb.analysis.selection.picks import selector_leaderboard
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building
+from layer_mteb.common.run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ def write_report(
         logger.warning(shrunk)
     with building(output) as tmp:
         table.to_csv(tmp / "table1.csv", index=False)
-        (tmp / "table1.md").write_text(table1_markdown(table, table1_notes(summary)))
+        notes = [*table1_notes(summary), *benchmark_notes(data.folders)]
+        (tmp / "table1.md").write_text(table1_markdown(table, notes))
         summary.to_csv(tmp / "per_task.csv", index=False)
         layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
         paper_frame, paper_note = paper if paper is not None else (None, "")
@@ -99,6 +101,18 @@ def write_report(
     os.umask(umask)
     output.chmod(0o777 & ~umask)  # the temporary folder was private
     return [output / name for name in names]
+
+
+def benchmark_notes(folders: Iterable[Path]) -> list[str]:
+    """One note per mteb benchmark the runs took tasks from (``run.json``): its tasks are scored on the benchmark's
+    splits and subsets, and the means here are plain means over tasks, not the benchmark's own aggregate."""
+    found = sorted({str(e["benchmark"]) for f in folders for e in RunFolder(f).log() if e.get("benchmark")})
+    return [
+        f"Tasks of mteb's {name}: each task is averaged over the splits and language subsets the run scored (the "
+        "benchmark's own); the averages here are plain means over the run's tasks, neither mteb's leaderboard "
+        "aggregate of the benchmark nor comparable with the paper's 32-task means."
+        for name in found
+    ]
 
 
 def _per_run_files(folders: Sequence[Path], tmp: Path) -> None:

@@ -77,6 +77,23 @@ def _is_pipeline_folder(model: str) -> bool:
         return False
 
 
+#: Task types the study has no scores of, and the studied type whose rule each takes: the type mteb scores with the
+#: same evaluator and score. Reranking and Retrieval both go through mteb's retrieval evaluator (queries ranked
+#: against documents by cosine similarity; Reranking over given candidates); Summarization is, like STS, the Spearman
+#: correlation of cosine similarities with human judgements. An analogy of the measurement, not evidence about layers:
+#: ``describe`` says so, and a policy trained on scores of these types uses its own rule for them.
+TYPE_ANALOGUES = {"Retrieval": "Reranking", "Summarization": "STS"}
+
+
+def with_analogues(by_type: dict[str, str]) -> dict[str, str]:
+    """``by_type`` with each unstudied type of :data:`TYPE_ANALOGUES` given its studied type's selector."""
+    found = dict(by_type)
+    for target, source in TYPE_ANALOGUES.items():
+        if target not in found and source in by_type:
+            found[target] = by_type[source]
+    return found
+
+
 #: 2: a rule may pick per task type (``by_type``), and first-token pooling is a kind of its own.
 VERSION = 2
 #: The policy ``select --by auto`` applies: written by ``layer-mteb reproduce --policy`` (``make reproduce``).
@@ -137,7 +154,8 @@ class Policy:
         """The study selector this policy applies to ``model``, renamed ``auto`` so tables say who picked."""
         rule = self.rule_for(model, pooling)
         chosen = by_name(rule.selector)
-        return dataclasses.replace(chosen, name=AUTO, acts_as=chosen.name, by_type=tuple(sorted(rule.by_type.items())))
+        by_type = tuple(sorted(with_analogues(rule.by_type).items()))
+        return dataclasses.replace(chosen, name=AUTO, acts_as=chosen.name, by_type=by_type)
 
     def describe(self, model: str, pooling: str = "mean") -> str:
         """One line: which rule was used for ``model`` and why, with the policy's provenance."""
@@ -146,7 +164,8 @@ class Policy:
         kinds = {"embedding": f"embedding model ({family.why})", "cls": "first-token ([CLS]) pooling"}
         kind = kinds.get(kind_of(model, pooling), "base language model")
         trained = f"trained on {len(self.models)} models of {len(self.families)} families"
-        return f"{AUTO} (v{self.version}, {trained}): {model}: {kind}: {rule.reason} -> {rule.label}"
+        line = f"{AUTO} (v{self.version}, {trained}): {model}: {kind}: {rule.reason} -> {rule.label}"
+        return line + _analogues_note(rule)
 
     def to_json(self) -> dict:
         return {
@@ -159,6 +178,14 @@ class Policy:
             "trained_on": {"models": list(self.models), "families": list(self.families)},
             "record": self.record,
         }
+
+
+def _analogues_note(rule: Rule) -> str:
+    """``; Retrieval as Reranking (…)``: the unstudied types the rule covers by analogy, or nothing."""
+    taken = [f"{t} as {src}" for t, src in TYPE_ANALOGUES.items() if t not in rule.by_type]
+    if not taken:
+        return ""
+    return f"; {', '.join(taken)} (not studied: the same mteb evaluator and score)"
 
 
 def from_json(data: dict) -> Policy:

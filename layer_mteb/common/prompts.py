@@ -1,0 +1,151 @@
+"""The prompts a model is scored with: the ones a sentence-transformers model declares (``prompts`` and
+``default_prompt_name`` in its ``config_sentence_transformers.json``), or a user's mapping (``--prompts FILE``), or
+none (``--prompts none``), applied per task and prompt type by mteb's own rules.
+
+mteb's ``SentenceTransformerEncoderWrapper`` picks a prompt with ``get_prompt_name`` (task name + query/document,
+task name, task type + query/document, task type, query/document) over the prompts that pass mteb's key check;
+where none matches, sentence-transformers falls back to its ``default_prompt_name``. A user's mapping replaces the
+model's own, as mteb's ``model_prompts`` does. The prompt is put before the text as sentence-transformers does
+(``prompt + text``), so a prompted text is another text: the vector cache never mixes the two.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.files import text_hash
+
+ST_CONFIG = "config_sentence_transformers.json"
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """Prompt name -> prompt text, the name used where no rule matches (``default_name``), and where they came
+    from (``source``: ``model`` or the user's file)."""
+
+    prompts: tuple[tuple[str, str], ...]
+    default_name: str | None = None
+    source: str = "model"
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        return dict(self.prompts)
+
+    @cached_property
+    def _checked(self) -> dict[str, str]:
+        """The prompts mteb's wrapper looks names up in: those whose keys pass mteb's check (others are ignored)."""
+        from mteb.models.abs_encoder import AbsEncoder
+
+        with warnings.catch_warnings():  # mteb also logs each ignored key, once
+            warnings.simplefilter("ignore")
+            valid, _ = AbsEncoder.validate_task_to_prompt_name(self.mapping, raise_for_invalid_keys=False)
+        return dict(valid or {})
+
+    def text_for(self, task_metadata: Any, prompt_type: Any) -> str:
+        """The prompt put before each text of ``task_metadata`` encoded as ``prompt_type`` (query, document or
+        None), by mteb's ``get_prompt_name``; sentence-transformers' default prompt where none matches; else ""."""
+        from mteb.models.abs_encoder import get_prompt_name
+
+        name = get_prompt_name(self._checked, task_metadata, prompt_type)
+        if name is not None:
+            return self._checked[name]
+        return self.mapping.get(self.default_name, "") if self.default_name is not None else ""
+
+    def digest(self) -> str:
+        """Short hash of what changes the texts: part of the vector store's key and of mteb's experiment."""
+        return text_hash(sorted(self.prompts), self.default_name)
+
+    def record(self) -> dict[str, object]:
+        """The prompts as ``run.json`` states them."""
+        return {"source": self.source, "prompts": self.mapping, "default_prompt_name": self.default_name}
+
+
+def model_prompts(folder: str | Path | None) -> Prompts | None:
+    """The prompts a sentence-transformers model folder declares, or None (no such file, or no prompts)."""
+    if folder is None or not (Path(folder) / ST_CONFIG).is_file():
+        return None
+    path = Path(folder) / ST_CONFIG
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read the prompts of {path}: {first_line(err)}") from None
+    prompts = {k: v for k, v in (config.get("prompts") or {}).items() if isinstance(v, str) and v}
+    default = config.get("default_prompt_name")
+    if not prompts:
+        return None
+    return Prompts(tuple(sorted(prompts.items())), default if isinstance(default, str) else None)
+
+
+def read_prompts_file(path: str | Path) -> dict[str, str]:
+    """``--prompts FILE``: a JSON or YAML mapping of prompt name (``query``, ``document``, a task name or type, or
+    ``TASK-query``...) to prompt text; every mistake is one line."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read --prompts {str(path)!r}: {first_line(err)}") from None
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise UserError(f"--prompts {str(path)!r} must map prompt names to prompt texts (strings)")
+    return raw
+
+
+def registry_prompts(name: str | None) -> dict[str, str] | None:
+    """The prompts mteb's model registry gives the model called ``name`` through its sentence-transformers wrapper
+    (``ModelMeta.loader_kwargs["model_prompts"]``: E5's ``query: ``/``passage: ``, BGE's query instruction, ...), or
+    None. Other loaders (instruction templates, custom wrappers) apply prompts their own way: not read here."""
+    if not name:
+        return None
+    import mteb
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
+
+    try:
+        meta = mteb.get_model_meta(name)
+    except (KeyError, ValueError):
+        return None
+    loader = meta.loader
+    if not (isinstance(loader, type) and issubclass(loader, SentenceTransformerEncoderWrapper)):
+        return None
+    prompts = (meta.loader_kwargs or {}).get("model_prompts") or {}
+    return {str(k): str(v) for k, v in prompts.items() if v} or None
+
+
+def choose_prompts(asked: str | None, model_folder: str | Path | None, name: str | None = None) -> Prompts | None:
+    """The prompts a run applies: the model's own (``asked`` None: those mteb's registry gives the model ``name``,
+    which replace its folder's as mteb's wrapper does, else its folder's), none (``"none"``), or the mapping in the
+    file ``asked`` names, which replaces the model's own (its ``default_prompt_name`` stays, as in mteb)."""
+    if asked is not None and asked.strip().lower() == NONE:
+        return None
+    own = model_prompts(model_folder)
+    registered = registry_prompts(name) if asked is None else None
+    if registered is not None:
+        default = own.default_name if own is not None else None
+        return Prompts(tuple(sorted(registered.items())), default, "mteb registry")
+    if asked is None:
+        return own
+    mapping = {k: v for k, v in read_prompts_file(asked).items() if v}
+    if not mapping:
+        return None
+    return Prompts(tuple(sorted(mapping.items())), own.default_name if own is not None else None, str(asked))
+
+
+def model_folder(name_or_path: str, revision: str | None = None) -> Path | None:
+    """The folder holding a loaded model's ``config_sentence_transformers.json``: a local folder as it is, a hub
+    model's file from the local hub cache (never downloaded here), or None."""
+    if Path(name_or_path).is_dir():
+        return Path(name_or_path)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name_or_path, ST_CONFIG, revision=revision)
+    except (ValueError, OSError):  # not a repository id
+        return None
+    return Path(found).parent if isinstance(found, str) else None

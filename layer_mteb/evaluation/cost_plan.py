@@ -1,0 +1,120 @@
+"""What a run will encode and store, said before the first forward pass: per task, the texts to encode (counted in
+the data when it is already loaded, else read from mteb's descriptive statistics of the task's splits and subsets)
+and the size of their all-layer float32 vectors, and where those vectors will live (in memory within the run's
+limit, else one file per layer on disk). A benchmark on a large model needs disk the user should know of first."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from layer_mteb.tasks.state import TaskRandomState
+from layer_mteb.vectors.memory import format_size, store_bytes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskCost:
+    """One task's texts (``source``: ``data`` when counted, ``mteb statistics`` when read, ``unknown``), and the
+    bytes of their vectors over ``n_layers`` hidden states of ``hidden`` floats."""
+
+    task: str
+    texts: int | None
+    source: str
+    n_layers: int
+    hidden: int
+
+    @property
+    def bytes(self) -> int:
+        return store_bytes(self.texts or 0, self.n_layers, self.hidden)
+
+
+def expected_texts(task) -> tuple[int | None, str]:
+    """(texts to encode, where the number comes from) for an mteb task before anything is encoded: the unique texts
+    of its data when loaded (local copies are), else mteb's descriptive statistics of its evaluation splits (and,
+    for classification, its training split: an upper bound, mteb undersamples it) over the subsets it runs."""
+    if getattr(task, "data_loaded", False):
+        from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
+
+        state = TaskRandomState.of(task)  # reading the training sample must leave no trace on the task
+        try:
+            known = texts_mteb_encodes(task)
+        finally:
+            state.restore(task)
+        if known is not None:
+            return len(known), "data"
+    try:
+        stats = task.metadata.descriptive_stats or {}
+    except (OSError, ValueError):  # mteb reads them from a file of its package; a task may have none
+        return None, "unknown"
+    splits = list(task.eval_splits)
+    if task.metadata.type == "Classification" and getattr(task, "train_split", None):
+        splits.append(task.train_split)
+    total, found = 0, False
+    for split in dict.fromkeys(splits):
+        for part in _subset_stats(stats.get(split), task):
+            total += _texts_of(part)
+            found = True
+    return (total, "mteb statistics") if found and total else (None, "unknown")
+
+
+def _subset_stats(split_stats: dict | None, task) -> list[dict]:
+    """The statistics of each subset the task runs (the whole split's for a task of one subset)."""
+    if not isinstance(split_stats, dict):
+        return []
+    per_subset = split_stats.get("hf_subset_descriptive_stats")
+    if task.metadata.is_multilingual and isinstance(per_subset, dict):
+        return [per_subset[s] for s in task.hf_subsets if isinstance(per_subset.get(s), dict)]
+    return [split_stats]
+
+
+def _texts_of(stats: dict) -> int:
+    """Texts of one split and subset: documents and queries of a retrieval task, else the unique texts of each text
+    column mteb describes, else its number of samples."""
+    if "num_documents" in stats:
+        return int(stats.get("num_documents") or 0) + int(stats.get("num_queries") or 0)
+    unique = [
+        int(value["unique_texts"])
+        for key, value in stats.items()
+        if key.endswith("statistics") and isinstance(value, dict) and value.get("unique_texts")
+    ]
+    return sum(unique) if unique else int(stats.get("num_samples") or 0)
+
+
+def state_plan(
+    tasks: Sequence[object], n_layers: int, hidden: int, memory_limit: int, device: str, store: str | None
+) -> list[TaskCost]:
+    """Log, per task, the texts to encode and the size and place of their all-layer vectors, and the total; return
+    the costs. ``n_layers`` counts the hidden states kept (the embeddings too), ``store`` is where per-layer files go
+    (the vector cache; None: a temporary folder)."""
+    costs = [TaskCost(task.metadata.name, *expected_texts(task), n_layers, hidden) for task in tasks]
+    where_files = f"per-layer files under {store}" if store else "per-layer files in a temporary folder"
+    for cost in costs:
+        if cost.texts is None:
+            logger.info("plan: %s: texts not known ahead (mteb has no statistics for it)", cost.task)
+            continue
+        where = f"{device} memory" if cost.bytes <= memory_limit else where_files
+        logger.info(
+            "plan: %s: %d texts (%s) x %d layers x %d dims = %s of float32 vectors, in %s",
+            cost.task,
+            cost.texts,
+            cost.source,
+            n_layers,
+            hidden,
+            format_size(cost.bytes),
+            where,
+        )
+    known = [cost for cost in costs if cost.texts is not None]
+    if len(costs) > 1 and known:
+        largest = max(known, key=lambda cost: cost.bytes)
+        logger.info(
+            "plan: %d tasks, %d texts in all; the largest task (%s) needs %s at once (memory limit %s)",
+            len(costs),
+            sum(cost.texts or 0 for cost in known),
+            largest.task,
+            format_size(largest.bytes),
+            format_size(memory_limit),
+        )
+    return costs

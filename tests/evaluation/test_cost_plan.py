@@ -1,0 +1,39 @@
+"""A run says up front, per task, the texts it will encode and where their all-layer vectors will live: counted in
+loaded data, else read from mteb's descriptive statistics of the splits and subsets the run scores."""
+
+from __future__ import annotations
+
+import logging
+
+import mteb
+from mteb.mocks.mock_tasks.sts import MockSTSTask
+
+from layer_mteb.evaluation.cost_plan import expected_texts, state_plan
+from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
+from layer_mteb.tasks.catalog import load_task, select_tasks
+
+
+def test_texts_come_from_the_data_or_from_mtebs_statistics_of_the_subsets_run():
+    loaded = MockSTSTask()
+    loaded.load_data()
+    assert expected_texts(loaded) == (len(texts_mteb_encodes(loaded)), "data")
+    arguana = mteb.get_task("ArguAna")  # 8674 documents and 1406 queries in mteb's statistics
+    assert expected_texts(arguana) == (8674 + 1406, "mteb statistics")
+    _, specs = select_tasks("MTEB(eng, v2)")
+    sts22 = load_task(next(spec for spec in specs if spec.name == "STS22.v2"))
+    assert expected_texts(sts22) == (197 + 195, "mteb statistics")  # the en subset's unique texts, not all 18
+
+
+def test_the_plan_names_each_tasks_size_and_place(caplog):
+    arguana, sts = mteb.get_task("ArguAna"), MockSTSTask()
+    sts.load_data()
+    with caplog.at_level(logging.INFO, logger="layer_mteb"):
+        costs = state_plan([arguana, sts], 33, 4096, 10**9, "cuda", "/cache/vectors")
+    assert costs[0].bytes == 10080 * 33 * 4096 * 4
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == (
+        "plan: ArguAna: 10080 texts (mteb statistics) x 33 layers x 4096 dims = 5.5GB of float32 vectors, "
+        "in per-layer files under /cache/vectors"
+    )
+    assert lines[1].startswith("plan: MockSTSTask: ") and lines[1].endswith("in cuda memory")
+    assert lines[2].startswith("plan: 2 tasks, ")
