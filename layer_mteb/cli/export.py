@@ -58,7 +58,8 @@ def add_options(export: argparse.ArgumentParser) -> None:
         "--agreement-with",
         default=None,
         help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
-        "(packaged name or folder; default: mpnet-base when installed, else minilm-l6)",
+        "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
+        "from the hub when it is reachable)",
     )
     add_no_reference(export)
     export.add_argument("--output", required=True, help="the folder to write (new or empty)")

@@ -66,9 +66,9 @@ def add_options(select: argparse.ArgumentParser) -> None:
     select.add_argument(
         "--agreement-with",
         default=None,
-        help="with --by agreement: the trusted sentence encoder (packaged name or folder; default: mpnet-base when "
-        "installed, else minilm-l6, never the model itself), or a lexical reference fitted on the sampled texts "
-        "alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
+        help="with --by agreement: the trusted sentence encoder (packaged name, folder or hub id; default: mpnet-base "
+        "when installed, else minilm-l6, else all-mpnet-base-v2 from the hub, never the model itself), or a lexical "
+        "reference fitted on the sampled texts alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
     )
     add_renamed(select, "--reference", "--agreement-with")
     add_no_reference(select)

@@ -181,6 +181,32 @@ def test_a_reference_must_load_and_differ_from_the_model(tmp_path):
         agreement_curves(tmp_path, [])
 
 
+@pytest.mark.parametrize("offline", [True, False])
+def test_with_no_reference_installed_the_hub_serves_one_when_it_is_reachable(monkeypatch, offline):
+    """A machine with neither packaged reference installed (faked: the package lookup says so) takes
+    all-mpnet-base-v2 from the hub when the hub is reachable, and says in one line what to install when it is not;
+    a hub id given offline is refused before anything loads."""
+    from huggingface_hub import constants
+
+    from layer_mteb.metrics.agreement import reference
+
+    def not_installed(name):
+        raise UserError(f"{name} is not installed")
+
+    monkeypatch.setattr(reference, "packaged_distributions", not_installed)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    if offline:
+        with pytest.raises(UserError, match="no reference encoder is installed"):
+            default_reference("google/gemma-3-270m")
+        with pytest.raises(UserError, match="nor a hub id with the hub reachable"):
+            load_reference("sentence-transformers/all-mpnet-base-v2")
+    else:
+        assert default_reference("google/gemma-3-270m") == "sentence-transformers/all-mpnet-base-v2"
+        assert reference.reference_name("sentence-transformers/all-mpnet-base-v2") == (
+            "sentence-transformers/all-mpnet-base-v2"
+        )
+
+
 def _installed(name: str) -> bool:
     from layer_mteb.model.names import packaged_distributions
 

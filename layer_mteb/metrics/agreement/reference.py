@@ -33,7 +33,8 @@ REFERENCES = ("mpnet-base", "minilm-l6")
 
 def default_reference(model: str) -> str:
     """The first installed one of :data:`REFERENCES` that is not ``model`` (a packaged name or its hub id):
-    all-mpnet-base-v2 when installed, else all-MiniLM-L6-v2; one line when neither can serve."""
+    all-mpnet-base-v2 when installed, else all-MiniLM-L6-v2, else the first one's hub id when the hub is reachable;
+    one line when none can serve."""
     candidates = [r for r in REFERENCES if not is_same_model(r, model)]
     for name in candidates:
         try:
@@ -41,6 +42,8 @@ def default_reference(model: str) -> str:
         except UserError:
             continue
         return name
+    if candidates and not _hub_offline():  # not installed, but the hub is there to download it from
+        return PACKAGED_MODELS[candidates[0]].hub_id
     raise UserError(f"no reference encoder is installed for agreement (one of {', '.join(candidates)}): make models")
 
 
@@ -80,15 +83,27 @@ def check_reference(name: str) -> str:
     else the one line :func:`load_reference` would give."""
     if name in PACKAGED_MODELS:
         packaged_distributions(name)  # one line naming the install where it is not installed
-    elif not Path(name).expanduser().is_dir():
+    elif not Path(name).expanduser().is_dir() and not (_is_hub_id(name) and not _hub_offline()):
         raise UserError(
-            f"--agreement-with {name!r} is neither a packaged model ({', '.join(REFERENCES)}) nor a model folder"
+            f"--agreement-with {name!r} is neither a packaged model ({', '.join(REFERENCES)}), a model folder, nor a "
+            "hub id with the hub reachable"
         )
     return name
 
 
+def _is_hub_id(name: str) -> bool:
+    return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not Path(name).exists()
+
+
+def _hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
 def load_reference(name: str, device: str = "cpu") -> Reference:
-    """Load a reference by packaged name or folder path; one :class:`UserError` line when it cannot be."""
+    """Load a reference by packaged name, folder path or hub id (the hub reachable); one :class:`UserError` line
+    when it cannot be."""
     from safetensors import SafetensorError
     from sentence_transformers import SentenceTransformer
 
@@ -96,8 +111,17 @@ def load_reference(name: str, device: str = "cpu") -> Reference:
         dist = packaged_distributions(name)[0]
         folder = packaged_folder(name)
         revision = f"{dist.metadata['Name']}-{metadata.version(dist.name)}"
+    elif _is_hub_id(check_reference(name)):  # reachable, as check_reference found: downloaded once, then cached
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError
+
+        try:
+            folder = Path(snapshot_download(name))
+        except (OSError, HfHubHTTPError) as err:
+            raise UserError(f"cannot download reference {name!r} from the hub: {first_line(err)}") from None
+        revision = folder.name  # the snapshot's commit
     else:
-        folder = Path(check_reference(name)).expanduser()
+        folder = Path(name).expanduser()
         revision = content_hash(folder)
     try:
         encoder = SentenceTransformer(str(folder), device=device, local_files_only=True)
@@ -113,6 +137,8 @@ def reference_name(reference: str) -> str:
         return PACKAGED_MODELS[reference].hub_id
     if is_lexical(reference):
         return parse_lexical(reference).name
+    if _is_hub_id(reference):
+        return reference
     return f"local/{Path(reference).expanduser().resolve().name}"
 
 
