@@ -97,10 +97,15 @@ def write_report(
             board.to_csv(tmp / "selectors.csv", index=False)
             (tmp / "selectors.md").write_text(leaderboard_markdown(board))
         names = sorted(p.name for p in tmp.iterdir())
+    _usual_mode(output)
+    return [output / name for name in names]
+
+
+def _usual_mode(folder: Path) -> None:
+    """The mode a plain new folder gets under the umask: the temporary folder it was built in was private."""
     umask = os.umask(0)
     os.umask(umask)
-    output.chmod(0o777 & ~umask)  # the temporary folder was private
-    return [output / name for name in names]
+    folder.chmod(0o777 & ~umask)
 
 
 def benchmark_notes(folders: Iterable[Path]) -> list[str]:
