@@ -141,7 +141,7 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on two real tasks shipped in the
 	$(BIN)/layer-mteb run --model minilm-l6 --tasks demo --output runs/demo
 
 # the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
-# CI and `make test`: every test, the slow ones included (about 5 minutes on an idle 2-core machine, 13 busy: README); the venv's bin/
+# CI and `make test`: every test, the slow ones included (minutes: README's Development says how many); the venv's bin/
 # on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
 test: setup
 	$(BIN)/ruff check layer_mteb tests benchmarks scripts
