@@ -63,12 +63,12 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
-        planned: set[int] = set()
+        planned_for = None
         for model_ref, model_revision, (task, data, fingerprint) in units:
             loaded, layer_ids = in_memory.get(model_ref, model_revision)
-            if id(loaded) not in planned:  # said once per model, before its first forward pass
-                planned.add(id(loaded))
-                tasks = [t for m, r, (t, _, _) in units if (m, r) == (model_ref, model_revision)]
+            if planned_for != (model_ref, model_revision):  # said once per model (units come model by model)
+                planned_for = (model_ref, model_revision)
+                tasks = [t for m, r, (t, _, _) in units if (m, r) == planned_for]
                 _state_plan(loaded, tasks, config, request.vector_cache)
             # every choice the request leaves open is made here, once, and only read from now on
             settings = resolve_settings(
