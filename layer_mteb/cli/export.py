@@ -207,11 +207,7 @@ def _plan(settings: Settings) -> _Plan:
 def run_prompts(entries: list[dict]) -> Prompts | None:
     """The prompts a run's ``run.json`` says its tasks were scored with (None: none)."""
     recorded = next((entry["prompts"] for entry in entries if isinstance(entry.get("prompts"), dict)), None)
-    if recorded is None:
-        return None
-    mapping = {str(k): str(v) for k, v in (recorded.get("prompts") or {}).items()}
-    default = recorded.get("default_prompt_name")
-    return Prompts(tuple(sorted(mapping.items())), default, str(recorded.get("source", "model")))
+    return None if recorded is None else Prompts.from_record(recorded)
 
 
 def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:

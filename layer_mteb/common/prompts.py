@@ -66,6 +66,13 @@ class Prompts:
         """The prompts as ``run.json`` states them."""
         return {"source": self.source, "prompts": self.mapping, "default_prompt_name": self.default_name}
 
+    @classmethod
+    def from_record(cls, record: dict) -> Prompts:
+        """The prompts a :meth:`record` (``run.json``'s) states."""
+        mapping = {str(k): str(v) for k, v in (record.get("prompts") or {}).items()}
+        source = str(record.get("source", "model"))
+        return cls(tuple(sorted(mapping.items())), record.get("default_prompt_name"), source)
+
 
 def model_prompts(folder: str | Path | None) -> Prompts | None:
     """The prompts a sentence-transformers model folder declares, or None (no such file, or no prompts)."""
