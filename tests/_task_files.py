@@ -31,3 +31,27 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
+
+
+def write_search_tasks(
+    folder: Path,
+    names: tuple[str, str],
+    corpus: list[dict],
+    queries: list[list[object]],
+    qrels: list[list[object]],
+    candidates: list[list[object]],
+) -> str:
+    """A task file of one Retrieval task (``names[0]``: ``qrels``, query-id/corpus-id pairs, all relevant) and one
+    Reranking task (``names[1]``: ``candidates``, query-id/corpus-id/score rows) over one corpus and query set."""
+    write_jsonl(folder / "corpus.jsonl", corpus)
+    write_csv(folder / "queries.csv", ["id", "text"], queries)
+    write_csv(folder / "qrels.csv", ["query-id", "corpus-id"], qrels)
+    write_csv(folder / "candidates.csv", ["query-id", "corpus-id", "score"], candidates)
+    path = folder / "search.yaml"
+    files = "corpus: corpus.jsonl, queries: queries.csv"
+    path.write_text(
+        "custom:\n"
+        f"  - {{name: {names[0]}, type: Retrieval, files: {{{files}, qrels: qrels.csv}}}}\n"
+        f"  - {{name: {names[1]}, type: Reranking, files: {{{files}, qrels: candidates.csv}}}}\n"
+    )
+    return str(path)

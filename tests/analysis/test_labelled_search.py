@@ -10,7 +10,7 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
-from _task_files import write_csv, write_jsonl
+from _task_files import write_search_tasks
 from conftest import save_tiny_model
 
 from layer_mteb.analysis.labels.budget import iter_task_layers, labelled_tasks, select_with_labels
@@ -24,20 +24,15 @@ def _search_tasks(folder, data_dir) -> str:
     second (relevant when the pair scores 4 or more); the corpus is every second sentence of the first 60 pairs."""
     lines = (data_dir / "STSBenchmark" / "test.jsonl").read_text().splitlines()[:60]
     pairs = [json.loads(line) for line in lines]
-    write_jsonl(folder / "corpus.jsonl", [{"id": f"d{i}", "text": p["sentence2"]} for i, p in enumerate(pairs)])
     asked = [(i, p) for i, p in enumerate(pairs) if p["score"] >= 4][:10]
-    write_csv(folder / "queries.csv", ["id", "text"], [[f"q{i}", p["sentence1"]] for i, p in asked])
-    write_csv(folder / "qrels.csv", ["query-id", "corpus-id"], [[f"q{i}", f"d{i}"] for i, _ in asked])
-    candidates = [[f"q{i}", f"d{j}", int(i == j)] for i, _ in asked for j in (i, (i + 1) % 60, (i + 7) % 60)]
-    write_csv(folder / "candidates.csv", ["query-id", "corpus-id", "score"], candidates)
-    path = folder / "search.yaml"
-    path.write_text(
-        """custom:
-  - {name: PairSearch, type: Retrieval, files: {corpus: corpus.jsonl, queries: queries.csv, qrels: qrels.csv}}
-  - {name: PairRerank, type: Reranking, files: {corpus: corpus.jsonl, queries: queries.csv, qrels: candidates.csv}}
-"""
+    return write_search_tasks(
+        folder,
+        ("PairSearch", "PairRerank"),
+        corpus=[{"id": f"d{i}", "text": p["sentence2"]} for i, p in enumerate(pairs)],
+        queries=[[f"q{i}", p["sentence1"]] for i, p in asked],
+        qrels=[[f"q{i}", f"d{i}"] for i, _ in asked],
+        candidates=[[f"q{i}", f"d{j}", int(i == j)] for i, _ in asked for j in (i, (i + 1) % 60, (i + 7) % 60)],
     )
-    return str(path)
 
 
 @pytest.fixture(scope="module")

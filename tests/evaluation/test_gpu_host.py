@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from _task_files import SENTENCES, write_csv, write_jsonl
+from _task_files import SENTENCES, write_csv, write_search_tasks
 from conftest import save_tiny_model, tiny_model
 
 from layer_mteb.common.config import EncodeConfig
@@ -55,19 +55,14 @@ def forked_children_see_a_gpu():
 
 def _search_tasks(folder) -> str:
     """A task file with a tiny Retrieval task and a tiny Reranking task (mteb scores both through similarity)."""
-    write_jsonl(folder / "corpus.jsonl", [{"id": f"d{i}", "text": t} for i, t in enumerate(SENTENCES)])
-    write_csv(folder / "queries.csv", ["id", "text"], [["q1", "a cat by the window"], ["q2", "markets fell"]])
-    write_csv(folder / "qrels.csv", ["query-id", "corpus-id"], [["q1", "d0"], ["q1", "d1"], ["q2", "d2"]])
-    candidates = [["q1", "d0", 1], ["q1", "d2", 0], ["q1", "d4", 0], ["q2", "d3", 1], ["q2", "d6", 0]]
-    write_csv(folder / "candidates.csv", ["query-id", "corpus-id", "score"], candidates)
-    path = folder / "search.yaml"
-    path.write_text(
-        """custom:
-  - {name: GpuSearch, type: Retrieval, files: {corpus: corpus.jsonl, queries: queries.csv, qrels: qrels.csv}}
-  - {name: GpuRerank, type: Reranking, files: {corpus: corpus.jsonl, queries: queries.csv, qrels: candidates.csv}}
-"""
+    return write_search_tasks(
+        folder,
+        ("GpuSearch", "GpuRerank"),
+        corpus=[{"id": f"d{i}", "text": t} for i, t in enumerate(SENTENCES)],
+        queries=[["q1", "a cat by the window"], ["q2", "markets fell"]],
+        qrels=[["q1", "d0"], ["q1", "d1"], ["q2", "d2"]],
+        candidates=[["q1", "d0", 1], ["q1", "d2", 0], ["q1", "d4", 0], ["q2", "d3", 1], ["q2", "d6", 0]],
     )
-    return str(path)
 
 
 def _sts_task(folder) -> str:
