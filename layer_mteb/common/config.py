@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.pooling import POOLINGS, Pooling
 
 if TYPE_CHECKING:
     import torch
 
 Readout = Literal["final_norm", "raw"]
-Pooling = Literal["mean", "last", "first"]
 DType = Literal["float32", "bfloat16", "float16"]
 Attention = Literal["bidirectional", "causal"]
 
@@ -26,7 +26,6 @@ GPU_STATE_BYTES = 4 * 2**30
 GPU_BATCH_TOKENS = 65536
 
 READOUTS: tuple[str, ...] = get_args(Readout)
-POOLINGS: tuple[str, ...] = get_args(Pooling)
 DTYPES: tuple[str, ...] = get_args(DType)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
 

@@ -15,8 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from layer_mteb.common.config import EncodeConfig, Pooling, Readout
+from layer_mteb.common.config import EncodeConfig, Readout
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.pooling import pool
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.timing import PhaseTimes
 from layer_mteb.model.architectures import LoadedModel, first_blocks
@@ -262,30 +263,3 @@ def readout_norm(model: LoadedModel) -> ReadoutNorm | None:
     """The model's final norm for the readout (None for models without one, BERT)."""
     norm = model.final_norm
     return None if norm is None else ReadoutNorm(norm)
-
-
-def pool(
-    hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling, *, normalize: bool = False
-) -> torch.Tensor:
-    """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right).
-
-    Only what is pooled is converted to float32: the one token kept by ``first`` / ``last`` pooling, every token
-    for ``mean`` (summed in float32). ``normalize`` divides each pooled vector by its L2 norm (sentence-transformers'
-    ``Normalize`` module).
-    """
-    pooled = _pool(hidden, attention_mask, pooling)
-    return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
-
-
-def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: Pooling) -> torch.Tensor:
-    if attention_mask.device != hidden.device:  # with a device map, layers may live on different devices
-        attention_mask = attention_mask.to(hidden.device)
-    if pooling == "first":
-        return hidden[:, 0].float()
-    if pooling == "last":
-        last = attention_mask.sum(dim=1) - 1
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last].float()
-    hidden = hidden.float()
-    mask = attention_mask.to(hidden.dtype)
-    # a batched matrix product sums over tokens without materialising hidden * mask, another [B, T, D] tensor
-    return torch.bmm(mask.unsqueeze(1), hidden).squeeze(1) / mask.sum(dim=1, keepdim=True)

@@ -22,18 +22,16 @@ from pathlib import Path
 
 from torch import nn
 
-from layer_mteb.common.config import EncodeConfig, Pooling
+from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, topmost_missing
+from layer_mteb.common.pooling import sentence_transformers_config
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import attention_of
 
 #: what the sweep feeds a model (``forward.encode_token_ids``: padded token ids and their attention mask)
 MODEL_INPUTS = ("input_ids", "attention_mask")
-#: the project's pooling -> sentence-transformers' ``Pooling`` mode (right padding: ``lasttoken`` finds the last
-#: real token from the attention mask, ``cls`` is position 0)
-ST_POOLING: dict[Pooling, str] = {"mean": "mean", "first": "cls", "last": "lasttoken"}
 
 
 @dataclass(frozen=True)
@@ -165,18 +163,7 @@ def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig, pro
     ]
     _write_json(folder / "modules.json", listed)
     _write_json(folder / "sentence_bert_config.json", {"max_seq_length": config.max_length, "do_lower_case": False})
-    mode = ST_POOLING[config.pooling]
-    pooling = {
-        "word_embedding_dimension": hidden_size,
-        "pooling_mode_cls_token": mode == "cls",
-        "pooling_mode_mean_tokens": mode == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-        "pooling_mode_weightedmean_tokens": False,
-        "pooling_mode_lasttoken": mode == "lasttoken",
-        "include_prompt": True,
-    }
-    _write_json(folder / "1_Pooling" / "config.json", pooling)
+    _write_json(folder / "1_Pooling" / "config.json", sentence_transformers_config(config.pooling, hidden_size))
     if config.normalize:
         (folder / "2_Normalize").mkdir()
     settings = {
