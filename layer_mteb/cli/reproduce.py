@@ -1,5 +1,5 @@
-"""``layer-mteb reproduce``: the paper's tables, figures and selector study from the authors' release beside this
-project's runs (written outside any run folder)."""
+"""``layer-mteb reproduce``: the paper's tables and figures from the authors' release beside this project's runs
+(written outside any run folder)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from layer_mteb.cli.options import check_runs
 from layer_mteb.common.errors import UserError
 
 NAME = "reproduce"
-HELP = "the paper's tables, figures and selector study from the authors' release beside our runs"
+HELP = "the paper's tables and figures from the authors' release beside our runs"
 INTERRUPTED = REWRITE
 
 
@@ -38,11 +38,6 @@ def add_options(paper: argparse.ArgumentParser) -> None:
     paper.add_argument(
         "--permutations", type=int, default=200, help="shuffles per correlation p-value (200: minutes on 2 cores)"
     )
-    paper.add_argument(
-        "--policy",
-        default=None,
-        help="also write the `select --by auto` policy trained on every study model here (default: not written)",
-    )
 
 
 @dataclass(frozen=True)
@@ -54,7 +49,6 @@ class Settings:
     runs: tuple[Path, ...]
     output: Path
     permutations: int
-    policy: Path | None
 
 
 def check(args: argparse.Namespace) -> Settings:
@@ -78,8 +72,7 @@ def check(args: argparse.Namespace) -> Settings:
             "release; pass --release with a clone of the authors' repository",
             file=sys.stderr,
         )
-    policy = Path(args.policy) if args.policy else None
-    return Settings(source, extracted, tuple(Path(r) for r in args.run), Path(args.output), args.permutations, policy)
+    return Settings(source, extracted, tuple(Path(r) for r in args.run), Path(args.output), args.permutations)
 
 
 def execute(settings: Settings) -> None:
@@ -90,6 +83,5 @@ def execute(settings: Settings) -> None:
         list(settings.runs),
         settings.output,
         settings.permutations,
-        settings.policy,
         extracted=settings.extracted,
     )
