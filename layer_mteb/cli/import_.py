@@ -18,7 +18,7 @@ INTERRUPTED = RESUME
 
 
 def add_options(imp: argparse.ArgumentParser) -> None:
-    from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS
+    from layer_mteb.analysis.runs.release import RELEASE_NORMALIZATIONS
     from layer_mteb.common.config import ATTENTIONS
 
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")

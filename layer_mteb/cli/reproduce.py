@@ -8,7 +8,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.cli.console import REWRITE
 from layer_mteb.cli.options import check_runs
 from layer_mteb.common.errors import UserError
@@ -23,7 +22,7 @@ def add_options(paper: argparse.ArgumentParser) -> None:
         "--release",
         default=None,
         help="a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
-        "(default: $LAYER_MTEB_REFERENCE/release, else ../shared/reference/release)",
+        "(default: $LAYER_MTEB_RELEASE/release, else ../shared/reference/release)",
     )
     paper.add_argument(
         "--reference",
@@ -54,7 +53,7 @@ class Settings:
 def check(args: argparse.Namespace) -> Settings:
     """``--release`` (a clone of the authors' repository) must hold their results; the deprecated ``--reference``
     (extracted tables) still works for one release, saying so."""
-    from layer_mteb.analysis.runs.release_layout import results_folder
+    from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder, results_folder
 
     extracted = args.reference is not None and args.release is None
     if extracted:
@@ -64,7 +63,7 @@ def check(args: argparse.Namespace) -> Settings:
                 f"no {RELEASE_SCORES_FILE} in {source}; pass --release with a clone of the authors' repository"
             )
     else:
-        source = Path(results_folder(args.release or reference_folder() / "release"))
+        source = Path(results_folder(args.release or release_folder() / "release"))
     check_runs(args.run, args.output)
     if extracted:
         print(

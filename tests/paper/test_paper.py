@@ -12,14 +12,14 @@ import pytest
 from _metric_fixtures import run_tables
 
 from layer_mteb.analysis.runs.importing import import_folder, release_scores, write_import
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.tables import table1
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = reference_folder()
+REFERENCE = release_folder()
 PYTHIA_14M = REFERENCE / "official_mteb_json" / "Pythia-14m"
 pytestmark = pytest.mark.skipif(not PYTHIA_14M.is_dir(), reason="the authors' release is not on this machine")
 

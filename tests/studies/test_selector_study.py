@@ -11,14 +11,14 @@ import pytest
 
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.paper.tables import TASK_SETS
 from studies import engine as study
 from studies.selector_study import FIRST_HEADING, with_study
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = reference_folder()
+REFERENCE = release_folder()
 needs_release = pytest.mark.skipif(
     not (REFERENCE / RELEASE_SCORES_FILE).is_file(), reason="the authors' release is not on this machine"
 )
