@@ -1,10 +1,9 @@
 """Representation metrics of every layer: matrix entropy (prompt / dataset), effective rank, curvature, and the
 augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
 
-:data:`DIRECTIONS` says, for every metric in ``metrics.csv``, whether a lower (``min``) or higher (``max``) value is
-taken to mean a better embedding layer; layer selection and its leaderboard use it.
-This module imports nothing heavy, so reading :data:`DIRECTIONS` does not import torch; the metric functions live
-in :mod:`.representation`.
+:data:`DIRECTIONS` names every metric of ``metrics.csv`` and says whether a lower (``min``) or higher (``max``) value
+is taken to mean a better embedding layer: the package's list of its metrics, read by whatever reads ``metrics.csv``
+(selection, its leaderboard, ``select --help``); computing them is :mod:`.representation`'s.
 """
 
 from __future__ import annotations
