@@ -62,7 +62,7 @@ Write = Callable[[str, pd.DataFrame], None]
 
 def release_tables(source: Path, *, extracted: bool = False) -> ReleaseTables:
     """The release's tables: read from a clone of the authors' repository, or (``extracted``, the deprecated
-    ``--reference`` folder) from the tables once extracted from it."""
+    ``--reference`` folder) from a folder of tables extracted from it."""
     return extracted_tables(source) if extracted else read_release(source)
 
 
