@@ -8,7 +8,7 @@ is taken to mean a better embedding layer: the package's list of its metrics, re
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 Direction = Literal["min", "max"]
 
@@ -37,3 +37,8 @@ DIRECTIONS: dict[str, Direction] = {
 #: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every
 #: text source that has raw metrics, else metrics of the scored readout itself.
 METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
+
+#: how imported (released) metric values are normalised (``paper``: as the paper's figures show them); the release
+#: stores each entropy under these names, beside the entropy normalisations :mod:`.representation` computes
+ReleaseNormalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
+RELEASE_NORMALIZATIONS: tuple[str, ...] = get_args(ReleaseNormalization)

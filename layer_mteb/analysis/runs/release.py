@@ -29,7 +29,6 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -37,11 +36,6 @@ import pandas as pd
 from layer_mteb.common.errors import UserError
 
 logger = logging.getLogger(__name__)
-
-#: how imported (released) metric values are normalised (``paper``: as the paper's figures show them); not the
-#: entropy normalisations of :mod:`layer_mteb.metrics.representation`
-ReleaseNormalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
-RELEASE_NORMALIZATIONS: tuple[str, ...] = get_args(ReleaseNormalization)
 
 #: The folder of the authors' release on this machine (its tables, and its clone in ``release/``); the variable of
 #: that name before it (README, docs/report.md) is still read, with a warning, for one release.
