@@ -17,7 +17,7 @@ import pandas as pd
 
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
-from layer_mteb.analysis.runs.release import results_folder
+from layer_mteb.analysis.runs.release_layout import results_folder
 from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.common.files import atomic_write
 from layer_mteb.paper.regenerate import every_model, release_tables

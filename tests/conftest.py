@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -53,7 +53,7 @@ class Settings:
 def check(args: argparse.Namespace) -> Settings:
     """``--release`` (a clone of the authors' repository) must hold their results; the deprecated ``--reference``
     (extracted tables) still works for one release, saying so."""
-    from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder, results_folder
+    from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder, results_folder
 
     extracted = args.reference is not None and args.release is None
     if extracted:

@@ -13,17 +13,14 @@ import pandas as pd
 import pytest
 
 from layer_mteb.analysis.runs.importing import import_metrics_table, wikitext_splits
-from layer_mteb.analysis.runs.release import (
+from layer_mteb.analysis.runs.release import RENAMED_DATASETS, read_pickle, read_release, task_folders
+from layer_mteb.analysis.runs.release_layout import (
     HOW_TO_GET,
     OLD_RELEASE_ENV,
     RELEASE_ENV,
-    RENAMED_DATASETS,
     model_folders,
-    read_pickle,
-    read_release,
     release_folder,
     results_folder,
-    task_folders,
 )
 from layer_mteb.common.errors import UserError
 

@@ -12,7 +12,7 @@ import pytest
 from _metric_fixtures import run_tables
 
 from layer_mteb.analysis.runs.importing import import_folder, release_scores, write_import
-from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.errors import UserError

@@ -9,7 +9,7 @@ import nbformat
 from _report_fixtures import write_reference, write_results
 from nbclient import NotebookClient
 
-from layer_mteb.analysis.runs.release import PYTHIA_SCORES_FILE
+from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "reproduce_table1_figure1.ipynb"

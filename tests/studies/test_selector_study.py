@@ -11,7 +11,7 @@ import pytest
 
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
-from layer_mteb.analysis.runs.release import RELEASE_SCORES_FILE, release_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
 from layer_mteb.analysis.selection import selectors
 from layer_mteb.paper.tables import TASK_SETS
 from studies import engine as study

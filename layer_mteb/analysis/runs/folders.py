@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.runs.importing import release_scores
-from layer_mteb.analysis.runs.release import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
+from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder
