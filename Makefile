@@ -68,14 +68,16 @@ results/%/correlation.csv:
 # The paper from the authors' release as they published it (a clone of their repository, OFSkean/information_flow;
 # ../shared/reference/release holds one, see ../shared/reference/SOURCE.md; elsewhere set RELEASE=<your clone>)
 # beside the four real-model runs above: Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12,
-# training progression), correlations, selector study (offline, about 75 s in all), and the policy `layer-mteb select --by
-# auto` ships (trained on every study model; rewritten only when it changes).
+# training progression) and correlations; then this project's selector study (studies/selector_study.py) into the
+# same folder, with the policy `layer-mteb select --by auto` ships (trained on every study model; rewritten only when
+# it changes). Offline, a few minutes in all.
 RELEASE ?= ../shared/reference/release
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
 reproduce: setup
-	$(BIN)/layer-mteb reproduce --release $(RELEASE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS)) \
-		--policy layer_mteb/analysis/selection/auto_selector.json
+	$(BIN)/layer-mteb reproduce --release $(RELEASE) --output results/paper $(addprefix --run results/,$(PAPER_RUNS))
+	$(BIN)/python -m studies.selector_study --release $(RELEASE) --output results/paper \
+		$(addprefix --run results/,$(PAPER_RUNS)) --policy layer_mteb/analysis/selection/auto_selector.json
 
 # The label-budget curve (docs/label_budget.md): mean regret of a layer picked from K labelled examples, for every
 # paper run folder that exists (override with LABEL_RUNS="results/a results/b"); models already in the files stay.
@@ -144,7 +146,7 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on two real tasks shipped in the
 # CI and `make test`: every test, the slow ones included (minutes: README's Development says how many); the venv's bin/
 # on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
 test: setup
-	$(BIN)/ruff check layer_mteb tests benchmarks scripts
+	$(BIN)/ruff check layer_mteb tests benchmarks scripts studies
 	$(BIN)/vulture
 	$(BIN)/lint-imports
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow" --durations=15
@@ -153,10 +155,10 @@ test-fast: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check layer_mteb tests
+	$(BIN)/ruff check layer_mteb tests benchmarks scripts studies
 	$(BIN)/vulture
 	$(BIN)/lint-imports
-	$(BIN)/ruff format --check layer_mteb tests
+	$(BIN)/ruff format --check layer_mteb tests studies
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache runs/demo

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", REPO.parent / "shared" / "data"))
 #: the authors' release ($LAYER_MTEB_REFERENCE, else ../shared/reference), as `layer-mteb reproduce` finds it
-SHARED_REFERENCE = reference_folder()
+SHARED_REFERENCE = release_folder()
 #: CI (``CI=true``, as CI services set it) runs every test on real data: there a missing data or reference folder is
 #: a failure, so a suite that scored nothing real cannot pass; elsewhere the tests that need one skip, saying why
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

@@ -18,8 +18,8 @@ INTERRUPTED = RESUME
 
 
 def add_options(imp: argparse.ArgumentParser) -> None:
-    from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS
     from layer_mteb.common.config import ATTENTIONS
+    from layer_mteb.metrics import RELEASE_NORMALIZATIONS
 
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
     imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")

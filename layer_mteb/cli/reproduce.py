@@ -1,5 +1,5 @@
-"""``layer-mteb reproduce``: the paper's tables, figures and selector study from the authors' release beside this
-project's runs (written outside any run folder)."""
+"""``layer-mteb reproduce``: the paper's tables and figures from the authors' release beside this project's runs
+(written outside any run folder)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
 from layer_mteb.cli.console import REWRITE
 from layer_mteb.cli.options import check_runs
 from layer_mteb.common.errors import UserError
 
 NAME = "reproduce"
-HELP = "the paper's tables, figures and selector study from the authors' release beside our runs"
+HELP = "the paper's tables and figures from the authors' release beside our runs"
 INTERRUPTED = REWRITE
 
 
@@ -23,7 +22,7 @@ def add_options(paper: argparse.ArgumentParser) -> None:
         "--release",
         default=None,
         help="a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
-        "(default: $LAYER_MTEB_REFERENCE/release, else ../shared/reference/release)",
+        "(default: $LAYER_MTEB_RELEASE/release, else ../shared/reference/release)",
     )
     paper.add_argument(
         "--reference",
@@ -38,11 +37,6 @@ def add_options(paper: argparse.ArgumentParser) -> None:
     paper.add_argument(
         "--permutations", type=int, default=200, help="shuffles per correlation p-value (200: minutes on 2 cores)"
     )
-    paper.add_argument(
-        "--policy",
-        default=None,
-        help="also write the `select --by auto` policy trained on every study model here (default: not written)",
-    )
 
 
 @dataclass(frozen=True)
@@ -54,13 +48,12 @@ class Settings:
     runs: tuple[Path, ...]
     output: Path
     permutations: int
-    policy: Path | None
 
 
 def check(args: argparse.Namespace) -> Settings:
     """``--release`` (a clone of the authors' repository) must hold their results; the deprecated ``--reference``
     (extracted tables) still works for one release, saying so."""
-    from layer_mteb.analysis.runs.release_layout import results_folder
+    from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder, results_folder
 
     extracted = args.reference is not None and args.release is None
     if extracted:
@@ -70,7 +63,7 @@ def check(args: argparse.Namespace) -> Settings:
                 f"no {RELEASE_SCORES_FILE} in {source}; pass --release with a clone of the authors' repository"
             )
     else:
-        source = Path(results_folder(args.release or reference_folder() / "release"))
+        source = Path(results_folder(args.release or release_folder() / "release"))
     check_runs(args.run, args.output)
     if extracted:
         print(
@@ -78,8 +71,7 @@ def check(args: argparse.Namespace) -> Settings:
             "release; pass --release with a clone of the authors' repository",
             file=sys.stderr,
         )
-    policy = Path(args.policy) if args.policy else None
-    return Settings(source, extracted, tuple(Path(r) for r in args.run), Path(args.output), args.permutations, policy)
+    return Settings(source, extracted, tuple(Path(r) for r in args.run), Path(args.output), args.permutations)
 
 
 def execute(settings: Settings) -> None:
@@ -90,6 +82,5 @@ def execute(settings: Settings) -> None:
         list(settings.runs),
         settings.output,
         settings.permutations,
-        settings.policy,
         extracted=settings.extracted,
     )

@@ -5,7 +5,7 @@ file is set aside and recomputed, never trusted or deleted).
 mteb's evaluators encode a task in several calls (STS: ``sentence1``, then ``sentence2``; classification: the
 training sample, then the evaluation split; retrieval: the corpus, then the queries). Filling the all-layer cache
 from each call sorts each call's texts on their own; filling it once from the union sorts them all together, so
-short texts of one column no longer ride in batches padded to the long texts of the other. The union is read here
+short texts of one column never ride in batches padded to the long texts of the other. The union is read here
 the way mteb's evaluators read it (same subsets, splits, columns, training sample, document text); task types
 whose evaluator encodes a random sample (v2 clustering) or that are not listed keep the lazy path (None).
 """

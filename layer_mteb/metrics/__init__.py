@@ -1,15 +1,14 @@
 """Representation metrics of every layer: matrix entropy (prompt / dataset), effective rank, curvature, and the
 augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
 
-:data:`DIRECTIONS` says, for every metric in ``metrics.csv``, whether a lower (``min``) or higher (``max``) value is
-taken to mean a better embedding layer; layer selection and its leaderboard use it.
-This module imports nothing heavy, so reading :data:`DIRECTIONS` does not import torch; the metric functions live
-in :mod:`.representation`.
+:data:`DIRECTIONS` names every metric of ``metrics.csv`` and says whether a lower (``min``) or higher (``max``) value
+is taken to mean a better embedding layer: the package's list of its metrics, read by whatever reads ``metrics.csv``
+(selection, its leaderboard, ``select --help``); computing them is :mod:`.representation`'s.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 Direction = Literal["min", "max"]
 
@@ -38,3 +37,8 @@ DIRECTIONS: dict[str, Direction] = {
 #: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every
 #: text source that has raw metrics, else metrics of the scored readout itself.
 METRIC_READOUTS = ("auto", "raw", "final_norm", "same")
+
+#: how imported (released) metric values are normalised (``paper``: as the paper's figures show them); the release
+#: stores each entropy under these names, beside the entropy normalisations :mod:`.representation` computes
+ReleaseNormalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
+RELEASE_NORMALIZATIONS: tuple[str, ...] = get_args(ReleaseNormalization)

@@ -1,6 +1,8 @@
 """Bimodality of per-prompt entropy (the paper's Figure 4): Hartigan's dip test, per layer, with the ``diptest``
-package the authors used. The dip is the largest distance between the sample's distribution function and the
-closest unimodal one (0 … 0.25); its p-value interpolates the tabulated null distribution of a uniform sample.
+package the authors used. A statistic of entropies already measured (``stress.csv``), not a measurement: the stress
+tests (:mod:`.stress_tests`) run the model, this reads their numbers. The dip is the largest distance between the
+sample's distribution function and the closest unimodal one (0 … 0.25); its p-value interpolates the tabulated null
+distribution of a uniform sample.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``layer-mteb reproduce``: the paper's results regenerated from the authors' release (a clone of their repository,
 read by :mod:`layer_mteb.analysis.runs.release`) beside this project's own runs, written to one folder
-(``results/paper``): Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12, training progression), the
-correlations and the selector study with its leave-one-model-out and leave-one-family-out choices (and, with
-``--policy``, the policy ``select --by auto`` ships).
+(``results/paper``): Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12, training progression) and
+the correlations. The selector study and the policy ``select --by auto`` ships are this project's own study
+(``studies/selector_study.py``), written into the same folder by ``make reproduce``.
 
 Offline and deterministic: the same inputs give the same bytes (figures without creation dates, seeded tests).
 """
@@ -20,10 +20,7 @@ from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores, wikitext_splits
 from layer_mteb.analysis.runs.release import ReleaseTables, extracted_tables, read_release
-from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.analysis.selection.correlation import correlate
-from layer_mteb.analysis.study import engine
-from layer_mteb.analysis.study import lofo as family_study
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.run_folder import METRICS_FILE, RunFolder
@@ -64,8 +61,8 @@ Write = Callable[[str, pd.DataFrame], None]
 
 
 def release_tables(source: Path, *, extracted: bool = False) -> ReleaseTables:
-    """The release's tables: read from a clone of the authors' repository, or (``extracted``, the former
-    ``--reference`` folder) from the tables once extracted from it."""
+    """The release's tables: read from a clone of the authors' repository, or (``extracted``, the deprecated
+    ``--reference`` folder) from a folder of tables extracted from it."""
     return extracted_tables(source) if extracted else read_release(source)
 
 
@@ -74,27 +71,22 @@ def reproduce(
     runs: list[Path],
     output: Path,
     permutations: int = PERMUTATIONS,
-    policy: Path | None = None,
     *,
     extracted: bool = False,
 ) -> list[Path]:
-    """Everything the README's "Reproducing the paper" section shows, written into ``output``, one line per step
-    on stdout (what it wrote, in seconds); with ``policy``, the ``select --by auto`` policy trained on every study
-    model is written there too (:func:`~layer_mteb.analysis.study.lofo.train_policy`). ``source``: a clone of the
-    authors' repository (or its ``experiments/results``); with ``extracted``, a folder of extracted tables."""
+    """The paper's tables and figures, written into ``output``, one line per step on stdout (what it wrote, in
+    seconds). ``source``: a clone of the authors' repository (or its ``experiments/results``); with ``extracted``, a
+    folder of extracted tables."""
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
     tables = release_tables(source, extracted=extracted)
     release = release_scores(tables.scores)
     every_metric = import_metrics_table(tables.metrics)
-    release_metrics = every_metric[every_metric["texts"].map(task_of_label).notna()]  # correlations, study, extrema
     release_wikitext = wikitext_with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)
     if release_wikitext.empty:
         logger.warning("the release's tables have no WikiText metrics: no WikiText figures (pass --release)")
-    ours = [scores_and_metrics(run) for run in runs]
-    our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
-    our_metrics = [metrics for _, metrics in ours if metrics is not None]
+    our_scores, all_scores, all_metrics = every_model(release, every_metric, runs)
     output.mkdir(parents=True, exist_ok=True)
     progress.step(f"read the authors' release and {len(runs)} runs")
 
@@ -108,24 +100,32 @@ def reproduce(
     figure_tasks = _figures(release, release_wikitext, our_scores, output, written)
     progress.step()
     drawn, sets = paper_figures.draw_wikitext(release_wikitext, output)
-    extrema = paper_figures.extrema(release_wikitext, release_metrics, sets)
+    extrema = paper_figures.extrema(release_wikitext, all_metrics, sets)
     written += [*drawn, paper_figures.write_extrema(extrema, output / "metric_extrema.csv")]
     progress.step()
-    all_metrics = pd.concat([release_metrics, *our_metrics], ignore_index=True)
-    all_scores = pd.concat([release, our_scores], ignore_index=True)
     write("correlation.csv", correlations(all_scores, all_metrics, permutations))
-    progress.step()
-    lomo, board, lofo, excluded = _selector_study(all_scores, all_metrics, write, policy, written)
     progress.step()
     written += prompt_length.reproduce(tables.prompt_length, runs, output)
     progress.step()
-    markdown = summary_markdown(versus, every, lomo, board, figure_tasks, permutations, lofo, excluded)
+    markdown = summary_markdown(versus, every, figure_tasks, permutations)
     markdown += "\n" + "\n\n".join(paper_figures.sources_markdown(sets, extrema, release_wikitext)) + "\n"
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
     progress.step()
     print(f"paper: {len(written)} files in {output}, {time.perf_counter() - started:.0f} s in all", flush=True)
     return written
+
+
+def every_model(
+    release: pd.DataFrame, release_metrics: pd.DataFrame, runs: list[Path]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The runs' scores, then every model's scores and own-text metrics: the release's beside the runs' (what the
+    correlations and the selector study read)."""
+    ours = [scores_and_metrics(run) for run in runs]
+    our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
+    own = release_metrics[release_metrics["texts"].map(task_of_label).notna()]
+    metrics = pd.concat([own, *(metrics for _, metrics in ours if metrics is not None)], ignore_index=True)
+    return our_scores, pd.concat([release, our_scores], ignore_index=True), metrics
 
 
 def wikitext_with_split(rows: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -165,34 +165,6 @@ def _figures(
     checkpoints = release[release["model"].str.startswith(CHECKPOINT) | (release["model"] == "Pythia/410m")]
     written += paper_figures.progression(checkpoints, release_wikitext, output / "progression")
     return figure_tasks
-
-
-def _selector_study(
-    scores: pd.DataFrame, metrics: pd.DataFrame, write: Write, policy: Path | None, written: list[Path]
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The selector study: every selector per model, leave one model out, leave one family out (with the rule per
-    kind fixed, to show what the depth per task type adds), and with ``policy`` the policy trained on every model.
-    Returns LOMO, the leaderboard, LOFO and the exclusions."""
-    models = engine.study_models(scores[~scores["model"].str.contains("@")], metrics)
-    write("selectors.csv", engine.model_leaderboard(models))
-    board = engine.across_models(models)
-    write("selector_leaderboard.csv", board)
-    lomo = engine.leave_one_model_out(models)
-    write("lomo.csv", lomo)
-    population, excluded = engine.score_models(scores, metrics)
-    lofo = family_study.leave_one_family_out(population)
-    write("lofo.csv", lofo)
-    fixed = family_study.leave_one_family_out(population, variant="fixed")  # what the per-type depths add
-    means = [
-        family_study.lofo_means(lofo).assign(policy="chosen"),
-        family_study.lofo_means(fixed).assign(policy="fixed"),
-    ]
-    write("lofo_means.csv", pd.concat(means, ignore_index=True))
-    write("lofo_excluded.csv", excluded)
-    write("lofo_candidates.csv", family_study.candidate_table(population))
-    if policy is not None:
-        written.append(write_policy(family_study.train_policy(population, lofo), policy))
-    return lomo, board, lofo, excluded
 
 
 class Progress:

@@ -1,9 +1,11 @@
-"""Which names are mteb tasks, decided without importing mteb where possible (importing it takes seconds).
+"""Which names are mteb tasks and benchmarks: mteb's own registry, for the installed mteb version. Not the project's
+task catalog (:mod:`.catalog`: which of those tasks it runs, in which suites, with which subsets and data).
 
-mteb stays the source of truth: ``mteb_tasks.txt`` is the list of every name the installed mteb's ``get_task``
-accepts, written by ``scripts/mteb_task_names.py`` and headed by the mteb version it was read from. With that
-version installed the list *is* mteb's registry, so a mistyped task fails in milliseconds; with any other version
-mteb itself is asked. Every unknown name of a selection is reported at once, each with its close matches.
+mteb stays the source of truth; importing it takes seconds, so the names are shipped: ``mteb_tasks.txt`` is the list
+of every name the installed mteb's ``get_task`` accepts, written by ``scripts/mteb_task_names.py`` and headed by the
+mteb version it was read from. With that version installed the list *is* mteb's registry, so a mistyped task fails in
+milliseconds; with any other version mteb itself is asked. Every unknown name of a selection is reported at once, each
+with its close matches.
 """
 
 from __future__ import annotations

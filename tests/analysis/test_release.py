@@ -14,10 +14,17 @@ import pytest
 
 from layer_mteb.analysis.runs.importing import import_metrics_table, wikitext_splits
 from layer_mteb.analysis.runs.release import RENAMED_DATASETS, read_pickle, read_release, task_folders
-from layer_mteb.analysis.runs.release_layout import HOW_TO_GET, model_folders, reference_folder, results_folder
+from layer_mteb.analysis.runs.release_layout import (
+    HOW_TO_GET,
+    OLD_RELEASE_ENV,
+    RELEASE_ENV,
+    model_folders,
+    release_folder,
+    results_folder,
+)
 from layer_mteb.common.errors import UserError
 
-REFERENCE = reference_folder()
+REFERENCE = release_folder()
 RELEASE = REFERENCE / "release"
 needs_release = pytest.mark.skipif(
     not (RELEASE / "experiments" / "results").is_dir(), reason=f"the authors' release is not at {RELEASE}"
@@ -79,6 +86,16 @@ def test_a_missing_release_says_how_to_get_it(tmp_path):
 
 
 @needs_release
+def test_the_release_folder_is_named_by_its_variable_and_the_old_name_still_works_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.delenv(RELEASE_ENV, raising=False)
+    monkeypatch.setenv(OLD_RELEASE_ENV, str(tmp_path / "old"))
+    with pytest.warns(FutureWarning, match=r"\$LAYER_MTEB_REFERENCE is deprecated: set \$LAYER_MTEB_RELEASE"):
+        assert release_folder() == tmp_path / "old"
+    monkeypatch.setenv(RELEASE_ENV, str(tmp_path / "new"))
+    assert release_folder() == tmp_path / "new"  # the new name wins, without a warning
+    assert release_folder(tmp_path / "given") == tmp_path / "given"
+
+
 def test_the_clone_and_its_results_folder_are_both_accepted():
     results = RELEASE / "experiments" / "results"
     assert results_folder(RELEASE) == results_folder(results) == results

@@ -1,5 +1,5 @@
 """The paper from the authors' release: importing their mteb 1.x folders, Table 1, missing layers, the metric
-protocol (raw-stream metrics choosing among final-norm scores) and leave-one-model-out selection."""
+protocol (raw-stream metrics choosing among final-norm scores) and the reproduce command."""
 
 from __future__ import annotations
 
@@ -11,18 +11,15 @@ import pandas as pd
 import pytest
 from _metric_fixtures import run_tables
 
-from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.importing import import_folder, import_metrics_table, release_scores, write_import
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
-from layer_mteb.analysis.selection import selectors
+from layer_mteb.analysis.runs.importing import import_folder, release_scores, write_import
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
 from layer_mteb.analysis.selection.curves import MEAN, score_curves
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.analysis.study import engine as study
 from layer_mteb.common.errors import UserError
 from layer_mteb.paper.tables import table1
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = reference_folder()
+REFERENCE = release_folder()
 PYTHIA_14M = REFERENCE / "official_mteb_json" / "Pythia-14m"
 pytestmark = pytest.mark.skipif(not PYTHIA_14M.is_dir(), reason="the authors' release is not on this machine")
 
@@ -111,32 +108,6 @@ def test_selection_pairs_raw_metrics_with_final_norm_scores_and_records_it(tmp_p
         select_layers(run, by="prompt_entropy", per_task=True, metric_readout="same")  # no final_norm metrics
 
 
-def test_leave_one_model_out_never_reads_the_held_out_scores():
-    names = ["Pythia/14m", "Pythia/70m", "Pythia/160m"]
-    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
-    metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    candidates = [selectors.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
-    models = study.study_models(scores, metrics)
-    before = study.leave_one_model_out(models, candidates).set_index("held_out")
-    held = models[0]
-    upside_down = held.scores.iloc[::-1].set_axis(held.scores.index)  # the held-out model's scores, reversed
-    changed = [selectors.ModelData(held.name, held.n_layers, upside_down, held.metrics), *models[1:]]
-    after = study.leave_one_model_out(changed, candidates).set_index("held_out")
-    assert after.loc[held.name, "chosen_selector"] == before.loc[held.name, "chosen_selector"]
-    assert after.loc[held.name, "regret"] != pytest.approx(before.loc[held.name, "regret"])  # scored after the pick
-
-
-def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
-    names = ["Pythia/410m"]
-    scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
-    metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={"Pythia/410m": "Pythia/410m"})
-    [model] = study.study_models(scores, metrics)
-    summary = study.model_leaderboard([model], [selectors.by_name(PAPER_RULE)]).iloc[0]
-    assert summary["n_tasks"] == 24
-    assert (round(summary["chosen_score"], 2), round(summary["last_score"], 2)) == (45.99, 43.18)
-    assert round(summary["best_score"], 2) == 49.37
-
-
 def test_importing_a_runs_own_mteb_folder_gives_its_scores(tiny_gpt_neox, data_dir, tmp_path):
     from layer_mteb.common.config import EncodeConfig
     from layer_mteb.evaluation.sweep import sweep
@@ -179,13 +150,13 @@ def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeyp
     (run / "scores.csv").write_text("model,layer,n_layers,task,main_score\n")
     release = REFERENCE / "release"
     argv = ["reproduce", "--release", str(release), "--run", str(run), "--output", str(tmp_path / "paper")]
-    assert main([*argv, "--permutations", "7", "--policy", str(tmp_path / "policy.json")]) == 0
+    assert main([*argv, "--permutations", "7"]) == 0
     results = release / "experiments" / "results"
-    assert called == [((results, [run], tmp_path / "paper", 7, tmp_path / "policy.json"), {"extracted": False})]
-    # the former --reference folder of extracted tables still works for one release, saying it is deprecated
+    assert called == [((results, [run], tmp_path / "paper", 7), {"extracted": False})]
+    # the deprecated --reference folder of extracted tables still works for one release, saying so
     argv = ["reproduce", "--reference", str(REFERENCE), "--output", str(tmp_path / "paper")]
     assert main(argv) == 0
-    assert called[-1] == ((REFERENCE, [], tmp_path / "paper", 200, None), {"extracted": True})
+    assert called[-1] == ((REFERENCE, [], tmp_path / "paper", 200), {"extracted": True})
     assert "--reference (tables extracted from the release) is deprecated" in capsys.readouterr().err
 
 

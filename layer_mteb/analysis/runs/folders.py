@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.runs.importing import release_scores
-from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
+from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder
@@ -181,12 +181,12 @@ def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
 
 def reference_path(path: str | Path | None = None) -> Path:
     """The authors' per-layer Pythia scores: ``path`` (that file, or a release folder holding it), else the file in
-    :func:`reference_folder`."""
-    chosen = Path(path) if path else reference_folder()
+    :func:`release_folder`."""
+    chosen = Path(path) if path else release_folder()
     file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
     if not file.is_file():
         raise UserError(
-            f"paper reference scores not found at {str(file)!r}: pass --pythia-scores or set ${REFERENCE_ENV} to the "
+            f"paper reference scores not found at {str(file)!r}: pass --pythia-scores or set ${RELEASE_ENV} to the "
             "folder of the authors' release"
         )
     return file

@@ -17,11 +17,11 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
-from layer_mteb.analysis.runs.release_layout import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import METRICS_FILE, SCORES_FILE, RunFolder
 from layer_mteb.common.run_tables import METRIC_COLUMNS, SCORE_COLUMNS, tidy_scores
+from layer_mteb.metrics import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, task_type
 

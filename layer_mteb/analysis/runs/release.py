@@ -1,4 +1,4 @@
-"""The authors' release read as they published it: a clone of their repository (OFSkean/information_flow), whose
+"""The authors' release, read as they published it: a clone of their repository (OFSkean/information_flow), whose
 ``experiments/results/<family>/<size>/<revision>/`` folders hold
 
 - ``mteb/layer_<k>/<Task>.json``: mteb 1.14 result files, one per layer and task (``layer_<L>_last``: a copy of the
@@ -9,10 +9,11 @@
   split folder);
 - ``adhoc/pythia_random_of_differing_lengths.pkl``: the prompt-length stress test of Pythia-410m.
 
-From those files this module builds the three long tables the project used to read from extracted CSVs (the raw
-shapes of ``official_layer_scores.csv``, ``official_layer_metrics.csv.gz`` plus the WikiText rows, and
-``official_prompt_length_entropy.csv.gz``). Folders of other kinds (vision models, ``mmlu/`` and ``toxigen/`` lens
-results, ``classification_subsets/``) hold none of those paths and are never opened.
+From those files this module builds three long tables in the raw shapes of the CSVs once extracted from the release
+(``official_layer_scores.csv``, ``official_layer_metrics.csv.gz`` plus the WikiText rows, and
+``official_prompt_length_entropy.csv.gz``), so both sources give the same rows. Folders of other kinds (vision
+models, ``mmlu/`` and ``toxigen/`` lens results, ``classification_subsets/``) hold none of those paths and are never
+opened. Where the release lives on this machine: :func:`release_folder` (``$LAYER_MTEB_RELEASE``).
 
 Pickles are read by :class:`NumpyOnlyUnpickler`, which can rebuild numpy arrays and nothing else: a pickle naming any
 other global is refused before anything of it runs.
@@ -246,7 +247,7 @@ def read_release(path: str | Path) -> ReleaseTables:
     return ReleaseTables(score_table(results, folders), metric_table(results, folders), prompt_length_table(results))
 
 
-#: The tables once extracted from the release (the former ``--reference`` folder), read for one more release.
+#: The tables once extracted from the release (``reproduce --reference``, deprecated), read for one more release.
 EXTRACTED_FILES = (
     "official_layer_scores.csv",
     "official_layer_metrics.csv.gz",

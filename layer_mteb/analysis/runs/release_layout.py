@@ -1,40 +1,38 @@
-"""Where the authors' release keeps its results, read without loading anything heavy (the command line checks a
-``--release`` folder and declares its options before pandas loads): a clone of their repository holds
-``experiments/results/<family>/<size>/<revision>/`` folders, the text models' with ``mteb/`` (per-layer scores) or
-``metrics/{mteb,wikitext}/``; the folder of its tables (``$LAYER_MTEB_REFERENCE``) and how its metric values may be
-normalised on import."""
+"""The authors' release on disk, apart from reading its files (:mod:`.release`): where it lives on this machine
+(:func:`release_folder`, ``$LAYER_MTEB_RELEASE``), how a clone lays out its results (``experiments/results/<family>/
+<size>/<revision>/``, the text models' with ``mteb/`` or ``metrics/{mteb,wikitext}/``) and how to get one. The
+command line checks a ``--release`` folder with it before any table is read."""
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
 
 from layer_mteb.common.errors import UserError
 
-#: how imported (released) metric values are normalised (``paper``: as the paper's figures show them); not the
-#: entropy normalisations of :mod:`layer_mteb.metrics.representation`
-ReleaseNormalization = Literal["paper", "raw", "maxEntropy", "logN", "logD", "logNlogD"]
-RELEASE_NORMALIZATIONS: tuple[str, ...] = get_args(ReleaseNormalization)
-
-#: The authors' released results: one variable names the folder (the command line reads it without pandas).
-REFERENCE_ENV = "LAYER_MTEB_REFERENCE"
-REFERENCE_DEFAULT = Path("..") / "shared" / "reference"
+#: The folder of the authors' release on this machine (its tables, and its clone in ``release/``); the variable of
+#: that name before it (README, docs/report.md) is still read, with a warning, for one release.
+RELEASE_ENV, OLD_RELEASE_ENV = "LAYER_MTEB_RELEASE", "LAYER_MTEB_REFERENCE"
+RELEASE_DEFAULT = Path("..") / "shared" / "reference"
 #: Files of that folder: every released model's per-layer scores, and Pythia's in the form Figure 1 overlays.
 RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official_pythia_layer_scores.csv"
 
 
-def reference_folder(folder: str | Path | None = None) -> Path:
-    """The authors' release: ``folder``, else ``$LAYER_MTEB_REFERENCE``, else ``../shared/reference`` from the
+def release_folder(folder: str | Path | None = None) -> Path:
+    """The authors' release: ``folder``, else ``$LAYER_MTEB_RELEASE``, else ``../shared/reference`` from the
     working folder or beside the repository (or one level higher, for a checkout in a subfolder): the first of those
     that exists, the first if none does."""
-    chosen = folder or os.environ.get(REFERENCE_ENV)
+    chosen = folder or os.environ.get(RELEASE_ENV)
+    if not chosen and os.environ.get(OLD_RELEASE_ENV):
+        warnings.warn(f"${OLD_RELEASE_ENV} is deprecated: set ${RELEASE_ENV}", FutureWarning, stacklevel=2)
+        chosen = os.environ[OLD_RELEASE_ENV]
     if chosen:
         return Path(chosen)
     repository = Path(__file__).resolve().parents[3]
-    candidates = [REFERENCE_DEFAULT, repository.parent / "shared" / "reference"]
+    candidates = [RELEASE_DEFAULT, repository.parent / "shared" / "reference"]
     candidates.append(repository.parent.parent / "shared" / "reference")
     return next((c for c in candidates if c.is_dir()), candidates[0])
 

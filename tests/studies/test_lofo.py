@@ -12,8 +12,8 @@ import pytest
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.auto import Rule
 from layer_mteb.analysis.selection.selectors import ModelData, by_name
-from layer_mteb.analysis.study import lofo
 from layer_mteb.common.package import VERSION
+from studies import lofo
 
 N_LAYERS = 10
 CANDIDATES = [by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]

@@ -4,10 +4,11 @@ it never saw, over every model whose scores allow it.
 The population, the candidates' rows and the ranking are the study engine's (:mod:`.engine`): every model with
 enough tasks scored at their last layer and at most layers, metric curves attached where they exist. A candidate is
 judged on the models where it is defined: the last layer and the fixed depths on every model, a metric's extremum
-only on models with that metric for every task. A rule is one candidate per kind of model (:mod:`~.auto`), or, in
-the ``by_type`` variant, a depth per task type (the type is known without labels), each chosen by its mean gain over
-the last layer on the training models and kept only when it was chosen on :data:`MIN_FAMILIES` families and gains at
-least a margin; the margin and the variant are chosen by leave-one-family-out inside the training families.
+only on models with that metric for every task. A rule is one candidate per kind of model
+(:mod:`layer_mteb.analysis.selection.auto`), or, in the ``by_type`` variant, a depth per task type (the type is known
+without labels), each chosen by its mean gain over the last layer on the training models and kept only when it was
+chosen on :data:`MIN_FAMILIES` families and gains at least a margin; the margin and the variant are chosen by
+leave-one-family-out inside the training families.
 Checkpoints of one model (``name@step``) share one model's weight. The held-out family's scores are read only to
 score its picks, after the rule is fixed.
 """
@@ -15,13 +16,15 @@ score its picks, after the rule is fixed.
 from __future__ import annotations
 
 import dataclasses
+from datetime import date
 
 import pandas as pd
 
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.auto import KINDS, Policy, Rule
 from layer_mteb.analysis.selection.selectors import ModelData, Selector
-from layer_mteb.analysis.study.engine import board, cells, per_model, study_rows, usable_on
+from layer_mteb.common.package import VERSION
+from studies.engine import board, cells, per_model, study_rows, usable_on
 
 #: Abstention margins the nested leave-one-family-out chooses from (mean gain over the last layer, score points).
 MARGINS = (0.0, 0.5, 1.0, 2.0)
@@ -203,10 +206,6 @@ def lofo_means(lofo: pd.DataFrame) -> pd.DataFrame:
 def train_policy(models: list[ModelData], lofo: pd.DataFrame, candidates: list[Selector] | None = None) -> Policy:
     """The policy ``select --by auto`` ships: fitted on every model (margin and variant by leave-one-family-out
     inside them), with its provenance and the leave-one-family-out record ``lofo`` it was judged by."""
-    from datetime import date
-
-    from layer_mteb.common.package import VERSION
-
     rows = study_rows(models, candidates)
     policy = fit_policy(cells(rows), list(dict.fromkeys(rows["selector"])))
     means = lofo_means(lofo).set_index("mean_over")
