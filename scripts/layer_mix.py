@@ -2,14 +2,14 @@
 
     python scripts/layer_mix.py [--runs results/smollm2-135m results/minilm-l6] [--tasks BIOSSES,STS17,...]
 
-Per run and task: the mean of the pooled vectors over a window of consecutive layers (width 3 and 5, centred on
-the agreement pick and on the best single layer, cut short at the first and last layer) and over the three layers
-of most agreement, each scored by ``mteb.evaluate`` through the sweep's own unit
+Per run and task: the mean of the pooled vectors over a window of consecutive layers (width 3 and 5, centred on the
+agreement pick and on the best single layer, cut short at the first and last layer) and over the three layers of most
+agreement, each scored by ``mteb.evaluate`` through the sweep's own unit
 (:func:`layer_mteb.evaluation.mteb_call.score_encoder`: the task's random state restored, then evaluated) with a
-:class:`LayerMixEncoder` (below, built on the package's ``LayerEncoder``) over the run's vector store. The single-layer baselines are the
-committed ``scores.csv``, used only after the best and the agreement layer, scored afresh the same way, equal them
-(to 1e-6; otherwise the script stops). The agreement pick is ``select --by agreement``'s (mutual k-NN, outliers
-none, n = 256, k = 10, seed 0, the default reference), read from ``agreement.csv``. Writes
+:class:`LayerMixEncoder` (below, on the package's ``LayerEncoder``) over the run's vector store. The single-layer
+baselines are the committed ``scores.csv``, used only after the best and the agreement layer, scored afresh the same
+way, equal them (to 1e-6; otherwise the script stops). The agreement pick is ``select --by agreement``'s (mutual k-NN,
+outliers none, n = 256, k = 10, seed 0, the default reference), read from ``agreement.csv``. Writes
 ``results/paper/layer_mix.csv`` and ``results/paper/layer_mix.md``.
 """
 
@@ -125,9 +125,7 @@ def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
         settings = resolve_settings(loaded, scored.config, data=data, data_fingerprint=fingerprint)
         load_data_once(task)
         state = TaskRandomState.of(task)
-        cache = LayerCache(
-            loaded, settings.encode, store_folder(loaded, settings, name), memory_limit=settings.memory_limit
-        )
+        cache = LayerCache(loaded, settings.encode, store_folder(loaded, settings, name))
         cache.fill(texts_mteb_encodes(task))
 
         def score(encoder, task=task, state=state, data=data) -> float:

@@ -27,7 +27,6 @@ def resolve_settings(
     loaded: LoadedModel,
     config: EncodeConfig,
     *,
-    eval_workers: int = 1,
     data: str | None = None,
     data_fingerprint: str | None = None,
     prompts: Prompts | None = None,
@@ -40,10 +39,9 @@ def resolve_settings(
     now that the model takes its memory, the automatic one. ``prompts`` are put before the texts per task and
     prompt type (:mod:`layer_mteb.common.prompts`; None: none).
     """
+    limit = resolve_memory_limit(config.max_cache_memory, config.device)
     return RunSettings(
-        encode=with_model_attention(config, loaded),
-        memory_limit=resolve_memory_limit(config.max_cache_memory, config.device),
-        eval_workers=eval_workers,
+        encode=replace(with_model_attention(config, loaded), max_cache_memory=limit),
         data=data,
         data_fingerprint=data_fingerprint,
         prompts=prompts,
@@ -89,7 +87,7 @@ class LayerEncoder(AbsEncoder):
         if not isinstance(model, LoadedModel):
             model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
         settings = resolve_settings(model, config)
-        return cls(LayerCache(model, settings.encode, memory_limit=settings.memory_limit), layer, settings=settings)
+        return cls(LayerCache(model, settings.encode), layer, settings=settings)
 
     @property
     def config(self) -> EncodeConfig:
@@ -176,4 +174,3 @@ def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMe
         training_datasets=None,
         experiment_kwargs=settings.experiment(layer, model.n_layers),
     )
-

@@ -33,7 +33,7 @@ def biosses(tiny_gpt_neox, data_dir):
     task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
     task.load_data()
     settings = resolve_settings(tiny_gpt_neox, EncodeConfig(batch_size=32))
-    cache = LayerCache(tiny_gpt_neox, settings.encode, memory_limit=settings.memory_limit)
+    cache = LayerCache(tiny_gpt_neox, settings.encode)
     texts = texts_mteb_encodes(task)
     cache.fill(texts)
     return cache, settings, texts
