@@ -1,6 +1,6 @@
 """What several ``layer-mteb`` commands share: option groups declared once (encode options, ``--model``/``--run``,
 the tail of ``metrics`` and ``stress``, vector options, the metric readout), the values made from them (output
-folder, shard, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders, the hub probe, and
+folder, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders, the hub probe, and
 renamed options' old spellings.
 
 Nothing here imports torch, transformers or mteb: the commands check their options with it before anything heavy

@@ -77,7 +77,7 @@ class RunRequest:
 
     def __post_init__(self) -> None:
         """Every name resolved and every choice checked, each mistake one :class:`UserError` before any model
-        loads."""
+        loads (so a request is made from options, never copied with ``dataclasses.replace``)."""
         resolved = _resolved(self)
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
