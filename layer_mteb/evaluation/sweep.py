@@ -61,7 +61,7 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
     units = [(m, r, unit) for m in request.models for r in request.revision for unit in work]
     units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
-    record = _Record(request.output, request.shard, request.task_metrics, data_dir=request.data_dir)
+    record = _Record(request.output, request.shard)
     in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
@@ -150,8 +150,6 @@ class _Record:
 
     output: Path | None
     shard: tuple[int, int] | None
-    task_metrics: bool = False
-    data_dir: Path | None = None  # recorded with each task read from it, so later commands find the data again
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
     _results: ResultCache | None = None
@@ -204,7 +202,7 @@ def _sweep_task(
     load_seconds = time.perf_counter() - start
     hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
-    metrics = TaskTextMetrics(loaded) if record.task_metrics else None
+    metrics = TaskTextMetrics(loaded) if request.task_metrics else None
     observe = metrics.observe if metrics is not None else None
     # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
     # describe every layer, so with them the forward runs in full
@@ -215,8 +213,8 @@ def _sweep_task(
     entry = _log_entry(loaded, task, settings, request.eval_workers, texts_loaded=len(cache))
     if (benchmark := request.benchmark_of(task.metadata.name)) is not None:
         entry["benchmark"] = benchmark  # the benchmark's splits and subsets are the ones this task ran
-    if str(settings.data).startswith("local") and record.data_dir is not None:
-        entry["data_dir"] = str(record.data_dir.resolve())
+    if str(settings.data).startswith("local") and request.data_dir is not None:  # later commands find it again
+        entry["data_dir"] = str(request.data_dir.resolve())
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
