@@ -49,11 +49,11 @@ def main() -> None:
         encoder = LayerEncoder(cache, layer, settings=settings)
         return mteb.evaluate(encoder, task, cache=None, show_progress_bar=False).task_results[0].get_score()
 
-    shared_task, shared_cache = fresh_task(), LayerCache(loaded, settings.encode, memory_limit=settings.memory_limit)
+    shared_task, shared_cache = fresh_task(), LayerCache(loaded, settings.encode)
     before = {k: score(shared_task, shared_cache, k) for k in layers}
     alone, alone_texts = {}, 0
     for k in layers:
-        cache = LayerCache(loaded, settings.encode, memory_limit=settings.memory_limit)
+        cache = LayerCache(loaded, settings.encode)
         alone[k] = score(fresh_task(), cache, k)
         alone_texts = max(alone_texts, len(cache))
     frame = sweep(loaded, [fresh_task()], layers="all", config=config, vector_cache=False, progress=False)

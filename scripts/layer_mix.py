@@ -2,14 +2,14 @@
 
     python scripts/layer_mix.py [--runs results/smollm2-135m results/minilm-l6] [--tasks BIOSSES,STS17,...]
 
-Per run and task: the mean of the pooled vectors over a window of consecutive layers (width 3 and 5, centred on
-the agreement pick and on the best single layer, cut short at the first and last layer) and over the three layers
-of most agreement, each scored by ``mteb.evaluate`` through the sweep's own unit
+Per run and task: the mean of the pooled vectors over a window of consecutive layers (width 3 and 5, centred on the
+agreement pick and on the best single layer, cut short at the first and last layer) and over the three layers of most
+agreement, each scored by ``mteb.evaluate`` through the sweep's own unit
 (:func:`layer_mteb.evaluation.mteb_call.score_encoder`: the task's random state restored, then evaluated) with a
-:class:`~layer_mteb.evaluation.encoder.LayerMixEncoder` over the run's vector store. The single-layer baselines are the
-committed ``scores.csv``, used only after the best and the agreement layer, scored afresh the same way, equal them
-(to 1e-6; otherwise the script stops). The agreement pick is ``select --by agreement``'s (mutual k-NN, outliers
-none, n = 256, k = 10, seed 0, the default reference), read from ``agreement.csv``. Writes
+:class:`LayerMixEncoder` (below, on the package's ``LayerEncoder``) over the run's vector store. The single-layer
+baselines are the committed ``scores.csv``, used only after the best and the agreement layer, scored afresh the same
+way, equal them (to 1e-6; otherwise the script stops). The agreement pick is ``select --by agreement``'s (mutual k-NN,
+outliers none, n = 256, k = 10, seed 0, the default reference), read from ``agreement.csv``. Writes
 ``results/paper/layer_mix.csv`` and ``results/paper/layer_mix.md``.
 """
 
@@ -17,17 +17,23 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
+from mteb.models.model_meta import ModelMeta
 
+from layer_mteb import LayerEncoder
 from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve_settings
+from layer_mteb.common.settings import RunSettings
+from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.mteb_call import score_encoder, texts_mteb_encodes
-from layer_mteb.evaluation.plan import task_units
+from layer_mteb.evaluation.plan import resolve_layer, task_units
 from layer_mteb.metrics.agreement.compute import model_source
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
@@ -38,6 +44,48 @@ from layer_mteb.vectors.store import LayerCache, store_folder
 RUNS = ("results/smollm2-135m", "results/minilm-l6", "results/mpnet-base")
 TASKS = "BIOSSES,STS17,STS16"
 TOLERANCE = 1e-6  # the committed scores are mteb's, rounded to 6 decimals
+
+
+class LayerMixEncoder(LayerEncoder):
+    """The element-wise mean of the pooled hidden states ``layers`` of the vectors in ``cache``.
+
+    A view like :class:`LayerEncoder` (same cache, same checks), over a combination of layers instead of one:
+    each text's vector is the mean of its cached vectors of those layers, summed in float64 and handed to mteb as
+    float32, so a combination of one layer gives that layer's vectors exactly. ``experiment_kwargs`` name the
+    layers and the combination instead of a single layer, so mteb's result cache never serves one for the other.
+    """
+
+    COMBINE = "mean"
+
+    def __init__(self, cache: LayerCache, layers: Sequence[int], *, settings: RunSettings):
+        if not layers:
+            raise ValueError("a layer combination needs at least one layer")
+        super().__init__(cache, layers[0], settings=settings)
+        resolved = [resolve_layer(layer, self.model.n_layers) for layer in layers]
+        if len(set(resolved)) != len(resolved):
+            raise ValueError(f"layers {list(layers)} name a layer twice")
+        self.layers = tuple(sorted(resolved))
+        self._meta = mix_meta(self._meta, self.layers)
+
+    @property
+    def label(self) -> str:
+        """``mean:3,4,5``: the combination as tables name it."""
+        return f"{self.COMBINE}:{','.join(map(str, self.layers))}"
+
+    def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
+        texts = self._texts(inputs, task_metadata, prompt_type)
+        total = np.zeros((len(texts), self.model.hidden_size), dtype=np.float64)
+        for layer in self.layers:
+            total += self.cache.layer_rows(texts, layer)
+        vectors = (total / len(self.layers)).astype(np.float32)
+        return self._finite(vectors, f"layers {self.label} of {self.model.name} give")
+
+
+def mix_meta(single: ModelMeta, layers: tuple[int, ...]) -> ModelMeta:
+    """``single``'s meta (one layer's) with the layer replaced by the combined layers and how they combine."""
+    experiment = {key: value for key, value in (single.experiment_kwargs or {}).items() if key != "layer"}
+    experiment = {"layers": list(layers), "combine": LayerMixEncoder.COMBINE, **experiment}
+    return single.model_copy(update={"experiment_kwargs": experiment})
 
 
 def combinations(best: int, pick: int, agreement: pd.Series, n_layers: int) -> dict[str, tuple[int, ...]]:
@@ -77,9 +125,7 @@ def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
         settings = resolve_settings(loaded, scored.config, data=data, data_fingerprint=fingerprint)
         load_data_once(task)
         state = TaskRandomState.of(task)
-        cache = LayerCache(
-            loaded, settings.encode, store_folder(loaded, settings, name), memory_limit=settings.memory_limit
-        )
+        cache = LayerCache(loaded, settings.encode, store_folder(loaded, settings, name))
         cache.fill(texts_mteb_encodes(task))
 
         def score(encoder, task=task, state=state, data=data) -> float:

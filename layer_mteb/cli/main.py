@@ -3,8 +3,9 @@ loads (into its settings object), logging set up once, the command executed with
 mistake turned into one line and exit 2 (:mod:`.console`).
 
 A command is one module of this package: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its
-settings, every mistake the options and the file system show, before torch, transformers or mteb load and before
-the hub probe), ``execute(settings)`` and ``INTERRUPTED`` (what Ctrl-C leaves behind)."""
+settings, every mistake the options and the file system show, before transformers or mteb load and before the
+hub probe; torch only where ``--device cuda`` asks whether there is a GPU), ``execute(settings)`` and
+``INTERRUPTED`` (what Ctrl-C leaves behind)."""
 
 from __future__ import annotations
 

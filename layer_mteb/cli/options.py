@@ -1,6 +1,6 @@
 """What several ``layer-mteb`` commands share: option groups declared once (encode options, ``--model``/``--run``,
 the tail of ``metrics`` and ``stress``, vector options, the metric readout), the values made from them (output
-folder, shard, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders, the hub probe, and
+folder, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders, the hub probe, and
 renamed options' old spellings.
 
 Nothing here imports torch, transformers or mteb: the commands check their options with it before anything heavy
@@ -9,7 +9,6 @@ loads."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from layer_mteb.cli.console import PROG
 from layer_mteb.common.config import (
     ATTENTIONS,
+    AUTO,
     CPU_BATCH_SIZE,
     DTYPES,
     GPU_BATCH_SIZE,
@@ -26,12 +26,15 @@ from layer_mteb.common.config import (
     POOLINGS,
     READOUTS,
     EncodeConfig,
+    process_device,  # noqa: F401 (`cost` places its device with it, from here)
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.evaluation.request import hub_needed
+from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
-from layer_mteb.model.names import known_hidden_size, may_need_hub, model_kind
+from layer_mteb.model.names import known_hidden_size, model_kind, offline_unless_reachable, packaged_name
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
 from layer_mteb.tasks.task_names import check_task_names
 from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
@@ -54,8 +57,9 @@ ENCODE_DEFAULTS: dict[str, object] = {
 
 def settings_of(cls: type, args: argparse.Namespace, **given: Any) -> Any:
     """A command's settings object ``cls`` (a dataclass) from the options of the same names, ``given`` replacing
-    or adding values the check made."""
-    return cls(**{f.name: given[f.name] if f.name in given else getattr(args, f.name) for f in fields(cls)})
+    or adding values the check made; a field no option names keeps its default."""
+    names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
+    return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
 
 
 # ------------------------------------------------------------------------------------------------------ option groups
@@ -132,8 +136,6 @@ def add_measure_options(parser: argparse.ArgumentParser, *, seed_help: str, gzip
 
 
 def add_metric_readout(parser: argparse.ArgumentParser) -> None:
-    from layer_mteb.metrics import METRIC_READOUTS
-
     parser.add_argument(
         "--metric-readout",
         choices=METRIC_READOUTS,
@@ -171,50 +173,20 @@ def output_folder(output: str | None, run: str | None, model: str | None) -> Pat
 
 
 def encode_config(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
-    """The encode options as :class:`EncodeConfig` checks them, built once; the device is added when the command
-    executes (:func:`on_device`: whether CUDA exists is torch's to say). A memory limit is checked against the
+    """The encode options as :class:`EncodeConfig` checks them, built once (without ``--device``, on
+    :data:`~layer_mteb.common.config.AUTO`, placed when torch may load). A memory limit is checked against the
     models whose width is known without loading them."""
     memory_limit = parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None
     for model in models if memory_limit is not None else []:
         hidden = known_hidden_size(model)
         if hidden is not None:
             check_one_vector_fits(memory_limit, hidden, model)
-    return EncodeConfig(
-        readout=args.readout,
-        pooling=args.pooling,
-        max_length=args.max_length,
-        dtype=args.dtype,
-        batch_size=args.batch_size,
-        device_map=args.device_map,
-        max_batch_tokens=args.max_batch_tokens,
-        attention=args.attention,
-        normalize=args.normalize,
-        max_cache_memory=memory_limit,
-    )
+    return settings_of(EncodeConfig, args, device=args.device or AUTO, max_cache_memory=memory_limit)
 
 
 def on_device(config: EncodeConfig, device: str | None) -> EncodeConfig:
     """``config`` on ``--device`` (default: cuda if available), once torch may load."""
-    from layer_mteb.common.config import default_device
-
-    return replace(config, device=process_device(device or default_device()))
-
-
-def process_device(device: str) -> str:
-    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        return f"cuda:{os.environ['LOCAL_RANK']}"
-    return device
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``I/N`` (0 <= I < N) -> (I, N)."""
-    if text is None:
-        return None
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
-        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
-    return int(index), int(count)
+    return replace(config, device=device or AUTO).placed()
 
 
 def parse_lengths(text: str | None) -> tuple[int, ...] | None:
@@ -246,20 +218,10 @@ def task_texts(sources: list[str]) -> list[str]:
     return [name for name in names if file_task(name) is None]
 
 
-def hub_needed(models: list[Any], data_dir: Path | None, task_names: list[str]) -> bool:
-    """Whether a command may fetch from the hub: a hub model id, or a task whose texts have no local copy. Only then
-    is the hub probed; packaged models, local folders and local data never wait on it."""
-    if any(may_need_hub(model) for model in models):
-        return True
-    return any(data_dir is None or not (data_dir / name).is_dir() for name in task_names)
-
-
 def probe_hub_if(needed: bool) -> None:
     """Probe the hub only when something may come from it; before mteb and datasets import (they read
     ``HF_HUB_OFFLINE`` once)."""
     if needed:
-        from layer_mteb.model.names import offline_unless_reachable
-
         offline_unless_reachable()
 
 
@@ -321,8 +283,6 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision,
     texts (its tasks' own) and data folder, and its encode settings (the readout stays the options'); a different
     setting given beside ``--run`` is refused."""
-    from layer_mteb.model.names import packaged_name
-
     check_runs([args.run])
     folder = RunFolder(args.run)
     scores = folder.one_setting()

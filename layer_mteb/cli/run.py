@@ -1,27 +1,25 @@
 """``layer-mteb run``: score every requested layer on every task, one forward pass per task.
 
-Its options are resolved up front into the :class:`~layer_mteb.evaluation.request.RunRequest` the sweep takes as
-it is (the encode settings built once, the device added when torch may load)."""
+Its options are the fields of :class:`~layer_mteb.evaluation.request.RunRequest` under the same names: the check
+makes that one settings object (its encode settings built once, placed on the device when torch may load) and the
+sweep takes it as it is."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, replace
 
-from layer_mteb.cli.console import RESUME
+from layer_mteb.cli.console import RESUME, print_scores
 from layer_mteb.cli.options import (
     DATA_DEFAULT,
     MODEL_HELP,
     add_encode_options,
     encode_config,
-    hub_needed,
-    on_device,
     output_folder,
-    parse_shard,
     probe_hub_if,
+    settings_of,
 )
-from layer_mteb.evaluation.request import RunRequest, check_output, resolve_run
+from layer_mteb.evaluation.request import RunRequest
 
 NAME = "run"
 HELP = "score every requested layer on every task (one forward pass per task)"
@@ -37,7 +35,9 @@ PROMPTS_HELP = (
 
 
 def add_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--model", action="append", required=True, help=f"{MODEL_HELP}; repeat for several models")
+    run.add_argument(
+        "--model", dest="models", action="append", required=True, help=f"{MODEL_HELP}; repeat for several models"
+    )
     run.add_argument(
         "--revision",
         default=None,
@@ -67,7 +67,9 @@ def add_options(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
-    run.add_argument("--no-vector-cache", action="store_true", help="do not keep pooled vectors on disk")
+    run.add_argument(
+        "--no-vector-cache", dest="vector_cache", action="store_false", help="do not keep pooled vectors on disk"
+    )
     run.add_argument(
         "--skip-unavailable",
         action="store_true",
@@ -87,52 +89,17 @@ def add_options(run: argparse.ArgumentParser) -> None:
     )
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The resolved request (its encode settings on no device yet) and the device to put them on."""
-
-    request: RunRequest
-    device: str | None
-    verbose: bool
-
-    def hub_needed(self) -> bool:
-        """A hub model id, or a task of the request with no local copy (custom tasks are read from their files)."""
-        request = self.request
-        names = [spec.name for spec in request.tasks if spec.custom is None]
-        return hub_needed(list(request.models), request.data_dir, names)
+def check(args: argparse.Namespace) -> RunRequest:
+    """``run``'s options as the one settings object the sweep takes as it is; its output folder holds no other
+    model or setting."""
+    output = output_folder(args.output, None, args.models[0])
+    return settings_of(RunRequest, args, config=encode_config(args, args.models), output=output)
 
 
-def check(args: argparse.Namespace) -> Settings:
-    """``run``'s options resolved into the request the sweep takes as it is; its output folder holds no other model
-    or setting."""
-    request = resolve_run(
-        args.model,
-        args.tasks,
-        layers=args.layers,
-        data_dir=args.data_dir,
-        output=output_folder(args.output, None, args.model[0]),
-        revision=args.revision.split(",") if args.revision else None,
-        shard=parse_shard(args.shard),
-        eval_workers=args.eval_workers,
-        task_metrics=args.task_metrics,
-        skip_unavailable=args.skip_unavailable,
-        trust_remote_code=args.trust_remote_code,
-        overwrite=args.overwrite,
-        show_warnings=args.verbose,
-        vector_cache=not args.no_vector_cache,
-        prompts=args.prompts,
-    )
-    request = replace(request, config=encode_config(args, args.model))
-    check_output(request.output, request.models, request.revisions, request.config)  # no other model or setting
-    return Settings(request, args.device, args.verbose)
+def execute(request: RunRequest) -> None:
+    probe_hub_if(request.hub_needed())
+    from layer_mteb.evaluation.sweep import run_request  # mteb and torch: after the checks and the hub probe
 
-
-def execute(settings: Settings) -> None:
-    probe_hub_if(settings.hub_needed())
-    from layer_mteb.cli.console import print_scores
-    from layer_mteb.evaluation.sweep import run_request
-
-    request = replace(settings.request, config=on_device(settings.request.config, settings.device))
     frame = run_request(request)
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table
         print_scores(frame, request.output)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from layer_mteb.common.errors import UserError
@@ -28,6 +29,8 @@ GPU_BATCH_TOKENS = 65536
 READOUTS: tuple[str, ...] = get_args(Readout)
 DTYPES: tuple[str, ...] = get_args(DType)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
+#: the device "cuda where there is one", decided by :meth:`EncodeConfig.placed` once torch may load
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,12 @@ class EncodeConfig:
 
     ``readout="final_norm"`` applies the model's final norm to every intermediate layer, as the paper's
     truncated models did; ``"raw"`` reads the residual stream as ``output_hidden_states`` returns it.
-    ``batch_size``, ``max_batch_tokens``, ``device`` and ``device_map`` change speed and placement, not the vectors
-    meant, so they are not part of :meth:`key`. Batches are length-sorted; ``max_batch_tokens`` also caps a batch's
-    padded size (texts x longest), so batches of short texts grow and batches of long ones shrink (less padding;
-    on CPU ~512-1024 tokens is the measured sweet spot, see ``benchmarks/README.md``). Left unset, both take the
-    device's defaults (:meth:`batch_limits`): 32 texts and no cap on a CPU, bigger batches under a token budget on
-    a GPU.
+    ``batch_size``, ``max_batch_tokens``, ``device`` (or :data:`AUTO`, see :meth:`placed`) and ``device_map`` change
+    speed and placement, not the vectors meant, so they are not part of :meth:`key`. Batches are length-sorted;
+    ``max_batch_tokens`` also caps a batch's padded size (texts x longest), so batches of short texts grow and batches
+    of long ones shrink (less padding; on CPU ~512-1024 tokens is the measured sweet spot, see
+    ``benchmarks/README.md``). Left unset, both take the device's defaults (:meth:`batch_limits`): 32 texts and no cap
+    on a CPU, bigger batches under a token budget on a GPU.
     ``attention`` switches a decoder between causal and bidirectional self-attention; ``None`` means the model's
     own (bidirectional for LLM2Vec adapters, causal for other decoders; encoders are always bidirectional) and is
     filled in once the model is loaded, so keys name what really ran. ``normalize`` scales each pooled vector to unit
@@ -75,12 +78,18 @@ class EncodeConfig:
             raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
         if self.max_cache_memory is not None and self.max_cache_memory < 1:
             raise UserError(f"--max-cache-memory must be positive, got {self.max_cache_memory} bytes")
-        if self.device.startswith("cuda") and not _cuda_available():
+        if self.device.startswith("cuda") and not _cuda_available():  # AUTO is checked by placed()
             raise UserError(f"--device {self.device} was asked for but no CUDA GPU is available; use --device cpu")
+
+    def placed(self) -> EncodeConfig:
+        """These settings on the device to compute on: :data:`AUTO` is cuda where available, else cpu; under
+        ``accelerate launch`` / ``torchrun`` a bare ``cuda`` is this process's GPU."""
+        device = process_device(default_device() if self.device == AUTO else self.device)
+        return self if device == self.device else replace(self, device=device)
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        import torch
+        import torch  # as in _cuda_available
 
         return getattr(torch, self.dtype)
 
@@ -136,6 +145,13 @@ SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) i
 
 def default_device() -> str:
     return "cuda" if _cuda_available() else "cpu"
+
+
+def process_device(device: str) -> str:
+    """Under ``accelerate launch`` / ``torchrun`` on GPUs each process takes its own GPU (``LOCAL_RANK``)."""
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        return f"cuda:{os.environ['LOCAL_RANK']}"
+    return device
 
 
 def _cuda_available() -> bool:

@@ -16,14 +16,12 @@ from layer_mteb.common.prompts import Prompts
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What one (model, task) runs with: the encode settings with the attention the model really runs, the memory
-    limit in bytes, the number of evaluation workers, and where the task data came from (``hub``, ``local``,
-    ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint, and the prompts put before the
-    texts (None: none). Built by :func:`layer_mteb.evaluation.encoder.resolve_settings`."""
+    """What one (model, task) runs with: the encode settings with the attention the model really runs (and, from
+    :func:`layer_mteb.evaluation.encoder.resolve_settings`, the memory limit in bytes), where the task data came
+    from (``hub``, ``local``, ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint, and the
+    prompts put before the texts (None: none)."""
 
     encode: EncodeConfig
-    memory_limit: int
-    eval_workers: int = 1
     data: str | None = None
     data_fingerprint: str | None = None
     prompts: Prompts | None = None
@@ -31,10 +29,6 @@ class RunSettings:
     def __post_init__(self) -> None:
         if self.encode.attention is None:
             raise ValueError("RunSettings need the attention the model runs; build them with resolve_settings")
-        if self.memory_limit < 1 or self.eval_workers < 1:
-            raise ValueError(
-                f"memory_limit and eval_workers must be positive, got {self.memory_limit}, {self.eval_workers}"
-            )
 
     def key(self) -> dict[str, str | int | bool | None]:
         """The settings that change vectors (the columns of every table, the parts of every key)."""
@@ -53,13 +47,13 @@ class RunSettings:
         """The prompt put before the texts of a task encoded as ``prompt_type`` ("" without prompts)."""
         return self.prompts.text_for(task_metadata, prompt_type) if self.prompts is not None else ""
 
-    def record(self) -> dict[str, object]:
-        """The settings as ``run.json`` states them for one task."""
+    def record(self, eval_workers: int) -> dict[str, object]:
+        """The settings as ``run.json`` states them for one task scored by ``eval_workers`` workers."""
         return {
             "settings": self.key(),
             "data": self.data,
             "data_fingerprint": self.data_fingerprint,
-            "max_cache_memory": self.memory_limit,
-            "eval_workers": self.eval_workers,
+            "max_cache_memory": self.encode.max_cache_memory,
+            "eval_workers": eval_workers,
             **({"prompts": self.prompts.record()} if self.prompts is not None else {}),
         }

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.state import TaskRandomState
 from layer_mteb.vectors.memory import format_size, store_bytes
 
@@ -36,8 +37,6 @@ def expected_texts(task) -> tuple[int | None, str]:
     of its data when loaded (local copies are), else mteb's descriptive statistics of its evaluation splits (and,
     for classification, its training split: an upper bound, mteb undersamples it) over the subsets it runs."""
     if getattr(task, "data_loaded", False):
-        from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
-
         state = TaskRandomState.of(task)  # reading the training sample must leave no trace on the task
         try:
             known = texts_mteb_encodes(task)

@@ -1,10 +1,8 @@
-"""``LayerEncoder``: one layer of the all-layer cache as an mteb encoder; ``LayerMixEncoder``: the mean of several
-layers as one (``scripts/layer_mix.py`` scores such combinations); and the settings of one (model, task) resolved
-once (:func:`resolve_settings`) that every encoder, cache and record of it reads."""
+"""``LayerEncoder``: one layer of the all-layer cache as an mteb encoder; and the settings of one (model, task)
+resolved once (:func:`resolve_settings`) that every encoder, cache and record of it reads."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +27,6 @@ def resolve_settings(
     loaded: LoadedModel,
     config: EncodeConfig,
     *,
-    eval_workers: int = 1,
     data: str | None = None,
     data_fingerprint: str | None = None,
     prompts: Prompts | None = None,
@@ -42,10 +39,9 @@ def resolve_settings(
     now that the model takes its memory, the automatic one. ``prompts`` are put before the texts per task and
     prompt type (:mod:`layer_mteb.common.prompts`; None: none).
     """
+    limit = resolve_memory_limit(config.max_cache_memory, config.device)
     return RunSettings(
-        encode=with_model_attention(config, loaded),
-        memory_limit=resolve_memory_limit(config.max_cache_memory, config.device),
-        eval_workers=eval_workers,
+        encode=replace(with_model_attention(config, loaded), max_cache_memory=limit),
         data=data,
         data_fingerprint=data_fingerprint,
         prompts=prompts,
@@ -91,7 +87,7 @@ class LayerEncoder(AbsEncoder):
         if not isinstance(model, LoadedModel):
             model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
         settings = resolve_settings(model, config)
-        return cls(LayerCache(model, settings.encode, memory_limit=settings.memory_limit), layer, settings=settings)
+        return cls(LayerCache(model, settings.encode), layer, settings=settings)
 
     @property
     def config(self) -> EncodeConfig:
@@ -178,45 +174,3 @@ def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMe
         training_datasets=None,
         experiment_kwargs=settings.experiment(layer, model.n_layers),
     )
-
-
-class LayerMixEncoder(LayerEncoder):
-    """The element-wise mean of the pooled hidden states ``layers`` of the vectors in ``cache``.
-
-    A view like :class:`LayerEncoder` (same cache, same checks), over a combination of layers instead of one:
-    each text's vector is the mean of its cached vectors of those layers, summed in float64 and handed to mteb as
-    float32, so a combination of one layer gives that layer's vectors exactly. ``experiment_kwargs`` name the
-    layers and the combination instead of a single layer, so mteb's result cache never serves one for the other.
-    """
-
-    COMBINE = "mean"
-
-    def __init__(self, cache: LayerCache, layers: Sequence[int], *, settings: RunSettings):
-        if not layers:
-            raise ValueError("a layer combination needs at least one layer")
-        super().__init__(cache, layers[0], settings=settings)
-        resolved = [resolve_layer(layer, self.model.n_layers) for layer in layers]
-        if len(set(resolved)) != len(resolved):
-            raise ValueError(f"layers {list(layers)} name a layer twice")
-        self.layers = tuple(sorted(resolved))
-        self._meta = mix_meta(model_meta(self.model, self.layers[0], settings), self.layers)
-
-    @property
-    def label(self) -> str:
-        """``mean:3,4,5``: the combination as tables name it."""
-        return f"{self.COMBINE}:{','.join(map(str, self.layers))}"
-
-    def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
-        texts = self._texts(inputs, task_metadata, prompt_type)
-        total = np.zeros((len(texts), self.model.hidden_size), dtype=np.float64)
-        for layer in self.layers:
-            total += self.cache.layer_rows(texts, layer)
-        vectors = (total / len(self.layers)).astype(np.float32)
-        return self._finite(vectors, f"layers {self.label} of {self.model.name} give")
-
-
-def mix_meta(single: ModelMeta, layers: tuple[int, ...]) -> ModelMeta:
-    """``single``'s meta (one layer's) with the layer replaced by the combined layers and how they combine."""
-    experiment = {key: value for key, value in (single.experiment_kwargs or {}).items() if key != "layer"}
-    experiment = {"layers": list(layers), "combine": LayerMixEncoder.COMBINE, **experiment}
-    return single.model_copy(update={"experiment_kwargs": experiment})

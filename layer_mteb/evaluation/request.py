@@ -1,71 +1,91 @@
-"""A run request, resolved once: which models and revisions, which tasks (and the task file's split), which data
-folder, which layers, the encode settings, where results go, which shard of the work this process takes, and how
-the sweep runs (recompute, progress, warnings, vector cache).
+"""The settings of one run, made once: which models and revisions, which tasks (and the task file's split), which
+data folder, which layers, how texts become vectors (an :class:`~layer_mteb.common.config.EncodeConfig`), where
+results go and what that folder already holds, which shard of the work this process takes, and how the sweep runs
+(recompute, progress, warnings, vector cache).
 
-``layer-mteb run`` builds it in its up-front checks (before torch, transformers or mteb load) and the Python API
-(:func:`~layer_mteb.evaluation.sweep.sweep`) builds the same one with :func:`resolve_run`; the sweep
+``layer-mteb run`` makes it from its options in its up-front checks (before transformers or mteb load) and
+:func:`~layer_mteb.evaluation.sweep.sweep` from its keywords, the same names in both; the sweep
 (:func:`~layer_mteb.evaluation.sweep.run_request`) then only reads it. Every name is resolved and every choice
-checked here, so a mistyped task, layer list or output fails before any model loads, and no later step resolves
-the same fact again.
+checked when it is made, so a mistyped task, layer list or output fails before any model loads, and no later step
+resolves the same fact again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
+from layer_mteb.common.config import AUTO, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.prompts import NONE as NO_PROMPTS
 from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.model.names import model_kind, recorded_name
+from layer_mteb.model.names import may_need_hub, model_kind, recorded_name
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
 
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What a sweep runs, every fact resolved: ``tasks`` are task-file specs (split ``split``) or, when the caller
-    gave mteb task objects, those objects; ``launched`` says the shard came from ``accelerate launch``.
+    """The settings of one run: the options of ``layer-mteb run`` (``--model`` as ``models``, the encode options as
+    ``config``) and the keywords of :func:`~layer_mteb.evaluation.sweep.sweep`, one field each under the same name,
+    resolved in place when it is made.
 
-    Several models and revisions give independent (model, revision, task) units; ``shard=(i, n)`` runs every n-th
-    unit from the i-th (SLURM arrays), and under ``accelerate launch`` each process takes its own shard and the main
-    process merges the table. With ``output``, the sweep writes ``scores.csv`` as each (task, layer) finishes,
-    mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task, the settings it ran with, as
-    :func:`~layer_mteb.evaluation.encoder.resolve_settings` decided them once for it, and what was encoded,
-    evaluated and reused). A rerun reads finished units back; ``overwrite`` recomputes vectors and scores.
-    ``task_metrics`` adds the label-free metrics of the texts mteb encodes for each task (``encoded:<task>`` in
-    ``output/metrics.csv``), computed in the forward pass that fills the cache. A task's pooled vectors stay in
-    memory up to ``config.max_cache_memory`` (default: automatic) and go to per-layer files beyond it
-    (``vector_cache``: also kept on disk for reruns); ``eval_workers`` layers are scored at once in worker
-    processes (default: one per CPU core), with the same scores and row order. The evaluators' warnings are
-    counted, one line per task (and in ``run.json``); ``show_warnings`` shows each too.
+    ``models`` (names, or a loaded model; one or several) and ``revision`` (one, comma-separated or a list; None:
+    the main branch) give independent (model, revision, task) units; ``tasks`` (a ``--tasks`` selection, task names
+    or mteb task objects) become task-file specs (of split ``split``) or stay as given. ``shard=(i, n)`` (or
+    ``"i/n"``) runs every n-th unit from the i-th (SLURM arrays); under ``accelerate launch`` each process takes its
+    own shard (``launched``) and the main process merges the table. With ``output``, the sweep writes ``scores.csv``
+    as each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task, the
+    settings :func:`~layer_mteb.evaluation.encoder.resolve_settings` decided once for it, and what was encoded,
+    evaluated and reused); ``held`` is what that folder already holds, checked against this request once. A rerun
+    reads finished units back; ``overwrite`` recomputes vectors and scores. ``task_metrics`` adds the label-free
+    metrics of the texts mteb encodes for each task (``encoded:<task>`` in ``output/metrics.csv``), computed in the
+    forward pass that fills the cache. ``config`` says how texts become vectors (default: its defaults on ``auto``,
+    a GPU where there is one); a task's pooled vectors stay in memory up to ``config.max_cache_memory`` (default:
+    automatic) and go to per-layer files beyond it (``vector_cache``: also kept on disk for reruns);
+    ``eval_workers`` layers are scored at once in worker processes (default: one per CPU core), with the same scores
+    and row order. The evaluators' warnings are counted, one line per task (and in ``run.json``); ``verbose`` shows
+    each too. ``prompts``: None for the model's own, ``none``, or a JSON/YAML file of prompts.
     """
 
-    models: tuple[Any, ...]
-    revisions: tuple[str | None, ...]
-    tasks: tuple[TaskSpec, ...] | tuple[Any, ...]
-    split: str
-    data_dir: Path | None
-    layers: str | tuple[int, ...]
-    output: Path | None
-    shard: tuple[int, int] | None
-    launched: bool
-    eval_workers: int
+    models: Any
+    tasks: str | Sequence[Any] = "paper32"
+    layers: str | Sequence[int] = "all"
+    data_dir: str | Path | None = None
+    output: str | Path | None = None
+    revision: str | Sequence[str] | None = None
+    shard: str | tuple[int, int] | None = None
+    eval_workers: int | None = None
     task_metrics: bool = False
     skip_unavailable: bool = False
     trust_remote_code: bool = False
-    config: EncodeConfig | None = None  # None: the default settings on the default device, made when a model loads
-    overwrite: bool = False  # recompute vectors and scores
+    config: EncodeConfig | None = None
+    overwrite: bool = False
     progress: bool = True
-    show_warnings: bool = False  # each evaluator warning as it comes, besides the per-task count
-    vector_cache: bool = True  # keep each task's pooled vectors on disk for reruns
-    prompts: str | None = None  # None: the model's own; "none"; or a JSON/YAML file of prompts (checked)
+    verbose: bool = False
+    vector_cache: bool = True
+    prompts: str | None = None
+    # resolved from the options above, never given
+    split: str = field(init=False)
+    launched: bool = field(init=False)
+    held: FolderRuns | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Every name resolved and every choice checked, each mistake one :class:`UserError` before any model
+        loads (so a request is made from options, never copied with ``dataclasses.replace``)."""
+        resolved = _resolved(self)
+        for name, value in resolved.items():
+            object.__setattr__(self, name, value)
+
+    def hub_needed(self) -> bool:
+        """A hub model id, or a task with no local copy (custom tasks are read from their files)."""
+        names = [spec.name for spec in self.tasks if isinstance(spec, TaskSpec) and spec.custom is None]
+        return hub_needed(self.models, self.data_dir, names)
 
     def benchmark_of(self, task: str) -> str | None:
         """The mteb benchmark the selection took ``task`` from (``run.json`` records it), or None."""
@@ -73,66 +93,58 @@ class RunRequest:
         return next((spec.benchmark for spec in specs), None)
 
 
-def resolve_run(
-    model: Any,
-    tasks: str | Sequence[str] | Sequence[Any] = "paper32",
-    *,
-    layers: str | Sequence[int] = "all",
-    data_dir: str | Path | None = None,
-    output: str | Path | None = None,
-    revision: str | Sequence[str] | None = None,
-    shard: tuple[int, int] | None = None,
-    eval_workers: int | None = None,
-    task_metrics: bool = False,
-    skip_unavailable: bool = False,
-    trust_remote_code: bool = False,
-    config: EncodeConfig | None = None,
-    overwrite: bool = False,
-    progress: bool = True,
-    show_warnings: bool = False,
-    vector_cache: bool = True,
-    prompts: str | None = None,
-) -> RunRequest:
-    """The checked request to score ``layers`` of ``model`` (a name, a loaded model, or several names) on ``tasks``
-    (a ``--tasks`` selection, a list of task names, or mteb task objects), each option as :class:`RunRequest` says;
-    every mistake is one :class:`UserError`, before any model loads."""
-    models = tuple([model] if not isinstance(model, list | tuple) else model)
+def _resolved(request: RunRequest) -> dict[str, Any]:
+    """The fields of ``request`` as the sweep reads them."""
+    models = tuple(request.models) if isinstance(request.models, list | tuple) else (request.models,)
     for name in models:
         if isinstance(name, str):
             model_kind(name)
+    revisions = request.revision.split(",") if isinstance(request.revision, str) else request.revision
+    shard = parse_shard(request.shard) if isinstance(request.shard, str) else request.shard
     launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
-    output_path = Path(output) if output is not None else None
-    if output_path is not None:
-        check_writable(output_path)
-    if task_metrics and (shard is not None or launched is not None or output_path is None):
+    output = Path(request.output) if request.output is not None else None
+    if output is not None:
+        check_writable(output)
+    if request.task_metrics and (shard is not None or launched is not None or output is None):
         raise UserError(
             "--task-metrics needs --output and one process; with shards, merge, then run "
             "`layer-mteb metrics --run RUN --texts task:TASK`"
         )
-    if isinstance(layers, str):
-        check_layers(layers)
-    split, specs = _tasks(tasks, folder := data_dir_from_env(data_dir), prompts)
-    return RunRequest(
-        models=models,
-        revisions=tuple([revision] if revision is None or isinstance(revision, str) else revision),
-        tasks=specs,
-        split=split,
-        data_dir=folder,
-        layers=layers if isinstance(layers, str) else tuple(layers),
-        output=output_path,
-        shard=shard or launched,
-        launched=launched is not None,
-        eval_workers=check_eval_workers(eval_workers),
-        task_metrics=task_metrics,
-        skip_unavailable=skip_unavailable,
-        trust_remote_code=trust_remote_code,
-        config=config,
-        overwrite=overwrite,
-        progress=progress,
-        show_warnings=show_warnings,
-        vector_cache=vector_cache,
-        prompts=prompts,
-    )
+    if isinstance(request.layers, str):
+        check_layers(request.layers)
+    split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
+    config = request.config or EncodeConfig(device=AUTO)
+    revisions = tuple(revisions or [None])
+    return {
+        "models": models,
+        "revision": revisions,
+        "tasks": specs,
+        "split": split,
+        "data_dir": folder,
+        "layers": request.layers if isinstance(request.layers, str) else tuple(request.layers),
+        "output": output,
+        "shard": shard or launched,
+        "launched": launched is not None,
+        "eval_workers": check_eval_workers(request.eval_workers),
+        "config": config,
+        "held": check_output(output, models, revisions, config),  # no other model or setting in the folder
+    }
+
+
+def hub_needed(models: Sequence[Any], data_dir: Path | None, task_names: Sequence[str]) -> bool:
+    """Whether a command may fetch from the hub: a hub model id, or a task whose texts have no local copy. Only then
+    is the hub probed; packaged models, local folders and local data never wait on it."""
+    if any(may_need_hub(model) for model in models):
+        return True
+    return any(data_dir is None or not (data_dir / name).is_dir() for name in task_names)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (0 <= I < N) -> (I, N)."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise UserError(f"--shard {text!r} must be I/N with 0 <= I < N, e.g. 0/4")
+    return int(index), int(count)
 
 
 def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 from mteb.cache import ResultCache
 
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import cache_root, no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.progress import progress as progress_bar
@@ -23,12 +24,14 @@ from layer_mteb.common.ranks import use_rank_device
 from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
 from layer_mteb.common.run_tables import tidy_scores
 from layer_mteb.common.settings import RunSettings
+from layer_mteb.evaluation.cost_plan import state_plan
 from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder, texts_mteb_encodes
 from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_units
-from layer_mteb.evaluation.request import RunRequest, check_output, check_prompts, resolve_run
+from layer_mteb.evaluation.request import RunRequest, check_prompts
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
+from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.custom import declared_in
@@ -44,22 +47,21 @@ def sweep(
 ) -> pd.DataFrame:
     """Score every layer of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
-    The Python API of ``layer-mteb run``: ``options`` are those of
-    :func:`~layer_mteb.evaluation.request.resolve_run` (layers, config, data_dir, output, revision, shard,
-    eval_workers, overwrite, progress, ...), which builds the same checked request the command line builds."""
-    return run_request(resolve_run(model, tasks, **options))
+    The Python API of ``layer-mteb run``: ``options`` are the fields of
+    :class:`~layer_mteb.evaluation.request.RunRequest` (layers, config, data_dir, output, revision, shard,
+    eval_workers, overwrite, progress, ...), the options of the command under the same names."""
+    return run_request(RunRequest(model, tasks, **options))
 
 
 def run_request(request: RunRequest) -> pd.DataFrame:
-    """Score the resolved ``request`` (:func:`~layer_mteb.evaluation.request.resolve_run`), as it is."""
-    config = request.config or EncodeConfig(device=default_device())
+    """Score ``request``, as it is."""
+    config = request.config.placed()  # torch may load now: ``auto`` and a launch's ``cuda`` name their GPU
     use_rank_device(config.device)  # under accelerate launch, ``cuda`` without an index is this process's GPU
-    # before any model: another model or setting is not mixed into the folder, a task without data fails first
-    folder = check_output(request.output, request.models, request.revisions, config)
+    # before any model: a task without data fails first
     work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
-    units = [(m, r, unit) for m in request.models for r in request.revisions for unit in work]
+    units = [(m, r, unit) for m in request.models for r in request.revision for unit in work]
     units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
-    record = _Record(request.output, request.shard, request.task_metrics, data_dir=request.data_dir)
+    record = _Record(request.output, request.shard)
     in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
@@ -74,16 +76,16 @@ def run_request(request: RunRequest) -> pd.DataFrame:
             settings = resolve_settings(
                 loaded,
                 config,
-                eval_workers=request.eval_workers,
                 data=data,
                 data_fingerprint=fingerprint,
                 prompts=choose_prompts(
                     request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name
                 ),
             )
-            if folder is not None:  # what only loading tells: the revision, the attention a model runs by default
-                folder.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
-                check_prompts(folder.output, record.folder.log(), loaded.name, settings.record().get("prompts"))
+            if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention
+                held.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
+                prompts = settings.prompts.record() if settings.prompts is not None else None
+                check_prompts(held.output, record.folder.log(), loaded.name, prompts)
             _sweep_task(loaded, task, settings, layer_ids, record, request)
             del loaded  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
@@ -96,8 +98,6 @@ def run_request(request: RunRequest) -> pd.DataFrame:
 
 def _state_plan(loaded: LoadedModel, tasks: list, config: EncodeConfig, vector_cache: bool) -> None:
     """Per task, the texts to encode and where their all-layer vectors will live, before any is encoded."""
-    from layer_mteb.evaluation.cost_plan import state_plan
-
     limit = resolve_memory_limit(config.max_cache_memory, config.device)
     store = str(cache_root() / "vectors") if vector_cache else None
     state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
@@ -140,8 +140,6 @@ class _ModelInMemory:
 def _empty_device_cache() -> None:
     """Give the GPU memory PyTorch keeps cached back to the device, so the next model and the automatic memory limit
     (:func:`~layer_mteb.vectors.memory.auto_memory_limit`) see it free."""
-    import torch
-
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
@@ -152,8 +150,6 @@ class _Record:
 
     output: Path | None
     shard: tuple[int, int] | None
-    task_metrics: bool = False
-    data_dir: Path | None = None  # recorded with each task read from it, so later commands find the data again
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
     _results: ResultCache | None = None
@@ -206,27 +202,19 @@ def _sweep_task(
     load_seconds = time.perf_counter() - start
     hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
-    metrics = _task_text_metrics(loaded) if record.task_metrics else None
+    metrics = TaskTextMetrics(loaded) if request.task_metrics else None
     observe = metrics.observe if metrics is not None else None
     # blocks past the deepest requested layer are never run (their vectors would go unused); the task metrics
     # describe every layer, so with them the forward runs in full
     depth = loaded.n_layers if metrics is not None else max(layer_ids)
     if request.overwrite and store is not None:
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
-    cache = LayerCache(
-        loaded,
-        settings.encode,
-        store,
-        progress=request.progress,
-        observe=observe,
-        depth=depth,
-        memory_limit=settings.memory_limit,
-    )
-    entry = _log_entry(loaded, task, settings, texts_loaded=len(cache))
+    cache = LayerCache(loaded, settings.encode, store, progress=request.progress, observe=observe, depth=depth)
+    entry = _log_entry(loaded, task, settings, request.eval_workers, texts_loaded=len(cache))
     if (benchmark := request.benchmark_of(task.metadata.name)) is not None:
         entry["benchmark"] = benchmark  # the benchmark's splits and subsets are the ones this task ran
-    if str(settings.data).startswith("local") and record.data_dir is not None:
-        entry["data_dir"] = str(record.data_dir.resolve())
+    if str(settings.data).startswith("local") and request.data_dir is not None:  # later commands find it again
+        entry["data_dir"] = str(request.data_dir.resolve())
 
     def score(layer: int) -> list[dict]:
         encoder = LayerEncoder(cache, layer, settings=settings)
@@ -246,14 +234,14 @@ def _sweep_task(
         with cache.times.phase("task_metrics"):
             _write_task_metrics(metrics, cache, task, settings, record.output, request.progress)
     phases = {"load_data": load_seconds, **cache.times.seconds, **evaluation}
-    entry.update(time_record(phases, time.perf_counter() - start, settings.eval_workers, entry["texts_encoded"]))
+    entry.update(time_record(phases, time.perf_counter() - start, request.eval_workers, entry["texts_encoded"]))
     random_state.restore(task)  # the task object is left as the sweep found it
     if loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays for the next unit
         task.unload_data()
     record.task_done(entry)
 
 
-def _log_entry(loaded: LoadedModel, task, settings: RunSettings, texts_loaded: int) -> dict:
+def _log_entry(loaded: LoadedModel, task, settings: RunSettings, eval_workers: int, texts_loaded: int) -> dict:
     """A task's ``run.json`` entry as it starts: what ran, with which settings (and, for a custom task, the task file
     that declares it); the counts grow as it goes."""
     source = declared_in(task)  # a custom task: where to find its declaration again
@@ -261,20 +249,13 @@ def _log_entry(loaded: LoadedModel, task, settings: RunSettings, texts_loaded: i
         "model": loaded.name,
         "revision": loaded.revision,
         "task": task.metadata.name,
-        **settings.record(),
+        **settings.record(eval_workers),
         **({"task_file": str(source)} if source is not None else {}),
         "texts_loaded": texts_loaded,
         "texts_encoded": 0,
         "units_evaluated": 0,
         "units_reused": 0,
     }
-
-
-def _task_text_metrics(loaded: LoadedModel):
-    """The observer of a task's own-text metrics; the metrics stack loads only when they are asked for."""
-    from layer_mteb.metrics.runner import TaskTextMetrics
-
-    return TaskTextMetrics(loaded)
 
 
 def _score_layers(
@@ -310,14 +291,14 @@ def _score_layers(
 
     def scored():
         yield from score_layers(score, first, 1, shown)
-        workers = entry["eval_workers_used"] = _workers(settings.eval_workers, len(rest), cache)
+        workers = entry["eval_workers_used"] = _workers(request.eval_workers, len(rest), cache)
         yield from score_layers(score, rest, workers, shown)
 
     bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
     start, encoding = time.perf_counter(), cache.encoding_seconds()
     spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
-    shown = request.show_warnings
+    shown = request.verbose
     for layer, rows, seconds, raised[layer] in scored():
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
         now = cache.encoding_seconds()

@@ -71,7 +71,7 @@ def test_cached_layer_scores_equal_plain_encoder_scores(task_name, subsets, tiny
         task.dataset["en"]["test"] = task.dataset["en"]["test"].select(range(200))
     config = EncodeConfig(batch_size=16)
     settings = resolve_settings(tiny_gpt_neox, config)
-    cache = LayerCache(tiny_gpt_neox, settings.encode, memory_limit=settings.memory_limit)
+    cache = LayerCache(tiny_gpt_neox, settings.encode)
     seen: dict[str, torch.Tensor] = {}
     for layer in range(tiny_gpt_neox.n_layers + 1):
         cached = mteb.evaluate(LayerEncoder(cache, layer, settings=settings), task, cache=None, show_progress_bar=False)

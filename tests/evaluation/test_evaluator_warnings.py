@@ -57,7 +57,7 @@ def small_banking(data_dir, tmp_path_factory):
 
 
 def _run(model, data, out, workers, show):
-    return sweep(model, [TASK], data_dir=data, output=out, progress=False, eval_workers=workers, show_warnings=show)
+    return sweep(model, [TASK], data_dir=data, output=out, progress=False, eval_workers=workers, verbose=show)
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from huggingface_hub import constants
 from layer_mteb.cli import main
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import task_units
-from layer_mteb.evaluation.request import resolve_run
+from layer_mteb.evaluation.request import RunRequest
 from layer_mteb.tasks.catalog import EMBEDDED_DATA_DIR, embedded_tasks, load_task, read_task_file, task_data
 
 DEMO = list(read_task_file().suites["demo"])
@@ -77,7 +77,7 @@ def test_the_shipped_files_equal_the_data_folders(name, data_dir):
 
 
 def test_the_demo_loads_with_no_data_folder_and_no_hub(no_data_no_hub):
-    request = resolve_run("minilm-l6", "demo", output=no_data_no_hub.parent / "run")
+    request = RunRequest("minilm-l6", "demo", output=no_data_no_hub.parent / "run")
     assert request.data_dir == no_data_no_hub and [spec.name for spec in request.tasks] == DEMO
     units = task_units(request.tasks, request.split, request.data_dir)
     assert [(task.metadata.name, origin) for task, origin, _ in units] == [(name, "embedded") for name in DEMO]
@@ -114,7 +114,7 @@ def test_a_task_with_neither_a_folder_nor_the_hub_names_where_its_data_can_come_
     assert ": STSBenchmark, BIOSSES; give a data folder" in error
     assert error.endswith("or --skip-unavailable to run the other 1")
     with pytest.raises(UserError, match=r"no task of the task file has a folder in .*empty-data"):
-        resolve_run("minilm-l6", "offline", output=no_data_no_hub.parent / "run")  # `offline` is the data folder's
+        RunRequest("minilm-l6", "offline", output=no_data_no_hub.parent / "run")  # `offline` is the data folder's
 
 
 @pytest.mark.slow

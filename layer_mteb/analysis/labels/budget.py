@@ -97,7 +97,7 @@ def iter_task_layers(
         curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
         depth = int(curve.index.max())
         store = store_folder(loaded, settings, str(task_name))
-        cache = LayerCache(loaded, settings.encode, store, depth=depth, memory_limit=settings.memory_limit)
+        cache = LayerCache(loaded, settings.encode, store, depth=depth)
         encoded = sum(t not in cache.index for t in dict.fromkeys(examples.texts))
         vectors = cache.vectors(examples.texts).cpu().numpy()[curve.index.to_numpy()]
         if encoded:

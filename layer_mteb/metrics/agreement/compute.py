@@ -43,7 +43,6 @@ from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
-from layer_mteb.vectors.memory import resolve_memory_limit
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)
@@ -67,8 +66,7 @@ def model_source(run: ScoredSetting) -> str:
 def layer_vectors(model: LoadedModel, config: EncodeConfig, task: str, texts: Sequence[str]) -> torch.Tensor:
     """[L+1, n, D] pooled vectors of ``texts``, read from the run's vector store of ``task``; texts it lacks are
     encoded in one forward pass and added to it."""
-    settings = RunSettings(encode=config, memory_limit=resolve_memory_limit(config.max_cache_memory, config.device))
-    cache = LayerCache(model, config, store_folder(model, settings, task), memory_limit=settings.memory_limit)
+    cache = LayerCache(model, config, store_folder(model, RunSettings(encode=config), task))
     missing = len([t for t in texts if t not in cache.index])
     vectors = cache.vectors(texts).cpu()
     if missing:

@@ -1,16 +1,31 @@
-"""LayerMixEncoder: a combination of one layer is that layer; a window is the mean of its cached vectors; mteb keeps
-combinations and single layers apart."""
+"""scripts/layer_mix.py's LayerMixEncoder: a combination of one layer is that layer; a window is the mean of its cached
+vectors; mteb keeps combinations and single layers apart."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
+from conftest import REPO
 
+from layer_mteb import LayerEncoder
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.evaluation.encoder import LayerEncoder, LayerMixEncoder, resolve_settings
+from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import LayerCache
+
+
+def _script(name: str):
+    """A study script of ``scripts/`` (a folder of scripts, not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LayerMixEncoder = _script("layer_mix").LayerMixEncoder
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +33,7 @@ def biosses(tiny_gpt_neox, data_dir):
     task = load_task(TaskSpec("BIOSSES"), "test", data_dir)
     task.load_data()
     settings = resolve_settings(tiny_gpt_neox, EncodeConfig(batch_size=32))
-    cache = LayerCache(tiny_gpt_neox, settings.encode, memory_limit=settings.memory_limit)
+    cache = LayerCache(tiny_gpt_neox, settings.encode)
     texts = texts_mteb_encodes(task)
     cache.fill(texts)
     return cache, settings, texts
