@@ -66,7 +66,7 @@ def score_encoder(
 ) -> list[dict]:
     """One unit of a sweep: the task's random state put back (every unit starts from the state a lone
     ``mteb.evaluate`` of it sees), :func:`evaluate_layer`, and the result as score rows. The sweep scores each layer
-    through it, and a layer combination (:class:`~layer_mteb.evaluation.encoder.LayerMixEncoder`) goes the same way."""
+    through it, and so does ``scripts/layer_mix.py``'s layer combination."""
     random_state.restore(task)
     result = evaluate_layer(encoder, task, results_cache, overwrite)
     return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
