@@ -15,8 +15,7 @@ from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, REFERENCE_ENV, reference_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder
-from layer_mteb.common.run_tables import one_setting_per_model
+from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder, one_setting_per_model
 from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import task_texts_label
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import MTEB_FOLDER
-from layer_mteb.common.run_tables import MTEB_DECIMALS
+from layer_mteb.common.run_folder import MTEB_DECIMALS, MTEB_FOLDER
 
 if TYPE_CHECKING:
     from mteb.results import TaskResult
