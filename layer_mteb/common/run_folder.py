@@ -142,7 +142,7 @@ class SideFile(NamedTuple):
 
 #: The side files by the report's name for them.
 SIDE_FILES = {
-    "selection": SideFile(SELECTION_FILE, "layer-mteb select"),
+    "picks": SideFile(SELECTION_FILE, "layer-mteb select"),
     "metrics": SideFile(METRICS_FILE, None),
     "correlation": SideFile(CORRELATION_FILE, "layer-mteb correlate"),
 }

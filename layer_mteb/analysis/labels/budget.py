@@ -29,7 +29,7 @@ from layer_mteb.analysis.labels.labelled import (
 )
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
@@ -63,35 +63,35 @@ class TaskLayers:
 
 
 def iter_task_layers(
-    run: str | Path,
+    folder: str | Path | RunFolder,
     *,
     tasks: Sequence[str] | None = None,
     model: str | None = None,
     data_dir: str | Path | None = None,
 ) -> Iterator[TaskLayers]:
-    """The (task, subset) units of ``run``'s ``scores.csv`` with their vectors, one at a time.
+    """The (task, subset) units of the ``scores.csv`` in ``folder`` with their vectors, one at a time.
 
     ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
     folder, say); a packaged model is found from its hub id and revision.
     """
-    run_folder = RunFolder(run)
-    scores = run_folder.one_setting()
+    folder = RunFolder(folder)
+    scores = folder.one_setting()
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
         if unknown:
-            raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
+            raise UserError(f"{folder.scores_file} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
-    scored = run_folder.setting(scores)
+    scored = folder.setting(scores)
     name, revision, config = scored.model, scored.revision, scored.config
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
-    recorded = run_folder.recorded_tasks()  # custom tasks: the task file that declared each
-    folder = data_dir_from_env(data_dir or recorded.data_dir)
+    recorded = folder.recorded_tasks()  # custom tasks: the task file that declared each
+    data = data_dir_from_env(data_dir or recorded.data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
-        _, (spec,) = select_tasks(recorded.selection(str(task_name)), folder)
-        task = load_task(spec, str(split), folder)
+        _, (spec,) = select_tasks(recorded.selection(str(task_name)), data)
+        task = load_task(spec, str(split), data)
         task.load_data()
         examples = labelled_examples(task, str(subset), str(split))
         curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
