@@ -202,7 +202,7 @@ def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
 
 
 def select_with_labels(
-    run: str | Path,
+    folder: str | Path | RunFolder,
     k: int | str,
     *,
     draws: int = DEFAULT_DRAWS,
@@ -212,7 +212,8 @@ def select_with_labels(
     data_dir: str | Path | None = None,
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """One row per (task, subset) of ``run``: the layer K labelled examples pick, judged on the full split.
+    """One row per (task, subset) of the run in ``folder``: the layer K labelled examples pick, judged on the full
+    split.
 
     ``workers`` processes score the layers (default: one per CPU core, as ``--eval-workers``); picks do not
     depend on it.
@@ -226,7 +227,7 @@ def select_with_labels(
         raise UserError(f"--draws must be at least 1; got {draws}")
     workers = check_eval_workers(workers)
     rows = []
-    for unit in iter_task_layers(run, tasks=tasks, model=model, data_dir=data_dir):
+    for unit in iter_task_layers(folder, tasks=tasks, model=model, data_dir=data_dir):
         started = time.perf_counter()
         seen: dict[int, LayerWarnings] = {}
         picks = pick_layers(unit, k, draws, seed, workers, seen)

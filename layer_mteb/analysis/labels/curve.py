@@ -126,14 +126,14 @@ def baseline_rows(folder: str | Path | RunFolder) -> pd.DataFrame:
     scores = folder.one_setting()
     model = str(scores["model"].iloc[0])
     try:
-        selection = select_layers(scores=scores, metrics=folder.metrics(), per_task=True)
+        picks = select_layers(scores=scores, metrics=folder.metrics(), per_task=True)
     except UserError as err:
         logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", folder, err)
-        selection = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
+        picks = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
     if folder.file(AGREEMENT_FILE).is_file():  # agreement with the reference encoder, where its curves are stored
         agreed = select_layers(folder, by=AGREEMENT, write=False)
-        selection = pd.concat([selection, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
-    board = leaderboard(selection[selection["selector"] != "oracle"])
+        picks = pd.concat([picks, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
+    board = leaderboard(picks[picks["selector"] != "oracle"])
     rows = []
     for name, pick in (
         ("last layer", board["selector"] == "last_layer"),
@@ -214,7 +214,7 @@ def plot_curve(curve: pd.DataFrame, baselines: pd.DataFrame, path: Path) -> None
 
 
 def write_curve(
-    runs: Sequence[str | Path],
+    folders: Sequence[str | Path | RunFolder],
     output: str | Path,
     *,
     draws: int = DEFAULT_DRAWS,
@@ -228,7 +228,7 @@ def write_curve(
 
     With ``baselines_only``, only the label-free baselines are read again from the runs (say, once their metrics
     are in) and the measured curve in ``output`` is kept: the labelled picks do not depend on the metrics."""
-    output, folders = Path(output), [RunFolder(run) for run in runs]  # each run folder read once
+    output, folders = Path(output), [RunFolder(folder) for folder in folders]  # each read once, by every stage
     if baselines_only and not (output / CURVE_FILE).is_file():
         raise UserError(f"--baselines-only needs a measured curve: {output / CURVE_FILE} does not exist")
     baselines = pd.concat([baseline_rows(folder) for folder in folders], ignore_index=True)

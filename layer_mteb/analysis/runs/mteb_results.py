@@ -96,10 +96,10 @@ def _layer_of(path: Path, meta: dict[str, Any]) -> int | None:
     return None
 
 
-def mteb_layer_scores(run: str | Path) -> pd.DataFrame:
-    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``run/mteb``, with the
-    experiment's settings as columns, sorted like ``scores.csv``."""
-    folder = Path(run) / MTEB_FOLDER
+def mteb_layer_scores(folder: str | Path) -> pd.DataFrame:
+    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``folder/mteb``, with
+    the experiment's settings as columns, sorted like ``scores.csv``."""
+    folder = Path(folder) / MTEB_FOLDER
     if not folder.is_dir():
         raise UserError(f"{folder} does not exist: a run folder written by `layer-mteb run` has its mteb results there")
     rows = [
