@@ -132,6 +132,54 @@ STRESS_KEY = ["model", "texts", "readout", "test"]
 FLOATS = "%.8g"
 
 
+class Table(NamedTuple):
+    """A table of the folder: the columns it must hold, what makes it (said where it is missing or torn, ``{folder}``
+    the folder), and for a table that commands update, the row order that makes a rewrite give the same file, the key
+    whose stored rows new rows replace, and how its floats are written."""
+
+    columns: list[str]
+    fix: str
+    order: Sequence[str] = ()
+    key: Sequence[str] = ()
+    floats: str | None = FLOATS
+
+    def tidy(self, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
+        """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=self.columns)
+        return frame.sort_values(list(self.order), kind="stable").reset_index(drop=True)
+
+
+SCORES_TABLE = Table(
+    SCORE_COLUMNS, "re-run `layer-mteb run` to rewrite it", ["model", "revision", "task", "subset", "layer"]
+)
+METRICS_TABLE = Table(
+    METRIC_COLUMNS, "run `layer-mteb metrics --run {folder}`", ["model", "texts", "metric", "layer"], METRIC_KEY, None
+)
+AGREEMENT_TABLE = Table(
+    AGREEMENT_COLUMNS,
+    "compute the curves with layer_mteb.metrics.agreement.compute",
+    ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"],
+    AGREEMENT_KEY,
+)
+STRESS_ORDER = ["model", "readout", "test", "texts", "level"]
+STRESS_TABLE = Table(
+    STRESS_COLUMNS,
+    "run `layer-mteb stress --run {folder}`",
+    [*STRESS_ORDER, "normalization", "layer", "prompt"],
+    STRESS_KEY,
+)
+DIPS_TABLE = Table(DIP_COLUMNS, STRESS_TABLE.fix, [*STRESS_ORDER, "layer"], STRESS_KEY)
+PICKS_TABLE = Table(["model", "selector", "task"], "run `layer-mteb select --run {folder}`")
+COST_TABLE = Table(
+    ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
+    "rerun `layer-mteb cost --run {folder}`",
+    floats="%.6g",
+)
+tidy_scores, tidy_metrics, tidy_agreement = SCORES_TABLE.tidy, METRICS_TABLE.tidy, AGREEMENT_TABLE.tidy
+
+
 class SideFile(NamedTuple):
     """An optional table beside ``scores.csv`` that a report reads; ``refresh`` is the command that recomputes it
     from the scores (``None`` where it does not depend on them), so a sweep that changed the scores makes it stale."""
@@ -335,14 +383,6 @@ def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
     return rows
 
 
-def tidy_scores(rows: list[dict]) -> pd.DataFrame:
-    """Score rows -> the ``scores.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
-    import pandas as pd
-
-    frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
-    return frame.sort_values(["model", "revision", "task", "subset", "layer"], kind="stable").reset_index(drop=True)
-
-
 def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
     :data:`ROW_KEY`), so a run of a few tasks never drops the others' scores."""
@@ -393,35 +433,6 @@ def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
     """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
     device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
     return EncodeConfig.from_key(scores.iloc[-1], **{"device": default_device(), **placement})
-
-
-# --- metrics.csv, agreement.csv, stress.csv, dip.csv ---
-
-
-def tidy_metrics(rows: list[dict]) -> pd.DataFrame:
-    """Metric rows -> the ``metrics.csv`` frame: its columns in order, rows sorted so reruns write identical files."""
-    import pandas as pd
-
-    frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    return frame.sort_values(["model", "texts", "metric", "layer"], kind="stable").reset_index(drop=True)
-
-
-def tidy_agreement(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
-    """Rows -> the ``agreement.csv`` frame: its columns in order, sorted so that rewriting gives the same file."""
-    import pandas as pd
-
-    frame = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
-    order = ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"]
-    return frame.sort_values(order, kind="stable").reset_index(drop=True)
-
-
-def tidy_stress(frame: pd.DataFrame) -> pd.DataFrame:
-    order = ["model", "readout", "test", "texts", "level", "normalization", "layer", "prompt"]
-    return frame.sort_values(order, kind="stable")[STRESS_COLUMNS]
-
-
-def tidy_dips(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.sort_values(["model", "readout", "test", "texts", "level", "layer"], kind="stable")[DIP_COLUMNS]
 
 
 def curves(frame: pd.DataFrame, **key: object) -> dict[str, pd.Series]:
@@ -543,7 +554,7 @@ class RunFolder:
         return frame
 
     def _read_scores(self) -> pd.DataFrame:
-        frame = read_table(self.scores_file, REQUIRED_SCORE_COLUMNS, "re-run `layer-mteb run` to rewrite it")
+        frame = read_table(self.scores_file, REQUIRED_SCORE_COLUMNS, SCORES_TABLE.fix)
         return frame.astype({"layer": int, "n_layers": int})
 
     def write_scores(self, frame: pd.DataFrame) -> Path:
@@ -690,30 +701,25 @@ class RunFolder:
         return path
 
     def _update(
-        self,
-        name: str,
-        new: pd.DataFrame,
-        read_old: Callable[[], pd.DataFrame],
-        key: list[str],
-        tidy: Callable[[pd.DataFrame], pd.DataFrame],
-        **to_csv: Any,
+        self, name: str, table: Table, new: pd.DataFrame, read_old: Callable[[], pd.DataFrame], **to_csv
     ) -> Path:
         """The one update of a side table, under the folder's lock: the stored rows (``read_old``, its checked reader,
         so a torn table is refused, never dropped) with the rows of ``new``'s keys replaced, tidied and written
         atomically."""
         with self.locked():
             self._forget(name)
-            return self.write_table(name, tidy(replace_rows(read_old(), new, key)), **to_csv)
+            frame = table.tidy(replace_rows(read_old(), new, table.key))
+            return self.write_table(name, frame, float_format=table.floats, **to_csv)
 
-    def _read(self, name: str, columns: list[str], fix: str, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
-        path = self.file(name)
+    def _read(self, name: str, table: Table, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
+        path, fix = self.file(name), table.fix.format(folder=self.path)
         if not path.is_file():
             if missing_ok:
                 import pandas as pd
 
-                return pd.DataFrame(columns=columns)
+                return pd.DataFrame(columns=table.columns)
             raise UserError(f"no {name} in {self.path}: {fix} first")
-        return self._kept(name, partial(read_table, path, columns, fix, **read))
+        return self._kept(name, partial(read_table, path, table.columns, fix, **read))
 
     def side_table(self, name: str) -> pd.DataFrame | None:
         """An optional table a report reads (``selection.csv``, ``metrics.csv``, ...); absent or without rows means
@@ -727,39 +733,32 @@ class RunFolder:
 
     def picks(self, by: str | list[str] | None = None) -> pd.DataFrame:
         """The picks ``select`` wrote (``selection.csv``, or ``selection.<by>.csv`` for a narrower ``by``)."""
-        fix = f"run `layer-mteb select --run {self.path}`"
-        return self._read(selection_file(by), ["model", "selector", "task"], fix, missing_ok=False)
+        return self._read(selection_file(by), PICKS_TABLE, missing_ok=False)
 
     def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """``metrics.csv``: every metric of every layer the metrics stage measured."""
-        fix = f"run `layer-mteb metrics --run {self.path}`"
-        return self._read(METRICS_FILE, METRIC_COLUMNS, fix, missing_ok=missing_ok)
+        return self._read(METRICS_FILE, METRICS_TABLE, missing_ok=missing_ok)
 
     def update_metrics(self, frame: pd.DataFrame) -> Path:
         """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
-        old = partial(self.metrics, missing_ok=True)
-        return self._update(METRICS_FILE, frame, old, METRIC_KEY, lambda f: tidy_metrics(f.to_dict("records")))
+        return self._update(METRICS_FILE, METRICS_TABLE, frame, partial(self.metrics, missing_ok=True))
 
     def agreement(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """``agreement.csv``: the stored agreement and intrinsic-dimension curves."""
-        fix = "compute the curves with layer_mteb.metrics.agreement.compute"
         read = {"keep_default_na": False, "na_values": {"value": [""]}}
-        return self._read(AGREEMENT_FILE, AGREEMENT_COLUMNS, fix, missing_ok=missing_ok, **read)
+        return self._read(AGREEMENT_FILE, AGREEMENT_TABLE, missing_ok=missing_ok, **read)
 
     def update_agreement(self, frame: pd.DataFrame) -> Path:
         """Merge ``frame`` into ``agreement.csv``: its curves replace the stored ones of their key."""
-        old = partial(self.agreement, missing_ok=True)
-        return self._update(AGREEMENT_FILE, frame, old, AGREEMENT_KEY, tidy_agreement, float_format=FLOATS)
+        return self._update(AGREEMENT_FILE, AGREEMENT_TABLE, frame, partial(self.agreement, missing_ok=True))
 
     def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """The per-prompt stress table (``stress.csv`` or ``stress.csv.gz``, whichever the folder holds)."""
         name = next((n for n in STRESS_FILES if self.file(n).is_file()), STRESS_FILES[0])
-        fix = f"run `layer-mteb stress --run {self.path}`"
-        return self._read(name, STRESS_COLUMNS, fix, missing_ok=missing_ok)
+        return self._read(name, STRESS_TABLE, missing_ok=missing_ok)
 
     def dips(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        fix = f"run `layer-mteb stress --run {self.path}`"
-        return self._read(DIP_FILE, DIP_COLUMNS, fix, missing_ok=missing_ok)
+        return self._read(DIP_FILE, DIPS_TABLE, missing_ok=missing_ok)
 
     def update_stress(self, values: pd.DataFrame, dips: pd.DataFrame, *, compress: bool = False) -> Path:
         """Merge into the stress table and ``dip.csv`` (rows of the same model, texts, readout and test replaced);
@@ -771,12 +770,8 @@ class RunFolder:
             for name in STRESS_FILES:
                 self._forget(name)
             old = partial(self.stress, missing_ok=True)
-            path = self._update(
-                target, values, old, STRESS_KEY, tidy_stress, float_format=FLOATS, compression=compression
-            )
-            self._update(
-                DIP_FILE, dips, partial(self.dips, missing_ok=True), STRESS_KEY, tidy_dips, float_format=FLOATS
-            )
+            path = self._update(target, STRESS_TABLE, values, old, compression=compression)
+            self._update(DIP_FILE, DIPS_TABLE, dips, partial(self.dips, missing_ok=True))
             other = self.file(STRESS_FILES[1 - int(compress)])
             if other.exists():
                 other.unlink()  # its rows were merged into the one just written
@@ -795,12 +790,10 @@ class RunFolder:
         """``cost.csv`` (None when the cost was not measured)."""
         if not self.file(COST_FILE).is_file():
             return None
-        fix = f"rerun `layer-mteb cost --run {self.path}`"
-        columns = ["model", "layer", "flops_fraction", "seconds_per_1000_texts"]
-        return self._read(COST_FILE, columns, fix, missing_ok=False)
+        return self._read(COST_FILE, COST_TABLE, missing_ok=False)
 
     def write_cost(self, frame: pd.DataFrame) -> Path:
-        return self.write_table(COST_FILE, frame, float_format="%.6g")
+        return self.write_table(COST_FILE, frame, float_format=COST_TABLE.floats)
 
 
 def _shard_of(path: Path) -> tuple[int, int] | None:
