@@ -57,7 +57,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -102,46 +102,17 @@ class LayerId(TypedDict):
     relative_depth: float
 
 
-LAYER_COLUMNS = tuple(LayerId.__annotations__)
-SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
-#: what a ``scores.csv`` must hold to be read at all
-REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
-#: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
-#: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
-MTEB_DECIMALS = 6
-#: What makes two score rows the same measurement: a newer one replaces an older one, any other older row stays.
-ROW_KEY = ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS]
-
-METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
-#: metric rows with equal values here come from the same computation and are replaced together
-METRIC_KEY = ["model", "revision", "texts", *SETTINGS_COLUMNS]
-
-#: the ``metric`` of TwoNN intrinsic-dimension rows
-ID_METRIC = "two_nn_id"
-#: the ``reference`` of rows that read no reference
-NO_REFERENCE = "-"
-CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
-AGREEMENT_COLUMNS = [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value"]
-AGREEMENT_COLUMNS += list(SETTINGS_COLUMNS)
-AGREEMENT_KEY = ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS]
-
-STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
-DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
-STRESS_KEY = ["model", "texts", "readout", "test"]
-#: 8 significant digits keep distinct values distinct (mutual k-NN moves in steps of 1 / (n k) >= 1e-5)
-FLOATS = "%.8g"
-
-
 class Table(NamedTuple):
     """A table of the folder: the columns it must hold, what makes it (said where it is missing or torn, ``{folder}``
     the folder), and for a table that commands update, the row order that makes a rewrite give the same file, the key
-    whose stored rows new rows replace, and how its floats are written."""
+    (rows of equal key are one measurement: a newer row replaces the stored one, every other stored row stays) and how
+    its floats are written."""
 
     columns: list[str]
     fix: str
     order: Sequence[str] = ()
     key: Sequence[str] = ()
-    floats: str | None = FLOATS
+    floats: str | None = "%.8g"  # 8 significant digits keep distinct values distinct (mutual k-NN: steps >= 1e-5)
 
     def tidy(self, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
@@ -151,26 +122,55 @@ class Table(NamedTuple):
         return frame.sort_values(list(self.order), kind="stable").reset_index(drop=True)
 
 
+LAYER_COLUMNS = tuple(LayerId.__annotations__)
+SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
 SCORES_TABLE = Table(
-    SCORE_COLUMNS, "re-run `layer-mteb run` to rewrite it", ["model", "revision", "task", "subset", "layer"]
+    SCORE_COLUMNS,
+    "re-run `layer-mteb run` to rewrite it",
+    ["model", "revision", "task", "subset", "layer"],
+    ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS],
 )
+#: what a ``scores.csv`` must hold to be read at all
+REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
+#: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
+#: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
+MTEB_DECIMALS = 6
+
+METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
+#: the key: metric rows of one source and setting come from one computation and are replaced together
 METRICS_TABLE = Table(
-    METRIC_COLUMNS, "run `layer-mteb metrics --run {folder}`", ["model", "texts", "metric", "layer"], METRIC_KEY, None
+    METRIC_COLUMNS,
+    "run `layer-mteb metrics --run {folder}`",
+    ["model", "texts", "metric", "layer"],
+    ["model", "revision", "texts", *SETTINGS_COLUMNS],
+    None,
 )
+
+#: the ``metric`` of TwoNN intrinsic-dimension rows
+ID_METRIC = "two_nn_id"
+#: the ``reference`` of rows that read no reference
+NO_REFERENCE = "-"
+CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
+AGREEMENT_COLUMNS = [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value"]
+AGREEMENT_COLUMNS += list(SETTINGS_COLUMNS)
 AGREEMENT_TABLE = Table(
     AGREEMENT_COLUMNS,
     "compute the curves with layer_mteb.metrics.agreement.compute",
     ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"],
-    AGREEMENT_KEY,
+    ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS],
 )
-STRESS_ORDER = ["model", "readout", "test", "texts", "level"]
+
+STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
+DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
+#: the stress rows' order; its first four (model, readout, test, texts) are the key: one stress run's rows
+_STRESS = ["model", "readout", "test", "texts", "level"]
 STRESS_TABLE = Table(
     STRESS_COLUMNS,
     "run `layer-mteb stress --run {folder}`",
-    [*STRESS_ORDER, "normalization", "layer", "prompt"],
-    STRESS_KEY,
+    [*_STRESS, "normalization", "layer", "prompt"],
+    _STRESS[:4],
 )
-DIPS_TABLE = Table(DIP_COLUMNS, STRESS_TABLE.fix, [*STRESS_ORDER, "layer"], STRESS_KEY)
+DIPS_TABLE = Table(DIP_COLUMNS, STRESS_TABLE.fix, [*_STRESS, "layer"], _STRESS[:4])
 PICKS_TABLE = Table(["model", "selector", "task"], "run `layer-mteb select --run {folder}`")
 COST_TABLE = Table(
     ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
@@ -359,37 +359,42 @@ def layer_columns(model, layer: int) -> LayerId:
     )
 
 
+def main_scores(
+    task_result, splits: Collection[str] | None = None, subsets: Collection[str] | None = None
+) -> list[dict]:
+    """mteb's ``TaskResult`` -> one row (task, split, subset, main_score rounded to :data:`MTEB_DECIMALS`) per split
+    and subset, only ``splits`` and ``subsets`` where given: what a computed result and one read back from its JSON
+    give alike."""
+    return [
+        {
+            "task": task_result.task_name,
+            "split": split,
+            "subset": scores["hf_subset"],
+            "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
+        }
+        for split, per_subset in task_result.scores.items()
+        if splits is None or split in splits
+        for scores in per_subset
+        if not subsets or scores["hf_subset"] in subsets
+    ]
+
+
 def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
-    """mteb's ``TaskResult`` for one layer -> tidy rows (one per split and subset).
+    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
 
     ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb).
     """
-    model, config, layer = encoder.model, encoder.config, encoder.layer
-    rows = []
-    for split, subsets in task_result.scores.items():
-        for scores in subsets:
-            rows.append(
-                {
-                    **layer_columns(model, layer),
-                    "task": task.metadata.name,
-                    "task_type": task.metadata.type,
-                    "split": split,
-                    "subset": scores["hf_subset"],
-                    "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
-                    **config.key(),
-                    "data": data,
-                }
-            )
-    return rows
+    about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
+    return [{**about, **row, "task": task.metadata.name, "data": data} for row in main_scores(task_result)]
 
 
 def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
-    :data:`ROW_KEY`), so a run of a few tasks never drops the others' scores."""
+    the table's key), so a run of a few tasks never drops the others' scores."""
     new = tidy_scores(new_rows)
     if kept.empty:
         return new
-    return tidy_scores(replace_rows(kept, new, ROW_KEY).to_dict("records"))
+    return tidy_scores(replace_rows(kept, new, SCORES_TABLE.key).to_dict("records"))
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
