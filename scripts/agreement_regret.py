@@ -29,8 +29,7 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import ID_METRIC, METRIC_COLUMNS
+from layer_mteb.common.run_folder import ID_METRIC, METRIC_COLUMNS, RunFolder
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
 from layer_mteb.metrics.agreement.reference import default_reference
 from layer_mteb.model.names import PACKAGED_MODELS

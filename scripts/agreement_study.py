@@ -23,8 +23,7 @@ import logging
 import time
 from dataclasses import replace
 
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import tidy_agreement
+from layer_mteb.common.run_folder import RunFolder, tidy_agreement
 from layer_mteb.metrics.agreement.compute import (
     DEFAULT_N,
     TaskSample,

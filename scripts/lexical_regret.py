@@ -32,8 +32,7 @@ from layer_mteb.analysis.selection.auto import kind_of
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import pooling_of, select_layers, task_types
 from layer_mteb.analysis.selection.selectors import ModelData, by_name
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import METRIC_COLUMNS
+from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
 from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, LEXICAL_KINDS, is_lexical
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")

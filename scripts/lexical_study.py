@@ -28,8 +28,7 @@ import argparse
 import logging
 import time
 
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import tidy_agreement
+from layer_mteb.common.run_folder import RunFolder, tidy_agreement
 from layer_mteb.metrics.agreement.compute import (
     DEFAULT_N,
     TaskSample,

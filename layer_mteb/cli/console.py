@@ -85,7 +85,7 @@ def print_scores(frame: pd.DataFrame, output: Path) -> None:
     """Layers as rows, tasks as columns, one table per (model, revision); one summary line each (best and last
     layer); then where the files are."""
     from layer_mteb.analysis.report.table1 import run_summary
-    from layer_mteb.common.run_tables import layer_table
+    from layer_mteb.common.run_folder import layer_table
 
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
         print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")

@@ -41,9 +41,10 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.correlation import correlate, correlation_table
     from layer_mteb.cli.console import print_correlation
+    from layer_mteb.common.run_folder import RunFolder
 
     frame = correlate(
-        settings.run,
+        RunFolder(settings.run),
         method=settings.method,
         n_permutations=settings.permutations,
         seed=settings.seed,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import BATCH_DEFAULTS, DATA_DEFAULT, TOKEN_DEFAULTS, check_runs, settings_of, task_texts
@@ -93,11 +92,12 @@ def execute(settings: Settings) -> None:
     from layer_mteb.cli.console import print_cheapest
     from layer_mteb.cli.options import process_device
     from layer_mteb.common.config import default_device
-    from layer_mteb.common.run_folder import COST_FILE
+    from layer_mteb.common.run_folder import COST_FILE, RunFolder
     from layer_mteb.metrics.layer_cost import CostSettings, run_cost
 
+    folder = RunFolder(settings.run)
     frame = run_cost(
-        settings.run,
+        folder,
         model=settings.model,
         texts=settings.texts,
         settings=CostSettings(n_texts=settings.n_texts, seed=settings.seed, repeats=settings.repeats),
@@ -112,5 +112,5 @@ def execute(settings: Settings) -> None:
     first = frame.iloc[0]
     sizes = f"batch size {first['batch_size']}, {first['threads']} threads"
     print(f"\n{first['n_texts']} texts, {sizes}, on {first['device']}, median of {settings.repeats} passes")
-    print_cheapest(settings.run)
-    print(f"wrote {Path(settings.run) / COST_FILE}")
+    print_cheapest(folder)
+    print(f"wrote {folder.file(COST_FILE)}")

@@ -188,8 +188,7 @@ def _plan(settings: Settings) -> _Plan:
 
     if settings.run is None:
         return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
-    from layer_mteb.common.run_folder import RunFolder
-    from layer_mteb.common.run_tables import one_setting
+    from layer_mteb.common.run_folder import RunFolder, one_setting
 
     folder = RunFolder(settings.run)
     scores = folder.scores()  # read once: its one setting gives the model, the whole table the layer's scores

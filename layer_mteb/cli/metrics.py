@@ -69,20 +69,12 @@ def execute(settings: Settings) -> None:
     target = settings.target
     probe_hub_if(settings.hub_needed())
     from layer_mteb.cli.console import print_metrics
-    from layer_mteb.evaluation.plan import check_writable
     from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
     from layer_mteb.model.loading import load_model
 
     sizes = PAPER_METRIC_SIZES if settings.full_protocol else QUICK_METRIC_SIZES
-    measure = MetricSettings(
-        n_prompts=sizes["n_prompts"] if settings.n_prompts is None else settings.n_prompts,
-        views=sizes["views"] if settings.views is None else settings.views,
-        augment_prompts=sizes["augment_prompts"] if settings.augment_prompts is None else settings.augment_prompts,
-        p=settings.augment_p,
-        alpha=settings.alpha,
-        seed=settings.seed,
-    )
-    check_writable(target.output)  # an unusable --output must fail now, not after minutes of computing
+    sizes = {name: size if getattr(settings, name) is None else getattr(settings, name) for name, size in sizes.items()}
+    measure = MetricSettings(**sizes, p=settings.augment_p, alpha=settings.alpha, seed=settings.seed)
     config = on_device(target.config, target.device)
     model = load_model(target.model, config, revision=target.revision, trust_remote_code=settings.trust_remote_code)
     for source in target.sources:  # one model load for every source; each is saved as it finishes

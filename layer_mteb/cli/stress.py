@@ -61,7 +61,6 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     target = settings.target
     probe_hub_if(settings.hub_needed())
-    from layer_mteb.evaluation.plan import check_writable
     from layer_mteb.metrics.stress_tests import (
         LENGTHS,
         PAPER_STRESS_SIZES,
@@ -71,15 +70,9 @@ def execute(settings: Settings) -> None:
     )
 
     sizes = PAPER_STRESS_SIZES if settings.paper_sizes else QUICK_STRESS_SIZES
-    measure = StressSettings(
-        tests=settings.tests,
-        n_prompts=sizes["n_prompts"] if settings.n_prompts is None else settings.n_prompts,
-        length_prompts=sizes["length_prompts"] if settings.length_prompts is None else settings.length_prompts,
-        lengths=settings.lengths or LENGTHS,
-        alpha=settings.alpha,
-        seed=settings.seed,
-    )
-    check_writable(target.output)
+    sizes = {name: size if getattr(settings, name) is None else getattr(settings, name) for name, size in sizes.items()}
+    lengths = settings.lengths or LENGTHS
+    measure = StressSettings(settings.tests, **sizes, lengths=lengths, alpha=settings.alpha, seed=settings.seed)
     started = time.time()
     values, dips = run_stress(
         target.model,

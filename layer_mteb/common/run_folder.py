@@ -1,7 +1,8 @@
 """A run folder as one object: every file ``layer-mteb`` writes into one or reads from one is named here, read by one
-checked reader and written by one atomic writer (:class:`RunFolder`). Importing this module loads no pandas: the CLI
-checks read ``run.json`` and file names before anything heavy loads; the tables' frames live in
-:mod:`~layer_mteb.common.run_tables`.
+checked reader and written by one atomic writer (:class:`RunFolder`), with each table's columns, row order and key.
+One :class:`RunFolder` object is handed from a command to every stage that reads the folder: it reads each table once
+and keeps it for its life (a table it writes is read again), so ``select`` or ``report`` read ``scores.csv`` once.
+pandas loads where a table is read, not on import: ``layer-mteb --help`` and the CLI's checks of file names stay quick.
 
 ```
 <run>/
@@ -29,6 +30,19 @@ OS releases the lock when its process dies, killed or not, so a crashed writer n
 ``.holder`` note is overwritten by the next holder. A writer that waits longer than ``$LAYER_MTEB_LOCK_TIMEOUT``
 seconds (default 300) stops with one line naming the process that holds the lock.
 
+The tables:
+
+- ``scores.csv``: one row per (task, layer, subset) with mteb's main score, keyed by integer layer, and the run's
+  one model and setting read back from it (:func:`one_setting`).
+- ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>`` (its
+  evaluation-split texts), ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``;
+  ``n`` counts the prompts the value is over. Rerunning a source with the same settings replaces its rows, so WikiText
+  and each task's own-text metrics sit together (``task:`` and ``encoded:`` rows of a task are different sources).
+- ``agreement.csv``: per-layer agreement and intrinsic-dimension curves per (task, reference, metric, outlier, n, k,
+  seed, settings); ``reference`` is :data:`NO_REFERENCE` for the ID, which reads none; ``k`` is 0 where none applies.
+- ``stress.csv`` (or ``stress.csv.gz``, the same rows gzipped with no timestamp) and ``dip.csv``: per-prompt entropy
+  of the stress tests and the dip test per layer, per (model, texts, readout, test).
+
 ``run.json`` has one entry per (model, task) with the settings it ran
 (:meth:`~layer_mteb.common.settings.RunSettings.record`). A later sweep into the same folder replaces the entries of
 the units it ran again and keeps the others; a rerun that only read a unit's results back keeps the computing run's
@@ -43,14 +57,14 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import atomic_write, write_json
 
@@ -78,6 +92,94 @@ LOCK_TIMEOUT_ENV = "LAYER_MTEB_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 300.0
 
 
+class LayerId(TypedDict):
+    """Which layer of which model a row is about: the first columns of scores and metrics alike."""
+
+    model: str
+    revision: str
+    layer: int
+    n_layers: int
+    relative_depth: float
+
+
+class Table(NamedTuple):
+    """A table of the folder: the columns it must hold, what makes it (said where it is missing or torn, ``{folder}``
+    the folder), and for a table that commands update, the row order that makes a rewrite give the same file, the key
+    (rows of equal key are one measurement: a newer row replaces the stored one, every other stored row stays) and how
+    its floats are written."""
+
+    columns: list[str]
+    fix: str
+    order: Sequence[str] = ()
+    key: Sequence[str] = ()
+    floats: str | None = "%.8g"  # 8 significant digits keep distinct values distinct (mutual k-NN: steps >= 1e-5)
+
+    def tidy(self, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
+        """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=self.columns)
+        return frame.sort_values(list(self.order), kind="stable").reset_index(drop=True)
+
+
+LAYER_COLUMNS = tuple(LayerId.__annotations__)
+SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
+SCORES_TABLE = Table(
+    SCORE_COLUMNS,
+    "re-run `layer-mteb run` to rewrite it",
+    ["model", "revision", "task", "subset", "layer"],
+    ["model", "revision", "layer", "task", "split", "subset", *SETTINGS_COLUMNS],
+)
+#: what a ``scores.csv`` must hold to be read at all
+REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
+#: mteb's ``TaskResult.to_disk`` stores scores rounded to 6 decimals; the table uses the same value whether a unit
+#: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
+MTEB_DECIMALS = 6
+
+METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
+#: the key: metric rows of one source and setting come from one computation and are replaced together
+METRICS_TABLE = Table(
+    METRIC_COLUMNS,
+    "run `layer-mteb metrics --run {folder}`",
+    ["model", "texts", "metric", "layer"],
+    ["model", "revision", "texts", *SETTINGS_COLUMNS],
+    None,
+)
+
+#: the ``metric`` of TwoNN intrinsic-dimension rows
+ID_METRIC = "two_nn_id"
+#: the ``reference`` of rows that read no reference
+NO_REFERENCE = "-"
+CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
+AGREEMENT_COLUMNS = [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value"]
+AGREEMENT_COLUMNS += list(SETTINGS_COLUMNS)
+AGREEMENT_TABLE = Table(
+    AGREEMENT_COLUMNS,
+    "compute the curves with layer_mteb.metrics.agreement.compute",
+    ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"],
+    ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS],
+)
+
+STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
+DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
+#: the stress rows' order; its first four (model, readout, test, texts) are the key: one stress run's rows
+_STRESS = ["model", "readout", "test", "texts", "level"]
+STRESS_TABLE = Table(
+    STRESS_COLUMNS,
+    "run `layer-mteb stress --run {folder}`",
+    [*_STRESS, "normalization", "layer", "prompt"],
+    _STRESS[:4],
+)
+DIPS_TABLE = Table(DIP_COLUMNS, STRESS_TABLE.fix, [*_STRESS, "layer"], _STRESS[:4])
+PICKS_TABLE = Table(["model", "selector", "task"], "run `layer-mteb select --run {folder}`")
+COST_TABLE = Table(
+    ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
+    "rerun `layer-mteb cost --run {folder}`",
+    floats="%.6g",
+)
+tidy_scores, tidy_metrics, tidy_agreement = SCORES_TABLE.tidy, METRICS_TABLE.tidy, AGREEMENT_TABLE.tidy
+
+
 class SideFile(NamedTuple):
     """An optional table beside ``scores.csv`` that a report reads; ``refresh`` is the command that recomputes it
     from the scores (``None`` where it does not depend on them), so a sweep that changed the scores makes it stale."""
@@ -88,7 +190,7 @@ class SideFile(NamedTuple):
 
 #: The side files by the report's name for them.
 SIDE_FILES = {
-    "selection": SideFile(SELECTION_FILE, "layer-mteb select"),
+    "picks": SideFile(SELECTION_FILE, "layer-mteb select"),
     "metrics": SideFile(METRICS_FILE, None),
     "correlation": SideFile(CORRELATION_FILE, "layer-mteb correlate"),
 }
@@ -216,19 +318,182 @@ def _command() -> str:
     return " ".join([name, *sys.argv[1:2]])
 
 
+def read_table(path: Path, columns: Sequence[str], fix: str, **read: Any) -> pd.DataFrame:
+    """``path`` read as a table with ``columns``: a torn or undecodable file, or one lacking a column, is one
+    :class:`UserError` line naming the file and ``fix``, never a traceback or a table silently taken as empty."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path, **read)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as err:
+        raise UserError(f"cannot read {path}: {first_line(err)}; {fix}") from None
+    missing = sorted(set(columns) - set(frame.columns))
+    if missing:
+        raise UserError(f"{path} is missing column(s) {missing}; {fix}")
+    return frame
+
+
+def replace_rows(old: pd.DataFrame, new: pd.DataFrame, key: Sequence[str]) -> pd.DataFrame:
+    """``old`` updated with ``new``: a stored row whose ``key`` a new row holds is replaced, every other stays (what
+    every table of a run folder does on writing, so a run of one part never drops another part's rows)."""
+    import pandas as pd
+
+    if old.empty:
+        return new.reset_index(drop=True)
+    held = set(new[list(key)].astype(str).apply(tuple, axis=1))
+    replaced = old[list(key)].astype(str).apply(tuple, axis=1).isin(held)
+    return pd.concat([old[~replaced], new], ignore_index=True)
+
+
+# --- scores.csv ---
+
+
+def layer_columns(model, layer: int) -> LayerId:
+    """The :class:`LayerId` of a row about ``layer`` of ``model``."""
+    return LayerId(
+        model=model.name,
+        revision=model.revision,
+        layer=layer,
+        n_layers=model.n_layers,
+        relative_depth=layer / model.n_layers,
+    )
+
+
+def main_scores(
+    task_result, splits: Collection[str] | None = None, subsets: Collection[str] | None = None
+) -> list[dict]:
+    """mteb's ``TaskResult`` -> one row (task, split, subset, main_score rounded to :data:`MTEB_DECIMALS`) per split
+    and subset, only ``splits`` and ``subsets`` where given: what a computed result and one read back from its JSON
+    give alike."""
+    return [
+        {
+            "task": task_result.task_name,
+            "split": split,
+            "subset": scores["hf_subset"],
+            "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
+        }
+        for split, per_subset in task_result.scores.items()
+        if splits is None or split in splits
+        for scores in per_subset
+        if not subsets or scores["hf_subset"] in subsets
+    ]
+
+
+def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
+    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
+
+    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb).
+    """
+    about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
+    return [{**about, **row, "task": task.metadata.name, "data": data} for row in main_scores(task_result)]
+
+
+def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
+    """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
+    the table's key), so a run of a few tasks never drops the others' scores."""
+    new = tidy_scores(new_rows)
+    if kept.empty:
+        return new
+    return tidy_scores(replace_rows(kept, new, SCORES_TABLE.key).to_dict("records"))
+
+
+def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Layers as rows, tasks as columns, plus the mean over tasks: the table a person reads first."""
+    table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
+    table["mean"] = table.mean(axis=1)
+    return table
+
+
+def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the run's one model and settings. Every command that loads a run's model again
+    (``select --labels``, ``cost``, ``export``, the agreement curves) reads the run through this, so they refuse the
+    same mixed tables."""
+    if scores["model"].nunique() > 1 or scores["revision"].nunique() > 1:
+        runs = scores[["model", "revision"]].astype(str).drop_duplicates()
+        named = ", ".join(f"{m} @ {r}" for m, r in zip(runs["model"], runs["revision"], strict=True))
+        raise UserError(
+            f"scores.csv holds several models or revisions ({named}): this command reads one; give a run folder of "
+            "one model (`layer-mteb run --model MODEL --tasks TASKS --output RUN`, one folder per model)"
+        )
+    settings = [c for c in SETTINGS_COLUMNS if c in scores.columns]
+    if len(scores[settings].astype(str).drop_duplicates()) > 1:
+        differ = [c for c in settings if scores[c].astype(str).nunique() > 1]
+        raise UserError(
+            f"scores.csv holds several settings of {scores['model'].iloc[0]} ({', '.join(differ)} differ): give a "
+            "run of one setting (one --output per setting)"
+        )
+    return scores.drop_duplicates(["task", "subset", "split", "layer"], keep="last")
+
+
+def one_setting_per_model(scores: pd.DataFrame) -> pd.DataFrame:
+    """:func:`one_setting` for each model of a table that may hold several (a ``run`` of several ``--model``): the
+    readers that group by model (``select``, ``correlate``, the cost tradeoff) refuse a model scored at several
+    revisions or settings, which they would otherwise average."""
+    import pandas as pd
+
+    return pd.concat([one_setting(part) for _, part in scores.groupby("model", sort=False)], ignore_index=True)
+
+
+def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
+    """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
+    device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
+    return EncodeConfig.from_key(scores.iloc[-1], **{"device": default_device(), **placement})
+
+
+def curves(frame: pd.DataFrame, **key: object) -> dict[str, pd.Series]:
+    """task -> value per layer, for the ``agreement.csv`` rows whose columns equal ``key`` (e.g. ``metric="mknn",
+    outlier="clamp", n=256, k=10, seed=0, reference=...``); a key that leaves several curves per task is an error."""
+    rows = frame
+    for column, value in key.items():
+        rows = rows[rows[column] == value]
+    out: dict[str, pd.Series] = {}
+    for task, part in rows.groupby("task", sort=True):
+        if part["layer"].duplicated().any():
+            raise ValueError(f"{task}: {key} leaves several curves; name more of {CURVE_KEY}")
+        out[str(task)] = part.set_index("layer")["value"].sort_index()
+    return out
+
+
 class RunFolder:
     """One run folder (``shard``: the files of shard I of N of a sharded run, until they are merged).
 
     Each file has one reader that checks it (a missing, torn or column-short file is one :class:`UserError` line
     naming the command that writes it) and one atomic writer; the side tables share one update, in which the new
-    rows replace the stored rows of their keys and every other stored row stays."""
+    rows replace the stored rows of their keys and every other stored row stays.
 
-    def __init__(self, path: str | Path, shard: tuple[int, int] | None = None) -> None:
+    Each table is read once and kept for the object's life: a command builds one and hands it to every stage. A table
+    the object writes is read again after; a read-modify-write reads the file under the lock, never the kept copy, so
+    another process's rows stay. A RunFolder is a path (``os.PathLike``), so code taking a folder's path takes it, and
+    one built from another shares its tables."""
+
+    def __init__(self, path: str | Path | RunFolder, shard: tuple[int, int] | None = None) -> None:
         self.path = Path(path)
         self.shard = shard
+        #: each table as read, by file name (a shard's table by its own name)
+        self._tables: dict[object, Any] = path._tables if isinstance(path, RunFolder) else {}
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def _kept(self, key: object, read: Callable[[], Any]) -> Any:
+        """The table ``read`` gives, read on the first call only (a copy each time: a caller may change its frame)."""
+        if key not in self._tables:
+            self._tables[key] = read()
+        kept = self._tables[key]
+        if isinstance(kept, list):
+            return [dict(entry) for entry in kept]
+        return None if kept is None else kept.copy()
+
+    def _forget(self, name: str) -> None:
+        """Drop the kept copies of ``name``: it is about to be read under the lock, or was just written."""
+        for key in (name, ("side", name)):
+            self._tables.pop(key, None)
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -275,13 +540,11 @@ class RunFolder:
     def scores(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """The folder's scores (integer layers); with ``missing_ok``, a folder or file not there yet, or one without
         rows, reads as an empty table."""
-        from layer_mteb.common import run_tables as tables
-
         if not self.has_scores():
             if missing_ok:
                 import pandas as pd
 
-                return pd.DataFrame(columns=tables.SCORE_COLUMNS)
+                return pd.DataFrame(columns=SCORE_COLUMNS)
             if not self.path.is_dir():
                 raise UserError(
                     f"run folder {str(self.path)!r} does not exist: pass a folder written by `layer-mteb run`"
@@ -290,26 +553,23 @@ class RunFolder:
                 f"no {self.scores_file.name} in {self.path}: run "
                 f"`layer-mteb run --model MODEL --tasks TASKS --output {self.path}` first"
             )
-        fix = "re-run `layer-mteb run` to rewrite it"
-        frame = tables.read_table(self.scores_file, tables.REQUIRED_SCORE_COLUMNS, fix)
-        if frame.empty:
-            if missing_ok:
-                return frame
+        frame = self._kept(self.scores_file.name, self._read_scores)
+        if frame.empty and not missing_ok:
             raise UserError(f"{self.scores_file} has no scores yet: let `layer-mteb run` finish at least one layer")
-        frame["layer"] = frame["layer"].astype(int)
-        frame["n_layers"] = frame["n_layers"].astype(int)
         return frame
+
+    def _read_scores(self) -> pd.DataFrame:
+        frame = read_table(self.scores_file, REQUIRED_SCORE_COLUMNS, SCORES_TABLE.fix)
+        return frame.astype({"layer": int, "n_layers": int})
 
     def write_scores(self, frame: pd.DataFrame) -> Path:
         return self.write_table(self.scores_file.name, frame)
 
     def update_scores(self, rows: list[dict]) -> pd.DataFrame:
-        """The scores the folder holds now updated with ``rows``
-        (:func:`~layer_mteb.common.run_tables.combine_scores`), read and written under the folder's lock, so the
-        rows another writer added since this run began stay; the table written."""
-        from layer_mteb.common.run_tables import combine_scores
-
+        """The scores the folder holds now updated with ``rows`` (:func:`combine_scores`), read and written under the
+        folder's lock, so the rows another writer added since this run began stay; the table written."""
         with self.locked():
+            self._forget(self.scores_file.name)
             frame = combine_scores(self.scores(missing_ok=True), rows)
             self.write_scores(frame)
         return frame
@@ -326,7 +586,7 @@ class RunFolder:
             return None
         import pandas as pd
 
-        parts = [RunFolder(self.path, _shard_of(p)).scores(missing_ok=True) for p in paths]
+        parts = [RunFolder(self, _shard_of(p)).scores(missing_ok=True) for p in paths]
         parts = [p for p in parts if not p.empty]
         return pd.concat(parts, ignore_index=True) if parts else None
 
@@ -334,8 +594,6 @@ class RunFolder:
         """The (model, revision) runs the folder holds (:meth:`held_scores`) and their one setting; None for a folder
         holding no score. Scores of several settings, or a table that does not say its revision and settings, are one
         line: a run folder holds one setting."""
-        from layer_mteb.common.config import SETTINGS_COLUMNS
-
         held = self.held_scores()
         if held is None:
             return None
@@ -355,18 +613,14 @@ class RunFolder:
         return frozenset(zip(held["model"].astype(str), held["revision"].astype(str), strict=True)), setting
 
     def one_setting(self) -> pd.DataFrame:
-        """The scores of the folder's one model at one setting (:func:`~layer_mteb.common.run_tables.one_setting`:
-        several models or settings are refused in one line), as every command that loads the run's model reads them."""
-        from layer_mteb.common.run_tables import one_setting
-
+        """The scores of the folder's one model at one setting (:func:`one_setting`: several models or settings are
+        refused in one line), as every command that loads the run's model reads them."""
         return one_setting(self.scores())
 
     def setting(self, scores: pd.DataFrame | None = None, **placement: Any) -> ScoredSetting:
         """The folder's one model, revision, depth and encode settings (read off ``scores``, its :meth:`one_setting`
         rows, where the caller holds them); ``placement`` (device, batch size, ...) is not recorded in the folder and
         comes from the caller (default device: cuda if available)."""
-        from layer_mteb.common.run_tables import scores_config
-
         rows = self.one_setting() if scores is None else scores
         return ScoredSetting(
             str(rows["model"].iloc[-1]),
@@ -383,6 +637,9 @@ class RunFolder:
 
     def log(self) -> list[dict]:
         """The entries of ``run.json`` (none when there is none; an unreadable one is named and left)."""
+        return self._kept(self.log_file.name, self._read_log)
+
+    def _read_log(self) -> list[dict]:
         path = self.log_file
         if not path.is_file():
             return []
@@ -403,11 +660,13 @@ class RunFolder:
         A new entry that only read stored results back keeps, under ``computed``, the record of the run that
         computed them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
         with self.locked():
+            self._forget(self.log_file.name)
             kept = self.log()
             earlier = {_unit(entry): entry for entry in kept}
             new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
             redone = {_unit(entry) for entry in new}
             write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+            self._forget(self.log_file.name)
 
     def recorded_tasks(self) -> RecordedTasks:
         """What ``run.json`` says builds the run's tasks again (:class:`RecordedTasks`), from one read of it."""
@@ -443,120 +702,81 @@ class RunFolder:
         path = self.file(name)
         with self.locked():
             atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, **to_csv))
+            self._forget(name)
         return path
 
     def _update(
-        self,
-        name: str,
-        new: pd.DataFrame,
-        read_old: Callable[[], pd.DataFrame],
-        key: list[str],
-        tidy: Callable[[pd.DataFrame], pd.DataFrame],
-        **to_csv: Any,
+        self, name: str, table: Table, new: pd.DataFrame, read_old: Callable[[], pd.DataFrame], **to_csv
     ) -> Path:
         """The one update of a side table, under the folder's lock: the stored rows (``read_old``, its checked reader,
         so a torn table is refused, never dropped) with the rows of ``new``'s keys replaced, tidied and written
         atomically."""
-        from layer_mteb.common.run_tables import replace_rows
-
         with self.locked():
-            return self.write_table(name, tidy(replace_rows(read_old(), new, key)), **to_csv)
+            self._forget(name)
+            frame = table.tidy(replace_rows(read_old(), new, table.key))
+            return self.write_table(name, frame, float_format=table.floats, **to_csv)
 
-    def _read(self, name: str, columns: list[str], fix: str, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
-        from layer_mteb.common.run_tables import read_table
-
-        path = self.file(name)
+    def _read(self, name: str, table: Table, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
+        path, fix = self.file(name), table.fix.format(folder=self.path)
         if not path.is_file():
             if missing_ok:
                 import pandas as pd
 
-                return pd.DataFrame(columns=columns)
+                return pd.DataFrame(columns=table.columns)
             raise UserError(f"no {name} in {self.path}: {fix} first")
-        return read_table(path, columns, fix, **read)
+        return self._kept(name, partial(read_table, path, table.columns, fix, **read))
 
     def side_table(self, name: str) -> pd.DataFrame | None:
         """An optional table a report reads (``selection.csv``, ``metrics.csv``, ...); absent or without rows means
         "not there". One that cannot be read or lacks a ``model`` column is left out with a warning naming it: the
         report then lacks what it holds, which a user must be told."""
-        import pandas as pd
-
         path = self.file(name)
         if not path.is_file():
             return None
-        try:
-            frame = pd.read_csv(path)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-            logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
-            return None
-        if "model" not in frame.columns:
-            logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
-            return None
-        return frame if not frame.empty else None
+        frame = self._kept(("side", name), partial(_side_table, path))
+        return frame if frame is not None and not frame.empty else None
 
-    def selection(self, by: str | list[str] | None = None) -> pd.DataFrame:
+    def picks(self, by: str | list[str] | None = None) -> pd.DataFrame:
         """The picks ``select`` wrote (``selection.csv``, or ``selection.<by>.csv`` for a narrower ``by``)."""
-        fix = f"run `layer-mteb select --run {self.path}`"
-        return self._read(selection_file(by), ["model", "selector", "task"], fix, missing_ok=False)
+        return self._read(selection_file(by), PICKS_TABLE, missing_ok=False)
 
     def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """``metrics.csv``: every metric of every layer the metrics stage measured."""
-        from layer_mteb.common.run_tables import METRIC_COLUMNS
-
-        fix = f"run `layer-mteb metrics --run {self.path}`"
-        return self._read(METRICS_FILE, METRIC_COLUMNS, fix, missing_ok=missing_ok)
+        return self._read(METRICS_FILE, METRICS_TABLE, missing_ok=missing_ok)
 
     def update_metrics(self, frame: pd.DataFrame) -> Path:
         """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
-        from layer_mteb.common.run_tables import METRIC_KEY, tidy_metrics
-
-        old = partial(self.metrics, missing_ok=True)
-        return self._update(METRICS_FILE, frame, old, METRIC_KEY, lambda f: tidy_metrics(f.to_dict("records")))
+        return self._update(METRICS_FILE, METRICS_TABLE, frame, partial(self.metrics, missing_ok=True))
 
     def agreement(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """``agreement.csv``: the stored agreement and intrinsic-dimension curves."""
-        from layer_mteb.common.run_tables import AGREEMENT_COLUMNS
-
-        fix = "compute the curves with layer_mteb.metrics.agreement.compute"
         read = {"keep_default_na": False, "na_values": {"value": [""]}}
-        return self._read(AGREEMENT_FILE, AGREEMENT_COLUMNS, fix, missing_ok=missing_ok, **read)
+        return self._read(AGREEMENT_FILE, AGREEMENT_TABLE, missing_ok=missing_ok, **read)
 
     def update_agreement(self, frame: pd.DataFrame) -> Path:
         """Merge ``frame`` into ``agreement.csv``: its curves replace the stored ones of their key."""
-        from layer_mteb.common.run_tables import AGREEMENT_KEY, FLOATS, tidy_agreement
-
-        old = partial(self.agreement, missing_ok=True)
-        return self._update(AGREEMENT_FILE, frame, old, AGREEMENT_KEY, tidy_agreement, float_format=FLOATS)
+        return self._update(AGREEMENT_FILE, AGREEMENT_TABLE, frame, partial(self.agreement, missing_ok=True))
 
     def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """The per-prompt stress table (``stress.csv`` or ``stress.csv.gz``, whichever the folder holds)."""
-        from layer_mteb.common.run_tables import STRESS_COLUMNS
-
         name = next((n for n in STRESS_FILES if self.file(n).is_file()), STRESS_FILES[0])
-        fix = f"run `layer-mteb stress --run {self.path}`"
-        return self._read(name, STRESS_COLUMNS, fix, missing_ok=missing_ok)
+        return self._read(name, STRESS_TABLE, missing_ok=missing_ok)
 
     def dips(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        from layer_mteb.common.run_tables import DIP_COLUMNS
-
-        fix = f"run `layer-mteb stress --run {self.path}`"
-        return self._read(DIP_FILE, DIP_COLUMNS, fix, missing_ok=missing_ok)
+        return self._read(DIP_FILE, DIPS_TABLE, missing_ok=missing_ok)
 
     def update_stress(self, values: pd.DataFrame, dips: pd.DataFrame, *, compress: bool = False) -> Path:
         """Merge into the stress table and ``dip.csv`` (rows of the same model, texts, readout and test replaced);
         ``compress`` writes ``stress.csv.gz`` and removes a plain ``stress.csv``, whose rows it took, or the other
         way round. Returns the stress table's path."""
-        from layer_mteb.common.run_tables import FLOATS, STRESS_KEY, tidy_dips, tidy_stress
-
         compression = {"method": "gzip", "mtime": 0} if compress else None
         target = STRESS_FILES[int(compress)]
         with self.locked():
+            for name in STRESS_FILES:
+                self._forget(name)
             old = partial(self.stress, missing_ok=True)
-            path = self._update(
-                target, values, old, STRESS_KEY, tidy_stress, float_format=FLOATS, compression=compression
-            )
-            self._update(
-                DIP_FILE, dips, partial(self.dips, missing_ok=True), STRESS_KEY, tidy_dips, float_format=FLOATS
-            )
+            path = self._update(target, STRESS_TABLE, values, old, compression=compression)
+            self._update(DIP_FILE, DIPS_TABLE, dips, partial(self.dips, missing_ok=True))
             other = self.file(STRESS_FILES[1 - int(compress)])
             if other.exists():
                 other.unlink()  # its rows were merged into the one just written
@@ -575,12 +795,10 @@ class RunFolder:
         """``cost.csv`` (None when the cost was not measured)."""
         if not self.file(COST_FILE).is_file():
             return None
-        fix = f"rerun `layer-mteb cost --run {self.path}`"
-        columns = ["model", "layer", "flops_fraction", "seconds_per_1000_texts"]
-        return self._read(COST_FILE, columns, fix, missing_ok=False)
+        return self._read(COST_FILE, COST_TABLE, missing_ok=False)
 
     def write_cost(self, frame: pd.DataFrame) -> Path:
-        return self.write_table(COST_FILE, frame, float_format="%.6g")
+        return self.write_table(COST_FILE, frame, float_format=COST_TABLE.floats)
 
 
 def _shard_of(path: Path) -> tuple[int, int] | None:
@@ -589,3 +807,17 @@ def _shard_of(path: Path) -> tuple[int, int] | None:
         return None
     i, n = path.name.split(".")[1].removeprefix("shard-").split("-of-")
     return int(i), int(n)
+
+
+def _side_table(path: Path) -> pd.DataFrame | None:
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        logger.warning("%s is unreadable (%s: %s); left out", path, type(err).__name__, first_line(err))
+        return None
+    if "model" not in frame.columns:
+        logger.warning("%s has no model column; left out (rewrite it with the command that made it)", path)
+        return None
+    return frame

@@ -28,7 +28,7 @@ from mteb.results import TaskResult
 from mteb.types import PromptType
 
 from layer_mteb.common.gpus import gpus_hidden
-from layer_mteb.common.run_tables import score_rows
+from layer_mteb.common.run_folder import score_rows
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.tasks.mteb_compat import queries_with_positives, retrieval_texts, undersample
 from layer_mteb.tasks.state import TaskRandomState

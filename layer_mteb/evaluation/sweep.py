@@ -21,8 +21,7 @@ from layer_mteb.common.files import cache_root, no_empty_folders_on_error, topmo
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.prompts import choose_prompts, model_folder
 from layer_mteb.common.ranks import use_rank_device
-from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
-from layer_mteb.common.run_tables import tidy_scores
+from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder, tidy_scores
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.cost_plan import state_plan
 from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings

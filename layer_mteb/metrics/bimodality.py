@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_tables import DIP_COLUMNS
+from layer_mteb.common.run_folder import DIP_COLUMNS
 
 #: the per-prompt normalisation the dip test reads: ÷ min(log N, log D), the paper's prompt entropy
 DIP_NORMALIZATION = "maxEntropy"

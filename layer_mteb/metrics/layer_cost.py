@@ -34,8 +34,7 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import layer_columns
+from layer_mteb.common.run_folder import RunFolder, layer_columns
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
@@ -218,7 +217,7 @@ def measure_cost(
 
 
 def run_cost(
-    run: str | Path,
+    folder: str | Path | RunFolder,
     *,
     model: str | None = None,
     texts: str | None = None,
@@ -226,7 +225,7 @@ def run_cost(
     data_dir: str | Path | None = None,
     **placement,
 ) -> pd.DataFrame:
-    """Measure the cost of every depth of ``run``'s model with the run's settings, and write ``run/cost.csv``.
+    """Measure the cost of every depth of the run's model with its settings, and write ``cost.csv`` in ``folder``.
 
     The model, revision and encode settings come from the run's ``scores.csv`` (``model`` overrides how to load
     it, as for ``select --labels``); ``texts`` defaults to the run's tasks' own texts (``task:<Task>`` each);
@@ -234,7 +233,7 @@ def run_cost(
     so is given.
     """
     settings = settings or CostSettings()
-    folder = RunFolder(run)
+    folder = RunFolder(folder)
     scores = folder.one_setting()
     scored = folder.setting(scores, **placement)
     name, revision, config = scored.model, scored.revision, scored.config

@@ -20,8 +20,7 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import layer_columns, tidy_metrics
+from layer_mteb.common.run_folder import RunFolder, layer_columns, tidy_metrics
 from layer_mteb.metrics.representation import (
     Normalization,
     augment,

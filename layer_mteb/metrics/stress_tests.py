@@ -37,8 +37,7 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import STRESS_COLUMNS
+from layer_mteb.common.run_folder import STRESS_COLUMNS, RunFolder
 from layer_mteb.metrics.bimodality import dip_table
 from layer_mteb.metrics.representation import normalize_entropy
 from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors

@@ -239,14 +239,14 @@ def test_an_unreadable_side_file_is_named_in_one_warning(tmp_path, caplog, conte
     (folder / "selection.csv").write_bytes(content)
     with caplog.at_level(logging.WARNING, logger="layer_mteb"):
         runs = load_runs([folder])
-    assert runs.selection is None and runs.metrics is not None  # left out; the readable side file stays
+    assert runs.picks is None and runs.metrics is not None  # left out; the readable side file stays
     [line] = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"{folder / 'selection.csv'} ") and why in line
 
 
 def test_side_files_belong_to_their_run_folder(tmp_path):
     folder = write_run(tmp_path / "a", alpha_scores(), selection=alpha_selection().assign(model="alpha-as-typed"))
-    assert load_runs([folder]).selection["model"].unique().tolist() == ["toy/alpha"]
+    assert load_runs([folder]).picks["model"].unique().tolist() == ["toy/alpha"]
 
 
 def test_a_benchmark_run_says_its_means_are_not_the_benchmarks_aggregate(tmp_path):

@@ -171,7 +171,7 @@ def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(
     assert set(narrow["task"]) == {"mean", "A", "B"}
     model = str(scores["model"].iloc[0])
     # the report's entropy columns: prompt entropy, global pick layer 2, B on its own texts layer 3
-    selector, layers = entropy_picks(load_runs([tmp_path]).selection)[model]
+    selector, layers = entropy_picks(load_runs([tmp_path]).picks)[model]
     assert selector == "prompt_entropy" and layers == {"mean": 2, "A": 2, "B": 3}
 
 

@@ -11,8 +11,7 @@ from conftest import save_tiny_model
 
 from layer_mteb.cli import main
 from layer_mteb.common.files import content_hash
-from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
-from layer_mteb.common.run_tables import curves
+from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder, curves
 
 MODEL = "local/tiny-gpt2"
 

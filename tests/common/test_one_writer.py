@@ -16,15 +16,14 @@ import pytest
 from conftest import save_tiny_model
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import LOCK_HOLDER_FILE, LOCK_TIMEOUT_ENV, RunFolder
-from layer_mteb.common.run_tables import METRIC_COLUMNS
+from layer_mteb.common.run_folder import LOCK_HOLDER_FILE, LOCK_TIMEOUT_ENV, METRIC_COLUMNS, RunFolder
 
 #: one process's metric rows, each written by its own read-modify-write of metrics.csv, all starting at ``start``
 UPDATER = """
 import sys, time
 import pandas as pd
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import METRIC_COLUMNS
+from layer_mteb.common.run_folder import METRIC_COLUMNS
 
 folder, worker, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 while time.time() < start:

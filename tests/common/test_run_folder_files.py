@@ -14,8 +14,18 @@ import pytest
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RUN_LOG, SCORES_FILE, RunFolder, labels_file, selection_file, sharded
-from layer_mteb.common.run_tables import AGREEMENT_COLUMNS, DIP_COLUMNS, METRIC_COLUMNS, STRESS_COLUMNS
+from layer_mteb.common.run_folder import (
+    AGREEMENT_COLUMNS,
+    DIP_COLUMNS,
+    METRIC_COLUMNS,
+    RUN_LOG,
+    SCORES_FILE,
+    STRESS_COLUMNS,
+    RunFolder,
+    labels_file,
+    selection_file,
+    sharded,
+)
 
 SETTINGS = EncodeConfig(attention="causal").key()  # as a sweep records it: the attention that ran
 
@@ -67,6 +77,26 @@ def test_scores_written_are_read_back_and_an_update_replaces_only_its_rows(tmp_p
     folder.update_scores([_score("A", 0, 0.75), _score("A", 1, 0.5)])
     rows = folder.scores().set_index(["task", "layer"])["main_score"].to_dict()
     assert rows == {("A", 0): 0.75, ("A", 1): 0.5, ("B", 0): 0.25}  # A@0 replaced, B kept, A@1 added
+
+
+def test_each_table_is_read_once_per_object_and_again_after_its_own_write(tmp_path, monkeypatch):
+    reads: list[str] = []
+    read_csv = pd.read_csv
+    monkeypatch.setattr(pd, "read_csv", lambda path, **kw: reads.append(os.path.basename(path)) or read_csv(path, **kw))
+    folder = RunFolder(tmp_path)
+    folder.update_scores([_score("A", 0, 0.5)])
+    reads.clear()
+    changed = folder.scores()
+    changed["main_score"] = 0.0  # a caller's change stays in its own copy
+    assert folder.scores()["main_score"].tolist() == [0.5] and RunFolder(folder).scores().shape[0] == 1
+    assert reads == [SCORES_FILE]  # one read, shared by a RunFolder built from this one
+    folder.write_scores(pd.DataFrame([_score("A", 0, 0.5), _score("A", 1, 0.75)]))
+    assert folder.scores()["layer"].tolist() == [0, 1] and reads == [SCORES_FILE] * 2
+    folder.update_metrics(pd.DataFrame([_metric("wikitext", 0, 1.0)]))
+    assert len(folder.metrics()) == 1
+    RunFolder(tmp_path).update_metrics(pd.DataFrame([_metric("task:A", 0, 2.0)]))  # another writer's rows
+    folder.update_metrics(pd.DataFrame([_metric("task:B", 0, 3.0)]))  # read under the lock, not the kept copy
+    assert sorted(folder.metrics()["texts"]) == ["task:A", "task:B", "wikitext"]
 
 
 def test_a_missing_torn_column_short_or_empty_scores_table_is_one_line(tmp_path):
@@ -194,9 +224,9 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     recorded = folder.recorded_tasks()
     assert recorded.task_files == {"B": "tasks.yaml:B"} and recorded.selection("A") == "A"
     assert recorded.data_dir == tmp_path
-    folder.file(RUN_LOG).write_text("{")
+    folder.file(RUN_LOG).write_text("{")  # by another hand: a new RunFolder reads it (this one keeps what it read)
     with caplog.at_level(logging.WARNING, logger="layer_mteb"):
-        assert folder.log() == []
+        assert RunFolder(tmp_path).log() == []
     assert "is unreadable" in caplog.text
 
 
@@ -221,10 +251,10 @@ def test_shard_tables_and_named_tables_land_where_their_readers_look(tmp_path):
     assert sorted(folder.held_scores()["task"]) == ["A", "B"]  # the whole run's and the unmerged shard's
     picks = pd.DataFrame({"model": ["m"], "selector": ["last_layer"], "task": ["mean"], "chosen_layer": [2]})
     folder.write_table(selection_file("prompt_entropy"), picks)
-    assert folder.selection("prompt_entropy").equals(picks)
+    assert folder.picks("prompt_entropy").equals(picks)
     assert selection_file(["a", "b"]) == "selection.a+b.csv" and labels_file(8) == "selection.labels-8.csv"
     with pytest.raises(UserError, match=r"no selection\.csv in .*layer-mteb select --run"):
-        folder.selection()
+        folder.picks()
 
 
 def test_the_run_folder_module_loads_no_pandas():

@@ -10,8 +10,7 @@ import torch
 from conftest import save_tiny_model, write_tiny_gpt2_scores
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import AGREEMENT_COLUMNS, ID_METRIC, curves
+from layer_mteb.common.run_folder import AGREEMENT_COLUMNS, ID_METRIC, RunFolder, curves
 from layer_mteb.metrics.agreement.compute import agreement_curves, references_for, sample_texts
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick, two_nn
 from layer_mteb.metrics.agreement.measures import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers

@@ -15,8 +15,7 @@ from conftest import save_tiny_model, write_tiny_gpt2_scores
 
 from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import curves
+from layer_mteb.common.run_folder import RunFolder, curves
 from layer_mteb.metrics.agreement.compute import sample_texts
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, LexicalSpec, lexical_vectors, parse_lexical
 from layer_mteb.metrics.agreement.measures import agreement_curve

@@ -17,8 +17,7 @@ from conftest import block_states
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_tables import METRIC_COLUMNS
+from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics

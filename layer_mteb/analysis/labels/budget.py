@@ -29,7 +29,7 @@ from layer_mteb.analysis.labels.labelled import (
 )
 from layer_mteb.analysis.rules import default_layer, extremum_layer, last_score, most_frequent_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
@@ -63,35 +63,35 @@ class TaskLayers:
 
 
 def iter_task_layers(
-    run: str | Path,
+    folder: str | Path | RunFolder,
     *,
     tasks: Sequence[str] | None = None,
     model: str | None = None,
     data_dir: str | Path | None = None,
 ) -> Iterator[TaskLayers]:
-    """The (task, subset) units of ``run``'s ``scores.csv`` with their vectors, one at a time.
+    """The (task, subset) units of the ``scores.csv`` in ``folder`` with their vectors, one at a time.
 
     ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
     folder, say); a packaged model is found from its hub id and revision.
     """
-    run_folder = RunFolder(run)
-    scores = run_folder.one_setting()
+    folder = RunFolder(folder)
+    scores = folder.one_setting()
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
         if unknown:
-            raise UserError(f"{run}/{SCORES_FILE} has no rows for task(s) {', '.join(unknown)}")
+            raise UserError(f"{folder.scores_file} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
     scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
-    scored = run_folder.setting(scores)
+    scored = folder.setting(scores)
     name, revision, config = scored.model, scored.revision, scored.config
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
-    recorded = run_folder.recorded_tasks()  # custom tasks: the task file that declared each
-    folder = data_dir_from_env(data_dir or recorded.data_dir)
+    recorded = folder.recorded_tasks()  # custom tasks: the task file that declared each
+    data = data_dir_from_env(data_dir or recorded.data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
-        _, (spec,) = select_tasks(recorded.selection(str(task_name)), folder)
-        task = load_task(spec, str(split), folder)
+        _, (spec,) = select_tasks(recorded.selection(str(task_name)), data)
+        task = load_task(spec, str(split), data)
         task.load_data()
         examples = labelled_examples(task, str(subset), str(split))
         curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
@@ -202,7 +202,7 @@ def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
 
 
 def select_with_labels(
-    run: str | Path,
+    folder: str | Path | RunFolder,
     k: int | str,
     *,
     draws: int = DEFAULT_DRAWS,
@@ -212,7 +212,8 @@ def select_with_labels(
     data_dir: str | Path | None = None,
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """One row per (task, subset) of ``run``: the layer K labelled examples pick, judged on the full split.
+    """One row per (task, subset) of the run in ``folder``: the layer K labelled examples pick, judged on the full
+    split.
 
     ``workers`` processes score the layers (default: one per CPU core, as ``--eval-workers``); picks do not
     depend on it.
@@ -226,7 +227,7 @@ def select_with_labels(
         raise UserError(f"--draws must be at least 1; got {draws}")
     workers = check_eval_workers(workers)
     rows = []
-    for unit in iter_task_layers(run, tasks=tasks, model=model, data_dir=data_dir):
+    for unit in iter_task_layers(folder, tasks=tasks, model=model, data_dir=data_dir):
         started = time.perf_counter()
         seen: dict[int, LayerWarnings] = {}
         picks = pick_layers(unit, k, draws, seed, workers, seen)

@@ -42,7 +42,7 @@ PARTS = "label_budget.parts"
 
 
 def curve_rows(
-    run: str | Path,
+    folder: str | Path | RunFolder,
     ks: Sequence[int | str] = KS,
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
@@ -52,31 +52,32 @@ def curve_rows(
     model: str | None = None,
     workers: int = 1,
 ) -> pd.DataFrame:
-    """One row per (task, K) of ``run`` (its ``tasks`` only, when given). A task with fewer examples than K uses
-    all of them (``labels_used``), so every K averages over the same tasks.
+    """One row per (task, K) of the run in ``folder`` (its ``tasks`` only, when given). A task with fewer examples
+    than K uses all of them (``labels_used``), so every K averages over the same tasks.
 
     With ``parts`` (a folder), each task's rows are saved there as the task finishes and a later call with the same
     run, K values, draws and seed reads them back instead of measuring again: an interrupted curve resumes.
     ``model`` loads the run's model when its name is not loadable as it stands (see :func:`iter_task_layers`)."""
-    scores = RunFolder(run).one_setting()
+    folder = RunFolder(folder)
+    scores = folder.one_setting()
     wanted = sorted(set(scores["task"]) if tasks is None else set(tasks))
-    folder = _parts_folder(parts, scores, ks, draws, seed) if parts is not None else None
-    done = {task: pd.read_csv(folder / f"{task}.csv", dtype={"k": str}) for task in wanted if _has_part(folder, task)}
+    saved = _parts_folder(parts, scores, ks, draws, seed) if parts is not None else None
+    done = {task: pd.read_csv(saved / f"{task}.csv", dtype={"k": str}) for task in wanted if _has_part(saved, task)}
     if done:
-        logger.info("%s: %d of %d tasks read back from %s", run, len(done), len(wanted), folder)
+        logger.info("%s: %d of %d tasks read back from %s", folder, len(done), len(wanted), saved)
     todo = [task for task in wanted if task not in done]
     measured: dict[str, list[dict]] = {task: [] for task in todo}
     # a task's rows are saved once all its (subset, split) units are measured
     units_left = scores.groupby("task")[["subset", "split"]].apply(lambda g: len(g.drop_duplicates())).to_dict()
-    units = iter_task_layers(run, tasks=todo, model=model, data_dir=data_dir) if todo else ()
+    units = iter_task_layers(folder, tasks=todo, model=model, data_dir=data_dir) if todo else ()
     for unit in units:
         measured[unit.task] += _unit_rows(unit, ks, draws, seed, workers)
         logger.info("%s %s: %d examples, %d encoded", unit.model, unit.name, len(unit.examples), unit.texts_encoded)
         units_left[unit.task] -= 1
-        if folder is not None and units_left[unit.task] == 0:
+        if saved is not None and units_left[unit.task] == 0:
             part = pd.DataFrame(measured[unit.task])
-            folder.mkdir(parents=True, exist_ok=True)
-            atomic_write(folder / f"{unit.task}.csv", lambda tmp, part=part: part.to_csv(tmp, index=False))
+            saved.mkdir(parents=True, exist_ok=True)
+            atomic_write(saved / f"{unit.task}.csv", lambda tmp, part=part: part.to_csv(tmp, index=False))
     frames = [done.get(task, pd.DataFrame(measured.get(task, []))) for task in wanted]
     return pd.concat([frame.astype({"k": str}) for frame in frames if not frame.empty], ignore_index=True)
 
@@ -116,23 +117,23 @@ def _has_part(folder: Path | None, task: str) -> bool:
     return folder is not None and (folder / f"{task}.csv").is_file()
 
 
-def baseline_rows(run: str | Path) -> pd.DataFrame:
+def baseline_rows(folder: str | Path | RunFolder) -> pd.DataFrame:
     """Mean regret and gain over the run's tasks of the last layer, the paper's rule, agreement with the reference
     encoder (where ``agreement.csv`` holds its curves) and the best label-free selector (lowest mean regret, agreement
     included; the oracle excluded), from the same full-split scores. Without ``metrics.csv`` only the last layer
     and agreement."""
-    folder = RunFolder(run)
+    folder = RunFolder(folder)
     scores = folder.one_setting()
     model = str(scores["model"].iloc[0])
     try:
-        selection = select_layers(scores=scores, metrics=folder.metrics(), per_task=True)
+        picks = select_layers(scores=scores, metrics=folder.metrics(), per_task=True)
     except UserError as err:
-        logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", run, err)
-        selection = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
+        logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", folder, err)
+        picks = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
     if folder.file(AGREEMENT_FILE).is_file():  # agreement with the reference encoder, where its curves are stored
-        agreed = select_layers(run, by=AGREEMENT, write=False)
-        selection = pd.concat([selection, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
-    board = leaderboard(selection[selection["selector"] != "oracle"])
+        agreed = select_layers(folder, by=AGREEMENT, write=False)
+        picks = pd.concat([picks, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
+    board = leaderboard(picks[picks["selector"] != "oracle"])
     rows = []
     for name, pick in (
         ("last layer", board["selector"] == "last_layer"),
@@ -213,7 +214,7 @@ def plot_curve(curve: pd.DataFrame, baselines: pd.DataFrame, path: Path) -> None
 
 
 def write_curve(
-    runs: Sequence[str | Path],
+    folders: Sequence[str | Path | RunFolder],
     output: str | Path,
     *,
     draws: int = DEFAULT_DRAWS,
@@ -227,10 +228,10 @@ def write_curve(
 
     With ``baselines_only``, only the label-free baselines are read again from the runs (say, once their metrics
     are in) and the measured curve in ``output`` is kept: the labelled picks do not depend on the metrics."""
-    output = Path(output)
+    output, folders = Path(output), [RunFolder(folder) for folder in folders]  # each read once, by every stage
     if baselines_only and not (output / CURVE_FILE).is_file():
         raise UserError(f"--baselines-only needs a measured curve: {output / CURVE_FILE} does not exist")
-    baselines = pd.concat([baseline_rows(run) for run in runs], ignore_index=True)
+    baselines = pd.concat([baseline_rows(folder) for folder in folders], ignore_index=True)
     if baselines_only:
         curve = pd.read_csv(output / CURVE_FILE, dtype={"k": str})
         missing = set(baselines["model"]) - set(curve["model"])
@@ -239,7 +240,7 @@ def write_curve(
     else:
         parts = output / PARTS
         workers = check_eval_workers(workers)
-        measured = [curve_rows(run, ks, draws, seed, data_dir, parts=parts, workers=workers) for run in runs]
+        measured = [curve_rows(folder, ks, draws, seed, data_dir, parts=parts, workers=workers) for folder in folders]
         curve = _merged(output / CURVE_FILE, pd.concat(measured))
     baselines = _merged(output / BASELINE_FILE, baselines)
     output.mkdir(parents=True, exist_ok=True)
@@ -247,9 +248,8 @@ def write_curve(
     atomic_write(output / BASELINE_FILE, lambda tmp: baselines.to_csv(tmp, index=False, float_format="%.6f"))
     plot_curve(curve, baselines, output / FIGURE_FILE)
     if not baselines_only:  # every measured row is in the curve now: these runs' resume points have done their job
-        for run in runs:
-            folder = _parts_folder(output / PARTS, RunFolder(run).one_setting(), ks, draws, seed)
-            shutil.rmtree(folder, ignore_errors=True)
+        for folder in folders:
+            shutil.rmtree(_parts_folder(output / PARTS, folder.one_setting(), ks, draws, seed), ignore_errors=True)
         if (output / PARTS).is_dir() and not any((output / PARTS).iterdir()):
             (output / PARTS).rmdir()  # another measurement may still be using its own folder in there
     return labels_needed(curve, baselines)

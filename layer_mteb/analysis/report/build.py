@@ -41,14 +41,14 @@ REPORT_MARKER = "table1.csv"
 
 
 def write_report(
-    runs: Sequence[str | Path] | Runs,
+    runs: Sequence[str | Path | RunFolder] | Runs,
     output: str | Path,
     *,
     paper_curves: bool = False,
     pythia_scores: str | Path | None = None,
     paper_tasks: PaperTasks = "run",
     entropy_selector: str | None = None,
-    random_runs: Sequence[str | Path] = (),
+    random_runs: Sequence[str | Path | RunFolder] = (),
 ) -> list[Path]:
     """Write Table 1 (CSV + Markdown), Figure 1, heatmaps, and, where the runs hold them, metric panels,
     correlation bars and the selector leaderboard. Returns the written paths (inside ``output``).
@@ -62,6 +62,7 @@ def write_report(
     """
     if paper_tasks not in PAPER_TASKS:
         raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")
+    random_runs = [RunFolder(folder) for folder in random_runs]  # read once, for both loads below
     data = runs if isinstance(runs, Runs) else load_runs([*runs, *random_runs])
     random_models = set(load_runs(random_runs).scores["model"]) if random_runs else set()
     output = Path(output)
@@ -70,7 +71,7 @@ def write_report(
     headline = headline_tasks(tasks, random_models)
     paper = paper_layer_means(headline.rows, pythia_scores, paper_tasks) if paper_curves else None
     summary = per_task_summary(tasks)
-    table = build_table1(data.scores, data.selection, entropy_selector=entropy_selector)
+    table = build_table1(data.scores, data.picks, entropy_selector=entropy_selector)
     shrunk = fewer_shared_tasks(tasks[~tasks["model"].isin(random_models)], headline.tasks)
     if shrunk:
         logger.warning(shrunk)
@@ -92,7 +93,7 @@ def write_report(
         if data.correlation is not None:
             figures.correlation_bars(data.correlation, tmp / "correlation")
         _per_run_files(data.folders, tmp)
-        board = selector_leaderboard(data.selection)
+        board = selector_leaderboard(data.picks)
         if board is not None:
             board.to_csv(tmp / "selectors.csv", index=False)
             (tmp / "selectors.md").write_text(leaderboard_markdown(board))
@@ -108,10 +109,10 @@ def _usual_mode(folder: Path) -> None:
     folder.chmod(0o777 & ~umask)
 
 
-def benchmark_notes(folders: Iterable[Path]) -> list[str]:
+def benchmark_notes(folders: Iterable[RunFolder]) -> list[str]:
     """One note per mteb benchmark the runs took tasks from (``run.json``): its tasks are scored on the benchmark's
     splits and subsets, and the means here are plain means over tasks, not the benchmark's own aggregate."""
-    found = sorted({str(e["benchmark"]) for f in folders for e in RunFolder(f).log() if e.get("benchmark")})
+    found = sorted({str(e["benchmark"]) for f in folders for e in f.log() if e.get("benchmark")})
     return [
         f"Tasks of mteb's {name}: each task is averaged over the splits and language subsets the run scored (the "
         "benchmark's own); the averages here are plain means over the run's tasks, neither mteb's leaderboard "
@@ -120,18 +121,18 @@ def benchmark_notes(folders: Iterable[Path]) -> list[str]:
     ]
 
 
-def _per_run_files(folders: Sequence[Path], tmp: Path) -> None:
+def _per_run_files(folders: Sequence[RunFolder], tmp: Path) -> None:
     """What each run folder's own side files add: its stress figures, and the cost–quality view of the runs."""
     for folder in folders:
         stress_report.run_figures(folder, tmp)
     cost_quality(folders, tmp / COST_STEM)
 
 
-def _check_output(output: Path, folders: Iterable[Path]) -> None:
+def _check_output(output: Path, folders: Iterable[RunFolder]) -> None:
     """Refuse to replace anything that is not an earlier report (a run folder, a results root, a file)."""
     resolved = output.resolve()
     for folder in folders:
-        if resolved == folder.resolve() or resolved in folder.resolve().parents:
+        if resolved == folder.path.resolve() or resolved in folder.path.resolve().parents:
             raise UserError(f"--output {str(output)!r} would replace run folder {str(folder)!r}: choose a new folder")
     if output.exists() and not (output.is_dir() and (not any(output.iterdir()) or (output / REPORT_MARKER).exists())):
         raise UserError(f"--output {str(output)!r} exists and is not a report folder: choose a new folder")

@@ -42,10 +42,10 @@ def _seconds(value: object) -> str:
     return "—" if pd.isna(value) else f"{float(value):.1f}"
 
 
-def cost_quality(folders: Sequence[Path], stem: Path) -> list[Path]:
+def cost_quality(folders: Sequence[RunFolder], stem: Path) -> list[Path]:
     """Write the figure (when some run has ``cost.csv``) and the table of cheapest layers of ``folders``."""
-    scores = [RunFolder(folder).scores() for folder in folders]
-    costs = [RunFolder(folder).cost() for folder in folders]
+    scores = [folder.scores() for folder in folders]
+    costs = [folder.cost() for folder in folders]
     if all(cost is None for cost in costs):
         logger.info("no cost figure: no run has %s (`layer-mteb cost --run RUN` measures one)", COST_FILE)
     for folder, run_scores, cost in zip(folders, scores, costs, strict=True):

@@ -89,12 +89,13 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
         return save(fig, stem)
 
 
-def run_figures(run: Path, output: Path) -> list[Path]:
+def run_figures(folder: Path | RunFolder, output: Path) -> list[Path]:
     """Both figures of every model in a run folder's stress results (nothing when it has none)."""
-    values = RunFolder(run).stress(missing_ok=True)
+    folder = RunFolder(folder)
+    values = folder.stress(missing_ok=True)
     if values.empty:
         return []
-    dips = RunFolder(run).dips(missing_ok=True)
+    dips = folder.dips(missing_ok=True)
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for model in sorted(values["model"].unique()):

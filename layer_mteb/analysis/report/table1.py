@@ -149,29 +149,29 @@ def best_single_layer(tasks: pd.DataFrame, tol: float = TIE_TOL) -> tuple[float,
     return float(layer), float(means[layer])
 
 
-def entropy_picks(selection: pd.DataFrame | None, selector: str | None = None) -> dict[str, tuple[str, dict]]:
+def entropy_picks(picks: pd.DataFrame | None, selector: str | None = None) -> dict[str, tuple[str, dict]]:
     """model -> (selector, {scope: chosen layer}) for the entropy selector (``selector``, else the first one whose
-    name says entropy, prompt entropy first); models without selection rows are absent."""
+    name says entropy, prompt entropy first); models without picks are absent."""
     needed = {"model", "selector", "scope", "chosen_layer"}
-    if selection is None or not needed <= set(selection.columns):
+    if picks is None or not needed <= set(picks.columns):
         return {}
-    frame = selection.dropna(subset=["chosen_layer"]).astype({"selector": str, "scope": str})
+    frame = picks.dropna(subset=["chosen_layer"]).astype({"selector": str, "scope": str})
     if selector is not None and selector not in set(frame["selector"]):
         raise UserError(f"selector {selector!r} is not in selection.csv (it has {sorted(set(frame['selector']))})")
-    picks = {}
+    found = {}
     for model, rows in frame.groupby("model", sort=False):
         names = sorted(n for n in rows["selector"].unique() if "entropy" in n.lower())
         names.sort(key=lambda n: "prompt" not in n.lower())
         name = selector or (names[0] if names else None)
         chosen = rows[rows["selector"] == name]
         if name is not None and not chosen.empty:
-            picks[model] = (name, dict(zip(chosen["scope"], chosen["chosen_layer"].astype(int), strict=True)))
-    return picks
+            found[model] = (name, dict(zip(chosen["scope"], chosen["chosen_layer"].astype(int), strict=True)))
+    return found
 
 
 def build_table1(
     scores: pd.DataFrame,
-    selection: pd.DataFrame | None = None,
+    picks: pd.DataFrame | None = None,
     *,
     entropy_selector: str | None = None,
     tol: float = TIE_TOL,
@@ -179,14 +179,14 @@ def build_table1(
     """Table 1, one row per model (``task_type == "all"``) followed by one row per model and task type."""
     tasks = task_scores(scores)
     summary = per_task_summary(tasks, tol)
-    picks = entropy_picks(selection, entropy_selector)
+    entropy = entropy_picks(picks, entropy_selector)
     rows = []
     for model, model_summary in summary.groupby("model", sort=True):
         compared = model_summary[model_summary["last_score"].notna()]
         groups = [(ALL_TYPES, compared), *compared.groupby("task_type", sort=True)]
         for task_type, group in groups:
             group_tasks = tasks[(tasks["model"] == model) & tasks["task"].isin(group["task"])]
-            row = _summarise(group, group_tasks, picks.get(model), tol)
+            row = _summarise(group, group_tasks, entropy.get(model), tol)
             rows.append({"model": model, "task_type": task_type, "n_layers": model_summary["n_layers"].iloc[0], **row})
     table = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
     return table.astype({"n_tasks": int, "best_layer": "Int64", "entropy_layer": "Int64"})

@@ -1,7 +1,7 @@
-"""Run folders for analysis, each file read through :class:`~layer_mteb.common.run_folder.RunFolder`: one run's
-scores with the metrics that match its settings (:func:`load_run`, for selection and correlation); several runs for a
-report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``, ``correlation.csv``, :func:`load_runs`), with
-one label per model; and the authors' published per-layer scores."""
+"""Run folders for analysis, each read through one :class:`~layer_mteb.common.run_folder.RunFolder` (the command's,
+where it hands one down): one run's scores with the metrics that match its settings (:func:`load_run`, for selection
+and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
+``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
 
 from __future__ import annotations
 
@@ -15,13 +15,12 @@ from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder
-from layer_mteb.common.run_tables import one_setting_per_model
+from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder, one_setting_per_model
 from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import task_texts_label
 
 SIDE_KEYS = {
-    "selection": ("model", "selector", "scope"),
+    "picks": ("model", "selector", "scope"),
     "metrics": ("model", "layer", "texts", "metric", "readout"),
     "correlation": ("model", "metric", "method", "scope"),
 }
@@ -29,12 +28,12 @@ CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 
 
 def load_run(
-    run: str | Path | None,
+    folder: str | Path | RunFolder | None,
     scores: pd.DataFrame | None,
     metrics: pd.DataFrame | None,
     metric_readout: str = "auto",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scores and metrics from ``run`` (unless given as frames), metrics restricted to the scores' settings.
+    """Scores and metrics from ``folder`` (unless given as frames), metrics restricted to the scores' settings.
 
     The metrics' readout may differ from the scores' (``metric_readout``; see :data:`METRIC_READOUTS`): the paper
     scored every layer with the final norm on top but measured its metrics on the raw stream of one forward pass.
@@ -43,12 +42,11 @@ def load_run(
     if metric_readout not in METRIC_READOUTS:
         raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
     if scores is None or metrics is None:
-        if run is None:
+        if folder is None:
             raise UserError("give a run folder (--run) or both scores and metrics tables")
-        if scores is None:
-            scores = RunFolder(run).scores()
-        if metrics is None:
-            metrics = RunFolder(run).metrics()
+        folder = RunFolder(folder)
+        scores = folder.scores() if scores is None else scores
+        metrics = folder.metrics() if metrics is None else metrics
     if scores.empty:
         raise UserError("the scores table is empty")
     scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
@@ -65,7 +63,7 @@ def load_run(
         described = ", ".join(f"{c}={used[c].iloc[0]}" for c in [*settings, "readout"])
         raise UserError(
             f"metrics.csv has no rows for the scored model and settings ({used['model'].iloc[0]}, {described}); "
-            f"rerun `layer-mteb metrics --run {run or 'RUN'}`, which takes the run's model and settings"
+            f"rerun `layer-mteb metrics --run {folder or 'RUN'}`, which takes the run's model and settings"
         )
     return scores, matched
 
@@ -83,10 +81,10 @@ class Runs:
     """Every run folder's frames, concatenated; ``model`` holds a label that is unique per (model, settings)."""
 
     scores: pd.DataFrame
-    selection: pd.DataFrame | None = None
+    picks: pd.DataFrame | None = None
     metrics: pd.DataFrame | None = None
     correlation: pd.DataFrame | None = None
-    folders: list[Path] = field(default_factory=list)
+    folders: list[RunFolder] = field(default_factory=list)
 
 
 def discover_runs(root: str | Path) -> list[Path]:
@@ -96,24 +94,25 @@ def discover_runs(root: str | Path) -> list[Path]:
     return sorted(found)
 
 
-def load_runs(folders: Iterable[str | Path]) -> Runs:
-    """Read run folders; a folder without a usable ``scores.csv`` is a :class:`UserError`.
+def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
+    """Read run folders (through the given :class:`RunFolder` objects, where given); a folder without a usable
+    ``scores.csv`` is a :class:`UserError`.
 
     The same model run with different settings (readout, pooling, ...) gets a label naming the difference, so two
     runs never silently merge; runs of one model with the same settings (say, tasks split across two runs) merge,
     and a (task, subset, layer) scored twice keeps the row from the folder given last.
     """
-    folders = list(dict.fromkeys(Path(f) for f in folders))
+    folders = list({Path(f): RunFolder(f) for f in folders}.values())  # each folder once, in the order given
     if not folders:
         raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
-    parts = [(folder, part) for folder in folders for part in _runs_in(RunFolder(folder).scores())]
+    parts = [(folder, part) for folder in folders for part in _runs_in(folder.scores())]
     labels = _labels([part for _, part in parts])
     scores, sides = [], {name: [] for name in SIDE_FILES}
     for (folder, part), label in zip(parts, labels, strict=True):
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
         for side_name, (file, _) in SIDE_FILES.items():
-            rows = _as_report_rows(side_name, RunFolder(folder).side_table(file))
+            rows = _as_report_rows(side_name, folder.side_table(file))
             side = _side_rows(rows, str(part["model"].iloc[0]), alone)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
@@ -146,12 +145,12 @@ def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | Non
     """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
     (selector or metric, scope): scope ``mean`` for the score averaged over tasks (its WikiText rows), else a task
     name (its own-text rows where present, else WikiText)."""
-    if frame is None or name not in ("selection", "correlation") or "task" not in frame.columns:
+    if frame is None or name not in ("picks", "correlation") or "task" not in frame.columns:
         return frame
     if "texts" in frame.columns:
         texts = frame["texts"].astype(str)
         own = texts == frame["task"].astype(str).map(task_texts_label)
-        key = "selector" if name == "selection" else "metric"
+        key = "selector" if name == "picks" else "metric"
         has_own = own.groupby([frame["model"], frame["task"], frame[key]]).transform("any")
         frame = frame[own | (~has_own & (texts == "wikitext"))]
     frame = frame.assign(scope=frame["task"].astype(str))

@@ -19,8 +19,14 @@ from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import METRICS_FILE, SCORES_FILE, RunFolder
-from layer_mteb.common.run_tables import METRIC_COLUMNS, SCORE_COLUMNS, tidy_scores
+from layer_mteb.common.run_folder import (
+    METRIC_COLUMNS,
+    METRICS_FILE,
+    SCORE_COLUMNS,
+    SCORES_FILE,
+    RunFolder,
+    tidy_scores,
+)
 from layer_mteb.metrics import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, task_type
@@ -109,7 +115,7 @@ def import_folder(
     attention: str | None = None,
     split: str = "test",
 ) -> pd.DataFrame:
-    """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.run_tables.SCORE_COLUMNS`).
+    """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.run_folder.SCORE_COLUMNS`).
 
     The layer comes from mteb's ``model_meta.json`` beside the file (``experiment_kwargs['layer']``, this project's
     runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import MTEB_FOLDER
-from layer_mteb.common.run_tables import MTEB_DECIMALS
+from layer_mteb.common.run_folder import MTEB_FOLDER, main_scores
 
 if TYPE_CHECKING:
     from mteb.results import TaskResult
@@ -50,20 +49,8 @@ class LayerResult:
         return dict(self.meta.get("experiment_kwargs") or {})
 
     def score_rows(self, splits: Collection[str] | None = None, subsets: Collection[str] | None = None) -> list[dict]:
-        """One row (task, split, subset, main_score rounded as ``scores.csv`` rounds it) per split and subset, only
-        ``splits`` and ``subsets`` where given."""
-        return [
-            {
-                "task": self.result.task_name,
-                "split": split,
-                "subset": scores["hf_subset"],
-                "main_score": round(float(scores["main_score"]), MTEB_DECIMALS),
-            }
-            for split, per_subset in self.result.scores.items()
-            if splits is None or split in splits
-            for scores in per_subset
-            if not subsets or scores["hf_subset"] in subsets
-        ]
+        """:func:`~layer_mteb.common.run_folder.main_scores` of the file's result."""
+        return main_scores(self.result, splits, subsets)
 
 
 def layer_results(folder: str | Path) -> Iterator[LayerResult]:
@@ -97,10 +84,10 @@ def _layer_of(path: Path, meta: dict[str, Any]) -> int | None:
     return None
 
 
-def mteb_layer_scores(run: str | Path) -> pd.DataFrame:
-    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``run/mteb``, with the
-    experiment's settings as columns, sorted like ``scores.csv``."""
-    folder = Path(run) / MTEB_FOLDER
+def mteb_layer_scores(folder: str | Path) -> pd.DataFrame:
+    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``folder/mteb``, with
+    the experiment's settings as columns, sorted like ``scores.csv``."""
+    folder = Path(folder) / MTEB_FOLDER
     if not folder.is_dir():
         raise UserError(f"{folder} does not exist: a run folder written by `layer-mteb run` has its mteb results there")
     rows = [

@@ -17,8 +17,14 @@ import pandas as pd
 
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
-from layer_mteb.common.run_tables import ID_METRIC, LAYER_COLUMNS, METRIC_COLUMNS, NO_REFERENCE
+from layer_mteb.common.run_folder import (
+    AGREEMENT_FILE,
+    ID_METRIC,
+    LAYER_COLUMNS,
+    METRIC_COLUMNS,
+    NO_REFERENCE,
+    RunFolder,
+)
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS

@@ -28,8 +28,14 @@ from layer_mteb.analysis.selection.selectors import (
     evaluate,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_FILE, METRICS_FILE, SCORES_FILE, RunFolder, selection_file
-from layer_mteb.common.run_tables import METRIC_COLUMNS
+from layer_mteb.common.run_folder import (
+    AGREEMENT_FILE,
+    METRIC_COLUMNS,
+    METRICS_FILE,
+    SCORES_FILE,
+    RunFolder,
+    selection_file,
+)
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
@@ -262,7 +268,7 @@ def run_leaderboard(
     board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(RunFolder(run).scores()))
     if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
         return board, None
-    both = RunFolder(run).selection(by)
+    both = RunFolder(run).picks(by)
     per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
     if per_task.empty:
         return board, None

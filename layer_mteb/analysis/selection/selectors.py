@@ -20,7 +20,7 @@ from layer_mteb.analysis.selection.selector_names import (
     unknown_selector_message,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_tables import ID_METRIC
+from layer_mteb.common.run_folder import ID_METRIC
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
 from layer_mteb.metrics.texts import task_texts_label

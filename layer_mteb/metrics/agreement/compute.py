@@ -24,8 +24,14 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, ScoredSetting
-from layer_mteb.common.run_tables import ID_METRIC, NO_REFERENCE, layer_columns, tidy_agreement
+from layer_mteb.common.run_folder import (
+    ID_METRIC,
+    NO_REFERENCE,
+    RunFolder,
+    ScoredSetting,
+    layer_columns,
+    tidy_agreement,
+)
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
 from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
