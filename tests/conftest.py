@@ -19,7 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("LAYER_MTEB_DATA", REPO.parent / "shared" / "data"))
-#: the authors' release ($LAYER_MTEB_REFERENCE, else ../shared/reference), as `layer-mteb reproduce` finds it
+#: the authors' release ($LAYER_MTEB_RELEASE, else ../shared/reference), as `layer-mteb reproduce` finds it
 SHARED_REFERENCE = release_folder()
 #: CI (``CI=true``, as CI services set it) runs every test on real data: there a missing data or reference folder is
 #: a failure, so a suite that scored nothing real cannot pass; elsewhere the tests that need one skip, saying why
@@ -27,8 +27,8 @@ IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 #: what CI must find: (path, what it is, how to point at another copy)
 REQUIRED_IN_CI = (
     (SHARED_DATA / "STSBenchmark", "the task data folder", "LAYER_MTEB_DATA"),
-    (SHARED_REFERENCE / RELEASE_SCORES_FILE, "the tables extracted from the authors' release", "LAYER_MTEB_REFERENCE"),
-    (SHARED_REFERENCE / "release" / "experiments" / "results", "the authors' release", "LAYER_MTEB_REFERENCE"),
+    (SHARED_REFERENCE / RELEASE_SCORES_FILE, "the tables extracted from the authors' release", "LAYER_MTEB_RELEASE"),
+    (SHARED_REFERENCE / "release" / "experiments" / "results", "the authors' release", "LAYER_MTEB_RELEASE"),
 )
 
 

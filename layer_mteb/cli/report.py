@@ -28,7 +28,7 @@ def add_options(report: argparse.ArgumentParser) -> None:
         "--pythia-scores",
         default=None,
         help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
-        "official_pythia_layer_scores.csv in $LAYER_MTEB_REFERENCE, else in ../shared/reference)",
+        "official_pythia_layer_scores.csv in $LAYER_MTEB_RELEASE, else in ../shared/reference)",
     )
     add_renamed(report, "--reference", "--pythia-scores")
     report.add_argument(

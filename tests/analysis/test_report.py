@@ -27,12 +27,12 @@ from layer_mteb.analysis.report.markdown import table1_markdown
 from layer_mteb.analysis.report.table1 import per_task_summary, table1_notes, task_scores
 from layer_mteb.analysis.runs.folders import (
     PYTHIA_SCORES_FILE,
-    REFERENCE_ENV,
+    RELEASE_ENV,
     discover_runs,
     load_reference,
     load_runs,
-    reference_folder,
     reference_path,
+    release_folder,
 )
 from layer_mteb.analysis.selection.picks import selector_leaderboard
 from layer_mteb.cli import main
@@ -207,12 +207,12 @@ def test_the_reference_is_the_release_folder_or_its_pythia_file(tmp_path, monkey
     folder.mkdir()
     file = write_reference(folder / PYTHIA_SCORES_FILE)
     assert reference_path(folder) == reference_path(file) == file
-    monkeypatch.setenv(REFERENCE_ENV, str(folder))  # one variable: the folder, read by the report and the paper
-    assert reference_folder() == folder and reference_path() == file
+    monkeypatch.setenv(RELEASE_ENV, str(folder))  # one variable: the folder, read by the report and the paper
+    assert release_folder() == folder and reference_path() == file
 
 
 def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("LAYER_MTEB_RELEASE", str(tmp_path / "nowhere"))
     with pytest.raises(UserError, match="--pythia-scores"):
         write_report([write_run(tmp_path / "run", alpha_scores())], tmp_path / "report", paper_curves=True)
     assert not (tmp_path / "report").exists()

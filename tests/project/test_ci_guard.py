@@ -23,7 +23,7 @@ def pytest_run(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow  # a pytest run of its own: conftest imports torch again
 def test_in_ci_a_missing_data_or_reference_folder_fails_the_run(tmp_path):
-    run = pytest_run(NO_DATA, CI="true", LAYER_MTEB_DATA=str(tmp_path), LAYER_MTEB_REFERENCE=str(tmp_path))
+    run = pytest_run(NO_DATA, CI="true", LAYER_MTEB_DATA=str(tmp_path), LAYER_MTEB_RELEASE=str(tmp_path))
     said = run.stdout + run.stderr
     assert run.returncode == 1, said
     assert "CI=true, and missing: the task data folder" in said

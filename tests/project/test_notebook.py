@@ -19,7 +19,7 @@ def test_notebook_regenerates_the_report(tmp_path, monkeypatch):
     write_results(tmp_path / "results")
     (tmp_path / "reference").mkdir()
     write_reference(tmp_path / "reference" / PYTHIA_SCORES_FILE)
-    monkeypatch.setenv("LAYER_MTEB_REFERENCE", str(tmp_path / "reference"))
+    monkeypatch.setenv("LAYER_MTEB_RELEASE", str(tmp_path / "reference"))
     monkeypatch.delenv("LAYER_MTEB_RESULTS", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
