@@ -258,3 +258,26 @@ def test_a_rule_that_reads_no_metric_needs_no_metrics_csv(tmp_path: Path, capsys
     capsys.readouterr()
     assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 2
     assert "no metrics.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("by", [[], ["--by", "auto"], ["--by", "depth=0.8"]])
+def test_select_hands_one_run_folder_to_every_reader(by: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
+    """``select`` builds one :class:`RunFolder` for its run and every reader (the picks, the leaderboard, the best
+    lines, the cheapest layer, the stored curves) is handed it, so the folder's tables are read once per command."""
+    from layer_mteb.cli import main
+    from layer_mteb.common import run_folder
+
+    scores, metrics = run_tables(SCORES, METRICS)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
+    made: list[Path] = []
+    init = run_folder.RunFolder.__init__
+
+    def counted(self, path, shard=None) -> None:
+        made.append(Path(path))
+        init(self, path, shard)
+
+    monkeypatch.setattr(run_folder.RunFolder, "__init__", counted)
+    assert main(["select", "--run", str(tmp_path), *by]) == 0
+    assert "regret" in capsys.readouterr().out
+    assert made == [tmp_path]
