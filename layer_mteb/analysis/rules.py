@@ -9,7 +9,7 @@ the paper reproduction; ``docs/report.md`` says why. It sits below every other a
 - **Ties go to the deeper layer**: among layers within :data:`TIE_TOL` of the best value (a score, a metric in its
   direction, or a count of labelled draws), the deepest wins; so does the deeper of two layers equally near a target
   depth.
-- **The paper's rule** (:data:`PAPER_RULE`): the layer of lowest prompt entropy on each task's own texts.
+- **The paper's selector** (:data:`PAPER_RULE`): the layer of lowest prompt entropy on each task's own texts.
 - **No usable signal** (labels that rank nothing): keep the last layer, or the deepest scored one in a run of fewer
   layers (:func:`default_layer`), what a user without the signal would take.
 - **Cheapest layer within one point of the best** (:func:`cheapest_within`): among the layers whose score is at
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the rules take the caller's frames; the selector registry i
     import pandas as pd
 
 TIE_TOL = 1e-9
-#: The paper's rule (Skean et al. 2025): lowest prompt entropy of each task's own texts, picked per task.
+#: The paper's selector (Skean et al. 2025): lowest prompt entropy of each task's own texts, picked per task.
 PAPER_RULE = "prompt_entropy@own"
 #: Fewest layers a correlation is computed over (with fewer, every rank statistic is nearly arbitrary).
 MIN_LAYERS = 3

@@ -134,14 +134,14 @@ def execute(settings: Settings) -> None:
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
     sampled = {"n": settings.sample, "k": settings.neighbours, "seed": settings.seed}
     options = curves_for(folder, by, settings.agreement_with, settings.model, settings.no_reference, **sampled)
-    selection = select_layers(
+    picks = select_layers(
         folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, agreement=options
     )
     if by in (AUTO, AGREEMENT):  # which selector picked for each model, and why
-        for line in describe_agreement(folder, selection, by, options):
+        for line in describe_agreement(folder, picks, by, options):
             print(line)
-    board, note = run_leaderboard(folder, selection, by)
-    lines = [*best_lines(folder, selection), *([note] if note else [])]
+    board, note = run_leaderboard(folder, picks, by)
+    lines = [*best_lines(folder, picks), *([note] if note else [])]
     print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
     print_cheapest(folder)
     if reads_curves(by):  # the curves it measured (or read back) are kept for the next pick
@@ -169,6 +169,7 @@ def curves_for(
     unseen tasks), saying first what it encodes; where nothing loads, one line says so and the policy's depth rule
     applies (``no_reference``: never computes). An embedding or [CLS] model needs none."""
     from layer_mteb.analysis.selection.agreement import AgreementOptions, missing_curves
+    from layer_mteb.analysis.selection.auto import kind_of, pooling_of
 
     stored = None
     if reference is not None:  # agreement.csv names a packaged reference by its hub id
@@ -176,51 +177,39 @@ def curves_for(
 
         stored = reference_name(reference)
     options = AgreementOptions(reference=stored, **sampled)
-    if reads_curves(by):
-        missing = missing_curves(folder, options)
-        if missing:
-            from layer_mteb.metrics.agreement.compute import agreement_curves
+    base = None  # the model --by auto computes curves for: a run's one base language model
+    if by == AUTO and not no_reference:
+        scores = folder.scores()
+        names = scores["model"].astype(str).unique()
+        base = names[0] if len(names) == 1 and kind_of(names[0], pooling_of(scores)) == "base" else None
+    missing = missing_curves(folder, options) if base or reads_curves(by) else []
+    if not missing:
+        return options
+    from layer_mteb.metrics.agreement.compute import agreement_curves
 
-            agreement_curves(folder, missing, **sampled, reference=reference, model=model)
-    elif by == AUTO and not no_reference:
-        _auto_curves(folder, options, reference, model)
-    return options
-
-
-def _auto_curves(folder: RunFolder, options: AgreementOptions, reference: str | None, model: str | None) -> None:
-    from layer_mteb.analysis.selection.agreement import missing_curves
-    from layer_mteb.analysis.selection.auto import kind_of, pooling_of
+    if base is None:
+        agreement_curves(folder, missing, **sampled, reference=reference, model=model)
+        return options
     from layer_mteb.common.errors import UserError, first_line
     from layer_mteb.metrics.agreement.lexical import is_lexical
+    from layer_mteb.metrics.agreement.reference import check_reference, default_reference
 
-    scores = folder.scores()
-    names = scores["model"].astype(str).unique()
-    if len(names) != 1 or kind_of(names[0], pooling_of(scores)) != "base":
-        return
-    missing = missing_curves(folder, options)
-    if not missing:
-        return
     try:
         if reference is not None and is_lexical(reference):
             raise UserError(f"{reference} is a lexical reference, which auto does not use")
-        from layer_mteb.metrics.agreement.reference import check_reference, default_reference
-
-        reference = default_reference(names[0]) if reference is None else check_reference(reference)
+        reference = default_reference(base) if reference is None else check_reference(reference)
         print(
-            f"auto: {names[0]} is a base language model and its run has no agreement curves for {len(missing)} "
+            f"auto: {base} is a base language model and its run has no agreement curves for {len(missing)} "
             f"task(s): encoding up to {options.n} texts of each with the model's every layer and with {reference} "
             "(roughly 5 to 40 s a task for a 135M-parameter model on 2 CPU cores, more for bigger ones; "
             "--no-reference skips this)",
             flush=True,
         )
-        from layer_mteb.metrics.agreement.compute import agreement_curves
-
-        sampled = {"n": options.n, "k": options.k, "seed": options.seed}
         agreement_curves(folder, missing, **sampled, reference=reference, model=model)
     except UserError as err:
-        print(
-            f"auto: {names[0]} gets the depth rule for base models instead of agreement: {first_line(err)}", flush=True
-        )
+        fallback = f"auto: {base} gets the depth rule for base models instead of agreement"
+        print(f"{fallback}: {first_line(err)}", flush=True)
+    return options
 
 
 def _select_by_labels(settings: Settings) -> None:

@@ -1,5 +1,5 @@
 """Label-free layer selection and its honest scorecard: for each metric, pick the layer where the metric is best
-(prompt entropy: lowest, the paper's rule; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
+(prompt entropy: lowest, the paper's selector; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
 layer's real score with the last layer and with the best layer in hindsight.
 
 ``regret = best − chosen`` (≥ 0, 0 is perfect) and ``gain = chosen − last`` (can be negative: a selector can hurt).
@@ -205,7 +205,7 @@ def needs_own_texts(by: str | list[str] | None) -> bool:
 
 
 def leaderboard(
-    selection: pd.DataFrame,
+    picks: pd.DataFrame,
     by: Sequence[str] = ("selector", "texts"),
     within: Sequence[str] = (),
     mean_tasks: Mapping[str, Collection[str]] | None = None,
@@ -218,7 +218,7 @@ def leaderboard(
     tasks it averages when ``mean_tasks`` (model -> task names, :func:`tasks_in_mean`) gives them; ``beats_last`` is
     the share with gain > 0.
     """
-    frame = selection
+    frame = picks
     counted = [[t] for t in frame["task"]]
     if mean_tasks is not None:
         rows = zip(frame["model"].astype(str), frame["task"], strict=True)
@@ -259,15 +259,15 @@ def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def run_leaderboard(
-    folder: RunFolder, selection: pd.DataFrame, by: str | list[str] | None = None
+    folder: RunFolder, picks: pd.DataFrame, by: str | list[str] | None = None
 ) -> tuple[pd.DataFrame, str | None]:
-    """``layer-mteb select``'s table for ``selection`` (read from ``folder``), its ``mean`` rows counting the tasks
+    """``layer-mteb select``'s table for ``picks`` (read from ``folder``), its ``mean`` rows counting the tasks
     they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
     metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
     (a general source such as WikiText would pick in both scopes)."""
-    within = ["model"] if selection["model"].nunique() > 1 else []  # a run of several models: ranked per model
-    board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(folder.scores()))
-    if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
+    within = ["model"] if picks["model"].nunique() > 1 else []  # a run of several models: ranked per model
+    board = leaderboard(picks, within=within, mean_tasks=tasks_in_mean(folder.scores()))
+    if not (picks["task"] == MEAN).all() or not picks["selector"].isin(BASELINES).all():
         return board, None
     both = folder.selection(by)
     per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
@@ -280,11 +280,11 @@ def run_leaderboard(
     )
 
 
-def best_lines(folder: RunFolder, selection: pd.DataFrame) -> list[str]:
-    """Per model of ``folder``, what best and regret compare in the table ``select`` prints for ``selection``
+def best_lines(folder: RunFolder, picks: pd.DataFrame) -> list[str]:
+    """Per model of ``folder``, what best and regret compare in the table ``select`` prints for ``picks``
     (:func:`~layer_mteb.analysis.rules.best_line`): every mode prints the same two bests, one layer for every task
     and each task's own best layer, and says which of them its regret is against."""
-    per_task = not (selection["task"] == MEAN).all()
+    per_task = not (picks["task"] == MEAN).all()
     scores = folder.scores()
     return [
         best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
@@ -295,7 +295,7 @@ def best_lines(folder: RunFolder, selection: pd.DataFrame) -> list[str]:
 LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
 
 
-def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
+def selector_leaderboard(picks: pd.DataFrame | None) -> pd.DataFrame | None:
     """:func:`leaderboard` per model: one global layer each (scope ``mean``), and per-task
     picks averaged over tasks (scope ``per task``), in the report's column names.
 
@@ -303,9 +303,9 @@ def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
     ``model, selector, scope, chosen_layer, chosen_score``.
     """
     needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
-    if selection is None or not needed <= set(selection.columns):
+    if picks is None or not needed <= set(picks.columns):
         return None
-    frame = selection.astype({"scope": str})
+    frame = picks.astype({"scope": str})
     for column in ("last_score", "best_score", "gain", "regret"):
         if column not in frame:
             frame = frame.assign(**{column: math.nan})
