@@ -30,7 +30,7 @@ from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.run_folder import ID_METRIC, METRIC_COLUMNS, RunFolder
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.reference import default_reference
 from layer_mteb.model.names import PACKAGED_MODELS
 
@@ -62,7 +62,7 @@ def picks(agreement: pd.DataFrame, n: int = 256, k: int = 10, seed: int = 0) -> 
         if kk != k and (kk != 0 or k != 10):  # curves without a k are read once, with k = 10
             continue
         if metric == ID_METRIC:
-            for rule in ID_RULES:
+            for rule in ID_SELECTORS:
                 out.append({"task": task, "variant": rule, "layer": id_pick(curve.to_numpy(), rule)})
         else:
             variant, layer = f"{metric}:{outlier}@{short(reference)}", extremum_layer(curve, "max")

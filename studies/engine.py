@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.selection.auto import family_of, kind_of
+from layer_mteb.analysis.selection.auto import family_of, kind_of, pooling_of
 from layer_mteb.analysis.selection.picks import leaderboard
 from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, selectors
 from layer_mteb.metrics.texts import task_of_label
@@ -64,7 +64,7 @@ def score_models(
                 scores=table,
                 metrics=_curves(metrics, str(name)),
                 task_types={task: types.get(task) or task_type(task) or "" for task in table.columns},
-                pooling=str(part["pooling"].iloc[0]) if "pooling" in part.columns else "mean",
+                pooling=pooling_of(part),
             )
         )
     return kept, pd.DataFrame(excluded, columns=["model", "reason"])

@@ -9,7 +9,7 @@ the paper reproduction; ``docs/report.md`` says why. It sits below every other a
 - **Ties go to the deeper layer**: among layers within :data:`TIE_TOL` of the best value (a score, a metric in its
   direction, or a count of labelled draws), the deepest wins; so does the deeper of two layers equally near a target
   depth.
-- **The paper's rule** (:data:`PAPER_RULE`): the layer of lowest prompt entropy on each task's own texts.
+- **The paper's selector** (:data:`PAPER_RULE`): the layer of lowest prompt entropy on each task's own texts.
 - **No usable signal** (labels that rank nothing): keep the last layer, or the deepest scored one in a run of fewer
   layers (:func:`default_layer`), what a user without the signal would take.
 - **Cheapest layer within one point of the best** (:func:`cheapest_within`): among the layers whose score is at
@@ -31,12 +31,15 @@ the paper reproduction; ``docs/report.md`` says why. It sits below every other a
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # the rules take the caller's frames; the selector registry imports them without pandas
+    import pandas as pd
 
 TIE_TOL = 1e-9
-#: The paper's rule (Skean et al. 2025): lowest prompt entropy of each task's own texts, picked per task.
+#: The paper's selector (Skean et al. 2025): lowest prompt entropy of each task's own texts, picked per task.
 PAPER_RULE = "prompt_entropy@own"
 #: Fewest layers a correlation is computed over (with fewer, every rank statistic is nearly arbitrary).
 MIN_LAYERS = 3
@@ -57,7 +60,7 @@ def cheapest_within(scores: pd.Series, cost: pd.Series, tol: float = ONE_POINT) 
     """The cheapest layer (index of ``scores``) scoring within ``tol`` of the best: lowest ``cost`` (per layer, same
     index) among the layers with a score at least best − ``tol``; equal costs (within :data:`TIE_TOL`) go to the
     shallower layer. Layers without a score or a cost are never picked."""
-    both = pd.DataFrame({"score": scores, "cost": cost}).dropna()
+    both = scores.rename("score").to_frame().join(cost.rename("cost"), how="outer").dropna()
     if both.empty:
         raise ValueError("no layer has both a score and a cost")
     near = both[both["score"] >= both["score"].max() - tol - TIE_TOL]
@@ -66,8 +69,9 @@ def cheapest_within(scores: pd.Series, cost: pd.Series, tol: float = ONE_POINT) 
 
 def most_frequent_layer(picks: Iterable[int]) -> int:
     """The layer picked most often; ties go to the deeper layer."""
-    counts = pd.Series(list(picks), dtype="int64").value_counts()
-    return extremum_layer(counts.sort_index(), "max")
+    counts = Counter(int(layer) for layer in picks)
+    most = max(counts.values())
+    return max(layer for layer, count in counts.items() if count == most)
 
 
 def default_layer(layers: Iterable[int], n_layers: int) -> int:
@@ -96,7 +100,7 @@ def nearest_layer(layers: Iterable[int], target: float) -> int:
 
 def last_score(curve: pd.Series, n_layers: int) -> float:
     """The score at the last layer (``n_layers``), NaN when the curve has none there."""
-    return float(curve[n_layers]) if n_layers in curve.index and not pd.isna(curve[n_layers]) else math.nan
+    return float(curve[n_layers]) if n_layers in curve.index else math.nan
 
 
 def common_tasks(scores: pd.DataFrame, coverage: float = FIGURE1_COVERAGE) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selector_names import check_selector
+from layer_mteb.analysis.selection.selectors import check_selector
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, add_no_reference, check_runs, settings_of
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
@@ -25,6 +25,7 @@ from layer_mteb.model.names import model_kind
 if TYPE_CHECKING:
     import pandas as pd
 
+    from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.model.st_export import RunRecord
 
 NAME = "export"
@@ -194,7 +195,7 @@ def _plan(settings: Settings) -> _Plan:
     scores = folder.scores()  # read once: its one setting gives the model, the whole table the layer's scores
     scored = folder.setting(one_setting(scores), device="cpu")  # the device is the export's, not the run's
     name, revision, n_layers, config = scored.model, scored.revision, scored.n_layers, scored.config
-    layer, summary = (settings.layer, None) if settings.by is None else _selection(settings, scores)
+    layer, summary = (settings.layer, None) if settings.by is None else _selection(settings, folder)
     if layer > n_layers:
         raise UserError(f"--layer {layer} is out of range: {name} has layers 0 (embeddings) to {n_layers}")
     record = RunRecord(str(settings.run), settings.by, summary, layer_scores(scores, layer))
@@ -220,42 +221,32 @@ def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
     return [*named, (MEAN, sum(s for _, s in named) / len(named))] if named else []
 
 
-def _selection(settings: Settings, scores: pd.DataFrame) -> tuple[int, str]:
+def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
     """The layer ``--by`` picks (for ``--task``, or the one pick for the mean over tasks) and a line saying how it
-    compares with the last and the best layer. The run's metrics are passed in as frames, so nothing is written."""
-    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, missing_curves
+    compares with the last and the best layer; no selection file is written."""
     from layer_mteb.analysis.selection.picks import select_layers
+    from layer_mteb.cli.select import curves_for
 
-    run, by, task = str(settings.run), str(settings.by), settings.task
-    if by == "auto" and not settings.no_reference:
-        from layer_mteb.cli.select import auto_curves
-
-        auto_curves(run, reference=settings.agreement_with, model=settings.model)
-    if by in READS_AGREEMENT:  # the curves' own stage first, at the default options, where the run lacks them
-        missing = missing_curves(run, AgreementOptions())
-        if missing:
-            from layer_mteb.metrics.agreement.compute import agreement_curves
-
-            agreement_curves(run, missing, reference=settings.agreement_with, model=settings.model)
+    by, task = str(settings.by), settings.task
+    options = curves_for(folder, by, settings.agreement_with, settings.model, settings.no_reference)
     picks = select_layers(
-        run,  # read for agreement curves; no selection file is written
-        scores=scores,
-        metrics=_metrics(run),
+        folder,
         by=by,
         per_task=task is not None,
         metric_readout=settings.metric_readout,
+        agreement=options,
         write=False,
     )
     picks = picks[picks["selector"] == by]
     if task is not None:
         picks = picks[picks["task"] == task]
         if picks.empty:
-            raise UserError(f"--by {by} picked no layer for task {task!r} in {run}")
+            raise UserError(f"--by {by} picked no layer for task {task!r} in {folder.path}")
     elif (picks["task"] == MEAN).any():
         picks = picks[picks["task"] == MEAN]
     layers = sorted(int(k) for k in picks["chosen_layer"].unique())
     if not layers:
-        raise UserError(f"--by {by} picked no layer in {run}: does its metrics.csv have that metric?")
+        raise UserError(f"--by {by} picked no layer in {folder.path}: does its metrics.csv have that metric?")
     if len(layers) > 1:
         raise UserError(
             f"--by {by} picks different layers ({', '.join(map(str, layers))}) across "
@@ -273,10 +264,3 @@ def _summary(pick: pd.Series, n_picks: int) -> str:
         f"{pick['last_score']:.4f}, the best layer in hindsight ({int(pick['best_layer'])}) {pick['best_score']:.4f} "
         f"(regret {pick['regret']:.4f}, gain {pick['gain']:+.4f})."
     )
-
-
-def _metrics(run: str) -> pd.DataFrame:
-    """The run's metrics, or none (depth and baseline selectors need none)."""
-    from layer_mteb.common.run_folder import RunFolder
-
-    return RunFolder(run).metrics(missing_ok=True)

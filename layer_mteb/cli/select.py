@@ -3,16 +3,17 @@ with a sentence encoder) or by K labelled examples, and score the choice against
 
 ``--by agreement`` on a run without the asked curves runs the curves' stage first
 (:func:`~layer_mteb.metrics.agreement.compute.agreement_curves`), then hands the stored curves to the selection;
-``--by auto`` does the same for a base language model where a reference encoder loads (:func:`auto_curves`): the
-depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md)."""
+``--by auto`` does the same for a base language model where a reference encoder loads (:func:`curves_for`): the
+depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md).
+``export --by`` computes the curves with the same function."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selector_names import check_selector
+from layer_mteb.analysis.selection.selectors import AGREEMENT, AUTO, by_help, by_name, check_selector
 from layer_mteb.cli.console import CURVES_SAVED, NOTHING_SAVED
 from layer_mteb.cli.options import (
     DATA_DEFAULT,
@@ -22,7 +23,10 @@ from layer_mteb.cli.options import (
     check_runs,
     settings_of,
 )
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES
+
+if TYPE_CHECKING:
+    from layer_mteb.analysis.selection.agreement import AgreementOptions
+    from layer_mteb.common.run_folder import RunFolder
 
 NAME = "select"
 HELP = "pick layers by a metric and score the choice against the truth"
@@ -30,16 +34,12 @@ INTERRUPTED = NOTHING_SAVED
 
 
 def add_options(select: argparse.ArgumentParser) -> None:
-    from layer_mteb.metrics import DIRECTIONS
-
     select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
     select.add_argument(
         "--by",
         default=None,
-        help=f"one metric ({', '.join(DIRECTIONS)}; default: every metric) or a selector of the paper study, "
-        "e.g. dataset_entropy@own:from=0.25 (own texts: picks per task) or depth=0.8, or auto (the study's choice "
-        "for the model's kind, printed with why), or agreement (the layer that agrees most with a trusted sentence "
-        "encoder on each task's texts); writes selection.<by>.csv",
+        help=f"the selector (default: every metric): {by_help()}; one on each task's own texts (@own, agreement, "
+        "auto) picks per task; writes selection.<by>.csv",
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
     add_metric_readout(select)
@@ -72,15 +72,6 @@ def add_options(select: argparse.ArgumentParser) -> None:
     )
     add_renamed(select, "--reference", "--agreement-with")
     add_no_reference(select)
-    select.add_argument(
-        "--agreement", choices=("mknn", "cka"), default="mknn", help="with --by agreement: mutual k-NN or linear CKA"
-    )
-    select.add_argument(
-        "--outliers",
-        choices=("none", "standardize", "clamp"),
-        default="none",
-        help="with --by agreement: rogue dimensions left, standardised, or clamped at the 0.95 quantile",
-    )
     select.add_argument("--sample", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)")
     select.add_argument("--neighbours", type=int, default=10, help="with --by agreement: k of mutual k-NN")
     select.add_argument(
@@ -112,8 +103,6 @@ class Settings:
     model: str | None
     eval_workers: int | None
     agreement_with: str | None
-    agreement: str
-    outliers: str
     sample: int
     neighbours: int
     data_dir: str | None
@@ -121,10 +110,9 @@ class Settings:
 
     @property
     def interrupted(self) -> str:
-        """Each task's agreement (or intrinsic-dimension) curves are written as it finishes; a rerun reads them
-        back. Any other pick writes its file at the end."""
-        curves = self.labels is None and self.by in ("agreement", *ID_RULES)
-        return CURVES_SAVED if curves else NOTHING_SAVED
+        """Each task's agreement curves are written as it finishes; a rerun reads them back. Any other pick writes
+        its file at the end."""
+        return CURVES_SAVED if self.labels is None and reads_curves(self.by) else NOTHING_SAVED
 
 
 def check(args: argparse.Namespace) -> Settings:
@@ -135,116 +123,93 @@ def check(args: argparse.Namespace) -> Settings:
 
 
 def execute(settings: Settings) -> None:
-    from layer_mteb.analysis.selection.picks import best_lines, run_leaderboard, select_layers
-    from layer_mteb.cli.console import print_cheapest, print_leaderboard
-    from layer_mteb.common.run_folder import selection_file
-
     if settings.labels is not None:
         _select_by_labels(settings)
         return
-    from layer_mteb.analysis.selection.agreement import READS_AGREEMENT, AgreementOptions, describe_agreement
-    from layer_mteb.common.run_folder import AGREEMENT_FILE
+    from layer_mteb.analysis.selection.agreement import describe_agreement
+    from layer_mteb.analysis.selection.picks import best_lines, run_leaderboard, select_layers
+    from layer_mteb.cli.console import print_cheapest, print_leaderboard
+    from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder, selection_file
 
-    run, by = settings.run, settings.by
-    if by == "auto" and not settings.no_reference:
-        sampled = {"n": settings.sample, "k": settings.neighbours, "seed": settings.seed}
-        auto_curves(run, reference=settings.agreement_with, model=settings.model, **sampled)
-    reads_curves = by in READS_AGREEMENT or (by == "auto" and (Path(run) / AGREEMENT_FILE).is_file())
-    options = AgreementOptions(
-        reference=_stored_reference(settings.agreement_with) if reads_curves else None,
-        metric=settings.agreement,
-        outlier=settings.outliers,
-        n=settings.sample,
-        k=settings.neighbours,
-        seed=settings.seed,
+    folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
+    sampled = {"n": settings.sample, "k": settings.neighbours, "seed": settings.seed}
+    options = curves_for(folder, by, settings.agreement_with, settings.model, settings.no_reference, **sampled)
+    picks = select_layers(
+        folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, agreement=options
     )
-    if by in READS_AGREEMENT:
-        _compute_missing_curves(settings, options)
-    selection = select_layers(
-        run, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, agreement=options
-    )
-    if by in ("auto", "agreement"):  # which rule picked for each model, and why
-        for line in describe_agreement(run, selection, by, options):
+    if by in (AUTO, AGREEMENT):  # which selector picked for each model, and why
+        for line in describe_agreement(folder, picks, by, options):
             print(line)
-    board, note = run_leaderboard(run, selection, by)
-    lines = [*best_lines(run, selection), *([note] if note else [])]
-    print_leaderboard(board, Path(run) / selection_file(by), "\n".join(lines))
-    print_cheapest(run)
-    if by in READS_AGREEMENT:  # the curves it measured (or read back) are kept for the next pick
-        print(f"agreement curves: {Path(run) / AGREEMENT_FILE}")
+    board, note = run_leaderboard(folder, picks, by)
+    lines = [*best_lines(folder, picks), *([note] if note else [])]
+    print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
+    print_cheapest(folder)
+    if reads_curves(by):  # the curves it measured (or read back) are kept for the next pick
+        print(f"agreement curves: {folder.file(AGREEMENT_FILE)}")
 
 
-def _stored_reference(reference: str | None) -> str | None:
-    """``--agreement-with`` as the run's ``agreement.csv`` names it (a packaged name becomes its hub id), so the
-    selection, which only reads that table, finds its curves without knowing the packaged models."""
-    if reference is None:
-        return None
-    from layer_mteb.metrics.agreement.reference import reference_name
-
-    return reference_name(reference)
+def reads_curves(by: str | None) -> bool:
+    """Whether ``by`` names a selector that reads the run's stored agreement curves."""
+    return by is not None and by != AUTO and by_name(by).reads == "curves"
 
 
-def auto_curves(
-    run: str, *, reference: str | None = None, model: str | None = None, n: int = 256, k: int = 10, seed: int = 0
-) -> None:
-    """What ``--by auto`` needs before it picks for a base language model: the agreement curves its run lacks,
-    computed with ``reference`` (default: all-mpnet-base-v2 where installed, else all-MiniLM-L6-v2; never a lexical
-    reference, which fails on unseen tasks), saying first what it encodes. Where no reference (or the model, or a
-    task's texts) loads, one line says so and the depth rule applies; an embedding or [CLS] model needs none."""
+def curves_for(
+    folder: RunFolder,
+    by: str | None,
+    reference: str | None = None,
+    model: str | None = None,
+    no_reference: bool = False,
+    **sampled: int,
+) -> AgreementOptions:
+    """The curves ``by`` reads, computed by their own stage for the tasks whose curve the run's ``agreement.csv``
+    lacks (one model and one reference load for them all), and the options the pick then reads them with.
+
+    ``--by agreement`` fails with one line where the reference, the model or a text does not load. ``--by auto``
+    computes them only for a run of one base language model and never with a lexical reference (which fails on
+    unseen tasks), saying first what it encodes; where nothing loads, one line says so and the policy's depth rule
+    applies (``no_reference``: never computes). An embedding or [CLS] model needs none."""
     from layer_mteb.analysis.selection.agreement import AgreementOptions, missing_curves
-    from layer_mteb.analysis.selection.auto import kind_of
-    from layer_mteb.analysis.selection.picks import pooling_of
-    from layer_mteb.common.errors import UserError, first_line
-    from layer_mteb.common.run_folder import RunFolder
-    from layer_mteb.metrics.agreement.lexical import is_lexical
+    from layer_mteb.analysis.selection.auto import kind_of, pooling_of
 
-    scores = RunFolder(run).scores()
-    names = scores["model"].astype(str).unique()
-    if len(names) != 1 or kind_of(names[0], pooling_of(scores)) != "base":
-        return
-    options = AgreementOptions(reference=_stored_reference(reference), n=n, k=k, seed=seed)
-    missing = missing_curves(run, options)
+    stored = None
+    if reference is not None:  # agreement.csv names a packaged reference by its hub id
+        from layer_mteb.metrics.agreement.reference import reference_name
+
+        stored = reference_name(reference)
+    options = AgreementOptions(reference=stored, **sampled)
+    base = None  # the model --by auto computes curves for: a run's one base language model
+    if by == AUTO and not no_reference:
+        scores = folder.scores()
+        names = scores["model"].astype(str).unique()
+        base = names[0] if len(names) == 1 and kind_of(names[0], pooling_of(scores)) == "base" else None
+    missing = missing_curves(folder, options) if base or reads_curves(by) else []
     if not missing:
-        return
-    fallback = f"auto: {names[0]} gets the depth rule for base models instead of agreement"
+        return options
+    from layer_mteb.metrics.agreement.compute import agreement_curves
+
+    if base is None:
+        agreement_curves(folder, missing, **sampled, reference=reference, model=model)
+        return options
+    from layer_mteb.common.errors import UserError, first_line
+    from layer_mteb.metrics.agreement.lexical import is_lexical
+    from layer_mteb.metrics.agreement.reference import check_reference, default_reference
+
     try:
         if reference is not None and is_lexical(reference):
             raise UserError(f"{reference} is a lexical reference, which auto does not use")
-        from layer_mteb.metrics.agreement.reference import check_reference, default_reference
-
-        reference = default_reference(names[0]) if reference is None else check_reference(reference)
+        reference = default_reference(base) if reference is None else check_reference(reference)
         print(
-            f"auto: {names[0]} is a base language model and its run has no agreement curves for {len(missing)} "
-            f"task(s): encoding up to {n} texts of each with the model's every layer and with {reference} "
+            f"auto: {base} is a base language model and its run has no agreement curves for {len(missing)} "
+            f"task(s): encoding up to {options.n} texts of each with the model's every layer and with {reference} "
             "(roughly 5 to 40 s a task for a 135M-parameter model on 2 CPU cores, more for bigger ones; "
             "--no-reference skips this)",
             flush=True,
         )
-        from layer_mteb.metrics.agreement.compute import agreement_curves
-
-        agreement_curves(run, missing, n=n, seed=seed, k=k, reference=reference, model=model)
+        agreement_curves(folder, missing, **sampled, reference=reference, model=model)
     except UserError as err:
+        fallback = f"auto: {base} gets the depth rule for base models instead of agreement"
         print(f"{fallback}: {first_line(err)}", flush=True)
-
-
-def _compute_missing_curves(settings: Settings, options) -> None:
-    """The agreement curves' own stage, run before the pick for the tasks whose curve under ``options`` the run's
-    ``agreement.csv`` lacks (one model and one reference load for them all); the pick then only reads."""
-    from layer_mteb.analysis.selection.agreement import missing_curves
-
-    missing = missing_curves(settings.run, options)
-    if missing:
-        from layer_mteb.metrics.agreement.compute import agreement_curves
-
-        agreement_curves(
-            settings.run,
-            missing,
-            n=options.n,
-            seed=options.seed,
-            k=options.k,
-            reference=settings.agreement_with,
-            model=settings.model,
-        )
+    return options
 
 
 def _select_by_labels(settings: Settings) -> None:

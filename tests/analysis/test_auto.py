@@ -13,16 +13,16 @@ from _metric_fixtures import run_tables
 from conftest import needs
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, reference_folder
+from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.auto import family_of
 from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
-from layer_mteb.analysis.study import engine, lofo
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
+from studies import engine, lofo
 
-REFERENCE = reference_folder()  # the authors' tables (LAYER_MTEB_REFERENCE, else beside the checkout)
+REFERENCE = release_folder()  # the authors' tables (LAYER_MTEB_RELEASE, else beside the checkout)
 
 CANDIDATES = [by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
 

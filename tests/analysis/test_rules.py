@@ -17,9 +17,9 @@ from layer_mteb.analysis.labels.budget import TaskLayers, judge
 from layer_mteb.analysis.report.table1 import build_table1, per_task_summary, task_scores
 from layer_mteb.analysis.rules import default_layer, last_layer_of, most_frequent_layer
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.analysis.selection.selectors import Selector, evaluate
-from layer_mteb.analysis.study.engine import score_models
+from layer_mteb.analysis.selection.selectors import by_name, evaluate
 from layer_mteb.paper.tables import table1
+from studies.engine import score_models
 
 N_LAYERS = 6
 #: A: every layer, best 0.6 at layers 2 and 4 (a tie: 4 wins), last 0.45. B: layers 0–4 only (no last layer).
@@ -48,7 +48,7 @@ def test_select_labels_table1_and_the_study_agree_on_best_last_and_gain(run) -> 
     labelled = {task: judge(_unit(curve), [2, 4, 1, 3]) for task, curve in (("A", A), ("B", B))}
     summary = per_task_summary(task_scores(scores)).set_index("task")
     [model], _ = score_models(scores, metrics, min_tasks=1)
-    study = evaluate([model], [Selector("oracle")]).set_index("task")
+    study = evaluate([model], [by_name("oracle")]).set_index("task")
 
     assert oracle.loc["A", "best_layer"] == labelled["A"]["best_layer"] == summary.loc["A", "best_layer"] == BEST_A
     assert study.loc["A", "best_layer"] == BEST_A

@@ -185,7 +185,7 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
     from layer_mteb.analysis.report.table1 import per_task_summary, task_scores
     from layer_mteb.analysis.rules import extremum_layer, nearest_layer
     from layer_mteb.analysis.selection import selectors
-    from layer_mteb.analysis.study import engine as study
+    from studies import engine as study
 
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-6, 0.3])) == 1
@@ -205,8 +205,8 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
 
 def test_the_last_layer_is_n_layers_in_table1_selection_the_study_and_the_paper() -> None:
     from layer_mteb.analysis.report.table1 import build_table1
-    from layer_mteb.analysis.study import engine as study
     from layer_mteb.paper.tables import table1
+    from studies import engine as study
 
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:B"): METRICS[("prompt_entropy", "task:B")]})
     scores = scores[~((scores["task"] == "B") & (scores["layer"] == 4))]  # B lacks the last layer, 4
@@ -258,3 +258,26 @@ def test_a_rule_that_reads_no_metric_needs_no_metrics_csv(tmp_path: Path, capsys
     capsys.readouterr()
     assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 2
     assert "no metrics.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("by", [[], ["--by", "auto"], ["--by", "depth=0.8"]])
+def test_select_hands_one_run_folder_to_every_reader(by: list[str], tmp_path: Path, monkeypatch, capsys) -> None:
+    """``select`` builds one :class:`RunFolder` for its run and every reader (the picks, the leaderboard, the best
+    lines, the cheapest layer, the stored curves) is handed it, so the folder's tables are read once per command."""
+    from layer_mteb.cli import main
+    from layer_mteb.common import run_folder
+
+    scores, metrics = run_tables(SCORES, METRICS)
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update_metrics(metrics)
+    made: list[Path] = []
+    init = run_folder.RunFolder.__init__
+
+    def counted(self, path, shard=None) -> None:
+        made.append(Path(path))
+        init(self, path, shard)
+
+    monkeypatch.setattr(run_folder.RunFolder, "__init__", counted)
+    assert main(["select", "--run", str(tmp_path), *by]) == 0
+    assert "regret" in capsys.readouterr().out
+    assert made == [tmp_path]

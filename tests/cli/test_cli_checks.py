@@ -11,6 +11,7 @@ from _fresh_process import fresh_mains
 from conftest import REPO, minilm_folder
 
 from layer_mteb.cli.main import build_parser, check
+from layer_mteb.common.errors import UserError
 from layer_mteb.tasks.catalog import read_task_file
 from layer_mteb.tasks.task_names import NAMES_FILE, installed_mteb, mteb_task_names, shipped_names
 
@@ -204,14 +205,22 @@ def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, da
 
 @pytest.mark.parametrize(
     ("by", "said"),
-    [("agreement", "agreement curves are saved"), ("id_min", "agreement curves are saved"), ("auto", "nothing")],
+    [("agreement", "agreement curves are saved"), ("auto", "nothing")],
 )
 def test_ctrl_c_says_what_select_has_saved(by, said, tmp_path):
-    """``--by agreement`` (and the intrinsic-dimension rules) write each task's curves as it finishes, so Ctrl-C
-    says they are kept; a pick that computes nothing has saved nothing."""
+    """``--by agreement`` writes each task's curves as it finishes, so Ctrl-C says they are kept; a pick that
+    computes nothing has saved nothing."""
     (tmp_path / "scores.csv").write_text("model,layer\n")
     args = _args("select", "--run", str(tmp_path), "--by", by)
     assert said in check(args).interrupted
+
+
+def test_a_studied_selector_is_refused_by_select_in_one_line_naming_the_python_call(tmp_path):
+    """The intrinsic-dimension selectors (which read the same stored curves) are studied, not offered: ``--by``
+    refuses them in one line saying how Python applies them."""
+    (tmp_path / "scores.csv").write_text("model,layer\n")
+    with pytest.raises(UserError, match=r"select_layers\(run, by='id_min'\)"):
+        check(_args("select", "--run", str(tmp_path), "--by", "id_min"))
 
 
 def test_the_encode_defaults_metrics_run_compares_with_are_the_parsers():

@@ -12,7 +12,7 @@ from conftest import save_tiny_model, write_tiny_gpt2_scores
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import AGREEMENT_COLUMNS, ID_METRIC, RunFolder, curves
 from layer_mteb.metrics.agreement.compute import agreement_curves, references_for, sample_texts
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_RULES, id_pick, two_nn
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick, two_nn
 from layer_mteb.metrics.agreement.measures import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers
 from layer_mteb.metrics.agreement.reference import default_reference, load_reference
 
@@ -100,14 +100,14 @@ def test_two_nn_finds_the_dimension_of_a_manifold(manifold):
     assert two_nn(rng.normal(size=(n, 5))) == pytest.approx(5.0, rel=0.1)
 
 
-def test_id_rules_on_a_curve_with_a_peak_and_a_valley():
+def test_id_selectors_on_a_curve_with_a_peak_and_a_valley():
     #          layer: 0   1   2   3   4   5   6   7   8
     curve = np.array([9, 10, 14, 20, 16, 12, 13, 11, 15], dtype=float)
     assert id_pick(curve, "id_after_peak") == 4  # peak at 3
     assert id_pick(curve, "id_min") == 1  # layer 0 (9) is never picked
     assert id_pick(curve, "id_valley_after_peak") == 5  # first local minimum after the peak
     rising = np.arange(10, dtype=float)
-    assert [id_pick(rising, rule) for rule in ID_RULES] == [9, 1, 9]
+    assert [id_pick(rising, name) for name in ID_SELECTORS] == [9, 1, 9]
     noisy = np.array([5, 6, 5.9, 8, 12, 11, 9, 10], dtype=float)  # the wiggle at layer 1 is no peak (too low)
     assert id_pick(noisy, "id_valley_after_peak") == 6
     with pytest.raises(ValueError):
@@ -220,6 +220,8 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     """``select --by agreement`` computes the run's curves once and picks each task's layer of most agreement (ties
     deeper); ``--by auto`` on this base model then uses those curves; a reference that cannot load is one line,
     exit 2, and writes nothing."""
+    from layer_mteb.analysis.selection.agreement import AgreementOptions
+    from layer_mteb.analysis.selection.picks import select_layers
     from layer_mteb.cli import main
     from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
 
@@ -242,10 +244,10 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     auto = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
     assert auto["chosen_layer"].tolist() == [best]
     id_curve = curves(RunFolder(run).agreement(), metric=ID_METRIC, n=40, seed=0)["BIOSSES"]
-    for rule in ID_RULES:  # the published intrinsic-dimension rules are selectors of the same engine
-        assert main(["select", "--run", str(run), "--by", rule, "--sample", "40"]) == 0
-        picked = pd.read_csv(run / f"selection.{rule}.csv").query(f"selector == '{rule}' and task == 'BIOSSES'")
-        assert picked["chosen_layer"].tolist() == [id_pick(id_curve.to_numpy(), rule)]
+    for name in ID_SELECTORS:  # the published intrinsic-dimension selectors: the same engine, from Python
+        select_layers(run, by=name, agreement=AgreementOptions(n=40))
+        picked = pd.read_csv(run / f"selection.{name}.csv").query(f"selector == '{name}' and task == 'BIOSSES'")
+        assert picked["chosen_layer"].tolist() == [id_pick(id_curve.to_numpy(), name)]
 
 
 def test_the_selection_only_reads_curves_and_names_the_stage_that_computes_them(tmp_path):

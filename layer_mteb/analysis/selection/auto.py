@@ -21,11 +21,14 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selector_names import AUTO
-from layer_mteb.analysis.selection.selectors import Selector, by_name
+from layer_mteb.analysis.selection.selectors import AUTO, Selector, by_name
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,13 @@ KINDS = ("embedding", "cls", "base")
 FIRST_TOKEN = "first"
 
 
+def pooling_of(scores: pd.DataFrame) -> str:
+    """The pooling a scores table was read out with (``mean`` where it does not say): the fact :func:`kind_of`
+    tells a first-token model by."""
+    found = scores["pooling"].dropna() if "pooling" in scores.columns else ()
+    return str(found.iloc[0]) if len(found) else "mean"
+
+
 def kind_of(model: str, pooling: str = "mean") -> str:
     """``embedding`` for a model trained to produce embeddings, ``cls`` for one read out at its first token (the
     release names those folders ``*_CLS``), else ``base``."""
@@ -155,7 +165,7 @@ class Policy:
         rule = self.rule_for(model, pooling)
         chosen = by_name(rule.selector)
         by_type = tuple(sorted(with_analogues(rule.by_type).items()))
-        return dataclasses.replace(chosen, name=AUTO, acts_as=chosen.name, by_type=by_type)
+        return dataclasses.replace(chosen, name=AUTO, by_type=by_type)
 
     def describe(self, model: str, pooling: str = "mean") -> str:
         """One line: which rule was used for ``model`` and why, with the policy's provenance."""

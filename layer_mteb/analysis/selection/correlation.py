@@ -19,7 +19,7 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
+from layer_mteb.analysis.selection.curves import MEAN, as_folder, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
 from layer_mteb.metrics.texts import task_of_label
@@ -106,7 +106,7 @@ def _kendall_null(x: np.ndarray, y: np.ndarray, order: np.ndarray) -> np.ndarray
 
 
 def correlate(
-    run: str | Path | None = None,
+    run: str | Path | RunFolder | None = None,
     *,
     scores: pd.DataFrame | None = None,
     metrics: pd.DataFrame | None = None,
@@ -115,7 +115,8 @@ def correlate(
     seed: int = 0,
     metric_readout: str = "auto",
 ) -> pd.DataFrame:
-    """One row per (metric, text source, task or mean, method). With ``run``, writes ``run/correlation.csv``.
+    """One row per (metric, text source, task or mean, method). With ``run`` (a path, or the command's
+    :class:`RunFolder`, whose tables are then read once), writes ``run/correlation.csv``.
 
     Metrics are paired with scores as in selection (``metric_readout``, default the paper's: raw-stream metrics).
 
@@ -128,7 +129,11 @@ def correlate(
             raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
     if n_permutations < 1:
         raise UserError(f"--permutations must be at least 1, got {n_permutations}")
-    scores, metrics = load_run(run, scores, metrics, metric_readout)
+    folder = None if run is None else as_folder(run)
+    if folder is not None:
+        scores = folder.scores() if scores is None else scores
+        metrics = folder.metrics() if metrics is None else metrics
+    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
     rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
         skipped = []
@@ -155,8 +160,8 @@ def correlate(
     if not rows:
         raise UserError(f"nothing to correlate: scores and metrics share fewer than {MIN_LAYERS} layers that vary")
     frame = pd.DataFrame(rows, columns=CORRELATION_COLUMNS)
-    if run is not None:
-        RunFolder(run).write_table(CORRELATION_FILE, frame)
+    if folder is not None:
+        folder.write_table(CORRELATION_FILE, frame)
     return frame
 
 

@@ -1,5 +1,5 @@
 """Label-free layer selection and its honest scorecard: for each metric, pick the layer where the metric is best
-(prompt entropy: lowest, the paper's rule; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
+(prompt entropy: lowest, the paper's selector; see :data:`layer_mteb.metrics.DIRECTIONS`), then compare the chosen
 layer's real score with the last layer and with the best layer in hindsight.
 
 ``regret = best − chosen`` (≥ 0, 0 is perfect) and ``gain = chosen − last`` (can be negative: a selector can hurt).
@@ -7,6 +7,7 @@ layer's real score with the last layer and with the best layer in hindsight.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from itertools import chain
@@ -16,32 +17,26 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import best_line
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.agreement import AGREEMENT, READS_AGREEMENT, AgreementOptions, agreement_metrics
-from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy
-from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
-from layer_mteb.analysis.selection.selector_names import BASELINES
+from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
+from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy, pooling_of
+from layer_mteb.analysis.selection.curves import MEAN, as_folder, metric_curves, score_curves
 from layer_mteb.analysis.selection.selectors import (
+    AGREEMENT,
+    BASELINES,
     SELECTION_COLUMNS,
     ModelData,
     Selector,
     by_name,
     evaluate,
+    metric_selector,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import (
-    AGREEMENT_FILE,
-    METRIC_COLUMNS,
-    METRICS_FILE,
-    SCORES_FILE,
-    RunFolder,
-    selection_file,
-)
-from layer_mteb.metrics import DIRECTIONS
+from layer_mteb.common.run_folder import AGREEMENT_FILE, METRIC_COLUMNS, RunFolder, selection_file
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
 
 def select_layers(
-    run: str | Path | None = None,
+    run: str | Path | RunFolder | None = None,
     *,
     scores: pd.DataFrame | None = None,
     metrics: pd.DataFrame | None = None,
@@ -56,74 +51,84 @@ def select_layers(
     Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
     it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
     general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
-    With ``run`` (and ``write``), writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global
-    pick), or with ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
+    ``run`` is a run folder (the command's :class:`RunFolder`, whose tables are then read once); with it (and
+    ``write``), writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
+    ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
     ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
-    ``by`` may also name a selector of the paper's study (:func:`~.selectors.by_name`, e.g.
-    ``dataset_entropy@own:from=0.25``; one on own texts picks per task), or ``auto``: the rule the study chose for
-    the model's kind (:mod:`~.auto`), in rows named ``auto``. Ties go to the deeper layer and "last" is
-    layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
+    ``by`` may name any selector of the registry (:func:`~.selectors.by_name`: a metric, e.g.
+    ``dataset_entropy@own:from=0.25`` (one on own texts picks per task), ``agreement``, or a studied one such as
+    ``id_min``), or ``auto``: the selector the study chose for the model's kind (:mod:`~.auto`), in rows named
+    ``auto``. Ties go to the deeper layer and "last" is layer ``n_layers`` (:mod:`~.rules`): a task without it has no
+    ``last_score`` or ``gain``.
     """
-    agreed = _agreement_rows(run, by, agreement)
-    if metrics is None and run is not None and not (Path(run) / METRICS_FILE).is_file():
-        metrics = pd.DataFrame(columns=METRIC_COLUMNS) if by in READS_AGREEMENT else _no_metrics_needed(by, Path(run))
-    scores, metrics = load_run(run, scores, metrics, metric_readout)
-    per_task = per_task or needs_own_texts(by) or by in READS_AGREEMENT
+    folder = None if run is None else as_folder(run)
+    if scores is None:
+        if folder is None:
+            raise UserError("give a run folder (--run) or both scores and metrics tables")
+        scores = folder.scores()
+    agreed = _stored_curves(folder, by, agreement or AgreementOptions())
+    if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
+        metrics = folder.metrics() if _reads_metrics(by, scores) else pd.DataFrame(columns=METRIC_COLUMNS)
+    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
+    per_task = per_task or needs_own_texts(by)
     frame = _select(scores, metrics, by, per_task, agreed)
-    if run is not None and write:  # the file keeps both scopes, so the report has the global and the per-task picks
+    if folder is not None and write:  # the file keeps both scopes, so the report has the global and per-task picks
         both = pd.concat([frame, _select(scores, metrics, by, not per_task, agreed)], ignore_index=True)
-        RunFolder(run).write_table(selection_file(by), both)
+        folder.write_table(selection_file(by), both)
     return frame
 
 
-def _no_metrics_needed(by: str | list[str] | None, run: Path) -> pd.DataFrame | None:
-    """An empty metrics table when what ``by`` applies to every model of the run reads no metric (a fixed depth, a
-    baseline, or ``auto`` whose rule for the model is one), so a run without ``metrics.csv`` can use it; else
-    ``None`` (the missing file, or scores, is then the error it is)."""
-    if by is None or not isinstance(by, str) or by in DIRECTIONS or not (run / SCORES_FILE).is_file():
-        return None
+def _reads_metrics(by: str | list[str] | None, scores: pd.DataFrame) -> bool:
+    """Whether what ``by`` applies reads ``metrics.csv``: a run without it may still use a depth, a baseline, the
+    stored agreement curves, or ``auto`` whose policy rule for each model of ``scores`` reads none."""
+    if by is None or isinstance(by, list):
+        return True
+    names = [by]
     if by == AUTO:
-        scores = RunFolder(run).scores()
         policy = load_policy()
-        names = [
-            name
-            for model, part in scores.groupby("model")
-            for name in policy.rule_for(str(model), pooling_of(part)).selector_names()
-        ]
-    else:
-        names = [by]
-    if any(by_name(name).metric is not None for name in names):
-        return None
-    return pd.DataFrame(columns=METRIC_COLUMNS)
+        rules = [policy.rule_for(str(model), pooling_of(part)) for model, part in scores.groupby("model")]
+        names = [name for rule in rules for name in rule.selector_names()]
+    return any(by_name(name).reads == "metrics" for name in names)
+
+
+def _metric_names(by: str | list[str] | None) -> list[str] | None:
+    """The metrics ``by`` picks with on every source they were measured on (``None``: every metric), or ``[]`` when
+    ``by`` is ``auto`` or a selector of its own."""
+    if by is None or isinstance(by, list):
+        return None if by is None else list(by)
+    if by == AUTO:
+        return []
+    selector = by_name(by)
+    return [by] if selector.reads == "metrics" and selector.source is None else []
+
+
+def _stored_curves(folder: RunFolder | None, by: object, options: AgreementOptions) -> pd.DataFrame | None:
+    """The stored curves ``by`` reads (``auto`` uses them where the run has them); none are computed here: the
+    commands compute the missing ones first (:func:`~.agreement.missing_curves`)."""
+    if isinstance(by, str) and by != AUTO and by_name(by).reads == "curves":
+        if folder is None:
+            raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
+        rows = agreement_metrics(folder, options)
+        if rows.empty:
+            raise UserError(
+                f"no agreement curves for these options in {folder.file(AGREEMENT_FILE)}: "
+                f"`layer-mteb select --run {folder.path} --by agreement` computes them first"
+            )
+        return rows
+    if by == AUTO and folder is not None and folder.file(AGREEMENT_FILE).is_file():
+        return agreement_metrics(folder, options)
+    return None
 
 
 def _model_metrics(metrics: pd.DataFrame, agreed: pd.DataFrame | None, model: str, by: object) -> pd.DataFrame:
     """``model``'s metric rows a pick reads: with agreement curves, those too (measured on the scores' own readout,
-    so no raw/final_norm pairing applies); ``--by agreement`` reads them alone."""
+    so no raw/final_norm pairing applies); a selector that reads the curves reads them alone."""
     own = metrics[metrics["model"] == model]
     if agreed is None:
         return own
     agreed = agreed[agreed["model"] == model]
-    return agreed if by in READS_AGREEMENT else pd.concat([own, agreed], ignore_index=True)
-
-
-def _agreement_rows(run: str | Path | None, by: object, options: AgreementOptions | None) -> pd.DataFrame | None:
-    """The stored agreement curves ``by`` reads (``auto`` uses them where the run has them); none are computed here:
-    ``select --by agreement`` computes the missing ones first (:func:`~.agreement.missing_curves`)."""
-    if by in READS_AGREEMENT:
-        if run is None:
-            raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
-        rows = agreement_metrics(run, options or AgreementOptions())
-        if rows.empty:
-            raise UserError(
-                f"no agreement curves for these options in {Path(run) / AGREEMENT_FILE}: "
-                f"`layer-mteb select --run {run} --by agreement` computes them first"
-            )
-        return rows
-    if by == AUTO and run is not None and (Path(run) / AGREEMENT_FILE).is_file():
-        return agreement_metrics(run, options or AgreementOptions())
-    return None
+    return agreed if by != AUTO else pd.concat([own, agreed], ignore_index=True)
 
 
 def _select(
@@ -134,13 +139,13 @@ def _select(
     agreed: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     policy = load_policy() if by == AUTO else None
-    study = by_name(by) if isinstance(by, str) and by not in DIRECTIONS and policy is None else None
-    names = None if by is None or study is not None or policy is not None else [by] if isinstance(by, str) else list(by)
+    names = _metric_names(by)
+    one = by_name(by) if names == [] and policy is None else None  # a selector of its own, e.g. depth=0.8
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
         model_metrics = _model_metrics(metrics, agreed, str(model), by)
-        metric_by = metric_curves(model_metrics, None if by in READS_AGREEMENT else names)
+        metric_by = metric_curves(model_metrics, names or None)
         data = ModelData(
             name=str(model),
             n_layers=int(model_scores["n_layers"].iloc[0]),
@@ -150,17 +155,18 @@ def _select(
             task_types=task_types(model_scores),
             pooling=pooling_of(model_scores),
         )
-        candidates = [Selector(name) for name in BASELINES]
+        candidates = [by_name(name) for name in BASELINES]
         if policy is not None:
             candidates.append(auto_selector(policy, data))
-        elif study is not None:
-            candidates.append(study)
+        elif one is not None:
+            candidates.append(one)
         else:
             # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
             # `run --task-metrics` describe a different text set and are not a selector's source
             general = [(m, t) for m, t in metric_by if not t.startswith(ENCODED_TEXTS)]
             sources = dict.fromkeys((m, "own" if task_of_label(t) is not None else t) for m, t in general)
-            candidates += [Selector(metric, metric, source) for metric, source in sources]
+            # rows named by the bare metric; their texts column says the source
+            candidates += [dataclasses.replace(metric_selector(metric), source=source) for metric, source in sources]
         tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
         frames.append(evaluate([data], candidates, tasks))
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SELECTION_COLUMNS)
@@ -171,7 +177,7 @@ def auto_selector(policy: Policy, data: ModelData) -> Selector:
     """What ``--by auto`` applies: for a base language model whose run has agreement curves on every task, the
     layer of most agreement (the study: docs/agreement.md); otherwise the shipped policy's rule for its kind."""
     if kind_of(data.name, data.pooling) == "base" and uses_agreement(data):
-        return Selector(AUTO, metric=AGREEMENT, source="own", acts_as=AGREEMENT)
+        return dataclasses.replace(by_name(AGREEMENT), name=AUTO)
     return policy.selector_for(data.name, data.pooling)
 
 
@@ -182,29 +188,23 @@ def uses_agreement(data: ModelData) -> bool:
 
 
 def task_types(scores: pd.DataFrame) -> dict[str, str]:
-    """task -> mteb task type, as the scores record it (a rule may pick a depth per type)."""
+    """task -> mteb task type, as the scores record it (a policy rule may pick a depth per type)."""
     if "task_type" not in scores.columns:
         return {}
     return scores.dropna(subset=["task_type"]).groupby("task")["task_type"].first().astype(str).to_dict()
 
 
-def pooling_of(scores: pd.DataFrame) -> str:
-    """The pooling the scores were read out with (``mean`` where they do not say)."""
-    found = scores["pooling"].dropna() if "pooling" in scores.columns else pd.Series(dtype=str)
-    return str(found.iloc[0]) if len(found) else "mean"
-
-
 def needs_own_texts(by: str | list[str] | None) -> bool:
-    """Whether ``by`` names a study selector on each task's own texts (or is ``auto`` with a rule that does),
-    which can pick only per task."""
+    """Whether ``by`` names a selector on each task's own texts (or is ``auto`` with a rule that applies one, or
+    picks per task type), which can pick only per task."""
     if by == AUTO:
         rules = load_policy().rules.values()
         return any(by_name(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
-    return isinstance(by, str) and by not in DIRECTIONS and by_name(by).source == "own"
+    return isinstance(by, str) and by_name(by).source == "own"
 
 
 def leaderboard(
-    selection: pd.DataFrame,
+    picks: pd.DataFrame,
     by: Sequence[str] = ("selector", "texts"),
     within: Sequence[str] = (),
     mean_tasks: Mapping[str, Collection[str]] | None = None,
@@ -217,7 +217,7 @@ def leaderboard(
     tasks it averages when ``mean_tasks`` (model -> task names, :func:`tasks_in_mean`) gives them; ``beats_last`` is
     the share with gain > 0.
     """
-    frame = selection
+    frame = picks
     counted = [[t] for t in frame["task"]]
     if mean_tasks is not None:
         rows = zip(frame["model"].astype(str), frame["task"], strict=True)
@@ -258,17 +258,17 @@ def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def run_leaderboard(
-    run: str | Path, selection: pd.DataFrame, by: str | list[str] | None = None
+    folder: RunFolder, picks: pd.DataFrame, by: str | list[str] | None = None
 ) -> tuple[pd.DataFrame, str | None]:
-    """``layer-mteb select``'s table for ``selection`` (read from ``run``), its ``mean`` rows counting the tasks
+    """``layer-mteb select``'s table for ``picks`` (read from ``folder``), its ``mean`` rows counting the tasks
     they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
     metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
     (a general source such as WikiText would pick in both scopes)."""
-    within = ["model"] if selection["model"].nunique() > 1 else []  # a run of several models: ranked per model
-    board = leaderboard(selection, within=within, mean_tasks=tasks_in_mean(RunFolder(run).scores()))
-    if not (selection["task"] == MEAN).all() or not selection["selector"].isin(BASELINES).all():
+    within = ["model"] if picks["model"].nunique() > 1 else []  # a run of several models: ranked per model
+    board = leaderboard(picks, within=within, mean_tasks=tasks_in_mean(folder.scores()))
+    if not (picks["task"] == MEAN).all() or not picks["selector"].isin(BASELINES).all():
         return board, None
-    both = RunFolder(run).picks(by)
+    both = folder.picks(by)
     per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
     if per_task.empty:
         return board, None
@@ -279,12 +279,12 @@ def run_leaderboard(
     )
 
 
-def best_lines(run: str | Path, selection: pd.DataFrame) -> list[str]:
-    """Per model of ``run``, what best and regret compare in the table ``select`` prints for ``selection``
+def best_lines(folder: RunFolder, picks: pd.DataFrame) -> list[str]:
+    """Per model of ``folder``, what best and regret compare in the table ``select`` prints for ``picks``
     (:func:`~layer_mteb.analysis.rules.best_line`): every mode prints the same two bests, one layer for every task
     and each task's own best layer, and says which of them its regret is against."""
-    per_task = not (selection["task"] == MEAN).all()
-    scores = RunFolder(run).scores()
+    per_task = not (picks["task"] == MEAN).all()
+    scores = folder.scores()
     return [
         best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
         for model, part in scores.groupby("model", sort=False)
@@ -294,7 +294,7 @@ def best_lines(run: str | Path, selection: pd.DataFrame) -> list[str]:
 LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
 
 
-def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
+def selector_leaderboard(picks: pd.DataFrame | None) -> pd.DataFrame | None:
     """:func:`leaderboard` per model: one global layer each (scope ``mean``), and per-task
     picks averaged over tasks (scope ``per task``), in the report's column names.
 
@@ -302,9 +302,9 @@ def selector_leaderboard(selection: pd.DataFrame | None) -> pd.DataFrame | None:
     ``model, selector, scope, chosen_layer, chosen_score``.
     """
     needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
-    if selection is None or not needed <= set(selection.columns):
+    if picks is None or not needed <= set(picks.columns):
         return None
-    frame = selection.astype({"scope": str})
+    frame = picks.astype({"scope": str})
     for column in ("last_score", "best_score", "gain", "regret"):
         if column not in frame:
             frame = frame.assign(**{column: math.nan})

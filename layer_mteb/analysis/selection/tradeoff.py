@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.rules import cheapest_within, extremum_layer
-from layer_mteb.analysis.selection.curves import MEAN
+from layer_mteb.analysis.selection.curves import MEAN, as_folder
 from layer_mteb.common.run_folder import COST_FILE, RunFolder, one_setting_per_model
 
 CHEAPEST_COLUMNS = [
@@ -92,7 +92,7 @@ def cost_curves(scores: pd.DataFrame, cost: pd.DataFrame | None) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)[COST_CURVE_COLUMNS]
 
 
-def cheapest_line(row: pd.Series, run: str | Path | None = None) -> str:
+def cheapest_line(row: pd.Series, run: str | Path | RunFolder | None = None) -> str:
     """One line naming the pick, its cost and its score against the best (mteb's units); without a measured cost
     it says so and how to measure it, never a number that was not measured."""
     if row["measured"]:
@@ -101,7 +101,7 @@ def cheapest_line(row: pd.Series, run: str | Path | None = None) -> str:
             f"vs {row['full_seconds_per_1000_texts']:.2f} for the full model"
         )
     else:
-        how = f": layer-mteb cost --run {run}" if run is not None else ""
+        how = f": layer-mteb cost --run {as_folder(run).path}" if run is not None else ""
         cost = f"{int(row['layer'])}/{int(row['n_layers'])} of the blocks; cost not measured, no {COST_FILE}{how}"
     scope = "" if row["scope"] == MEAN else f" ({row['scope']})"
     return (
@@ -110,7 +110,7 @@ def cheapest_line(row: pd.Series, run: str | Path | None = None) -> str:
     )
 
 
-def run_cheapest(run: str | Path) -> pd.DataFrame:
+def run_cheapest(run: str | Path | RunFolder) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
-    folder = RunFolder(run)
+    folder = as_folder(run)
     return cheapest_layers(one_setting_per_model(folder.scores()), folder.cost())

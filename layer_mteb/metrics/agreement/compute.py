@@ -24,16 +24,9 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import (
-    ID_METRIC,
-    NO_REFERENCE,
-    RunFolder,
-    ScoredSetting,
-    layer_columns,
-    tidy_agreement,
-)
+from layer_mteb.common.run_folder import NO_REFERENCE, RunFolder, ScoredSetting, layer_columns, tidy_agreement
 from layer_mteb.common.settings import RunSettings
-from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, id_curve
 from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
 from layer_mteb.metrics.agreement.measures import (
     AGREEMENT_METRICS,
@@ -157,7 +150,7 @@ def references_for(
 
 
 def agreement_curves(
-    run_dir: str | Path,
+    run: str | Path | RunFolder,
     tasks: str | Sequence[str],
     *,
     n: int = DEFAULT_N,
@@ -169,17 +162,18 @@ def agreement_curves(
     write: bool = True,
 ) -> pd.DataFrame:
     """Per-layer agreement (mutual k-NN and CKA, every outlier treatment) with the reference, and the TwoNN ID, of
-    ``n`` texts of each task drawn with ``seed`` (model and reference loaded once for all tasks); merged into
-    ``run_dir/agreement.csv`` task by task unless ``write`` is false. ``model`` overrides what is loaded (a folder,
-    for a run of a local model)."""
+    ``n`` texts of each task drawn with ``seed`` (model and reference loaded once for all tasks); merged into the
+    run's ``agreement.csv`` task by task unless ``write`` is false, through the command's own :class:`RunFolder`
+    where it passes one (so the selection that reads the curves next sees them). ``model`` overrides what is loaded
+    (a folder, for a run of a local model)."""
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     if not tasks:
         raise UserError("agreement needs at least one task")
-    folder = RunFolder(run_dir)
-    run = folder.setting()
-    source = model or model_source(run)
-    loaded = load_model(source, run.config, revision=None if source in PACKAGED_MODELS else run.revision)
-    references = references_for(run.model, reference, run.config.device, seed)
+    folder = run if isinstance(run, RunFolder) else RunFolder(run)
+    scored = folder.setting()
+    source = model or model_source(scored)
+    loaded = load_model(source, scored.config, revision=None if source in PACKAGED_MODELS else scored.revision)
+    references = references_for(scored.model, reference, scored.config.device, seed)
     frames = []
     recorded = folder.recorded_tasks()  # a custom task's texts are found through its task file
     data_dir = data_dir or recorded.data_dir
@@ -188,12 +182,12 @@ def agreement_curves(
         lexical = {
             ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
         }
-        sample = TaskSample(task, seed, texts, layer_vectors(loaded, run.config, task, texts), lexical)
+        sample = TaskSample(task, seed, texts, layer_vectors(loaded, scored.config, task, texts), lexical)
         for ref in references:
             if isinstance(ref, LexicalReference):
                 continue
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
-        frames.append(tidy_agreement(curve_rows(loaded, run.config, sample, sizes=[n], ks=[k])))
+        frames.append(tidy_agreement(curve_rows(loaded, scored.config, sample, sizes=[n], ks=[k])))
         if write:
             folder.update_agreement(frames[-1])
     return tidy_agreement(pd.concat(frames, ignore_index=True))

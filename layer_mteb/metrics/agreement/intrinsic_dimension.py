@@ -1,5 +1,5 @@
-"""Intrinsic dimension (ID) of each layer's pooled vectors, and the three published rules that read a layer off the
-ID curve.
+"""Intrinsic dimension (ID) of each layer's pooled vectors, and the three published selectors that read a layer off
+the ID curve.
 
 The estimator is TwoNN (Facco et al. 2017, "Estimating the intrinsic dimension of datasets by a minimal neighborhood
 information"): the ratio μ = r₂/r₁ of each point's second to first nearest-neighbour distance follows a Pareto law
@@ -7,7 +7,7 @@ whose exponent is the dimension; it is fitted as the paper does (a line through 
 10 % of ratios discarded), by scikit-dimension's ``skdim.id.TwoNN`` (the ``metrics`` extra). It needs nothing but
 Euclidean distances, so it reads a few hundred texts of a task in milliseconds per layer.
 
-All three rules look at the transformer blocks' outputs, layers 1..L: they were stated for those, and layer 0 (the
+All three selectors look at the transformer blocks' outputs, layers 1..L: they were stated for those, and layer 0 (the
 mean of token embeddings) is never picked. Ties go to the deeper layer, as everywhere in this project.
 """
 
@@ -22,8 +22,10 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-IdRule = Literal["id_after_peak", "id_min", "id_valley_after_peak"]
-ID_RULES: tuple[str, ...] = get_args(IdRule)
+IdSelector = Literal["id_after_peak", "id_min", "id_valley_after_peak"]
+ID_SELECTORS: tuple[str, ...] = get_args(IdSelector)
+#: the ID curve's name in ``agreement.csv`` (its ``metric`` column) and among the selectors' metric curves
+ID_METRIC = "two_nn_id"
 #: share of the largest ratios r2/r1 TwoNN leaves out of its fit (Facco et al.'s choice)
 DISCARD_FRACTION = 0.1
 #: a "first peak" must rise at least this far from the curve's minimum towards its maximum (see :func:`valley_layer`)
@@ -97,15 +99,15 @@ def valley_layer(curve: np.ndarray) -> int:
     return (valleys[0] if valleys else last) + 1
 
 
-ID_RULE_FUNCTIONS: dict[str, Callable[[np.ndarray], int]] = {
+ID_PICKS: dict[str, Callable[[np.ndarray], int]] = {
     "id_after_peak": after_peak_layer,
     "id_min": min_layer,
     "id_valley_after_peak": valley_layer,
 }
 
 
-def id_pick(curve: np.ndarray, rule: IdRule) -> int:
-    """The layer ``rule`` (one of :data:`ID_RULES`) picks from an ID curve over layers 0..L."""
-    if rule not in ID_RULE_FUNCTIONS:
-        raise ValueError(f"rule must be one of {', '.join(ID_RULES)}, got {rule!r}")
-    return ID_RULE_FUNCTIONS[rule](np.asarray(curve))
+def id_pick(curve: np.ndarray, selector: str) -> int:
+    """The layer ``selector`` (one of :data:`ID_SELECTORS`) picks from an ID curve over layers 0..L."""
+    if selector not in ID_PICKS:
+        raise ValueError(f"selector must be one of {', '.join(ID_SELECTORS)}, got {selector!r}")
+    return ID_PICKS[selector](np.asarray(curve))
