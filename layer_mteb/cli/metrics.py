@@ -11,7 +11,6 @@ from layer_mteb.cli.options import (
     add_measure_options,
     add_model_or_run,
     check_measured,
-    on_device,
     probe_hub_if,
     settings_of,
 )
@@ -75,7 +74,7 @@ def execute(settings: Settings) -> None:
     sizes = PAPER_METRIC_SIZES if settings.full_protocol else QUICK_METRIC_SIZES
     sizes = {name: size if getattr(settings, name) is None else getattr(settings, name) for name, size in sizes.items()}
     measure = MetricSettings(**sizes, p=settings.augment_p, alpha=settings.alpha, seed=settings.seed)
-    config = on_device(target.config, target.device)
+    config = target.config.placed()
     model = load_model(target.model, config, revision=target.revision, trust_remote_code=settings.trust_remote_code)
     for source in target.sources:  # one model load for every source; each is saved as it finishes
         frame = compute_metrics(

@@ -184,11 +184,6 @@ def encode_config(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
     return settings_of(EncodeConfig, args, device=args.device or AUTO, max_cache_memory=memory_limit)
 
 
-def on_device(config: EncodeConfig, device: str | None) -> EncodeConfig:
-    """``config`` on ``--device`` (default: cuda if available), once torch may load."""
-    return replace(config, device=device or AUTO).placed()
-
-
 def parse_lengths(text: str | None) -> tuple[int, ...] | None:
     """``--lengths 64,128`` -> (64, 128); None when not given (the stress test's own lengths)."""
     if not text:
@@ -229,8 +224,8 @@ def probe_hub_if(needed: bool) -> None:
 @dataclass(frozen=True)
 class Measured:
     """What ``metrics`` and ``stress`` measure: ``model`` as ``load_model`` takes it (at ``revision``), on
-    ``texts`` (``sources``, one by one) read from ``data_dir``, with ``config`` (on ``device`` once torch may load),
-    written to ``output``."""
+    ``texts`` (``sources``, one by one) read from ``data_dir``, with ``config`` (its device placed once torch may
+    load), written to ``output``."""
 
     model: str
     revision: str | None
@@ -238,7 +233,6 @@ class Measured:
     sources: tuple[str, ...]
     data_dir: str | None
     config: EncodeConfig
-    device: str | None
     output: Path
 
     def hub_needed(self) -> bool:
@@ -276,7 +270,7 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     for source in sources:
         check_texts(source, data_dir)
     config = replace(encode_config(args, []), **taken)
-    return Measured(model, revision, texts, tuple(sources), data_dir, config, args.device, output)
+    return Measured(model, revision, texts, tuple(sources), data_dir, config, output)
 
 
 def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, dict[str, Any]]:

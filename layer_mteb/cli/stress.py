@@ -13,7 +13,6 @@ from layer_mteb.cli.options import (
     add_measure_options,
     add_model_or_run,
     check_measured,
-    on_device,
     parse_lengths,
     probe_hub_if,
     settings_of,
@@ -77,7 +76,7 @@ def execute(settings: Settings) -> None:
     values, dips = run_stress(
         target.model,
         target.texts,
-        config=on_device(target.config, target.device),
+        config=target.config.placed(),
         settings=measure,
         data_dir=target.data_dir,
         output=target.output,
