@@ -121,13 +121,3 @@ def print_written(folder: Path, since: float) -> None:
     """``wrote FOLDER: a, b, c``: the files a command wrote (or rewrote) into ``folder`` since ``since``."""
     names = sorted(p.name for p in folder.glob("*") if p.is_file() and p.stat().st_mtime >= since - 1)
     print(f"wrote {folder}: {', '.join(names) or 'nothing'}")
-
-
-def print_cheapest(run: str) -> None:
-    """The cheapest layer within one point of the best (mean over tasks), one line per model of the run."""
-    from layer_mteb.analysis.selection.curves import MEAN
-    from layer_mteb.analysis.selection.tradeoff import cheapest_line, run_cheapest
-
-    picks = run_cheapest(run)
-    for _, row in picks[picks["scope"] == MEAN].iterrows():
-        print(cheapest_line(row, run))

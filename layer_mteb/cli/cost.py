@@ -89,7 +89,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 
 def execute(settings: Settings) -> None:
-    from layer_mteb.cli.console import print_cheapest
+    from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.options import process_device
     from layer_mteb.common.config import default_device
     from layer_mteb.common.run_folder import COST_FILE, RunFolder
@@ -112,5 +112,6 @@ def execute(settings: Settings) -> None:
     first = frame.iloc[0]
     sizes = f"batch size {first['batch_size']}, {first['threads']} threads"
     print(f"\n{first['n_texts']} texts, {sizes}, on {first['device']}, median of {settings.repeats} passes")
-    print_cheapest(folder)
+    for line in cheapest_lines(folder):
+        print(line)
     print(f"wrote {folder.file(COST_FILE)}")

@@ -128,7 +128,8 @@ def execute(settings: Settings) -> None:
         return
     from layer_mteb.analysis.selection.agreement import describe_agreement
     from layer_mteb.analysis.selection.picks import best_lines, run_leaderboard, select_layers
-    from layer_mteb.cli.console import print_cheapest, print_leaderboard
+    from layer_mteb.analysis.selection.tradeoff import cheapest_lines
+    from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder, selection_file
 
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
@@ -143,7 +144,8 @@ def execute(settings: Settings) -> None:
     board, note = run_leaderboard(folder, picks, by)
     lines = [*best_lines(folder, picks), *([note] if note else [])]
     print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
-    print_cheapest(folder)
+    for line in cheapest_lines(folder):
+        print(line)
     if reads_curves(by):  # the curves it measured (or read back) are kept for the next pick
         print(f"agreement curves: {folder.file(AGREEMENT_FILE)}")
 

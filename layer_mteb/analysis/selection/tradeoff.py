@@ -114,3 +114,10 @@ def run_cheapest(run: str | Path | RunFolder) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
     folder = as_folder(run)
     return cheapest_layers(one_setting_per_model(folder.scores()), folder.cost())
+
+
+def cheapest_lines(run: str | Path | RunFolder) -> list[str]:
+    """:func:`cheapest_line` of each model of a run folder, the mean over its tasks: what ``select`` and ``cost`` print
+    after their own results."""
+    picks = run_cheapest(run)
+    return [cheapest_line(row, run) for _, row in picks[picks["scope"] == MEAN].iterrows()]
