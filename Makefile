@@ -70,7 +70,7 @@ results/%/correlation.csv:
 # beside the four real-model runs above: Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12,
 # training progression) and correlations; then this project's selector study (studies/selector_study.py) into the
 # same folder, with the policy `layer-mteb select --by auto` ships (trained on every study model; rewritten only when
-# it changes). Offline, a few minutes in all.
+# it changes). Offline: about 12 min on 2 busy cores (reproduce 5, the study 7, each reading the release).
 RELEASE ?= ../shared/reference/release
 PAPER_RUNS := minilm-l6 mpnet-base smollm2-135m gemma3-270m
 
