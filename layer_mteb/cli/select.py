@@ -13,7 +13,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selectors import AGREEMENT, AUTO, by_help, by_name, check_selector
+from layer_mteb.analysis.selection.selectors import AGREEMENT, AUTO, by_help, check_selector, reads_curves
 from layer_mteb.cli.console import CURVES_SAVED, NOTHING_SAVED
 from layer_mteb.cli.options import (
     DATA_DEFAULT,
@@ -148,11 +148,6 @@ def execute(settings: Settings) -> None:
         print(line)
     if reads_curves(by):  # the curves it measured (or read back) are kept for the next pick
         print(f"agreement curves: {folder.file(AGREEMENT_FILE)}")
-
-
-def reads_curves(by: str | None) -> bool:
-    """Whether ``by`` names a selector that reads the run's stored agreement curves."""
-    return by is not None and by != AUTO and by_name(by).reads == "curves"
 
 
 def curves_for(

@@ -29,6 +29,7 @@ from layer_mteb.analysis.selection.selectors import (
     by_name,
     evaluate,
     metric_selector,
+    reads_curves,
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import AGREEMENT_FILE, METRIC_COLUMNS, RunFolder, selection_file
@@ -106,7 +107,7 @@ def _metric_names(by: str | list[str] | None) -> list[str] | None:
 def _stored_curves(folder: RunFolder | None, by: object, options: AgreementOptions) -> pd.DataFrame | None:
     """The stored curves ``by`` reads (``auto`` uses them where the run has them); none are computed here: the
     commands compute the missing ones first (:func:`~.agreement.missing_curves`)."""
-    if isinstance(by, str) and by != AUTO and by_name(by).reads == "curves":
+    if reads_curves(by):
         if folder is None:
             raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
         rows = agreement_metrics(folder, options)

@@ -11,9 +11,10 @@ loads no pandas, so the command line checks a ``--by`` name before anything heav
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
@@ -136,9 +137,11 @@ def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
     return found
 
 
-def registry() -> dict[str, Selector]:
+@cache
+def registry() -> Mapping[str, Selector]:
     """Every selector by name: the study candidates, each metric alone, the hindsight ``oracle``, agreement with a
-    reference encoder and the intrinsic-dimension selectors (read off ``agreement.csv``, not offered)."""
+    reference encoder and the intrinsic-dimension selectors (read off ``agreement.csv``, not offered). Built once:
+    every lookup (one per pick, where a policy rule picks per task type) reads the same read-only mapping."""
     curves = {AGREEMENT, ID_METRIC}
     found = [
         *selectors(),
@@ -147,7 +150,7 @@ def registry() -> dict[str, Selector]:
         Selector(AGREEMENT, _extremum, "curves", AGREEMENT, "own", form="agreement (with a sentence encoder)"),
         *(Selector(name, partial(_id_curve, name), "curves", ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
     ]
-    return {selector.name: selector for selector in found}
+    return MappingProxyType({selector.name: selector for selector in found})
 
 
 def by_name(name: str) -> Selector:
@@ -182,6 +185,12 @@ def unknown_selector_message(name: str) -> str:
     close = difflib.get_close_matches(name, offered_names(), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
+
+
+def reads_curves(by: object) -> bool:
+    """Whether ``by`` names one selector that reads the run's stored agreement curves (``auto`` reads them only
+    where the run has them)."""
+    return isinstance(by, str) and by != AUTO and by_name(by).reads == "curves"
 
 
 def check_selector(name: str) -> None:
