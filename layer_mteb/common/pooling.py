@@ -41,15 +41,14 @@ class PoolingMode:
     name: str
     pool: Callable[[Tensor, Tensor], Tensor]
     sentence_transformers: str
-    help: str
 
 
 POOLING_MODES: dict[str, PoolingMode] = {
     mode.name: mode
     for mode in (
-        PoolingMode("mean", _mean, "mean_tokens", "the mean over real tokens (the paper's)"),
-        PoolingMode("last", _last, "lasttoken", "the last real token"),
-        PoolingMode("first", _first, "cls_token", "the first token ([CLS])"),
+        PoolingMode("mean", _mean, "mean_tokens"),  # the paper's
+        PoolingMode("last", _last, "lasttoken"),
+        PoolingMode("first", _first, "cls_token"),  # [CLS]
     )
 }
 #: what ``--pooling`` takes (the first is the default)

@@ -241,7 +241,9 @@ class LayerCache:
             # the first fill becomes the store as it is: no second copy of [depth+1, n, D] at the peak
             self._vectors = torch.cat([self._vectors, vectors], dim=1) if start else vectors
         except torch.OutOfMemoryError:  # a GPU too small for all layers of a big task: keep them in host memory
-            logger.warning("pooled vectors no longer fit on %s; keeping them in host memory", self._vectors.device)
+            logger.warning(
+                "the task's pooled vectors do not fit on %s; keeping them in host memory", self._vectors.device
+            )
             self._vectors = torch.cat([self._vectors.cpu(), vectors.cpu()], dim=1)
 
     def _load(self, path: Path) -> None:
