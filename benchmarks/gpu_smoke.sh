@@ -14,7 +14,8 @@ if [[ "${1:-}" == "--wheels" ]]; then
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 if ! python3 -c "import polars" 2>/dev/null; then
-  echo "polars is not installed: mteb's import of it gets a stand-in that fails on use (benchmarks/polars_stand_in)"
+  echo "polars is not installed: mteb's import of it gets a stand-in that fails on use (benchmarks/polars_stand_in);" \
+    "the smoke's tasks never use it, real Retrieval and Reranking tasks would fail"
   export PYTHONPATH="$PWD/benchmarks/polars_stand_in${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # layer_mteb from this checkout

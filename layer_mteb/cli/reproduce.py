@@ -31,7 +31,11 @@ def add_options(paper: argparse.ArgumentParser) -> None:
         "use --release (default: not used)",
     )
     paper.add_argument(
-        "--run", action="append", default=[], help="one of this project's run folders (repeatable; default: none)"
+        "--run",
+        action="append",
+        default=[],
+        help="one of this project's run folders, set beside the release in every table and figure (repeatable; at "
+        "least one)",
     )
     paper.add_argument("--output", default="results/paper", help="folder the paper's files are written to")
     paper.add_argument(
@@ -51,10 +55,15 @@ class Settings:
 
 
 def check(args: argparse.Namespace) -> Settings:
-    """``--release`` (a clone of the authors' repository) must hold their results; the deprecated ``--reference``
-    (extracted tables) still works for one release, saying so."""
+    """At least one ``--run``; ``--release`` (a clone of the authors' repository) must hold their results; the
+    deprecated ``--reference`` (extracted tables) still works for one release, saying so."""
     from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder, results_folder
 
+    if not args.run:
+        raise UserError(
+            "give at least one of this project's run folders with --run RUN (repeatable): the paper's tables and "
+            "figures set the release beside them (`make reproduce` passes the committed results/<run> folders)"
+        )
     extracted = args.reference is not None and args.release is None
     if extracted:
         source = Path(args.reference)

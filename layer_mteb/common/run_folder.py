@@ -28,7 +28,9 @@ the folder (:meth:`RunFolder.locked`, a ``filelock`` OS lock on ``.layer-mteb.lo
 folder at once (two array jobs of a sweep, a ``metrics`` beside a ``run``) serialise and every row of both stays. The
 OS releases the lock when its process dies, killed or not, so a crashed writer never blocks the next one; its stale
 ``.holder`` note is overwritten by the next holder. A writer that waits longer than ``$LAYER_MTEB_LOCK_TIMEOUT``
-seconds (default 300) stops with one line naming the process that holds the lock.
+seconds (default 300) stops with one line naming the process that holds the lock. Where the file system refuses
+``flock`` (Lustre without ``-o flock``) filelock (>= 4.1.0) takes turns through a marker file instead, taking over
+the marker of a holder dead on this host; the project says so once per folder (:func:`lacks_flock`).
 
 The tables:
 
@@ -298,8 +300,47 @@ def _folder_lock(folder: Path):
     key = folder.resolve()
     with _LOCKS_GUARD:
         if key not in _LOCKS:
+            if lacks_flock(key):
+                _say_flockless(key)
             _LOCKS[key] = FileLock(key / LOCK_FILE)
         return _LOCKS[key]
+
+
+#: the start of filelock's own warning where ``flock`` is refused: the project says it in its words instead
+FILELOCK_FALLBACK_WARNING = "flock not supported on this filesystem"
+
+
+def lacks_flock(folder: Path) -> bool:
+    """Whether ``folder``'s file system refuses ``flock`` (``ENOSYS``, as Lustre mounted without ``-o flock``), where
+    filelock falls back to a marker file. Probed on an unnamed scratch file in the folder, never on the lock file:
+    where ``flock`` is missing, that file's existence is the lock."""
+    import errno
+    import tempfile
+
+    try:
+        import fcntl
+    except ImportError:  # Windows: filelock locks with msvcrt, which every local and SMB disk honours
+        return False
+    try:
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        return err.errno == errno.ENOSYS
+    return False
+
+
+def _say_flockless(folder: Path) -> None:
+    """One line of the project's own, once per folder and process, in place of filelock's warning."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=FILELOCK_FALLBACK_WARNING, category=UserWarning)
+    logger.warning(
+        "run folder %s: its file system has no flock (as Lustre mounted without -o flock), so writers take turns "
+        "through a marker file: every row stays, and a writer killed on this host is taken over at once, but one "
+        "killed on another host holds the folder until $%s (docs/scale.md)",
+        folder,
+        LOCK_TIMEOUT_ENV,
+    )
 
 
 def _holder(folder: Path) -> str:

@@ -41,7 +41,7 @@ def drop_gguf_quantizer(model: nn.Module) -> None:
 def commit_hash(model: nn.Module, hub_id: str) -> str | None:
     """The hub commit a model was loaded from, so results name the exact weights scored.
 
-    transformers < 5 kept it in the private ``config._commit_hash``; transformers 5 dropped it. The hub cache names
+    transformers < 5.18 kept it in the private ``config._commit_hash``; 5.18 dropped it. The hub cache names
     each snapshot folder by its commit, so the folder ``config.json`` was read from gives it.
     """
     value: Any = getattr(model.config, "_commit_hash", None)

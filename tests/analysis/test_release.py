@@ -96,6 +96,7 @@ def test_the_release_folder_is_named_by_its_variable_and_the_old_name_still_work
     assert release_folder(tmp_path / "given") == tmp_path / "given"
 
 
+@needs_release
 def test_the_clone_and_its_results_folder_are_both_accepted():
     results = RELEASE / "experiments" / "results"
     assert results_folder(RELEASE) == results_folder(results) == results
@@ -216,3 +217,33 @@ def test_the_wikitext_figures_draw_the_release_curves_with_the_same_bytes_twice(
     markdown = "\n".join(sources_markdown(sets, table.reset_index(), wiki))
     assert "- Pythia/2.8b (no split folder): curvature at 4 of 33 layers" in markdown
     assert "| figure2_wikitext | Pythia/410m | train | 12 | 0.50 | — | — | — |" in markdown
+
+
+def test_a_checkout_reads_no_release_or_data_from_above_the_folder_beside_it(tmp_path):
+    """A clone finds the release and the data only where the docs say (an option, the variable, ``../shared``
+    beside it or the working folder), never in a ``shared/`` two levels up: there the clone would read data nobody
+    pointed it at (and a bare test run would not be bare)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import layer_mteb
+
+    above = tmp_path / "outer"
+    (above / "shared" / "reference" / "release").mkdir(parents=True)
+    (above / "shared" / "data" / "STSBenchmark").mkdir(parents=True)
+    checkout = above / "projects" / "checkout"
+    ignore = shutil.ignore_patterns("__pycache__", "demo_data")
+    shutil.copytree(Path(layer_mteb.__file__).parent, checkout / "layer_mteb", ignore=ignore)
+    probe = (
+        "from layer_mteb.analysis.runs.release_layout import release_folder\n"
+        "from layer_mteb.tasks.catalog import data_dir_from_env\n"
+        "print(release_folder().resolve().is_dir(), data_dir_from_env(None))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAYER_MTEB_")} | {"PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=checkout, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "None"]
+    (above / "projects" / "shared").symlink_to(above / "shared")  # beside the checkout: found
+    done = subprocess.run([sys.executable, "-c", probe], cwd=checkout, env=env, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", str(above / "projects" / "shared" / "data")]

@@ -82,16 +82,21 @@ CASES = {
         "--eval-workers must be a positive integer",
     ),
     "label budget written into a file": (["label-budget", "--run", "{tmp}/run", "--output", "{tmp}/file"], "is a file"),
+    # where the release is found, a reproduce with no run of this project's used to end in a pandas traceback
+    "reproduce without a run": (
+        ["reproduce", "--release", "{tmp}/release", "--output", "{tmp}/out"],
+        "give at least one of this project's run folders with --run RUN",
+    ),
     "reproduce without the release": (
-        ["reproduce", "--release", "{tmp}/clone", "--output", "{tmp}/out"],
+        ["reproduce", "--release", "{tmp}/clone", "--run", "{tmp}/run", "--output", "{tmp}/out"],
         "no authors' release at {tmp}/clone: get the authors' release with `git clone",
     ),
     "reproduce from a folder that is no release": (
-        ["reproduce", "--release", "{tmp}", "--output", "{tmp}/out"],
+        ["reproduce", "--release", "{tmp}", "--run", "{tmp}/run", "--output", "{tmp}/out"],
         "holds no <family>/<size>/<revision>/mteb or metrics folder of the release",
     ),
     "reproduce without the extracted tables": (
-        ["reproduce", "--reference", "{tmp}", "--output", "{tmp}/out"],
+        ["reproduce", "--reference", "{tmp}", "--run", "{tmp}/run", "--output", "{tmp}/out"],
         "no official_layer_scores.csv in {tmp}; pass --release with a clone of the authors' repository",
     ),
     "reproduce of a folder without scores": (

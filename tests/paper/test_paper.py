@@ -154,9 +154,9 @@ def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeyp
     results = release / "experiments" / "results"
     assert called == [((results, [run], tmp_path / "paper", 7), {"extracted": False})]
     # the deprecated --reference folder of extracted tables still works for one release, saying so
-    argv = ["reproduce", "--reference", str(REFERENCE), "--output", str(tmp_path / "paper")]
+    argv = ["reproduce", "--reference", str(REFERENCE), "--run", str(run), "--output", str(tmp_path / "paper")]
     assert main(argv) == 0
-    assert called[-1] == ((REFERENCE, [], tmp_path / "paper", 200), {"extracted": True})
+    assert called[-1] == ((REFERENCE, [run], tmp_path / "paper", 200), {"extracted": True})
     assert "--reference (tables extracted from the release) is deprecated" in capsys.readouterr().err
 
 

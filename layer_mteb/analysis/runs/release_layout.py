@@ -23,8 +23,8 @@ RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official
 
 def release_folder(folder: str | Path | None = None) -> Path:
     """The authors' release: ``folder``, else ``$LAYER_MTEB_RELEASE``, else ``../shared/reference`` from the
-    working folder or beside the repository (or one level higher, for a checkout in a subfolder): the first of those
-    that exists, the first if none does."""
+    working folder or beside the checkout: the first of those that exists, the first if none does. Never a folder
+    further up: a clone with nothing beside it reads no release it was not pointed at."""
     chosen = folder or os.environ.get(RELEASE_ENV)
     if not chosen and os.environ.get(OLD_RELEASE_ENV):
         warnings.warn(f"${OLD_RELEASE_ENV} is deprecated: set ${RELEASE_ENV}", FutureWarning, stacklevel=2)
@@ -33,7 +33,6 @@ def release_folder(folder: str | Path | None = None) -> Path:
         return Path(chosen)
     repository = Path(__file__).resolve().parents[3]
     candidates = [RELEASE_DEFAULT, repository.parent / "shared" / "reference"]
-    candidates.append(repository.parent.parent / "shared" / "reference")
     return next((c for c in candidates if c.is_dir()), candidates[0])
 
 
