@@ -74,6 +74,8 @@ class RunRequest:
     split: str = field(init=False)
     launched: bool = field(init=False)
     held: FolderRuns | None = field(init=False)
+    #: the benchmark each task given as part of an mteb benchmark object came from (task name -> benchmark name)
+    given_benchmarks: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         """Every name resolved and every choice checked, each mistake one :class:`UserError` before any model
@@ -90,7 +92,7 @@ class RunRequest:
     def benchmark_of(self, task: str) -> str | None:
         """The mteb benchmark the selection took ``task`` from (``run.json`` records it), or None."""
         specs = (spec for spec in self.tasks if isinstance(spec, TaskSpec) and spec.name == task)
-        return next((spec.benchmark for spec in specs), None)
+        return next((spec.benchmark for spec in specs), self.given_benchmarks.get(task))
 
 
 def _resolved(request: RunRequest) -> dict[str, Any]:
@@ -128,6 +130,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         "eval_workers": check_eval_workers(request.eval_workers),
         "config": config,
         "held": check_output(output, models, revisions, config),  # no other model or setting in the folder
+        "given_benchmarks": given_benchmarks(request.tasks),
     }
 
 
@@ -168,6 +171,14 @@ def _is_benchmark(item: Any) -> bool:
     from mteb import Benchmark
 
     return isinstance(item, Benchmark)
+
+
+def given_benchmarks(tasks: Any) -> dict[str, str]:
+    """{task name: benchmark name} for the tasks of the mteb benchmark objects among ``tasks``."""
+    if isinstance(tasks, str):
+        return {}
+    benchmarks = [item for item in _given(tasks) if _is_benchmark(item)]
+    return {task.metadata.name: benchmark.name for benchmark in benchmarks for task in benchmark.tasks}
 
 
 def given_tasks(tasks: Any) -> list[Any]:

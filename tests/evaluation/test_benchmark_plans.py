@@ -75,6 +75,7 @@ def test_benchmark_objects_run_as_their_tasks(tmp_path, hub_reachable):
     benchmark = mteb.get_benchmark("MTEB(eng, v2)")
     request = RunRequest("minilm-l6", tasks=[benchmark], data_dir=tmp_path, progress=False)
     assert request.tasks == tuple(benchmark.tasks)
+    assert request.benchmark_of("STS22.v2") == benchmark.name  # run.json records it, as for the benchmark's name
     assert RunRequest("minilm-l6", tasks=benchmark, data_dir=tmp_path).tasks == tuple(benchmark.tasks)
     units = task_units(request.tasks, request.split, request.data_dir)
     assert [task for task, _, _ in units] == list(benchmark.tasks)
