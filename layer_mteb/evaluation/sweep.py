@@ -212,6 +212,8 @@ def _sweep_task(
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
     cache = LayerCache(loaded, settings.encode, store, progress=request.progress, observe=observe, depth=depth)
     entry = _log_entry(loaded, task, settings, request.eval_workers, texts_loaded=len(cache))
+    if getattr(task, "is_aggregate", False):  # its subtasks' rows sit beside its own in scores.csv
+        entry["subtasks"] = [part.metadata.name for part in data_parts(task)]
     if (benchmark := request.benchmark_of(task.metadata.name)) is not None:
         entry["benchmark"] = benchmark  # the benchmark's splits and subsets are the ones this task ran
     if str(settings.data).startswith("local") and request.data_dir is not None:  # later commands find it again

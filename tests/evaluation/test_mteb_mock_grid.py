@@ -109,6 +109,7 @@ def test_an_aggregate_scores_its_subtasks_and_combines_them_as_mteb_does(tiny, t
     assert stored == names
     (entry,) = json.loads((tmp_path / "run.json").read_text())["tasks"]
     assert entry["task"] == aggregate.metadata.name and entry["texts_encoded"] > 0
+    assert entry["subtasks"] == ["MockRetrievalTask", "MockRerankingTask"]
 
 
 @pytest.mark.slow
