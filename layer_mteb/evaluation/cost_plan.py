@@ -36,6 +36,11 @@ def expected_texts(task) -> tuple[int | None, str]:
     """(texts to encode, where the number comes from) for an mteb task before anything is encoded: the unique texts
     of its data when loaded (local copies are), else mteb's descriptive statistics of its evaluation splits (and,
     for classification, its training split: an upper bound, mteb undersamples it) over the subsets it runs."""
+    if getattr(task, "is_aggregate", False):  # its texts are its subtasks'
+        parts = [expected_texts(subtask) for subtask in task.tasks]
+        if any(texts is None for texts, _ in parts):
+            return None, "unknown"
+        return sum(texts or 0 for texts, _ in parts), parts[0][1]
     if getattr(task, "data_loaded", False):
         state = TaskRandomState.of(task)  # reading the training sample must leave no trace on the task
         try:

@@ -12,6 +12,7 @@ whose evaluator encodes a random sample (v2 clustering) or that are not listed k
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +20,9 @@ from typing import Any
 
 import mteb
 from datasets import Dataset
+from mteb.abstasks.aggregated_task import AbsTaskAggregate
 from mteb.abstasks.classification import AbsTaskClassification
+from mteb.abstasks.multilabel_classification import AbsTaskMultilabelClassification
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.sts import AbsTaskSTS
@@ -30,7 +33,13 @@ from mteb.types import PromptType
 from layer_mteb.common.gpus import gpus_hidden
 from layer_mteb.common.run_folder import score_rows
 from layer_mteb.evaluation.encoder import LayerEncoder
-from layer_mteb.tasks.mteb_compat import queries_with_positives, retrieval_texts, undersample
+from layer_mteb.tasks.mteb_compat import (
+    multilabel_eval_rows,
+    multilabel_samples,
+    queries_with_positives,
+    retrieval_texts,
+    undersample,
+)
 from layer_mteb.tasks.state import TaskRandomState
 
 logger = logging.getLogger(__name__)
@@ -68,8 +77,28 @@ def score_encoder(
     ``mteb.evaluate`` of it sees), :func:`evaluate_layer`, and the result as score rows. The sweep scores each layer
     through it, and so does ``scripts/layer_mix.py``'s layer combination."""
     random_state.restore(task)
+    if isinstance(task, AbsTaskAggregate):
+        return _score_aggregate(encoder, task, results_cache, overwrite, data)
     result = evaluate_layer(encoder, task, results_cache, overwrite)
     return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
+
+
+def _score_aggregate(
+    encoder: LayerEncoder, task: AbsTaskAggregate, results_cache: ResultCache | None, overwrite: bool, data: str
+) -> list[dict]:
+    """An aggregate task as ``mteb.evaluate`` runs one: each subtask evaluated (and stored) on its own, their results
+    combined by the aggregate's own ``combine_task_results`` and stored beside them; the rows of every subtask, then
+    the aggregate's. The subtasks' texts are already in the encoder's cache: nothing is encoded twice."""
+    results = [evaluate_layer(encoder, subtask, results_cache, overwrite).task_results[0] for subtask in task.tasks]
+    combined = task.combine_task_results(results)
+    if results_cache is not None:
+        results_cache.save_to_cache(combined, encoder.mteb_model_meta)
+    rows = [
+        row
+        for subtask, result in zip(task.tasks, results, strict=True)
+        for row in score_rows(result, task=subtask, encoder=encoder, data=data)
+    ]
+    return rows + score_rows(combined, task=task, encoder=encoder, data=data)
 
 
 def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:
@@ -100,12 +129,15 @@ def texts_mteb_encodes(task, prompt: Prompter | None = None) -> list[str] | None
     """The unique texts mteb's evaluator of ``task`` encodes (in first-seen order), or None when not known ahead;
     with ``prompt`` ((task metadata, prompt type) -> prompt), each text as the encoder reads it, its prompt first.
 
-    ``task`` must have its data loaded.
+    ``task`` must have its data loaded (an aggregate: its subtasks'); its random state is left as it was.
     """
     if task.metadata.modalities != ["text"]:
         return None
     prompt = prompt or _no_prompt
-    if isinstance(task, AbsTaskSTS):
+    if isinstance(task, AbsTaskAggregate):  # mteb encodes each subtask's texts in turn
+        parts = [texts_mteb_encodes(subtask, prompt) for subtask in task.tasks]
+        texts = None if any(part is None for part in parts) else [t for part in parts for t in part]
+    elif isinstance(task, AbsTaskSTS):
         columns = task.column_names
         kinds = (task.input1_prompt_type, task.input2_prompt_type)
         texts = _columns(task, columns, kinds, prompt) if all(isinstance(c, str) for c in columns) else None
@@ -114,6 +146,9 @@ def texts_mteb_encodes(task, prompt: Prompter | None = None) -> list[str] | None
         kinds = (task.input1_prompt_type, task.input2_prompt_type)
         ok = all(isinstance(c, str) for c in columns)
         texts = _columns(task, columns, kinds, prompt, v1_rows=True) if ok else None
+    elif isinstance(task, AbsTaskMultilabelClassification):  # a subclass of the next, with lists of labels
+        text = prompt(task.metadata, None)
+        texts = _prefixed(text, _multilabel_texts(task)) if isinstance(task.input_column_name, str) else None
     elif isinstance(task, AbsTaskClassification):
         text = prompt(task.metadata, None)
         texts = _prefixed(text, _classification(task)) if isinstance(task.input_column_name, str) else None
@@ -172,6 +207,25 @@ def _classification_texts(task) -> Iterator[str]:
             selected.update(picked)
         yield from train.select(sorted(selected))[task.input_column_name]
         yield from data[split][task.input_column_name]
+
+
+def _multilabel_texts(task) -> list[str]:
+    """The training samples and evaluation rows mteb's multilabel evaluator encodes, split by split and subset by
+    subset in mteb's order; its samples are drawn from the task's ``np_rng``, which is put back afterwards."""
+    saved = copy.deepcopy(task.np_rng)
+    texts: list[str] = []
+    try:
+        for split, data in _splits(task):
+            train = data[task.train_split]
+            labels = train[task.label_column_name]
+            picked: set[int] = set()
+            for _ in range(task.n_experiments):
+                picked.update(multilabel_samples(task, labels))
+            texts += train.select(sorted(picked))[task.input_column_name]
+            texts += multilabel_eval_rows(task, data[split], split)[task.input_column_name]
+    finally:
+        task.np_rng = saved
+    return texts
 
 
 def _retrieval(task, prompt: Prompter) -> Iterator[object]:

@@ -67,14 +67,16 @@ def task_units(
     tasks: Sequence[Any], split: str, data_dir: Path | None, *, skip_unavailable: bool = False
 ) -> list[tuple[object, str, str]]:
     """Resolved task specs (:class:`~layer_mteb.evaluation.request.RunRequest`) -> [(mteb task, data origin, data
-    fingerprint)]; mteb task objects a caller gave pass as they are.
+    fingerprint)]; mteb task objects a caller gave pass as they are. Only text tasks run: the others (image, audio,
+    video) are named in one warning and left out, here, before any model loads (:func:`is_text_task`).
 
     With the hub offline (``HF_HUB_OFFLINE``), a task whose data is neither in the data folder nor shipped in the
     package cannot load: all such tasks are named in one error before any model loads, or, with
     ``skip_unavailable``, left out with one warning naming them.
     """
     if tasks and not isinstance(tasks[0], TaskSpec):
-        return [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
+        given = [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
+        return _text_units(given)
     units = []
     for spec in tasks:
         task = load_task(spec, split, data_dir)
@@ -84,6 +86,7 @@ def task_units(
         else:  # a custom task's revision is already the fingerprint of its files and declaration
             fingerprint = task.metadata.revision
         units.append((task, origin, fingerprint))
+    units = _text_units(units)  # before the hub check: a task left out needs no data
     unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
     if unavailable and not skip_unavailable:
         raise UserError(unavailable_message(unavailable, data_dir, len(units) - len(unavailable)))
@@ -95,6 +98,26 @@ def task_units(
         if not units:
             raise UserError("no task of the selection has a local copy and the hub is offline")
     return units
+
+
+def is_text_task(task) -> bool:
+    """Whether every input of ``task`` is text (``TaskMetadata.modalities``): a language model's layers can encode
+    it. Image, audio and video tasks (and text paired with them: any-to-any retrieval, image-text classification)
+    need inputs a text model cannot read."""
+    return set(task.metadata.modalities) == {"text"}
+
+
+def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]:
+    """The units of text tasks; the others are named in one warning, decided here before any model loads (a selection
+    of no text task at all is one error)."""
+    left_out = [task for task, _, _ in units if not is_text_task(task)]
+    if not left_out:
+        return units
+    named = ", ".join(f"{t.metadata.name} ({'+'.join(sorted(t.metadata.modalities))})" for t in left_out)
+    if len(left_out) == len(units):
+        raise UserError(f"no text task to score: every task of the selection needs non-text inputs: {named}")
+    logger.warning("left out %d non-text task(s) (their inputs are not only text): %s", len(left_out), named)
+    return [unit for unit in units if is_text_task(unit[0])]
 
 
 def unavailable_message(names: Sequence[str], data_dir: Path | None, n_others: int) -> str:

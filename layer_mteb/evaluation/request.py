@@ -35,22 +35,22 @@ class RunRequest:
     ``config``) and the keywords of :func:`~layer_mteb.evaluation.sweep.sweep`, one field each under the same name,
     resolved in place when it is made.
 
-    ``models`` (names, or a loaded model; one or several) and ``revision`` (one, comma-separated or a list; None:
-    the main branch) give independent (model, revision, task) units; ``tasks`` (a ``--tasks`` selection, task names
-    or mteb task objects) become task-file specs (of split ``split``) or stay as given. ``shard=(i, n)`` (or
-    ``"i/n"``) runs every n-th unit from the i-th (SLURM arrays); under ``accelerate launch`` each process takes its
-    own shard (``launched``) and the main process merges the table. With ``output``, the sweep writes ``scores.csv``
-    as each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task, the
-    settings :func:`~layer_mteb.evaluation.encoder.resolve_settings` decided once for it, and what was encoded,
-    evaluated and reused); ``held`` is what that folder already holds, checked against this request once. A rerun
-    reads finished units back; ``overwrite`` recomputes vectors and scores. ``task_metrics`` adds the label-free
-    metrics of the texts mteb encodes for each task (``encoded:<task>`` in ``output/metrics.csv``), computed in the
-    forward pass that fills the cache. ``config`` says how texts become vectors (default: its defaults on ``auto``,
-    a GPU where there is one); a task's pooled vectors stay in memory up to ``config.max_cache_memory`` (default:
-    automatic) and go to per-layer files beyond it (``vector_cache``: also kept on disk for reruns);
-    ``eval_workers`` layers are scored at once in worker processes (default: one per CPU core), with the same scores
-    and row order. The evaluators' warnings are counted, one line per task (and in ``run.json``); ``verbose`` shows
-    each too. ``prompts``: None for the model's own, ``none``, or a JSON/YAML file of prompts.
+    ``models`` (names, or a loaded model; one or several) and ``revision`` (one, comma-separated or a list; None: the
+    main branch) give independent (model, revision, task) units; ``tasks`` (a ``--tasks`` selection, task names, or mteb
+    task and benchmark objects: :func:`given_tasks`) become task-file specs (of split ``split``) or stay as given.
+    ``shard=(i, n)`` (or ``"i/n"``) runs every n-th unit from the i-th (SLURM arrays); under ``accelerate launch`` each
+    process takes its own shard (``launched``) and the main process merges the table. With ``output``, the sweep writes
+    ``scores.csv`` as each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task,
+    the settings :func:`~layer_mteb.evaluation.encoder.resolve_settings` decided once for it, and what was encoded,
+    evaluated and reused); ``held`` is what that folder already holds, checked against this request once. A rerun reads
+    finished units back; ``overwrite`` recomputes vectors and scores. ``task_metrics`` adds the label-free metrics of
+    the texts mteb encodes for each task (``encoded:<task>`` in ``output/metrics.csv``), computed in the forward pass
+    that fills the cache. ``config`` says how texts become vectors (default: its defaults on ``auto``, a GPU where there
+    is one); a task's pooled vectors stay in memory up to ``config.max_cache_memory`` (default: automatic) and go to
+    per-layer files beyond it (``vector_cache``: also kept on disk for reruns); ``eval_workers`` layers are scored at
+    once in worker processes (default: one per CPU core), with the same scores and row order. The evaluators' warnings
+    are counted, one line per task (and in ``run.json``); ``verbose`` shows each too. ``prompts``: None for the model's
+    own, ``none``, or a JSON/YAML file of prompts.
     """
 
     models: Any
@@ -74,6 +74,8 @@ class RunRequest:
     split: str = field(init=False)
     launched: bool = field(init=False)
     held: FolderRuns | None = field(init=False)
+    #: the benchmark each task given as part of an mteb benchmark object came from (task name -> benchmark name)
+    given_benchmarks: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         """Every name resolved and every choice checked, each mistake one :class:`UserError` before any model
@@ -90,7 +92,7 @@ class RunRequest:
     def benchmark_of(self, task: str) -> str | None:
         """The mteb benchmark the selection took ``task`` from (``run.json`` records it), or None."""
         specs = (spec for spec in self.tasks if isinstance(spec, TaskSpec) and spec.name == task)
-        return next((spec.benchmark for spec in specs), None)
+        return next((spec.benchmark for spec in specs), self.given_benchmarks.get(task))
 
 
 def _resolved(request: RunRequest) -> dict[str, Any]:
@@ -128,6 +130,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         "eval_workers": check_eval_workers(request.eval_workers),
         "config": config,
         "held": check_output(output, models, revisions, config),  # no other model or setting in the folder
+        "given_benchmarks": given_benchmarks(request.tasks),
     }
 
 
@@ -152,11 +155,42 @@ def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None)
     ``--prompts`` file: what the tasks' texts get first); mteb task objects pass as they are (their own split)."""
     if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
         read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
-    if not isinstance(tasks, str) and not all(isinstance(t, str) for t in tasks):
-        return "test", tuple(tasks)
+    if not isinstance(tasks, str) and not all(isinstance(t, str) for t in _given(tasks)):
+        return "test", tuple(given_tasks(tasks))
     task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
     check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
     return task_file.split, tuple(specs)
+
+
+def _given(tasks: Any) -> list[Any]:
+    """``tasks`` as a list of what was given: one object (a task, a benchmark) or a sequence of them."""
+    return [tasks] if _is_benchmark(tasks) or hasattr(tasks, "metadata") else list(tasks)
+
+
+def _is_benchmark(item: Any) -> bool:
+    from mteb import Benchmark
+
+    return isinstance(item, Benchmark)
+
+
+def given_benchmarks(tasks: Any) -> dict[str, str]:
+    """{task name: benchmark name} for the tasks of the mteb benchmark objects among ``tasks``."""
+    if isinstance(tasks, str):
+        return {}
+    benchmarks = [item for item in _given(tasks) if _is_benchmark(item)]
+    return {task.metadata.name: benchmark.name for benchmark in benchmarks for task in benchmark.tasks}
+
+
+def given_tasks(tasks: Any) -> list[Any]:
+    """mteb objects as the sweep runs them: a task as it is; a benchmark (``mteb.get_benchmark(name)``) as its tasks,
+    each with the benchmark's splits and subsets (its task objects are made so). A task name among them is one
+    error: names and objects are resolved in different ways (a selection of names keeps its task file's split)."""
+    objects: list[Any] = []
+    for item in _given(tasks):
+        if isinstance(item, str):
+            raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
+        objects += list(item.tasks) if _is_benchmark(item) else [item]
+    return objects
 
 
 # ---------------------------------------------------------------------------------------------------- the output folder

@@ -34,7 +34,7 @@ from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
 from layer_mteb.tasks.custom import declared_in
-from layer_mteb.tasks.state import TaskRandomState, hold_label_lists, load_data_once
+from layer_mteb.tasks.state import TaskRandomState, data_parts, hold_label_lists, load_data_once
 from layer_mteb.vectors.memory import resolve_memory_limit
 from layer_mteb.vectors.store import LayerCache, store_folder
 
@@ -197,9 +197,11 @@ def _sweep_task(
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
     store = store_folder(loaded, settings, task.metadata.name) if request.vector_cache else None
     start = time.perf_counter()
-    loaded_here = load_data_once(task)  # once; mteb.evaluate keeps data it did not load itself
+    # once; mteb.evaluate keeps data it did not load itself (an aggregate's data is its subtasks')
+    loaded_here = [part for part in data_parts(task) if load_data_once(part)]
     load_seconds = time.perf_counter() - start
-    hold_label_lists(task)  # mteb reads classification labels row by row: lists, not lazy columns
+    for part in data_parts(task):
+        hold_label_lists(part)  # mteb reads classification labels row by row: lists, not lazy columns
     random_state = TaskRandomState.of(task)  # every layer starts from it: no score depends on the layers before
     metrics = TaskTextMetrics(loaded) if request.task_metrics else None
     observe = metrics.observe if metrics is not None else None
@@ -210,6 +212,8 @@ def _sweep_task(
         shutil.rmtree(store, ignore_errors=True)  # recomputed vectors must not sit beside the ones they replace
     cache = LayerCache(loaded, settings.encode, store, progress=request.progress, observe=observe, depth=depth)
     entry = _log_entry(loaded, task, settings, request.eval_workers, texts_loaded=len(cache))
+    if getattr(task, "is_aggregate", False):  # its subtasks' rows sit beside its own in scores.csv
+        entry["subtasks"] = [part.metadata.name for part in data_parts(task)]
     if (benchmark := request.benchmark_of(task.metadata.name)) is not None:
         entry["benchmark"] = benchmark  # the benchmark's splits and subsets are the ones this task ran
     if str(settings.data).startswith("local") and request.data_dir is not None:  # later commands find it again
@@ -235,8 +239,8 @@ def _sweep_task(
     phases = {"load_data": load_seconds, **cache.times.seconds, **evaluation}
     entry.update(time_record(phases, time.perf_counter() - start, request.eval_workers, entry["texts_encoded"]))
     random_state.restore(task)  # the task object is left as the sweep found it
-    if loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays for the next unit
-        task.unload_data()
+    for part in loaded_here:  # as mteb.evaluate does: data the task came with (a local folder) stays
+        part.unload_data()
     record.task_done(entry)
 
 

@@ -189,12 +189,15 @@ def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
     else:
         task_file = read_task_file()
         spec = task_file.spec(name)
-    task = load_task(spec, task_file.split, folder)
+    from layer_mteb.tasks.state import data_parts  # here: it loads datasets, and the command line reads this module
+
+    parts = data_parts(load_task(spec, task_file.split, folder))  # an aggregate task's texts are its subtasks'
     try:
-        task.load_data()
+        for part in parts:
+            part.load_data()
     except (OSError, ConnectionError, ValueError) as err:
         raise UserError(f"cannot load task {name!r} ({first_line(err)}); pass --data-dir DIR holding {name}/") from None
-    return evaluation_split_texts(task)
+    return [text for part in parts for text in evaluation_split_texts(part)]
 
 
 def evaluation_split_texts(task) -> list[str]:

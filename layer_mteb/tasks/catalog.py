@@ -269,7 +269,8 @@ def selection_parts(selection: str) -> list[str]:
 def benchmark_specs(name: str, task_file: TaskFile) -> list[TaskSpec]:
     """The tasks of mteb's benchmark ``name`` exactly as its benchmark object holds them: each task's evaluation
     splits and subsets (languages), e.g. ``STS22.v2`` with ``en`` only in ``MTEB(eng, v2)``; a task the task file
-    also lists keeps the file's description of its offline copy."""
+    also lists keeps the file's description of its offline copy, used where the benchmark asks the subsets and split
+    that copy holds."""
     import mteb
 
     bench = mteb.get_benchmark(name)
@@ -277,14 +278,16 @@ def benchmark_specs(name: str, task_file: TaskFile) -> list[TaskSpec]:
     for task in bench.tasks:
         listed = task_file.spec(task.metadata.name)
         subsets = tuple(task.hf_subsets) if task.metadata.is_multilingual else None
+        splits = tuple(task.eval_splits)
         specs.append(
             replace(
                 listed,
                 category=task.metadata.type,
                 subsets=subsets,
                 fast=None,
-                splits=tuple(task.eval_splits),
+                splits=splits,
                 benchmark=bench.name,
+                local_copy=subsets == listed.subsets and splits == (task_file.split,),
             )
         )
     return specs
@@ -363,6 +366,8 @@ def task_data(spec: TaskSpec, data_dir: Path | None) -> tuple[str, Path | None]:
     """
     if spec.custom is not None:
         return "custom", None
+    if not spec.local_copy:  # a benchmark asks other subsets or splits than a local copy holds
+        return "hub", None
     if data_dir is not None and (data_dir / spec.name).is_dir():
         return ("local-partial" if spec.partial else "local"), data_dir / spec.name
     embedded = EMBEDDED_DATA_DIR / spec.name

@@ -18,6 +18,13 @@ PRIVATE_NAMES = {
         "experiment_num",
         "idxs",
     ),
+    "mteb.abstasks.multilabel_classification.AbsTaskMultilabelClassification._undersample_data_indices": (
+        "self",
+        "y",
+        "samples_per_label",
+        "idxs",
+    ),
+    "mteb.abstasks.abstask._multilabel_subsampling": ("dataset_dict", "seed", "splits", "label", "n_samples"),
     "mteb._create_dataloaders._retrieval_texts": ("dataset", "prompt_type"),
     "mteb.abstasks.retrieval._filter_queries_without_positives": ("relevant_docs", "queries"),
     "mteb._set_seed._set_seed": ("seed",),
@@ -42,6 +49,35 @@ def undersample(task, train, experiment: int, order: list[int] | None) -> tuple[
     """
     _, shuffled, selected = task._undersample_data(train, experiment, order)
     return shuffled, selected
+
+
+def multilabel_samples(task, labels: list[list[Any]]) -> list[int]:
+    """The training rows of one of mteb's multilabel classification experiments: what
+    ``AbsTaskMultilabelClassification._evaluate_subset`` draws with ``_undersample_data_indices(labels,
+    samples_per_label, None)``, rows kept until each label has ``samples_per_label`` examples. Unlike single-label
+    undersampling it shuffles with the task's own ``np_rng``, advancing it: each call draws the next experiment's
+    sample, as mteb's successive experiments (and subsets, and splits) do."""
+    indices, _ = task._undersample_data_indices(labels, task.samples_per_label, None)
+    return indices
+
+
+def multilabel_eval_rows(task, rows, split: str):
+    """The evaluation rows mteb's multilabel classification scores: the whole split, or past ``task.max_eval_samples``
+    rows the stratified sample of that size mteb's ``abstask._multilabel_subsampling`` draws (seeded from
+    ``task.seed``, so the same rows every call)."""
+    from datasets import DatasetDict
+    from mteb.abstasks.abstask import _multilabel_subsampling
+
+    if task.max_eval_samples is None or len(rows) <= task.max_eval_samples:
+        return rows
+    sampled = _multilabel_subsampling(
+        DatasetDict({split: rows}),
+        seed=task.seed,
+        splits=[split],
+        label=task.label_column_name,
+        n_samples=task.max_eval_samples,
+    )
+    return sampled[split]
 
 
 def retrieval_texts(rows, *, document: bool) -> list[str]:

@@ -2,6 +2,8 @@
 attributes (tests/tasks/test_task_state.py fails loudly when mteb changes them; the private mteb behaviour relied on is
 named in :mod:`layer_mteb.tasks.mteb_compat`):
 
+- :func:`data_parts`: the task objects that hold data (an aggregate task's subtasks, else the task itself), each of
+  which the points below apply to;
 - :func:`load_data_once`: the task's data loaded unless it is already (local data comes loaded from
   :func:`layer_mteb.tasks.catalog.load_task`), saying whether this call loaded it, so only that data is unloaded;
 - :func:`hold_label_lists`: a classification task's label columns answer with plain lists, so mteb's row-by-row
@@ -30,24 +32,36 @@ TASK_RNG_ATTRIBUTES = ("rng_state", "np_rng")
 
 @dataclass(frozen=True)
 class TaskRandomState:
-    """A copy of a task's random generators, to give every layer's evaluation the same starting state."""
+    """A copy of a task's random generators (an aggregate's: each subtask's), to give every layer's evaluation the
+    same starting state."""
 
-    generators: dict[str, Any]
+    generators: tuple[dict[str, Any], ...]
 
     @classmethod
     def of(cls, task) -> TaskRandomState:
-        missing = [name for name in TASK_RNG_ATTRIBUTES if not hasattr(task, name)]
-        if missing:  # mteb renamed them: scoring on would make a layer's score depend on the layers before it
-            raise RuntimeError(
-                f"mteb task {type(task).__name__} has no {missing}: this mteb version keeps its random state "
-                "elsewhere; update layer_mteb.tasks.state.TASK_RNG_ATTRIBUTES"
-            )
-        return cls({name: copy.deepcopy(getattr(task, name)) for name in TASK_RNG_ATTRIBUTES})
+        return cls(tuple(_generators(part) for part in data_parts(task)))
 
     def restore(self, task) -> None:
         """Put the saved generators back (copies, so the saved state itself never advances)."""
-        for name, generator in self.generators.items():
-            setattr(task, name, copy.deepcopy(generator))
+        for part, generators in zip(data_parts(task), self.generators, strict=True):
+            for name, generator in generators.items():
+                setattr(part, name, copy.deepcopy(generator))
+
+
+def _generators(task) -> dict[str, Any]:
+    missing = [name for name in TASK_RNG_ATTRIBUTES if not hasattr(task, name)]
+    if missing:  # mteb renamed them: scoring on would make a layer's score depend on the layers before it
+        raise RuntimeError(
+            f"mteb task {type(task).__name__} has no {missing}: this mteb version keeps its random state "
+            "elsewhere; update layer_mteb.tasks.state.TASK_RNG_ATTRIBUTES"
+        )
+    return {name: copy.deepcopy(getattr(task, name)) for name in TASK_RNG_ATTRIBUTES}
+
+
+def data_parts(task) -> list:
+    """The task objects that hold data and are scored: an aggregate's subtasks (``AbsTaskAggregate`` holds no data;
+    ``mteb.evaluate`` scores each subtask and combines their results), else the task itself."""
+    return list(task.tasks) if getattr(task, "is_aggregate", False) else [task]
 
 
 # --------------------------------------------------------------------------------------------- data

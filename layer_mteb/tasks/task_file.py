@@ -83,6 +83,9 @@ class TaskSpec:
     custom: CustomTask | None = None
     splits: tuple[str, ...] | None = None
     benchmark: str | None = None
+    #: whether a local copy (the data folder's, the package's) may serve it: False for a benchmark's task that asks
+    #: other subsets or splits than the task file's entry, which is what a local copy holds
+    local_copy: bool = True
 
 
 @dataclass(frozen=True)

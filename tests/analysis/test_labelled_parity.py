@@ -140,3 +140,15 @@ def test_several_cluster_sets_are_scored_as_mteb_scores_each_and_pooled_where_mt
     assert theirs["v_measure"] == pytest.approx(np.mean(each), abs=1e-6)
     pooled = layer_score(examples, vectors, np.arange(2100), seed=task.seed)
     assert abs(pooled - theirs["v_measure"]) > 1e-3
+
+
+def test_multilabel_classification_is_refused_in_one_line_not_read_as_single_labels():
+    """A multilabel task is a classification task to ``isinstance``; its list labels have no single-label score."""
+    from mteb.mocks.mock_tasks import MockMultilabelClassification
+
+    from layer_mteb.common.errors import UserError
+
+    task = MockMultilabelClassification()
+    task.load_data()
+    with pytest.raises(UserError, match="not multilabel classification"):
+        labelled_examples(task, "default", "test")

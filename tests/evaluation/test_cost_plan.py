@@ -37,3 +37,11 @@ def test_the_plan_names_each_tasks_size_and_place(caplog):
     )
     assert lines[1].startswith("plan: MockSTSTask: ") and lines[1].endswith("in cuda memory")
     assert lines[2].startswith("plan: 2 tasks, ")
+
+
+def test_an_aggregate_tasks_texts_are_its_subtasks():
+    """CQADupstackRetrieval holds no data or statistics of its own: its plan is the sum of its 12 subtasks'."""
+    aggregate = mteb.get_task("CQADupstackRetrieval")
+    parts = [expected_texts(subtask) for subtask in aggregate.tasks]
+    assert len(parts) == 12 and all(source == "mteb statistics" for _, source in parts)
+    assert expected_texts(aggregate) == (sum(texts for texts, _ in parts), "mteb statistics")

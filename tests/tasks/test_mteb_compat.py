@@ -13,6 +13,11 @@ import mteb
 import numpy as np
 import pytest
 from datasets import Dataset
+from mteb.mocks.mock_tasks import (
+    MockAggregatedTask,
+    MockMultilabelClassification,
+    MockMultilingualMultilabelClassification,
+)
 from mteb.mocks.mock_tasks.classification import MockClassificationTask, MockMultilingualClassificationTask
 from mteb.mocks.mock_tasks.pair_classification import MockPairClassificationTask
 from mteb.mocks.mock_tasks.reranking import MockRerankingTask
@@ -29,7 +34,7 @@ from layer_mteb.tasks.mteb_compat import (
     retrieval_texts,
     undersample,
 )
-from layer_mteb.tasks.state import ListLabelDataset
+from layer_mteb.tasks.state import ListLabelDataset, TaskRandomState, data_parts
 
 
 def _resolve(dotted: str):
@@ -136,13 +141,23 @@ class RecordingEncoder(AbsEncoder):
         MockMultilingualClassificationTask,
         MockRetrievalTask,
         MockRerankingTask,
+        MockMultilabelClassification,
+        MockMultilingualMultilabelClassification,
+        MockAggregatedTask,
     ],
 )
 def test_the_texts_read_ahead_are_exactly_the_texts_mteb_encodes(task_class):
-    """prefill reads each task type's texts through the compat helpers; mteb's own evaluation must ask for the same."""
+    """prefill reads each task type's texts through the compat helpers; mteb's own evaluation must ask for the same
+    (multilabel sampling draws from the task's own generator: reading ahead must leave it as it was)."""
     task = task_class()
-    task.load_data()
+    for part in data_parts(task):
+        part.load_data()
+    before = TaskRandomState.of(task)
     ahead = texts_mteb_encodes(task)
+    after = TaskRandomState.of(task)
+    for was, now in zip(before.generators, after.generators, strict=True):
+        assert was["rng_state"].getstate() == now["rng_state"].getstate()
+        assert was["np_rng"].bit_generator.state == now["np_rng"].bit_generator.state
     recorder = RecordingEncoder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

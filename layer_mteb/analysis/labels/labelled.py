@@ -24,6 +24,7 @@ from datasets import Dataset
 from mteb.abstasks.classification import AbsTaskClassification
 from mteb.abstasks.clustering import AbsTaskClustering
 from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
+from mteb.abstasks.multilabel_classification import AbsTaskMultilabelClassification
 from mteb.abstasks.pair_classification import AbsTaskPairClassification
 from mteb.abstasks.retrieval import AbsTaskRetrieval
 from mteb.abstasks.sts import AbsTaskSTS
@@ -72,6 +73,11 @@ def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
 
     Legacy clustering keeps mteb's several cluster sets; their (text, label) examples are pooled into one list.
     """
+    if isinstance(task, AbsTaskMultilabelClassification):  # a subclass of classification, whose labels are lists
+        raise UserError(
+            f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not multilabel "
+            "classification"
+        )
     data = task.dataset if subset not in task.dataset and subset == "default" else task.dataset[subset]
     rows = data[split]
     if isinstance(task, AbsTaskSTS):
