@@ -13,6 +13,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.instructions import Instructions
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.plan import resolve_layer
@@ -30,6 +31,8 @@ def resolve_settings(
     data: str | None = None,
     data_fingerprint: str | None = None,
     prompts: Prompts | None = None,
+    instructions: Instructions | None = None,
+    settings_from: str | None = None,
 ) -> RunSettings:
     """Every open choice of ``config`` made for ``loaded``, after it is loaded and before anything is encoded.
 
@@ -37,7 +40,8 @@ def resolve_settings(
     own (bidirectional for LLM2Vec adapters, see :mod:`layer_mteb.model.adapters`; causal for other decoders); a
     config asking for the other one is an error. The memory limit is ``config.max_cache_memory`` or, measured
     now that the model takes its memory, the automatic one. ``prompts`` are put before the texts per task and
-    prompt type (:mod:`layer_mteb.common.prompts`; None: none).
+    prompt type (:mod:`layer_mteb.common.prompts`; None: none), or ``instructions`` as mteb's instruction wrapper
+    puts them (:mod:`layer_mteb.common.instructions`); ``settings_from`` says which protocol ``config`` follows.
     """
     limit = resolve_memory_limit(config.max_cache_memory, config.device)
     return RunSettings(
@@ -45,6 +49,8 @@ def resolve_settings(
         data=data,
         data_fingerprint=data_fingerprint,
         prompts=prompts,
+        instructions=instructions,
+        settings_from=settings_from,
     )
 
 
