@@ -17,6 +17,7 @@ from layer_mteb.common.instructions import Instructions
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.plan import resolve_layer
+from layer_mteb.evaluation.request import own_settings
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.loading import load_model
@@ -88,8 +89,10 @@ class LayerEncoder(AbsEncoder):
         trust_remote_code: bool = False,
     ) -> LayerEncoder:
         """``layer`` of ``model`` (a :class:`LoadedModel`, or a name :func:`load_model` takes) over a cache of its
-        own, with ``config`` resolved for it (:func:`resolve_settings`)."""
-        config = config or EncodeConfig()
+        own, with ``config`` resolved for it (:func:`resolve_settings`); without one, the model's own
+        sentence-transformers pipeline where it has one, as :func:`~layer_mteb.evaluation.sweep.sweep` takes it."""
+        if config is None:
+            config = EncodeConfig(**own_settings([model], revision, "model").settings)
         if not isinstance(model, LoadedModel):
             model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
         settings = resolve_settings(model, config)

@@ -340,9 +340,11 @@ def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, 
     if differ:
         held = ", ".join(f"{name}={setting[name]}" for name in differ)
         wanted = ", ".join(f"{name}={asked[name]}" for name in differ)
+        paper = all(setting.get(name) == str(value) for name, value in PAPER_SETTINGS.items())
+        hint = ", or --protocol paper (the folder's settings are the paper's)" if paper else ""
         raise UserError(
             f"{output} holds scores of {_listed(runs)} with {held}; this run asks {wanted}: give it another --output "
-            "(a run folder holds one setting)"
+            f"(a run folder holds one setting){hint}"
         )
 
 
