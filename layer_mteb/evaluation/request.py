@@ -321,15 +321,31 @@ def check_prompts(
     output: Path, log: Sequence[dict], name: str, prompts: dict | None, instructions: dict | None = None
 ) -> None:
     """A folder holds one setting, prompts and instructions included: a run of ``name`` whose prompts or
-    instructions (``run.json``'s records, None for none) differ from those its tasks in the folder were scored with
-    is refused before anything is written (they are no column of ``scores.csv``, so the rows would otherwise mix)."""
-    held = [(entry.get("prompts"), entry.get("instructions")) for entry in log if entry.get("model") == name]
-    if held and (prompts, instructions) not in held:
-        said = "other prompts or instructions" if held[0] != (None, None) else "no prompts"
+    instructions (``run.json``'s records, None for none; instructions compared by their digest, their texts being
+    per task) differ from those its tasks in the folder were scored with is refused before anything is written (they
+    are no column of ``scores.csv``, so the rows would otherwise mix)."""
+    entries = [entry for entry in log if entry.get("model") == name]
+    if not entries:
+        return
+    digest = _digest(instructions)
+    held_instructions = [_digest(entry.get("instructions")) for entry in entries]
+    if digest not in held_instructions:
+        said = "other instructions" if held_instructions[0] is not None else "no instructions"
+        raise UserError(
+            f"{output} holds scores of {name} made with {said}; this run's instructions differ: give it another "
+            "--output (a run folder holds one setting), or the folder's --instructions"
+        )
+    held = [entry.get("prompts") for entry in entries]
+    if prompts not in held:
+        said = "other prompts" if held[0] is not None else "no prompts"
         raise UserError(
             f"{output} holds scores of {name} made with {said}; this run's prompts differ: give it another --output "
             "(a run folder holds one setting), or the folder's --prompts"
         )
+
+
+def _digest(instructions: dict | None) -> str | None:
+    return None if instructions is None else str(instructions.get("digest"))
 
 
 def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, runs) -> None:

@@ -157,6 +157,9 @@ def test_the_last_layer_with_no_flags_is_mtebs_instruct_wrapper_of_the_same_fold
     assert main([*argv, "--layers", "-1", "--instructions", "none", "--output", str(plain)]) == 0
     plain_scores = pd.read_csv(plain / "scores.csv").set_index("task")["main_score"]
     assert plain_scores.loc["STS17"] != ours.loc["STS17", "main_score"]
+    before = (out / "scores.csv").read_text()  # a folder holds one setting: no uninstructed rows beside these
+    assert main([*argv, "--layers", "-1", "--instructions", "none", "--output", str(out)]) != 0
+    assert (out / "scores.csv").read_text() == before
     # the exported layer says the instructions as sentence-transformers prompts under each task's name; mteb picks
     # them for the tasks of its registry (a custom task's name is no key it takes), and scores the layer alike
     exported = tmp_path / "exported"
