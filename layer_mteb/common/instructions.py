@@ -17,7 +17,7 @@ import inspect
 import logging
 import warnings
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from layer_mteb.common.errors import UserError
@@ -164,10 +164,12 @@ def _changes_inputs(argument: str, value: Any) -> bool:
     return value is False if argument == "include_prompt" else bool(value)
 
 
-def _registry_names() -> list[str]:
+@lru_cache(maxsize=1)
+def _registry_names() -> tuple[str, ...]:
+    """Every model name in mteb's registry (read once: a run asks per task)."""
     import mteb
 
-    return [meta.name for meta in mteb.get_model_metas()]
+    return tuple(meta.name for meta in mteb.get_model_metas())
 
 
 def registry_name(model_name: str) -> str | None:
