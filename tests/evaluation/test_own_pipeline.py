@@ -79,6 +79,9 @@ def test_the_pipeline_is_read_from_the_folders_files(minilm_copy, tmp_path):
     paper = RunRequest(str(minilm_copy), "STS12", protocol="paper")
     assert (paper.config.pooling, paper.config.normalize, paper.config.max_length) == ("mean", False, 512)
     assert paper.settings_from == "paper"
+    # the packaged model, and its hub id with the hub offline (it loads as the packaged model), alike
+    for name in ("minilm-l6", "sentence-transformers/all-MiniLM-L6-v2"):
+        assert RunRequest(name, "STS12").config.key() == request.config.key(), name
     # a pipeline the layers cannot follow is one line naming the fix
     dense = tmp_path / "dense"
     shutil.copytree(minilm_copy, dense)
