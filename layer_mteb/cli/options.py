@@ -48,11 +48,19 @@ TOKEN_DEFAULTS = (
 )
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
 _DEFAULTS = {f.name: f.default for f in fields(EncodeConfig)}
-#: the encode options' defaults on the command line (EncodeConfig's own), beside which ``metrics --run`` /
-#: ``stress --run`` tell what the user gave (the run's own settings replace them)
+#: the options left unset on the command line (None) where not given: ``run`` fills them from the model's own
+#: sentence-transformers pipeline (``--protocol model``), every other command from EncodeConfig's defaults
+OWN_OR_PAPER = ("pooling", "max_length", "normalize")
+#: the encode options' defaults on the command line, beside which ``metrics --run`` / ``stress --run`` tell what the
+#: user gave (the run's own settings replace them)
 ENCODE_DEFAULTS: dict[str, object] = {
-    name: _DEFAULTS[name] for name in ("pooling", "max_length", "dtype", "attention", "normalize")
+    name: None if name in OWN_OR_PAPER else _DEFAULTS[name]
+    for name in ("pooling", "max_length", "dtype", "attention", "normalize")
 }
+#: how an unset pooling / max length / normalisation is said in the options' help
+OWN_DEFAULT = (
+    "default: with `run`, the model's own sentence-transformers pipeline where it has one (--protocol model), else %s"
+)
 
 
 def settings_of(cls: type, args: argparse.Namespace, **given: Any) -> Any:
@@ -72,14 +80,17 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
         help="apply the final norm to every layer, or read raw",
     )
     parser.add_argument(
-        "--pooling", choices=POOLINGS, default=_DEFAULTS["pooling"], help="how token states become one vector"
+        "--pooling",
+        choices=POOLINGS,
+        default=None,
+        help=f"how token states become one vector ({OWN_DEFAULT % _DEFAULTS['pooling']})",
     )
     add_vector_options(parser)
     parser.add_argument(
         "--max-length",
         type=int,
-        default=_DEFAULTS["max_length"],
-        help="tokens per text (longer texts are truncated)",
+        default=None,
+        help=f"tokens per text, longer texts are truncated ({OWN_DEFAULT % _DEFAULTS['max_length']})",
     )
     parser.add_argument("--dtype", choices=DTYPES, default=_DEFAULTS["dtype"], help="weights and activations")
     parser.add_argument("--batch-size", type=int, default=None, help=f"texts per forward pass ({BATCH_DEFAULTS})")
@@ -107,7 +118,10 @@ def add_vector_options(parser: argparse.ArgumentParser) -> None:
         help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
     )
     parser.add_argument(
-        "--normalize", action="store_true", help="L2-normalise each pooled vector (sentence-transformers' Normalize)"
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"L2-normalise each pooled vector, as sentence-transformers' Normalize does ({OWN_DEFAULT % 'no'})",
     )
 
 
@@ -172,16 +186,18 @@ def output_folder(output: str | None, run: str | None, model: str | None) -> Pat
     return Path(output or Path(RUNS) / Path(str(model)).name.replace("/", "__"))
 
 
-def encode_config(args: argparse.Namespace, models: list[str]) -> EncodeConfig:
+def encode_config(args: argparse.Namespace, models: list[str], own: dict[str, Any] | None = None) -> EncodeConfig:
     """The encode options as :class:`EncodeConfig` checks them, built once (without ``--device``, on
-    :data:`~layer_mteb.common.config.AUTO`, placed when torch may load). A memory limit is checked against the
-    models whose width is known without loading them."""
+    :data:`~layer_mteb.common.config.AUTO`, placed when torch may load); a pooling, max length or normalisation not
+    given is ``own``'s (the model's pipeline, for ``run``) or else EncodeConfig's default. A memory limit is checked
+    against the models whose width is known without loading them."""
     memory_limit = parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None
     for model in models if memory_limit is not None else []:
         hidden = known_hidden_size(model)
         if hidden is not None:
             check_one_vector_fits(memory_limit, hidden, model)
-    return settings_of(EncodeConfig, args, device=args.device or AUTO, max_cache_memory=memory_limit)
+    unset = {name: (own or {}).get(name, _DEFAULTS[name]) for name in OWN_OR_PAPER if getattr(args, name) is None}
+    return settings_of(EncodeConfig, args, device=args.device or AUTO, max_cache_memory=memory_limit, **unset)
 
 
 def parse_lengths(text: str | None) -> tuple[int, ...] | None:

@@ -19,7 +19,9 @@ from layer_mteb.cli.options import (
     probe_hub_if,
     settings_of,
 )
-from layer_mteb.evaluation.request import RunRequest
+from layer_mteb.evaluation.request import RunRequest, check_instructions, own_settings
+from layer_mteb.model.names import model_kind
+from layer_mteb.model.pipeline import PROTOCOLS
 
 NAME = "run"
 HELP = "score every requested layer on every task (one forward pass per task)"
@@ -31,6 +33,21 @@ TASKS_HELP = (
 PROMPTS_HELP = (
     "prompts put before the texts, per task and query/document as mteb picks them: a JSON/YAML file mapping prompt "
     "names to prompts, or none (default: the model's own, from its config_sentence_transformers.json)"
+)
+
+
+PROTOCOL_HELP = (
+    "what the pooling, max length and normalisation not given are: model, a sentence-transformers model's own "
+    "pipeline (its pooling mode, max_seq_length and Normalize) with mteb's instructions for it, so that its last layer "
+    "is its mteb score (other models: the paper's settings); paper, the paper's protocol for every model (mean "
+    "pooling, 512 tokens, no normalisation, no instructions) (default: model)"
+)
+INSTRUCTIONS_HELP = (
+    "instruction embedders (Qwen3-Embedding, e5-mistral-instruct, ...): put mteb's per-task instruction before the "
+    "texts with the template of the model's mteb registry entry (documents too only where mteb does), as mteb's "
+    "InstructSentenceTransformerModel does; give the registry name of the model a local folder holds (e.g. "
+    "Qwen/Qwen3-Embedding-0.6B), or none (default: the model's own entry, found by hub id or by the folder's name, "
+    "under --protocol model)"
 )
 
 
@@ -46,6 +63,8 @@ def add_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--tasks", default="paper32", help=TASKS_HELP)
     run.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
     run.add_argument("--prompts", default=None, help=PROMPTS_HELP)
+    run.add_argument("--instructions", default=None, help=INSTRUCTIONS_HELP)
+    run.add_argument("--protocol", choices=PROTOCOLS, default="model", help=PROTOCOL_HELP)
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     add_encode_options(run)
     run.add_argument(
@@ -93,7 +112,15 @@ def check(args: argparse.Namespace) -> RunRequest:
     """``run``'s options as the one settings object the sweep takes as it is; its output folder holds no other
     model or setting."""
     output = output_folder(args.output, None, args.models[0])
-    return settings_of(RunRequest, args, config=encode_config(args, args.models), output=output)
+    for model in args.models:
+        model_kind(model)  # a mistyped model is one line before any file is read
+    check_instructions(args.instructions, args.prompts, args.protocol)
+    if args.protocol == "model":  # a hub model's pipeline files may be fetched: only once the hub is known reachable
+        probe_hub_if(any(model_kind(model) == "hub" for model in args.models))
+    revision = args.revision.split(",")[0] if args.revision else None
+    own = own_settings(args.models, revision, args.protocol)
+    config = encode_config(args, args.models, own.settings)
+    return settings_of(RunRequest, args, config=config, output=output)
 
 
 def execute(request: RunRequest) -> None:

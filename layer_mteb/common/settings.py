@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.instructions import Instructions
 from layer_mteb.common.prompts import Prompts
 
 
@@ -18,13 +19,17 @@ from layer_mteb.common.prompts import Prompts
 class RunSettings:
     """What one (model, task) runs with: the encode settings with the attention the model really runs (and, from
     :func:`layer_mteb.evaluation.encoder.resolve_settings`, the memory limit in bytes), where the task data came
-    from (``hub``, ``local``, ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint, and the
-    prompts put before the texts (None: none)."""
+    from (``hub``, ``local``, ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint, the
+    prompts put before the texts (None: none), or the instructions of mteb's instruction wrapper for the model (None:
+    none; they replace the prompts), and where the encode settings came from (``settings_from``: the model's own
+    sentence-transformers pipeline, the paper's protocol, or the options given)."""
 
     encode: EncodeConfig
     data: str | None = None
     data_fingerprint: str | None = None
     prompts: Prompts | None = None
+    instructions: Instructions | None = None
+    settings_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.encode.attention is None:
@@ -41,14 +46,19 @@ class RunSettings:
             experiment["data"] = self.data_fingerprint
         if self.prompts is not None:  # a prompted run's results are never an unprompted run's
             experiment["prompts"] = self.prompts.digest()
+        if self.instructions is not None:
+            experiment["instructions"] = self.instructions.digest()
         return experiment
 
     def prompt_for(self, task_metadata, prompt_type) -> str:
-        """The prompt put before the texts of a task encoded as ``prompt_type`` ("" without prompts)."""
+        """The prompt or instruction put before the texts of a task encoded as ``prompt_type`` ("" without)."""
+        if self.instructions is not None:
+            return self.instructions.text_for(task_metadata, prompt_type)
         return self.prompts.text_for(task_metadata, prompt_type) if self.prompts is not None else ""
 
-    def record(self, eval_workers: int) -> dict[str, object]:
-        """The settings as ``run.json`` states them for one task scored by ``eval_workers`` workers."""
+    def record(self, eval_workers: int, task_metadata: object = None) -> dict[str, object]:
+        """The settings as ``run.json`` states them for one task (``task_metadata``: with the instruction texts its
+        queries, documents and other texts get) scored by ``eval_workers`` workers."""
         return {
             "settings": self.key(),
             "data": self.data,
@@ -56,4 +66,6 @@ class RunSettings:
             "max_cache_memory": self.encode.max_cache_memory,
             "eval_workers": eval_workers,
             **({"prompts": self.prompts.record()} if self.prompts is not None else {}),
+            **({"instructions": self.instructions.record(task_metadata)} if self.instructions is not None else {}),
+            **({"settings_from": self.settings_from} if self.settings_from is not None else {}),
         }

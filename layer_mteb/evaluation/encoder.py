@@ -13,9 +13,11 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.instructions import Instructions
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.plan import resolve_layer
+from layer_mteb.evaluation.request import own_settings
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.loading import load_model
@@ -30,6 +32,8 @@ def resolve_settings(
     data: str | None = None,
     data_fingerprint: str | None = None,
     prompts: Prompts | None = None,
+    instructions: Instructions | None = None,
+    settings_from: str | None = None,
 ) -> RunSettings:
     """Every open choice of ``config`` made for ``loaded``, after it is loaded and before anything is encoded.
 
@@ -37,7 +41,8 @@ def resolve_settings(
     own (bidirectional for LLM2Vec adapters, see :mod:`layer_mteb.model.adapters`; causal for other decoders); a
     config asking for the other one is an error. The memory limit is ``config.max_cache_memory`` or, measured
     now that the model takes its memory, the automatic one. ``prompts`` are put before the texts per task and
-    prompt type (:mod:`layer_mteb.common.prompts`; None: none).
+    prompt type (:mod:`layer_mteb.common.prompts`; None: none), or ``instructions`` as mteb's instruction wrapper
+    puts them (:mod:`layer_mteb.common.instructions`); ``settings_from`` says which protocol ``config`` follows.
     """
     limit = resolve_memory_limit(config.max_cache_memory, config.device)
     return RunSettings(
@@ -45,6 +50,8 @@ def resolve_settings(
         data=data,
         data_fingerprint=data_fingerprint,
         prompts=prompts,
+        instructions=instructions,
+        settings_from=settings_from,
     )
 
 
@@ -82,8 +89,10 @@ class LayerEncoder(AbsEncoder):
         trust_remote_code: bool = False,
     ) -> LayerEncoder:
         """``layer`` of ``model`` (a :class:`LoadedModel`, or a name :func:`load_model` takes) over a cache of its
-        own, with ``config`` resolved for it (:func:`resolve_settings`)."""
-        config = config or EncodeConfig()
+        own, with ``config`` resolved for it (:func:`resolve_settings`); without one, the model's own
+        sentence-transformers pipeline where it has one, as :func:`~layer_mteb.evaluation.sweep.sweep` takes it."""
+        if config is None:
+            config = EncodeConfig(**own_settings([model], revision, "model").settings)
         if not isinstance(model, LoadedModel):
             model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
         settings = resolve_settings(model, config)

@@ -19,12 +19,14 @@ from typing import Any
 
 from layer_mteb.common.config import AUTO, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.instructions import NONE as NO_INSTRUCTIONS
 from layer_mteb.common.prompts import NONE as NO_PROMPTS
 from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.model.names import may_need_hub, model_kind, recorded_name
+from layer_mteb.model.pipeline import PROTOCOLS, Pipeline, model_pipeline, read_pipeline
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
 
@@ -50,7 +52,15 @@ class RunRequest:
     per-layer files beyond it (``vector_cache``: also kept on disk for reruns); ``eval_workers`` layers are scored at
     once in worker processes (default: one per CPU core), with the same scores and row order. The evaluators' warnings
     are counted, one line per task (and in ``run.json``); ``verbose`` shows each too. ``prompts``: None for the model's
-    own, ``none``, or a JSON/YAML file of prompts.
+    own, ``none``, or a JSON/YAML file of prompts. ``instructions``: None for mteb's instruction template of the model
+    where its registry entry has one (a hub id, or a local folder named as the model), ``none``, or the mteb registry
+    name of the model a local folder holds.
+
+    ``protocol`` says what ``config`` left open becomes: ``model`` (default), a sentence-transformers model's own
+    pipeline (its pooling mode, ``Normalize`` and maximum length, :mod:`layer_mteb.model.pipeline`) and mteb's
+    instructions for it, so its last layer is what ``mteb.evaluate`` gives the model; ``paper``, the paper's
+    protocol (mean pooling, 512 tokens, no normalisation, no instructions). A ``config`` given is taken as it is;
+    ``settings_from`` (resolved) says which of the two it is, or that it is neither.
     """
 
     models: Any
@@ -70,7 +80,10 @@ class RunRequest:
     verbose: bool = False
     vector_cache: bool = True
     prompts: str | None = None
+    instructions: str | None = None
+    protocol: str = "model"
     # resolved from the options above, never given
+    settings_from: str = field(init=False)
     split: str = field(init=False)
     launched: bool = field(init=False)
     held: FolderRuns | None = field(init=False)
@@ -115,8 +128,10 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
     if isinstance(request.layers, str):
         check_layers(request.layers)
     split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
-    config = request.config or EncodeConfig(device=AUTO)
     revisions = tuple(revisions or [None])
+    instructions = check_instructions(request.instructions, request.prompts, request.protocol)
+    own = own_settings(models, revisions[0], request.protocol)
+    config = request.config or EncodeConfig(device=AUTO, **own.settings)
     return {
         "models": models,
         "revision": revisions,
@@ -129,9 +144,79 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         "launched": launched is not None,
         "eval_workers": check_eval_workers(request.eval_workers),
         "config": config,
+        "instructions": instructions,
+        "settings_from": own.describe(config),
         "held": check_output(output, models, revisions, config),  # no other model or setting in the folder
         "given_benchmarks": given_benchmarks(request.tasks),
     }
+
+
+#: what a paper-protocol run applies: EncodeConfig's own defaults
+PAPER_SETTINGS: dict[str, Any] = {
+    name: getattr(EncodeConfig(), name) for name in ("pooling", "max_length", "normalize")
+}
+
+
+@dataclass(frozen=True)
+class OwnSettings:
+    """The encode settings a request's ``protocol`` gives its models (``settings``: pooling, normalize, max length;
+    empty for the paper's or a model with no sentence-transformers pipeline) and where they come from."""
+
+    settings: dict[str, Any]
+    source: str
+
+    def describe(self, config: EncodeConfig) -> str:
+        """Which protocol ``config`` follows: the model's pipeline, the paper's, or neither (``given``)."""
+        applied = {name: getattr(config, name) for name in PAPER_SETTINGS}
+        if self.settings and applied == {**PAPER_SETTINGS, **self.settings}:
+            return self.source
+        return "paper" if applied == PAPER_SETTINGS else "given"
+
+
+def check_instructions(instructions: str | None, prompts: str | None, protocol: str) -> str | None:
+    """``instructions`` as the sweep reads it: ``none`` under the paper's protocol or beside a ``--prompts`` file
+    (unless asked for, which beside a file is an error: one or the other goes before the texts)."""
+    if protocol not in PROTOCOLS:
+        raise UserError(f"--protocol must be one of {', '.join(PROTOCOLS)}; got {protocol!r}")
+    prompts_file = prompts is not None and prompts.strip().lower() != NO_PROMPTS
+    asked = instructions is not None and instructions.strip().lower() != NO_INSTRUCTIONS
+    if asked and prompts_file:
+        raise UserError("give --instructions or a --prompts file, not both: one of them goes before the texts")
+    if instructions is None and (protocol == "paper" or prompts_file):
+        return NO_INSTRUCTIONS
+    return instructions
+
+
+def own_settings(models: Sequence[Any], revision: str | None, protocol: str) -> OwnSettings:
+    """The settings ``protocol`` gives ``models``: under ``model``, their sentence-transformers pipeline (read from
+    their files, no model loaded; the same for every model, or one line says to choose; a length mteb's instruction
+    loader sets replaces the pipeline's once the model loads, see :func:`~layer_mteb.evaluation.sweep.sweep`); under
+    ``paper`` (or for a model without a pipeline), none."""
+    if protocol == "paper":
+        return OwnSettings({}, "paper")
+    found: dict[str, tuple[dict[str, Any], str]] = {}
+    for model in models:
+        pipeline = model_pipeline(model, revision) if isinstance(model, str) else loaded_pipeline(model)
+        if pipeline is None:
+            continue
+        settings = pipeline.settings()
+        found[str(getattr(model, "name", model))] = (settings, f"sentence-transformers pipeline of {pipeline.folder}")
+    kinds = {tuple(sorted(settings.items())) for settings, _ in found.values()}
+    if len(kinds) > 1 or (found and len(found) < len(models)):
+        raise UserError(
+            f"the models' own pipelines differ ({', '.join(found)} have their own pooling/normalize/length): a run "
+            "folder holds one setting; give --protocol paper, or --pooling, --max-length and --normalize"
+        )
+    if not found:
+        return OwnSettings({}, "paper")
+    settings, source = next(iter(found.values()))
+    return OwnSettings(settings, "model: " + source)
+
+
+def loaded_pipeline(model: Any) -> Pipeline | None:
+    """The pipeline of an already loaded model's folder (a sentence-transformers folder it was loaded from)."""
+    folder = Path(str(getattr(getattr(model, "model", None), "name_or_path", "") or ""))
+    return read_pipeline(folder) if str(folder) not in ("", ".") and folder.is_dir() else None
 
 
 def hub_needed(models: Sequence[Any], data_dir: Path | None, task_names: Sequence[str]) -> bool:
@@ -266,17 +351,35 @@ def check_output(
     return FolderRuns(output, runs, setting, extends)
 
 
-def check_prompts(output: Path, log: Sequence[dict], name: str, prompts: dict | None) -> None:
-    """A folder holds one setting, prompts included: a run of ``name`` whose prompts (``run.json``'s record, None
-    for none) differ from those its tasks in the folder were scored with is refused before anything is written
-    (the prompts are no column of ``scores.csv``, so the rows would otherwise mix)."""
-    held = [entry.get("prompts") for entry in log if entry.get("model") == name]
-    if held and prompts not in held:
+def check_prompts(
+    output: Path, log: Sequence[dict], name: str, prompts: dict | None, instructions: dict | None = None
+) -> None:
+    """A folder holds one setting, prompts and instructions included: a run of ``name`` whose prompts or
+    instructions (``run.json``'s records, None for none; instructions compared by their digest, their texts being
+    per task) differ from those its tasks in the folder were scored with is refused before anything is written (they
+    are no column of ``scores.csv``, so the rows would otherwise mix)."""
+    entries = [entry for entry in log if entry.get("model") == name]
+    if not entries:
+        return
+    digest = _digest(instructions)
+    held_instructions = [_digest(entry.get("instructions")) for entry in entries]
+    if digest not in held_instructions:
+        said = "other instructions" if held_instructions[0] is not None else "no instructions"
+        raise UserError(
+            f"{output} holds scores of {name} made with {said}; this run's instructions differ: give it another "
+            "--output (a run folder holds one setting), or the folder's --instructions"
+        )
+    held = [entry.get("prompts") for entry in entries]
+    if prompts not in held:
         said = "other prompts" if held[0] is not None else "no prompts"
         raise UserError(
             f"{output} holds scores of {name} made with {said}; this run's prompts differ: give it another --output "
             "(a run folder holds one setting), or the folder's --prompts"
         )
+
+
+def _digest(instructions: dict | None) -> str | None:
+    return None if instructions is None else str(instructions.get("digest"))
 
 
 def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, runs) -> None:
@@ -287,9 +390,11 @@ def _check_setting(output: Path, setting: dict[str, str], config: EncodeConfig, 
     if differ:
         held = ", ".join(f"{name}={setting[name]}" for name in differ)
         wanted = ", ".join(f"{name}={asked[name]}" for name in differ)
+        paper = all(setting.get(name) == str(value) for name, value in PAPER_SETTINGS.items())
+        hint = ", or --protocol paper (the folder's settings are the paper's)" if paper else ""
         raise UserError(
             f"{output} holds scores of {_listed(runs)} with {held}; this run asks {wanted}: give it another --output "
-            "(a run folder holds one setting)"
+            f"(a run folder holds one setting){hint}"
         )
 
 

@@ -7,7 +7,7 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from mteb.cache import ResultCache
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import cache_root, no_empty_folders_on_error, topmost_missing
+from layer_mteb.common.instructions import Instructions, choose_instructions
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.prompts import choose_prompts, model_folder
 from layer_mteb.common.ranks import use_rank_device
@@ -72,19 +73,20 @@ def run_request(request: RunRequest) -> pd.DataFrame:
                 tasks = [t for m, r, (t, _, _) in units if (m, r) == planned_for]
                 _state_plan(loaded, tasks, config, request.vector_cache)
             # every choice the request leaves open is made here, once, and only read from now on
+            first = _texts_first(loaded, request)
             settings = resolve_settings(
                 loaded,
-                config,
+                _instruction_length(config, first.get("instructions"), request.settings_from),
                 data=data,
                 data_fingerprint=fingerprint,
-                prompts=choose_prompts(
-                    request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name
-                ),
+                **first,
+                settings_from=request.settings_from,
             )
             if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention
                 held.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
                 prompts = settings.prompts.record() if settings.prompts is not None else None
-                check_prompts(held.output, record.folder.log(), loaded.name, prompts)
+                instructions = settings.instructions.record() if settings.instructions is not None else None
+                check_prompts(held.output, record.folder.log(), loaded.name, prompts, instructions)
             _sweep_task(loaded, task, settings, layer_ids, record, request)
             del loaded  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
@@ -93,6 +95,23 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     if request.launched and request.output is not None:
         return merge_when_all_done(request.output, request.shard)
     return tidy_scores(record.rows)
+
+
+def _texts_first(loaded: LoadedModel, request: RunRequest) -> dict[str, Any]:
+    """What goes before a model's texts: mteb's instructions for it (which replace its prompts, as mteb's
+    instruction wrapper passes its own), else its prompts."""
+    prompts = choose_prompts(request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name)
+    default = prompts.mapping.get(prompts.default_name, "") if prompts and prompts.default_name else ""
+    instructions = choose_instructions(request.instructions, loaded.name, default)
+    return {"instructions": instructions} if instructions is not None else {"prompts": prompts}
+
+
+def _instruction_length(config: EncodeConfig, instructions: Instructions | None, settings_from: str) -> EncodeConfig:
+    """``config`` with the length mteb's instruction loader sets (``max_seq_length``), which replaces the one of the
+    model's folder as it does in mteb, where the settings are the model's own."""
+    if instructions is None or instructions.max_length is None or not settings_from.startswith("model"):
+        return config
+    return replace(config, max_length=instructions.max_length)
 
 
 def _state_plan(loaded: LoadedModel, tasks: list, config: EncodeConfig, vector_cache: bool) -> None:
@@ -252,7 +271,7 @@ def _log_entry(loaded: LoadedModel, task, settings: RunSettings, eval_workers: i
         "model": loaded.name,
         "revision": loaded.revision,
         "task": task.metadata.name,
-        **settings.record(eval_workers),
+        **settings.record(eval_workers, task.metadata),
         **({"task_file": str(source)} if source is not None else {}),
         "texts_loaded": texts_loaded,
         "texts_encoded": 0,

@@ -343,4 +343,6 @@ def store_folder(model: LoadedModel, settings: RunSettings, task_name: str) -> P
     key = text_hash(model.revision, sorted(settings.key().items()))
     if settings.prompts is not None:  # prompted and unprompted runs never share a store
         key = text_hash(key, settings.prompts.digest())
+    if settings.instructions is not None:  # so are runs with and without an instruction template
+        key = text_hash(key, "instructions", settings.instructions.digest())
     return cache_root() / "vectors" / model.name.replace("/", "__") / key / task_name

@@ -1,0 +1,193 @@
+"""A sentence-transformers model's own pipeline: the pooling mode, ``Normalize`` and maximum length its folder
+declares, read from its files alone (no torch), so that a run scores the model as ``SentenceTransformer(folder)``
+encodes it (the project's default, ``--protocol model``) unless the paper's protocol is asked for.
+
+The files read are the ones sentence-transformers reads: ``modules.json`` (which modules, in which order),
+``1_Pooling/config.json`` (``pooling_mode`` in 6.x, ``pooling_mode_*`` flags before), ``sentence_bert_config.json``
+(``max_seq_length`` up to 5.x) or else the tokenizer's ``model_max_length`` (6.x keeps the length there), capped
+like the library at the model's ``max_position_embeddings``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.pooling import POOLING_MODES
+from layer_mteb.model.names import PACKAGED_MODELS, model_kind, packaged_distributions
+
+logger = logging.getLogger(__name__)
+
+#: ``model``: a sentence-transformers model's own pipeline where it has one (else the paper's settings);
+#: ``paper``: the paper's protocol (mean pooling over every token, final norm, 512 tokens, no normalisation, no
+#: instructions) for every model
+Protocol = Literal["model", "paper"]
+PROTOCOLS: tuple[str, ...] = get_args(Protocol)
+#: tokenizers without a length say so with a huge ``model_max_length`` (transformers' VERY_LARGE_INTEGER)
+_NO_LENGTH = 10**6
+#: the sentence-transformers ``pooling_mode`` names (6.x) and ``pooling_mode_*`` flags (before) of each mode here
+_ST_MODES = {mode.sentence_transformers: name for name, mode in POOLING_MODES.items()}
+_ST_MODE_NAMES = {"mean": "mean", "cls": "first", "lasttoken": "last"}
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What a sentence-transformers folder does after the transformer: ``pooling`` (one of the project's modes),
+    ``normalize`` (a ``Normalize`` module) and ``max_length`` (tokens per text); ``folder`` is where it was read."""
+
+    folder: str
+    pooling: str
+    normalize: bool
+    max_length: int | None
+
+    def settings(self) -> dict[str, Any]:
+        """The encode settings it decides (``max_length`` only where the folder says one)."""
+        values: dict[str, Any] = {"pooling": self.pooling, "normalize": self.normalize}
+        return values if self.max_length is None else {**values, "max_length": self.max_length}
+
+
+def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
+    """The pipeline of the model ``--model`` names: a packaged model's or a local folder's own files, a hub model's
+    from the local hub cache (fetched there first when the hub is online); None for a model that is no
+    sentence-transformers model (no ``modules.json``), a GGUF file or a hub model whose files cannot be had."""
+    kind = model_kind(name)
+    if kind == "gguf":
+        return None
+    if kind == "packaged":
+        if PACKAGED_MODELS[name].gguf_file is not None:
+            return None
+        folder = _packaged_model_folder(name)
+        return read_pipeline(folder) if folder is not None else None
+    if kind == "folder":
+        return read_pipeline(Path(name).expanduser())
+    short = _offline_packaged(name) if revision is None else None
+    return model_pipeline(short) if short is not None else _hub_pipeline(name, revision)
+
+
+def _offline_packaged(hub_id: str) -> str | None:
+    """The installed packaged model a hub id loads as with the hub offline (as loading decides it), or None."""
+    from huggingface_hub import constants
+
+    short = next((s for s, p in PACKAGED_MODELS.items() if p.hub_id == hub_id), None)
+    if short is None or not constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        packaged_distributions(short)
+    except UserError:
+        return None
+    return short
+
+
+def read_pipeline(folder: Path) -> Pipeline | None:
+    """The pipeline ``folder`` declares, or None without ``modules.json``. A module the layers cannot reproduce (a
+    ``Dense`` projection, a pooling mode other than mean / first / last) is one :class:`UserError` naming the fix."""
+    modules = _json(folder / "modules.json")
+    if modules is None:
+        return None
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules if isinstance(m, dict)]
+    paths = {kind: str(m.get("path", "")) for kind, m in zip(kinds, modules, strict=True)}
+    extra = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
+    if extra or "Pooling" not in kinds:
+        what = ", ".join(extra) if extra else "no Pooling module"
+        raise UserError(
+            f"the sentence-transformers pipeline of {folder} has {what}, which a layer's pooled vectors cannot pass "
+            "through: give --protocol paper, or --pooling/--max-length/--normalize yourself"
+        )
+    pooling = _pooling_mode(folder, _json(folder / paths["Pooling"] / "config.json") or {})
+    modalities = (_json(folder / paths.get("Transformer", "") / "sentence_bert_config.json") or {}).get(
+        "modality_config"
+    )
+    if isinstance(modalities, dict) and "message" in modalities:
+        raise UserError(
+            f"the sentence-transformers pipeline of {folder} renders texts through its chat template (a 'message' "
+            "modality), which the layers do not: give --protocol paper, or --pooling/--max-length/--normalize yourself"
+        )
+    return Pipeline(str(folder), pooling, "Normalize" in kinds, _max_length(folder))
+
+
+def _pooling_mode(folder: Path, config: dict) -> str:
+    mode = config.get("pooling_mode")
+    if isinstance(mode, str):
+        name = _ST_MODE_NAMES.get(mode)
+    else:
+        on = [flag.removeprefix("pooling_mode_") for flag, value in config.items() if flag.startswith("pooling_mode_")]
+        on = [flag for flag in on if config[f"pooling_mode_{flag}"] is True]
+        mode = "+".join(on) or "none"
+        name = _ST_MODES.get(on[0]) if len(on) == 1 else None
+    if name is None:
+        modes = ", ".join(POOLING_MODES)
+        raise UserError(
+            f"the pooling mode {mode!r} of {folder} is not one of the modes here ({modes}): give --pooling, or "
+            "--protocol paper"
+        )
+    if config.get("include_prompt") is False:
+        raise UserError(
+            f"{folder} pools without its prompt tokens (include_prompt: false), which the layers cannot: give "
+            "--protocol paper, or --prompts none"
+        )
+    return name
+
+
+def _max_length(folder: Path) -> int | None:
+    """The tokens per text sentence-transformers truncates at: ``max_seq_length`` (up to 5.x), else the tokenizer's
+    ``model_max_length``, capped at ``max_position_embeddings``; None where neither says one."""
+    length = (_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+    if not isinstance(length, int):
+        length = (_json(folder / "tokenizer_config.json") or {}).get("model_max_length")
+        length = int(length) if isinstance(length, int | float) and length < _NO_LENGTH else None
+        positions = (_json(folder / "config.json") or {}).get("max_position_embeddings")
+        if length is not None and isinstance(positions, int):
+            length = min(length, positions)
+    return length if isinstance(length, int) and length > 0 else None
+
+
+def _json(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read {path}: {first_line(err)}") from None
+
+
+def _packaged_model_folder(name: str) -> Path | None:
+    """The folder of a packaged (not GGUF) model's files, found without loading it: in its package, or where its
+    zipped parts were unpacked (unpacked now, once, where they were not yet)."""
+    for distribution in packaged_distributions(name):
+        for file in distribution.files or ():
+            if file.name == "modules.json":
+                return Path(str(distribution.locate_file(file))).parent
+    from layer_mteb.model.loading import packaged_folder  # torch: only for a model not unpacked yet
+
+    return packaged_folder(name)
+
+
+#: the files :func:`read_pipeline` reads, fetched into the hub cache for a hub model
+PIPELINE_FILES = ("modules.json", "sentence_bert_config.json", "tokenizer_config.json", "config.json")
+
+
+def _hub_pipeline(name: str, revision: str | None) -> Pipeline | None:
+    """A hub model's pipeline from its files in the local hub cache (downloaded there, small files only, when the
+    hub is online); None when it has no ``modules.json``."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
+    found: dict[str, Path] = {}
+    try:
+        found["modules.json"] = Path(hf_hub_download(name, "modules.json", revision=revision))
+    except (EntryNotFoundError, LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError):
+        logger.info("%s: no sentence-transformers pipeline found (no modules.json): the paper's settings apply", name)
+        return None
+    modules = _json(found["modules.json"]) or []
+    pooling = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Pooling")), None)
+    wanted = [*PIPELINE_FILES[1:], *([f"{pooling}/config.json"] if pooling else [])]
+    for file in wanted:
+        try:
+            hf_hub_download(name, file, revision=revision)
+        except (EntryNotFoundError, LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError):
+            continue
+    return read_pipeline(found["modules.json"].parent)
