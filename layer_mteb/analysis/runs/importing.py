@@ -202,6 +202,7 @@ def release_scores(path: str | Path | pd.DataFrame, models: list[str] | None = N
         split="test",
         subset=None,
         data="release",
+        aggregate="",  # the paper's tasks hold no aggregate task
         **AUTHORS_SETTINGS,
         attention=_attention_of(raw["model"]),
     )
