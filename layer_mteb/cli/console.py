@@ -83,10 +83,12 @@ def fail(message: str) -> int:
 
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
     """Layers as rows, tasks as columns, one table per (model, revision); one summary line each (best and last
-    layer); then where the files are."""
+    layer); then where the files are. The run's tasks as mteb counts them (:func:`task_rows`): an aggregate task's
+    subtasks are in ``scores.csv``, not in the table or its means."""
     from layer_mteb.analysis.report.table1 import run_summary
-    from layer_mteb.common.run_folder import layer_table
+    from layer_mteb.common.run_folder import layer_table, task_rows
 
+    frame = task_rows(frame)
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
         print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")
     if not frame.empty:

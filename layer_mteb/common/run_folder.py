@@ -7,6 +7,7 @@ pandas loads where a table is read, not on import: ``layer-mteb --help`` and the
 ```
 <run>/
   scores.csv               one row per (task, subset, layer): mteb's main score          (layer-mteb run, import)
+                           (an aggregate task's subtasks too, each naming it under `aggregate`)
   scores.shard-I-of-N.csv  one shard's rows, until `layer-mteb merge` joins them          (run --shard I/N)
   run.json                 per (model, task): settings, what was encoded, evaluated, reused (run; run.shard-I-of-N.json)
   mteb/                    mteb's own result JSONs, one experiment per layer (its ResultCache folder)
@@ -35,7 +36,10 @@ the marker of a holder dead on this host; the project says so once per folder (:
 The tables:
 
 - ``scores.csv``: one row per (task, layer, subset) with mteb's main score, keyed by integer layer, and the run's
-  one model and setting read back from it (:func:`one_setting`).
+  one model and setting read back from it (:func:`one_setting`). An aggregate task's subtasks have rows of their own
+  beside the aggregate's, with the aggregate's name under ``aggregate`` (empty on every other row): the file holds
+  them for a reader, and :meth:`RunFolder.scores` leaves them out (:func:`task_rows`), so every mean over a run's tasks
+  and every per-task pick counts the aggregate once, as mteb's benchmarks do.
 - ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>`` (its
   evaluation-split texts), ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``;
   ``n`` counts the prompts the value is over. Rerunning a source with the same settings replaces its rows, so WikiText
@@ -125,7 +129,19 @@ class Table(NamedTuple):
 
 
 LAYER_COLUMNS = tuple(LayerId.__annotations__)
-SCORE_COLUMNS = [*LAYER_COLUMNS, "task", "task_type", "split", "subset", "main_score", *SETTINGS_COLUMNS, "data"]
+#: the ``scores.csv`` column naming the aggregate task a subtask's row belongs to (empty on every other row)
+AGGREGATE_COLUMN = "aggregate"
+SCORE_COLUMNS = [
+    *LAYER_COLUMNS,
+    "task",
+    "task_type",
+    "split",
+    "subset",
+    "main_score",
+    *SETTINGS_COLUMNS,
+    "data",
+    AGGREGATE_COLUMN,
+]
 SCORES_TABLE = Table(
     SCORE_COLUMNS,
     "re-run `layer-mteb run` to rewrite it",
@@ -420,13 +436,15 @@ def main_scores(
     ]
 
 
-def score_rows(task_result, *, task, encoder, data: str) -> list[dict]:
+def score_rows(task_result, *, task, encoder, data: str, aggregate: str = "") -> list[dict]:
     """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
 
-    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb).
+    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb);
+    ``aggregate`` names the aggregate task ``task`` is a subtask of (empty for a task of the run's own).
     """
     about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
-    return [{**about, **row, "task": task.metadata.name, "data": data} for row in main_scores(task_result)]
+    task_about = {"task": task.metadata.name, "data": data, AGGREGATE_COLUMN: aggregate}
+    return [{**about, **row, **task_about} for row in main_scores(task_result)]
 
 
 def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
@@ -436,6 +454,17 @@ def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
     if kept.empty:
         return new
     return tidy_scores(replace_rows(kept, new, SCORES_TABLE.key).to_dict("records"))
+
+
+def task_rows(scores: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the run's tasks as mteb counts them: an aggregate task's subtask rows left out (the aggregate's own
+    rows are the task, as in mteb's benchmarks), so a mean over tasks or a pick per task reads each task once. A table
+    written before the ``aggregate`` column holds no subtask row it can tell apart: all of it is read."""
+    if AGGREGATE_COLUMN not in scores.columns:
+        return scores
+    named = scores[AGGREGATE_COLUMN]
+    subtask = named.notna() & (named.astype(str) != "")
+    return scores[~subtask].reset_index(drop=True) if subtask.any() else scores
 
 
 def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -578,9 +607,11 @@ class RunFolder:
     def has_scores(self) -> bool:
         return self.scores_file.is_file()
 
-    def scores(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The folder's scores (integer layers); with ``missing_ok``, a folder or file not there yet, or one without
-        rows, reads as an empty table."""
+    def scores(self, *, missing_ok: bool = False, subtasks: bool = False) -> pd.DataFrame:
+        """The folder's scores (integer layers) of the run's tasks as mteb counts them (:func:`task_rows`: an
+        aggregate task's subtask rows left out), the table every analysis reads; with ``subtasks``, every row the
+        file holds (what a writer updates). With ``missing_ok``, a folder or file not there yet, or one without rows,
+        reads as an empty table."""
         if not self.has_scores():
             if missing_ok:
                 import pandas as pd
@@ -597,7 +628,7 @@ class RunFolder:
         frame = self._kept(self.scores_file.name, self._read_scores)
         if frame.empty and not missing_ok:
             raise UserError(f"{self.scores_file} has no scores yet: let `layer-mteb run` finish at least one layer")
-        return frame
+        return frame if subtasks else task_rows(frame)
 
     def _read_scores(self) -> pd.DataFrame:
         frame = read_table(self.scores_file, REQUIRED_SCORE_COLUMNS, SCORES_TABLE.fix)
@@ -611,7 +642,7 @@ class RunFolder:
         folder's lock, so the rows another writer added since this run began stay; the table written."""
         with self.locked():
             self._forget(self.scores_file.name)
-            frame = combine_scores(self.scores(missing_ok=True), rows)
+            frame = combine_scores(self.scores(missing_ok=True, subtasks=True), rows)
             self.write_scores(frame)
         return frame
 
@@ -627,7 +658,7 @@ class RunFolder:
             return None
         import pandas as pd
 
-        parts = [RunFolder(self, _shard_of(p)).scores(missing_ok=True) for p in paths]
+        parts = [RunFolder(self, _shard_of(p)).scores(missing_ok=True, subtasks=True) for p in paths]
         parts = [p for p in parts if not p.empty]
         return pd.concat(parts, ignore_index=True) if parts else None
 

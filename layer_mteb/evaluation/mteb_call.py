@@ -87,8 +87,9 @@ def _score_aggregate(
     encoder: LayerEncoder, task: AbsTaskAggregate, results_cache: ResultCache | None, overwrite: bool, data: str
 ) -> list[dict]:
     """An aggregate task as ``mteb.evaluate`` runs one: each subtask evaluated (and stored) on its own, their results
-    combined by the aggregate's own ``combine_task_results`` and stored beside them; the rows of every subtask, then
-    the aggregate's. The subtasks' texts are already in the encoder's cache: nothing is encoded twice."""
+    combined by the aggregate's own ``combine_task_results`` and stored beside them; the rows of every subtask (each
+    naming the aggregate, so a mean over tasks leaves them out), then the aggregate's. The subtasks' texts are already
+    in the encoder's cache: nothing is encoded twice."""
     results = [evaluate_layer(encoder, subtask, results_cache, overwrite).task_results[0] for subtask in task.tasks]
     combined = task.combine_task_results(results)
     if results_cache is not None:
@@ -96,7 +97,7 @@ def _score_aggregate(
     rows = [
         row
         for subtask, result in zip(task.tasks, results, strict=True)
-        for row in score_rows(result, task=subtask, encoder=encoder, data=data)
+        for row in score_rows(result, task=subtask, encoder=encoder, data=data, aggregate=task.metadata.name)
     ]
     return rows + score_rows(combined, task=task, encoder=encoder, data=data)
 

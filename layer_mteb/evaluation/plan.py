@@ -166,7 +166,7 @@ def merge_shards(output: str | Path) -> pd.DataFrame:
     missing = [i for i in range(n) if not (output / sharded(SCORES_FILE, (i, n))).exists()]
     if missing:
         raise UserError(f"shard(s) {missing} of {n} have not finished in {output}; rerun them, then merge")
-    tables = [RunFolder(output, (i, n)).scores(missing_ok=True) for i in range(n)]
+    tables = [RunFolder(output, (i, n)).scores(missing_ok=True, subtasks=True) for i in range(n)]
     shards = pd.concat(tables, ignore_index=True).to_dict("records")
     return folder.update_scores(shards)  # rows of earlier runs in the folder stay
 
@@ -181,4 +181,4 @@ def merge_when_all_done(output: Path, shard: tuple[int, int]) -> pd.DataFrame:
     if shard[0] == 0:
         merge_shards(output)
     dist.barrier()
-    return RunFolder(output).scores(missing_ok=True)
+    return RunFolder(output).scores(missing_ok=True, subtasks=True)  # every row, as an unlaunched sweep returns

@@ -395,15 +395,29 @@ def task_type(name: str) -> str | None:
 
     Only mteb's unknown-name error gives ``None``: any other failure propagates, because the type decides the
     ``auto`` policy's rules per task type, which must not change silently with the installed mteb."""
+    task = _known_task(name)
+    return None if task is None else task.metadata.type
+
+
+def subtask_names(name: str) -> list[str]:
+    """The subtasks of the mteb aggregate task called ``name`` (``CQADupstackRetrieval``: its 12 forums); empty for
+    any other task and for a name the installed mteb does not know."""
+    task = _known_task(name)
+    if task is None or not getattr(task, "is_aggregate", False):
+        return []
+    return [part.metadata.name for part in task.metadata.tasks]
+
+
+def _known_task(name: str):
+    """mteb's task called ``name``, ``None`` only for a name mteb does not know (:func:`task_type`)."""
     import mteb
 
     try:
-        task = mteb.get_task(name)
+        return mteb.get_task(name)
     except KeyError:
         if name in known_names():  # a known task failing to build is not an unknown name
             raise
         return None
-    return task.metadata.type
 
 
 def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:

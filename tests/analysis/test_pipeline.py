@@ -31,6 +31,7 @@ def test_report_uses_the_selection_and_correlation_that_select_and_correlate_wro
             "split": "test",
             "subset": "default",
             "main_score": curve[k],
+            "aggregate": "",  # a task of the run's own, not an aggregate's subtask
         }
         for task, curve in task_curves.items()
         for k in layers

@@ -20,6 +20,7 @@ from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import (
+    AGGREGATE_COLUMN,
     METRIC_COLUMNS,
     METRICS_FILE,
     SCORE_COLUMNS,
@@ -29,7 +30,7 @@ from layer_mteb.common.run_folder import (
 )
 from layer_mteb.metrics import RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
-from layer_mteb.tasks.catalog import read_task_file, task_type
+from layer_mteb.tasks.catalog import read_task_file, subtask_names, task_type
 
 #: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
 #: mean pooling with special tokens, max length 2048, half precision, no normalisation after pooling; each model
@@ -151,7 +152,17 @@ def import_folder(
             f"the result files under {folder} do not say which attention {', '.join(unsaid)} ran: pass --attention "
             "causal (a decoder or state-space model) or bidirectional (an encoder)"
         )
-    return _with_depth(pd.DataFrame(rows), n_layers)
+    frame = pd.DataFrame(rows)
+    frame[AGGREGATE_COLUMN] = _aggregate_of(frame["task"])
+    return _with_depth(frame, n_layers)
+
+
+def _aggregate_of(tasks: pd.Series) -> pd.Series:
+    """Each row's aggregate task where the folder holds that aggregate's results too (its subtasks' rows then name
+    it, as a run's do, and means over tasks count the aggregate once); empty for every other row."""
+    names = set(tasks)
+    parent = {part: name for name in names for part in subtask_names(name) if part in names}
+    return tasks.map(lambda task: parent.get(task, ""))
 
 
 def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
@@ -191,6 +202,7 @@ def release_scores(path: str | Path | pd.DataFrame, models: list[str] | None = N
         split="test",
         subset=None,
         data="release",
+        aggregate="",  # the paper's tasks hold no aggregate task
         **AUTHORS_SETTINGS,
         attention=_attention_of(raw["model"]),
     )
