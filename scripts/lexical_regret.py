@@ -31,7 +31,8 @@ from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.auto import kind_of, pooling_of
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers, task_types
-from layer_mteb.analysis.selection.selectors import ModelData, by_name
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import ModelData
 from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
 from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, LEXICAL_KINDS, is_lexical
 

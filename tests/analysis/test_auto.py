@@ -17,7 +17,8 @@ from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.auto import family_of
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import ModelData, evaluate
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from studies import engine, lofo

@@ -184,7 +184,7 @@ TIED_METRIC = {("prompt_entropy", "wikitext"): [0.9, 0.1, 0.5, 0.1, 0.7]}  # min
 def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None:
     from layer_mteb.analysis.report.table1 import per_task_summary, task_scores
     from layer_mteb.analysis.rules import extremum_layer, nearest_layer
-    from layer_mteb.analysis.selection import selectors
+    from layer_mteb.analysis.selection import registry, selectors
     from studies import engine as study
 
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie
@@ -198,7 +198,7 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
     assert set(frame["best_layer"]) == {2}
     assert _pick(frame, "A", "prompt_entropy", "wikitext")["chosen_layer"] == 3
     [model] = study.study_models(scores, metrics.assign(texts="task:A"), min_tasks=1)
-    picks = selectors.evaluate([model], [selectors.by_name("prompt_entropy@own")]).iloc[0]
+    picks = selectors.evaluate([model], [registry.by_name("prompt_entropy@own")]).iloc[0]
     assert (picks["chosen_layer"], picks["best_layer"]) == (3, 2)
     assert picks["chosen_score"] == pytest.approx(30.0) and picks["regret"] == pytest.approx(20.0)  # the study: ×100
 

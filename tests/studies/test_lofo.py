@@ -11,7 +11,8 @@ import pytest
 
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.auto import Rule
-from layer_mteb.analysis.selection.selectors import ModelData, by_name
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import ModelData
 from layer_mteb.common.package import VERSION
 from studies import lofo
 

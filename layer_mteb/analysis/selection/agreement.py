@@ -1,38 +1,37 @@
 """``select --by agreement``: per task, the layer whose geometry agrees most with a trusted sentence encoder on the
-task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024; docs/agreement.md).
+task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024; docs/agreement.md), and the published
+intrinsic-dimension selectors on the TwoNN curve stored beside it.
 
-This module only reads: the curves are the run's ``agreement.csv``, computed beforehand by their own stage
-(:func:`layer_mteb.metrics.agreement.compute.agreement_curves`; the commands call it first for the tasks
-:func:`missing_curves` names). The curves enter the one selection engine as metric curves (``agreement``, higher is
-better; the TwoNN curve for the intrinsic-dimension selectors), so the pick, the tie rule (deeper) and regret and
-gain are those of every other selector.
+This module only reads: the curves are the run's ``agreement.csv``. Those a pick needs and the run lacks
+(:func:`missing_curves`) are computed first through the :class:`SignalSource` a command hands the selection
+(:class:`layer_mteb.metrics.agreement.source.SignalSource`); the curves then enter the one selection engine as
+per-layer signals (``agreement``, higher is better), so the pick, the tie rule (deeper) and regret and gain are those
+of every other selector.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Protocol
 
-import pandas as pd
-
-from layer_mteb.analysis.selection.auto import AUTO, kind_of, load_policy, pooling_of
 from layer_mteb.analysis.selection.curves import as_folder
-from layer_mteb.analysis.selection.selectors import AGREEMENT
-from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_FILE, LAYER_COLUMNS, METRIC_COLUMNS, NO_REFERENCE, RunFolder
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC
+from layer_mteb.common.run_folder import AGREEMENT_FILE, NO_REFERENCE, RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.lexical import is_lexical
-from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
 
-#: what ``auto`` says of a base model without agreement curves: the lexical reference was studied for it, and not
-#: adopted (docs/agreement.md, "Without another model": worse than the depth prior on SmolLM2)
-LEXICAL_NOT_ADOPTED = (
-    "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and not adopted: it "
-    "loses to this rule on SmolLM2 (docs/agreement.md)"
-)
+if TYPE_CHECKING:
+    import pandas as pd
+
+AGREEMENT = "agreement"
 
 
 @dataclass(frozen=True)
@@ -60,36 +59,91 @@ class AgreementOptions:
             raise UserError(f"--sample {self.n} and --neighbours {self.k} need k >= 1 and n >= 2 (k + 1)")
 
 
+class SignalSource(Protocol):
+    """What computes the curves a pick needs and the run lacks (a command hands one; the selection never loads a
+    model): the sample (``n``, ``k``, ``seed``) and the reference as ``agreement.csv`` names it (``None``: the
+    default)."""
+
+    n: int
+    k: int
+    seed: int
+
+    @property
+    def stored_reference(self) -> str | None: ...
+
+    def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Wanted | None = None) -> None: ...
+
+
+def options_of(source: SignalSource | None) -> AgreementOptions:
+    """The curve a pick reads: the one ``source`` computes, else the defaults."""
+    if source is None:
+        return AgreementOptions()
+    return AgreementOptions(reference=source.stored_reference, n=source.n, k=source.k, seed=source.seed)
+
+
 def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> list[str]:
-    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the curves' stage
-    must compute before a pick reads them)."""
+    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the source must
+    compute before a pick reads them)."""
     folder = as_folder(run)
     table = folder.agreement(missing_ok=True)
     return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
 
 
-def agreement_metrics(run: str | Path | RunFolder, options: AgreementOptions) -> pd.DataFrame:
-    """The run's stored agreement curves under ``options`` as ``metrics.csv`` rows (metric ``agreement``, texts
-    ``task:<Task>``, the scores' settings), one curve per scored task that has one (:func:`missing_curves` names
-    those that have none), and the TwoNN curves beside them."""
+@dataclass(frozen=True)
+class StoredCurves:
+    """The run's stored curves a pick reads, per model: (signal, texts) -> value per layer, and texts -> the readout
+    they were measured on (the scores' own: no raw/final_norm pairing applies)."""
+
+    curves: Mapping[str, dict[tuple[str, str], pd.Series]]
+    readout: Mapping[str, dict[str, str]]
+
+
+def stored_curves(
+    folder: RunFolder | None, by: str, needs: Needs, options: AgreementOptions, source: SignalSource | None
+) -> StoredCurves | None:
+    """The curves of ``agreement.csv`` that ``needs`` reads or uses, those missing computed first through
+    ``source`` (a pick that reads them fails in one line naming the command that computes them, where none is
+    handed); ``None`` where it reads none."""
+    reads, uses = needs.in_table(AGREEMENT_FILE)
+    if not reads and not uses:
+        return None
+    if folder is None:
+        if reads:
+            raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
+        return None
+    if source is not None and (reads or needs.wanted):
+        missing = missing_curves(folder, options)
+        if missing:
+            source.compute(folder, missing, None if reads else needs.wanted[0])
+    if not reads and not folder.file(AGREEMENT_FILE).is_file():
+        return None
+    found = read_curves(folder, options)
+    if reads and not found.curves:
+        raise UserError(
+            f"no agreement curves for these options in {folder.file(AGREEMENT_FILE)}: "
+            f"`layer-mteb select --run {folder.path} --by agreement` computes them first"
+        )
+    return found
+
+
+def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
+    """The run's stored agreement curves under ``options`` (signal ``agreement``, texts ``task:<Task>``), one per
+    scored task that has one (:func:`missing_curves` names those that have none), and the TwoNN curves beside
+    them."""
     folder = as_folder(run)
     tasks, table = _tasks(folder), folder.agreement(missing_ok=True)
-    rows = pd.concat([_curve_rows(table, folder, options, task) for task in tasks], ignore_index=True)
     id_options = dataclasses.replace(options, metric=ID_METRIC, outlier="none")
-    id_rows = [_curve_rows(table, folder, id_options, task) for task in tasks]
-    rows = pd.concat([rows.assign(metric=AGREEMENT), *id_rows], ignore_index=True)
-    return pd.DataFrame(
-        {
-            **{column: rows[column] for column in LAYER_COLUMNS if column in rows},
-            "texts": rows["task"].map(task_texts_label),
-            "task": rows["task"],
-            "metric": rows["metric"],
-            "value": rows["value"],
-            "n": rows["n"],
-            **{column: rows[column] for column in SETTINGS_COLUMNS if column in rows},
-        },
-        columns=METRIC_COLUMNS,
-    )
+    curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
+    readout: dict[str, dict[str, str]] = {}
+    for signal, chosen in ((AGREEMENT, options), (ID_METRIC, id_options)):
+        for task in tasks:
+            rows = _curve_rows(table, folder, chosen, task)
+            for model, part in rows.groupby("model", sort=False):
+                texts = task_texts_label(task)
+                curves.setdefault(str(model), {})[signal, texts] = part.groupby("layer")["value"].mean().dropna()
+                if "readout" in part:
+                    readout.setdefault(str(model), {})[texts] = str(part["readout"].iloc[-1])
+    return StoredCurves(curves, readout)
 
 
 def _tasks(folder: RunFolder) -> list[str]:
@@ -137,26 +191,41 @@ def _sample_size(folder: RunFolder, task: str, options: AgreementOptions) -> int
     return len(texts)
 
 
-def describe_agreement(folder: RunFolder, picks: pd.DataFrame, by: str, options: AgreementOptions) -> list[str]:
-    """One line per model: what ``--by agreement`` read (reference, its revision, metric, n, k, seed), or which
-    policy rule ``--by auto`` applied and why (agreement for a base model whose run has its curves, else the
-    shipped policy)."""
-    scores, lines = folder.scores(), []
-    for model in picks["model"].astype(str).unique():
-        part = scores[scores["model"] == model]
-        pooling = pooling_of(part)
-        picked = picks[(picks["model"] == model) & (picks["selector"] == by)]
-        if by == AUTO and not (picked["texts"].astype(str).str.startswith("task:")).any():
-            line = load_policy().describe(model, pooling)
-            if kind_of(model, pooling) == "base":
-                line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
-                line += LEXICAL_NOT_ADOPTED
-            lines.append(line)
-            continue
-        stored = folder.agreement(missing_ok=True)
-        first = _curve_rows(stored, folder, options, str(part["task"].iloc[0]))
-        reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-        what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
-        why = "base language model: the layer of most agreement" if by == AUTO else "the layer of most agreement"
-        lines.append(f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}")
-    return lines
+def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions) -> str:
+    """What a pick by agreement read for ``model``: the reference, its revision, metric, n, k and seed."""
+    scores = folder.scores()
+    task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
+    first = _curve_rows(folder.agreement(missing_ok=True), folder, options, task)
+    reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
+    what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
+    return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"
+
+
+@dataclass(frozen=True)
+class AgreementSelector(Selector):
+    """``--by agreement``: the layer of most agreement, each task on its own texts; says what it read."""
+
+    def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
+        assert isinstance(options, AgreementOptions)
+        models = picks["model"].astype(str).unique()
+        return [agreement_line(folder, m, self.name, "the layer of most agreement", options) for m in models]
+
+
+def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
+    """A published intrinsic-dimension selector on the task's TwoNN curve; it reads the whole curve 0..L in order,
+    so a run missing a layer has no pick."""
+    values = model.curve(ID_METRIC, "own", task)
+    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
+        return None
+    return id_pick(values.sort_index().to_numpy(), name)
+
+
+@cache
+def curve_selectors() -> Mapping[str, Selector]:
+    """The selectors of the stored curves: agreement with a reference encoder, and the intrinsic-dimension
+    selectors (studied, not offered: they lose to agreement, docs/agreement.md)."""
+    found = [
+        AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
+        *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
+    ]
+    return MappingProxyType({selector.name: selector for selector in found})

@@ -1,7 +1,7 @@
-"""The label-free layer selectors, one registry: each :class:`Selector` is a name, the table its pick reads and the
-function that picks a layer from per-layer curves. ``select --by`` and ``export --by`` offer the registry's
-:data:`offered <Selector.offered>` names, its did-you-mean and ``--help`` come from it, and ``select``, the report's
-leaderboard and the selector studies all pick with it and score with :func:`evaluate`.
+"""The label-free layer selectors and the one engine applying them: each :class:`Selector` is a name, the per-layer
+signals it reads (:data:`~layer_mteb.metrics.SIGNALS`) and the function that picks a layer from their curves; this
+module holds the metric selectors (:func:`metric_selectors`), :mod:`~.registry` every selector by name.
+``select``, the report's leaderboard and the selector studies all pick with it and score with :func:`evaluate`.
 
 A selector sees only metric curves and the model's depth, never scores (``oracle``, the hindsight baseline, is the
 one exception). Ties follow :mod:`~.rules`: the deeper layer; "last" is layer ``n_layers``. Importing this module
@@ -10,27 +10,22 @@ loads no pandas, so the command line checks a ``--by`` name before anything heav
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.metrics import DIRECTIONS
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, ID_SELECTORS, id_pick
+from layer_mteb.metrics import CURVES_TABLE, DIRECTIONS, SIGNALS
 from layer_mteb.metrics.texts import task_texts_label
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: What a selector's pick reads besides the model's depth: nothing (``depth``), the scores (``oracle``), the run's
-#: ``metrics.csv`` or its stored agreement curves (``agreement.csv``, :mod:`~.agreement`).
-Reads = Literal["depth", "scores", "metrics", "curves"]
-AUTO = "auto"
-AGREEMENT = "agreement"
+    from layer_mteb.common.run_folder import RunFolder
+
 #: Metrics whose extremum is a study candidate (the authors' six).
 STUDY_METRICS = ("prompt_entropy", "dataset_entropy", "curvature", "infonce", "lidar", "dime")
 WINDOWS = (0.0, 0.25, 0.5, 0.75)
@@ -38,6 +33,33 @@ DEPTHS = tuple(round(tenths / 10, 1) for tenths in range(1, 11))
 SOURCES = ("own", "wikitext")
 #: What ``select`` always reports beside the selector it is asked for.
 BASELINES = ("last_layer", "middle_layer", "oracle")
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """Curves a selector computes first where it can and does without otherwise: who asks (``by``), for which
+    ``model`` and ``why``, and what it does ``instead`` where they cannot be computed."""
+
+    by: str
+    model: str
+    why: str
+    instead: str
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The signals (:data:`~layer_mteb.metrics.SIGNALS`) a selector reads on a run: ``reads`` (a pick cannot do
+    without them), ``uses`` (read where the run has them) and ``wanted`` (computed first where missing, if they can
+    be)."""
+
+    reads: frozenset[str] = frozenset()
+    uses: frozenset[str] = frozenset()
+    wanted: tuple[Wanted, ...] = ()
+
+    def in_table(self, table: str) -> tuple[set[str], set[str]]:
+        """The signals read and the signals used that ``table`` stores."""
+        stored = {name for name, signal in SIGNALS.items() if signal.table == table}
+        return set(self.reads) & stored, set(self.uses) & stored
 
 
 @dataclass(frozen=True)
@@ -67,15 +89,15 @@ Pick = Callable[["Selector", ModelData, str], "int | None"]
 
 @dataclass(frozen=True)
 class Selector:
-    """One selector: ``name`` (what ``--by`` and the tables call it), what its pick ``reads``, and ``how`` it picks
-    a task's layer (called with the selector itself, so ``metric``, ``source``, ``from_depth`` and ``depth`` tune
+    """One selector: ``name`` (what ``--by`` and the tables call it) and ``how`` it picks a task's layer (called with
+    the selector itself, so ``metric`` (the signal it reads, if any), ``source``, ``from_depth`` and ``depth`` tune
     it). ``form``: how ``--help`` and the did-you-mean write its family (default: the name); ``offered``: whether
-    ``--by`` takes it (the intrinsic-dimension selectors are studied, not offered). ``by_type``: (task type,
-    selector name) pairs that pick instead on tasks of that type (the type is known without labels)."""
+    ``--by`` takes it. ``by_type``: (task type, selector name) pairs that pick instead on tasks of that type (the type
+    is known without labels). A selector is a pure function of the loaded run; one that reads more than one signal,
+    or decides per model what it applies (``auto``), says so by overriding :meth:`needs` and :meth:`for_model`."""
 
     name: str
     how: Pick
-    reads: Reads = "depth"
     metric: str | None = None
     source: str | None = None
     from_depth: float = 0.0
@@ -87,8 +109,33 @@ class Selector:
     def pick(self, model: ModelData, task: str) -> int | None:
         instead = dict(self.by_type).get(model.task_types.get(task, ""))
         if instead is not None:
-            return by_name(instead).pick(model, task)
+            return metric_selector_named(instead).pick(model, task)
         return None if model.layers(task).empty else self.how(self, model, task)
+
+    def signals(self) -> frozenset[str]:
+        """The signals its picks read, on every task type."""
+        names = [self.metric, *(metric_selector_named(name).metric for _, name in self.by_type)]
+        return frozenset(name for name in names if name is not None)
+
+    def needs(self, scores: pd.DataFrame) -> Needs:
+        """What it reads on a run of ``scores`` (every model of it)."""
+        return Needs(reads=self.signals())
+
+    def for_model(self, model: ModelData) -> Selector:
+        """The selector that picks for ``model`` (itself; ``auto`` applies its rule for the model's kind)."""
+        return self
+
+    def per_task(self) -> bool:
+        """Whether it can pick only per task: it reads each task's own texts, or picks per task type."""
+        return self.source == "own" or bool(self.by_type)
+
+    def computes_curves(self) -> bool:
+        """Whether a pick cannot do without curves a command computes on demand (``agreement.csv``)."""
+        return any(SIGNALS[name].table == CURVES_TABLE for name in self.signals())
+
+    def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
+        """Lines saying what it read and why it picked as it did, per model (none: the table says it)."""
+        return []
 
 
 def _last(_: Selector, model: ModelData, task: str) -> int | None:
@@ -103,7 +150,7 @@ def _best_score(_: Selector, model: ModelData, task: str) -> int:
     return extremum_layer(model.scores[task].dropna(), "max")
 
 
-def _extremum(selector: Selector, model: ModelData, task: str) -> int | None:
+def extremum(selector: Selector, model: ModelData, task: str) -> int | None:
     """The metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``."""
     values = model.curve(str(selector.metric), str(selector.source), task)
     if values is None:
@@ -112,21 +159,12 @@ def _extremum(selector: Selector, model: ModelData, task: str) -> int | None:
     return None if values.empty else extremum_layer(values, DIRECTIONS[str(selector.metric)])
 
 
-def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
-    """A published intrinsic-dimension selector on the task's TwoNN curve; it reads the whole curve 0..L in order,
-    so a run missing a layer has no pick."""
-    values = model.curve(ID_METRIC, "own", task)
-    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
-        return None
-    return id_pick(values.sort_index().to_numpy(), name)
-
-
 def metric_selector(metric: str, source: str | None = None, start: float = 0.0) -> Selector:
     """A metric's extremum on one text source (``own``: each task's texts) from relative depth ``start``; without a
     source, the bare metric ``--by`` takes, which ``select`` applies on every source the run measured it on."""
     name = metric if source is None else f"{metric}@{source}{f':from={start:.2f}' if start else ''}"
     form = "a metric" if source is None else "<metric>@<own|wikitext>[:from=0.25|0.50|0.75]"
-    return Selector(name, _extremum, "metrics", metric, source, start, form=form)
+    return Selector(name, extremum, metric, source, start, form=form)
 
 
 def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
@@ -138,65 +176,24 @@ def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
 
 
 @cache
-def registry() -> Mapping[str, Selector]:
-    """Every selector by name: the study candidates, each metric alone, the hindsight ``oracle``, agreement with a
-    reference encoder and the intrinsic-dimension selectors (read off ``agreement.csv``, not offered). Built once:
-    every lookup (one per pick, where a policy rule picks per task type) reads the same read-only mapping."""
-    curves = {AGREEMENT, ID_METRIC}
+def metric_selectors() -> Mapping[str, Selector]:
+    """The selectors of the per-layer metrics by name: the study candidates, each metric alone and the hindsight
+    ``oracle`` (the curves' selectors are :mod:`~.agreement`'s, ``auto`` is :mod:`~.auto`'s; every one is in
+    :func:`~.registry.registry`). Built once: every lookup reads the same read-only mapping."""
     found = [
         *selectors(),
-        *(metric_selector(metric) for metric in DIRECTIONS if metric not in curves),
-        Selector("oracle", _best_score, "scores", form="oracle (the best layer in hindsight)"),
-        Selector(AGREEMENT, _extremum, "curves", AGREEMENT, "own", form="agreement (with a sentence encoder)"),
-        *(Selector(name, partial(_id_curve, name), "curves", ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
+        *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != CURVES_TABLE),
+        Selector("oracle", _best_score, form="oracle (the best layer in hindsight)"),
     ]
     return MappingProxyType({selector.name: selector for selector in found})
 
 
-def by_name(name: str) -> Selector:
-    """The selector called ``name``, offered or not (one clear error naming the forms otherwise)."""
-    found = registry().get(name)
+def metric_selector_named(name: str) -> Selector:
+    """The metric selector called ``name`` (a policy rule or a per-type pick names one)."""
+    found = metric_selectors().get(name)
     if found is None:
-        raise UserError(unknown_selector_message(name))
+        raise UserError(f"unknown metric selector {name!r}")
     return found
-
-
-def offered_names() -> list[str]:
-    """Every name ``--by`` takes: the offered selectors and ``auto``."""
-    return [*(name for name, selector in registry().items() if selector.offered), AUTO]
-
-
-def by_help() -> str:
-    """What ``--by`` takes, one phrase per family of the registry."""
-    forms = dict.fromkeys((s.form or s.name) for s in registry().values() if s.offered)
-    metrics = ", ".join(name for name, s in registry().items() if s.form == "a metric")
-    forms = {(f"a metric ({metrics})" if form == "a metric" else form): None for form in forms}
-    return ", ".join([*forms, "or auto (the study's choice per kind of model; docs/selection.md)"])
-
-
-def unknown_selector_message(name: str) -> str:
-    """One line: why ``name`` is refused, the nearest offered names, then the forms ``--by`` takes."""
-    known = registry().get(name)
-    if known is not None:  # a studied selector, applied from Python only
-        return (
-            f"--by {name} is a studied selector that loses to agreement (docs/agreement.md), not offered on the "
-            f"command line; layer_mteb.select_layers(run, by={name!r}) applies it"
-        )
-    close = difflib.get_close_matches(name, offered_names(), n=3)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
-
-
-def reads_curves(by: object) -> bool:
-    """Whether ``by`` names one selector that reads the run's stored agreement curves (``auto`` reads them only
-    where the run has them)."""
-    return isinstance(by, str) and by != AUTO and by_name(by).reads == "curves"
-
-
-def check_selector(name: str) -> None:
-    """A ``--by`` name that is not offered is one :class:`UserError` with a suggestion."""
-    if name not in offered_names():
-        raise UserError(unknown_selector_message(name))
 
 
 class SelectionRow(TypedDict):
@@ -243,7 +240,8 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
             base = {"model": model.name, "task": task, "last_layer": model.n_layers}
             base |= {"last_score": last_score(score, model.n_layers), "best_layer": best_layer}
             base["best_score"] = float(score[best_layer])
-            for selector in candidates:
+            for chosen in candidates:
+                selector = chosen.for_model(model)
                 layer = selector.pick(model, task)
                 if layer is None:
                     continue
