@@ -16,7 +16,6 @@ from layer_mteb.cli.options import (
     DATA_DEFAULT,
     add_metric_readout,
     add_no_reference,
-    add_renamed,
     check_runs,
     settings_of,
 )
@@ -63,7 +62,6 @@ def add_options(select: argparse.ArgumentParser) -> None:
         "when installed, else minilm-l6, else all-mpnet-base-v2 from the hub, never the model itself), or a lexical "
         "reference fitted on the sampled texts alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
     )
-    add_renamed(select, "--reference", "--agreement-with")
     add_no_reference(select)
     select.add_argument("--sample", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)")
     select.add_argument("--neighbours", type=int, default=10, help="with --by agreement: k of mutual k-NN")

@@ -178,10 +178,7 @@ def test_cli_report_writes_every_file(tmp_path, capsys):
     assert {p.name for p in output.iterdir()} == expected
     assert all((output / name).stat().st_size > 0 for name in expected)
     assert "Table 1" in capsys.readouterr().out
-    # an earlier report is replaced; the option's former spelling still works for one release, saying so once
-    assert main([*argv, "--reference", str(reference)]) == 0
-    said = capsys.readouterr().err.splitlines()
-    assert said.count("layer-mteb: --reference is deprecated for report; use --pythia-scores") == 1
+    assert main([*argv, "--pythia-scores", str(reference)]) == 0  # an earlier report is replaced
 
 
 @pytest.mark.parametrize("problem", ["missing", "no-scores", "bad-columns", "output-is-a-run"])

@@ -11,7 +11,6 @@ of every other selector.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -23,7 +22,7 @@ from layer_mteb.analysis.selection.curves import as_folder
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import AGREEMENT_FILE, NO_REFERENCE, RunFolder
-from layer_mteb.metrics.agreement import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
+from layer_mteb.metrics.agreement import DEFAULT_K
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
@@ -32,29 +31,25 @@ if TYPE_CHECKING:
     import pandas as pd
 
 AGREEMENT = "agreement"
+#: the agreement measure a pick reads (the study's choice, docs/agreement.md)
+MEASURE = "mknn"
 
 
 @dataclass(frozen=True)
 class AgreementOptions:
-    """The curve a pick reads; the defaults were fixed before the study (docs/agreement.md) and kept by it. The
-    command line sets ``reference``, ``n``, ``k`` and ``seed``; ``metric`` (linear CKA) and ``outlier`` are the
-    study's knobs, set from Python."""
+    """The curve a pick reads: mutual k-NN with no outlier treatment (:data:`MEASURE`; the study's other measures and
+    treatments are read by ``scripts/``), with the ``reference``, ``n``, ``k`` and ``seed`` the command line sets; the
+    defaults were fixed before the study (docs/agreement.md) and kept by it."""
 
     # the reference as agreement.csv names it (a hub id, local/<folder> or a lexical name: the CLI turns
     # --agreement-with into it with metrics.agreement.reference.reference_name); None: all-mpnet-base-v2's curves,
     # else any trained one
     reference: str | None = None
-    metric: str = "mknn"
-    outlier: str = "none"
     n: int = DEFAULT_N
     k: int = DEFAULT_K
     seed: int = DEFAULT_SEED
 
     def __post_init__(self) -> None:
-        if self.metric not in (*AGREEMENT_METRICS, ID_METRIC):
-            raise UserError(f"the agreement metric must be one of {', '.join(AGREEMENT_METRICS)}; got {self.metric!r}")
-        if self.outlier not in OUTLIERS:
-            raise UserError(f"the outlier treatment must be one of {', '.join(OUTLIERS)}; got {self.outlier!r}")
         if self.n < 2 * (self.k + 1) or self.k < 1:
             raise UserError(f"--sample {self.n} and --neighbours {self.k} need k >= 1 and n >= 2 (k + 1)")
 
@@ -132,12 +127,11 @@ def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> Store
     them."""
     folder = as_folder(run)
     tasks, table = _tasks(folder), folder.agreement(missing_ok=True)
-    id_options = dataclasses.replace(options, metric=ID_METRIC, outlier="none")
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}
-    for signal, chosen in ((AGREEMENT, options), (ID_METRIC, id_options)):
+    for signal, measure in ((AGREEMENT, MEASURE), (ID_METRIC, ID_METRIC)):
         for task in tasks:
-            rows = _curve_rows(table, folder, chosen, task)
+            rows = _curve_rows(table, folder, options, task, measure)
             for model, part in rows.groupby("model", sort=False):
                 texts = task_texts_label(task)
                 curves.setdefault(str(model), {})[signal, texts] = part.groupby("layer")["value"].mean().dropna()
@@ -151,17 +145,20 @@ def _tasks(folder: RunFolder) -> list[str]:
     return sorted(set(folder.scores()["task"].astype(str)))
 
 
-def _curve_rows(table: pd.DataFrame, folder: RunFolder, options: AgreementOptions, task: str) -> pd.DataFrame:
-    """``task``'s curve in the run's ``table`` under ``options``: the reference asked (any stored one when none is),
-    at sample size ``n`` (or at the task's whole size when it has fewer texts), empty when there is none."""
+def _curve_rows(
+    table: pd.DataFrame, folder: RunFolder, options: AgreementOptions, task: str, measure: str = MEASURE
+) -> pd.DataFrame:
+    """``task``'s curve of ``measure`` in the run's ``table`` under ``options``: the reference asked (any stored one
+    when none is), at sample size ``n`` (or at the task's whole size when it has fewer texts), empty when there is
+    none."""
     rows = table[
         (table["task"] == task)
-        & (table["metric"] == options.metric)
-        & (table["outlier"] == options.outlier)
+        & (table["metric"] == measure)
+        & (table["outlier"] == "none")
         & (table["seed"] == options.seed)
-        & (table["k"] == (options.k if options.metric == "mknn" else 0))
+        & (table["k"] == (options.k if measure == MEASURE else 0))
     ]
-    if options.metric == ID_METRIC:  # the intrinsic dimension reads no reference
+    if measure == ID_METRIC:  # the intrinsic dimension reads no reference
         rows = rows[rows["reference"] == NO_REFERENCE]
     elif options.reference:
         rows = rows[rows["reference"] == options.reference]
@@ -197,7 +194,7 @@ def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: Ag
     task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
     first = _curve_rows(folder.agreement(missing_ok=True), folder, options, task)
     reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-    what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
+    what = f"{MEASURE}, outliers none, n={options.n}, k={options.k}, seed {options.seed}"
     return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"
 
 

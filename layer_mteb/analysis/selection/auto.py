@@ -27,7 +27,6 @@ from layer_mteb.analysis.selection.agreement import AGREEMENT, AgreementOptions,
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC
 
 if TYPE_CHECKING:
@@ -240,21 +239,6 @@ def load_policy(path: str | Path = POLICY_FILE) -> Policy:
         for name in rule.selector_names():
             known(name)  # an unknown selector is one UserError line
     return policy
-
-
-def write_policy(policy: Policy, path: str | Path = POLICY_FILE) -> Path:
-    """Write ``policy`` as JSON; a file that differs only in its date is left as it is (same inputs, same bytes)."""
-    path = Path(path)
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text())
-            if {**old, "date": ""} == {**policy.to_json(), "date": ""}:
-                return path
-        except ValueError:
-            pass
-    text = json.dumps(policy.to_json(), indent=2) + "\n"
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-    return path
 
 
 def known(name: str) -> Selector:

@@ -38,7 +38,7 @@ def offered_names() -> list[str]:
 def by_help() -> str:
     """What ``--by`` takes, one phrase per family of the registry."""
     forms = dict.fromkeys((s.form or s.name) for s in registry().values() if s.offered)
-    metrics = ", ".join(name for name, s in registry().items() if s.form == "a metric")
+    metrics = ", ".join(name for name, s in registry().items() if s.form == "a metric" and s.offered)
     forms = {(f"a metric ({metrics})" if form == "a metric" else form): None for form in forms}
     *first, last = forms
     return ", ".join([*first, f"or {last}"])
@@ -49,8 +49,8 @@ def unknown_selector_message(name: str) -> str:
     known = registry().get(name)
     if known is not None:  # a studied selector, applied from Python only
         return (
-            f"--by {name} is a studied selector that loses to agreement (docs/agreement.md), not offered on the "
-            f"command line; layer_mteb.select_layers(run, by={name!r}) applies it"
+            f"--by {name} is a studied selector (docs/paper.md, docs/agreement.md), not offered on the command "
+            f"line; layer_mteb.select_layers(run, by={name!r}) applies it"
         )
     close = difflib.get_close_matches(name, offered_names(), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""

@@ -161,10 +161,11 @@ def extremum(selector: Selector, model: ModelData, task: str) -> int | None:
 
 def metric_selector(metric: str, source: str | None = None, start: float = 0.0) -> Selector:
     """A metric's extremum on one text source (``own``: each task's texts) from relative depth ``start``; without a
-    source, the bare metric ``--by`` takes, which ``select`` applies on every source the run measured it on."""
+    source, the bare metric, which ``select`` applies on every source the run measured it on (``--by`` offers the
+    authors' six; the rest are the studies', applied from Python)."""
     name = metric if source is None else f"{metric}@{source}{f':from={start:.2f}' if start else ''}"
-    form = "a metric" if source is None else "<metric>@<own|wikitext>[:from=0.25|0.50|0.75]"
-    return Selector(name, extremum, metric, source, start, form=form)
+    offered = source is None and metric in STUDY_METRICS  # the rest are studied (studies/), not offered
+    return Selector(name, extremum, metric, source, start, form="a metric", offered=offered)
 
 
 def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
@@ -183,7 +184,7 @@ def metric_selectors() -> Mapping[str, Selector]:
     found = [
         *selectors(),
         *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != CURVES_TABLE),
-        Selector("oracle", _best_score, form="oracle (the best layer in hindsight)"),
+        Selector("oracle", _best_score, offered=False),  # the best layer in hindsight: a baseline, not a choice
     ]
     return MappingProxyType({selector.name: selector for selector in found})
 

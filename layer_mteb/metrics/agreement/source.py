@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.metrics.agreement import DEFAULT_K
@@ -16,15 +16,6 @@ from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED
 
 if TYPE_CHECKING:
     from layer_mteb.common.run_folder import RunFolder
-
-
-class Wanted(Protocol):
-    """Curves a selector computes where it can (:class:`~layer_mteb.analysis.selection.selectors.Wanted`)."""
-
-    by: str
-    model: str
-    why: str
-    instead: str
 
 
 @dataclass(frozen=True)
@@ -49,11 +40,12 @@ class SignalSource:
 
         return reference_name(self.reference)
 
-    def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Wanted | None = None) -> None:
+    def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Any = None) -> None:
         """The curves of ``tasks`` into the run's ``agreement.csv``. Asked by a pick that cannot do without them,
-        a reference, model or text that does not load is one :class:`UserError` line; ``wanted`` by a selector
-        that can, they are computed only with a trained reference (a lexical one fails on unseen tasks), saying
-        first what is encoded, and where nothing loads one line says what the selector does instead."""
+        a reference, model or text that does not load is one :class:`UserError` line; ``wanted`` by a selector that
+        can (:class:`~layer_mteb.analysis.selection.selectors.Wanted`), they are computed only with a trained
+        reference (a lexical one fails on unseen tasks), saying first what is encoded, and where nothing loads one
+        line says what the selector does instead."""
         from layer_mteb.metrics.agreement.compute import agreement_curves
 
         sample = {"n": self.n, "k": self.k, "seed": self.seed, "model": self.model}
