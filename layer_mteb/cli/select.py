@@ -120,7 +120,8 @@ def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.picks import best_lines, describe, run_leaderboard, select_layers
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
-    from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder, selection_file
+    from layer_mteb.common.run_folder import RunFolder, selection_file
+    from layer_mteb.metrics.agreement import AGREEMENT_FILE
     from layer_mteb.metrics.agreement.source import SignalSource
 
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed

@@ -16,7 +16,7 @@ Direction = Literal["min", "max"]
 #: What computing a signal needs: the model's forward pass over texts, or a reference encoder of the same texts too.
 Needs = Literal["model", "reference"]
 METRICS_TABLE = "metrics.csv"
-CURVES_TABLE = "agreement.csv"
+CURVES_TABLE = "agreement.csv"  # layer_mteb.metrics.agreement.AGREEMENT_TABLE
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Protocol
 from layer_mteb.analysis.selection.curves import as_folder
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_FILE, NO_REFERENCE, RunFolder
-from layer_mteb.metrics.agreement import DEFAULT_K
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, ID_SELECTORS, id_pick
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, DEFAULT_K, ID_METRIC, NO_REFERENCE
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
 
@@ -80,7 +80,7 @@ def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> li
     """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the source must
     compute before a pick reads them)."""
     folder = as_folder(run)
-    table = folder.agreement(missing_ok=True)
+    table = folder.read(AGREEMENT_TABLE, missing_ok=True)
     return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
 
 
@@ -126,7 +126,7 @@ def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> Store
     scored task that has one (:func:`missing_curves` names those that have none), and the TwoNN curves beside
     them."""
     folder = as_folder(run)
-    tasks, table = _tasks(folder), folder.agreement(missing_ok=True)
+    tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}
     for signal, measure in ((AGREEMENT, MEASURE), (ID_METRIC, ID_METRIC)):
@@ -192,7 +192,7 @@ def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: Ag
     """What a pick by agreement read for ``model``: the reference, its revision, metric, n, k and seed."""
     scores = folder.scores()
     task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
-    first = _curve_rows(folder.agreement(missing_ok=True), folder, options, task)
+    first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), folder, options, task)
     reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
     what = f"{MEASURE}, outliers none, n={options.n}, k={options.k}, seed {options.seed}"
     return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"

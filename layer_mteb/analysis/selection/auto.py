@@ -27,7 +27,7 @@ from layer_mteb.analysis.selection.agreement import AGREEMENT, AgreementOptions,
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors
 from layer_mteb.common.errors import UserError
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC
+from layer_mteb.metrics.agreement import ID_METRIC
 
 if TYPE_CHECKING:
     import pandas as pd
