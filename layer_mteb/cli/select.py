@@ -1,9 +1,8 @@
 """``layer-mteb select``: pick layers of a run by a label-free selector (a metric, a depth, ``auto``, agreement
 with a sentence encoder) or by K labelled examples, and score the choice against the truth.
 
-The selection is handed one :class:`~layer_mteb.metrics.agreement.source.SignalSource` (the model, the reference,
-the sample): the curves a selector needs and the run lacks are computed through it first (``--by agreement``;
-``--by auto`` for a base language model where a reference encoder loads), then the selector picks."""
+The selection is handed one :class:`~layer_mteb.metrics.agreement.source.SignalSource` (model, reference, sample),
+through which the curves a selector needs and the run lacks are computed first; then the selector picks."""
 
 from __future__ import annotations
 
@@ -117,7 +116,8 @@ def execute(settings: Settings) -> None:
     if settings.labels is not None:
         _select_by_labels(settings)
         return
-    from layer_mteb.analysis.selection.picks import best_lines, describe, run_leaderboard, select_layers
+    from layer_mteb.analysis.selection.agreement import options_of
+    from layer_mteb.analysis.selection.picks import best_lines, run_leaderboard, select_layers
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import RunFolder, selection_file
@@ -136,7 +136,7 @@ def execute(settings: Settings) -> None:
     picks = select_layers(
         folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
     )
-    for line in describe(folder, picks, by, source):  # what the selector read and why it picked so, per model
+    for line in by_name(by).describe(folder, picks, options_of(source)) if by else []:  # what it read, why so
         print(line)
     board, note = run_leaderboard(folder, picks, by)
     lines = [*best_lines(folder, picks), *([note] if note else [])]

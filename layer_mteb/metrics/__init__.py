@@ -1,10 +1,9 @@
 """Representation metrics of every layer: matrix entropy (prompt / dataset), effective rank, curvature, and the
 augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
 
-:data:`SIGNALS` is the one registry of per-layer signals a selector may read (the metrics of ``metrics.csv``, the
-agreement and intrinsic-dimension curves of ``agreement.csv``): whether a lower (``min``) or higher (``max``) value is
-taken to mean a better embedding layer, where it is stored and what computing it needs; read by whatever reads them
-(selection, its leaderboard, ``select --help``); computing them is :mod:`.representation`'s and :mod:`.agreement`'s.
+:data:`SIGNALS`: the one registry of per-layer signals a selector may read (``metrics.csv``'s metrics, the curves of
+``agreement.csv``), read by selection, its leaderboard and ``select --help``; computing them is :mod:`.representation`'s
+and :mod:`.agreement`'s.
 """
 
 from __future__ import annotations
@@ -12,23 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from layer_mteb.common.run_folder import METRICS_FILE
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
+
 Direction = Literal["min", "max"]
-#: What computing a signal needs: the model's forward pass over texts, or a reference encoder of the same texts too.
-Needs = Literal["model", "reference"]
-METRICS_TABLE = "metrics.csv"
-CURVES_TABLE = "agreement.csv"  # layer_mteb.metrics.agreement.AGREEMENT_TABLE
+#: What computing a signal takes: the model's forward pass over texts, or a reference encoder of the same texts too.
+Input = Literal["model", "reference"]
 
 
 @dataclass(frozen=True)
 class Signal:
-    """One per-layer signal a selector may read: its better end, the run-folder table it is stored in (``metrics.csv``,
-    made by ``layer-mteb metrics``; ``agreement.csv``, made on demand by the signal source a command hands the
-    selection), what computing it needs, and the parameters that key a stored value besides the layer."""
+    """A per-layer signal: its better end, the table storing it (``metrics.csv``, made by ``layer-mteb metrics``;
+    ``agreement.csv``, made on demand by the source a command hands the selection), what computing it needs, and the
+    parameters keying a stored value besides the layer."""
 
     name: str
     direction: Direction
-    table: str = METRICS_TABLE
-    needs: Needs = "model"
+    table: str = METRICS_FILE
+    needs: Input = "model"
     parameters: tuple[str, ...] = ("texts", "readout")
 
 
@@ -46,8 +46,8 @@ SIGNALS: dict[str, Signal] = {
         *(Signal(name, "max") for name in ("dataset_entropy", "dataset_entropy_raw", "effective_rank")),
         *(Signal(name, "min") for name in ("curvature", "infonce")),
         *(Signal(name, "max") for name in ("lidar", "dime")),
-        Signal("agreement", "max", CURVES_TABLE, "reference", ("reference", "metric", "outlier", "n", "k", "seed")),
-        Signal("two_nn_id", "min", CURVES_TABLE, "model", ("n", "seed")),
+        Signal("agreement", "max", AGREEMENT_FILE, "reference", ("reference", "metric", "outlier", "n", "k", "seed")),
+        Signal("two_nn_id", "min", AGREEMENT_FILE, "model", ("n", "seed")),
     )
 }
 #: metric -> the better end, for every signal.

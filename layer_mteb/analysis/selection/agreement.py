@@ -1,13 +1,8 @@
 """``select --by agreement``: per task, the layer whose geometry agrees most with a trusted sentence encoder on the
-task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024; docs/agreement.md), and the published
-intrinsic-dimension selectors on the TwoNN curve stored beside it.
-
-This module only reads: the curves are the run's ``agreement.csv``. Those a pick needs and the run lacks
-(:func:`missing_curves`) are computed first through the :class:`SignalSource` a command hands the selection
-(:class:`layer_mteb.metrics.agreement.source.SignalSource`); the curves then enter the one selection engine as
-per-layer signals (``agreement``, higher is better), so the pick, the tie rule (deeper) and regret and gain are those
-of every other selector.
-"""
+task's own unlabelled texts (mutual k-NN, Huh et al. 2024; docs/agreement.md), and the published intrinsic-dimension
+selectors on the TwoNN curve beside it. This module only reads ``agreement.csv``; the curves a pick needs and the run
+lacks are computed first through the :class:`SignalSource` a command hands the selection, then enter the one engine
+as per-layer signals, so the pick, the tie rule (deeper), regret and gain are every other selector's."""
 
 from __future__ import annotations
 
@@ -37,13 +32,10 @@ MEASURE = "mknn"
 
 @dataclass(frozen=True)
 class AgreementOptions:
-    """The curve a pick reads: mutual k-NN with no outlier treatment (:data:`MEASURE`; the study's other measures and
-    treatments are read by ``scripts/``), with the ``reference``, ``n``, ``k`` and ``seed`` the command line sets; the
-    defaults were fixed before the study (docs/agreement.md) and kept by it."""
+    """The curve a pick reads: :data:`MEASURE` untreated (the study's other measures: ``scripts/``), with the command
+    line's reference, n, k and seed; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
 
-    # the reference as agreement.csv names it (a hub id, local/<folder> or a lexical name: the CLI turns
-    # --agreement-with into it with metrics.agreement.reference.reference_name); None: all-mpnet-base-v2's curves,
-    # else any trained one
+    # as agreement.csv names it (hub id, local/<folder> or lexical name); None: all-mpnet-base-v2's, else any trained
     reference: str | None = None
     n: int = DEFAULT_N
     k: int = DEFAULT_K
@@ -55,9 +47,7 @@ class AgreementOptions:
 
 
 class SignalSource(Protocol):
-    """What computes the curves a pick needs and the run lacks (a command hands one; the selection never loads a
-    model): the sample (``n``, ``k``, ``seed``) and the reference as ``agreement.csv`` names it (``None``: the
-    default)."""
+    """What computes the curves a pick needs (:class:`layer_mteb.metrics.agreement.source.SignalSource`)."""
 
     n: int
     k: int
@@ -69,16 +59,16 @@ class SignalSource(Protocol):
     def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Wanted | None = None) -> None: ...
 
 
-def options_of(source: SignalSource | None) -> AgreementOptions:
-    """The curve a pick reads: the one ``source`` computes, else the defaults."""
-    if source is None:
-        return AgreementOptions()
-    return AgreementOptions(reference=source.stored_reference, n=source.n, k=source.k, seed=source.seed)
+def options_of(source: SignalSource | None) -> AgreementOptions:  # the curve ``source`` computes, else the defaults
+    return (
+        AgreementOptions()
+        if source is None
+        else AgreementOptions(source.stored_reference, source.n, source.k, source.seed)
+    )
 
 
 def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> list[str]:
-    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the source must
-    compute before a pick reads them)."""
+    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet."""
     folder = as_folder(run)
     table = folder.read(AGREEMENT_TABLE, missing_ok=True)
     return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
@@ -86,8 +76,7 @@ def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> li
 
 @dataclass(frozen=True)
 class StoredCurves:
-    """The run's stored curves a pick reads, per model: (signal, texts) -> value per layer, and texts -> the readout
-    they were measured on (the scores' own: no raw/final_norm pairing applies)."""
+    """Per model: (signal, texts) -> value per layer, and texts -> the readout measured on (the scores' own)."""
 
     curves: Mapping[str, dict[tuple[str, str], pd.Series]]
     readout: Mapping[str, dict[str, str]]
@@ -96,9 +85,8 @@ class StoredCurves:
 def stored_curves(
     folder: RunFolder | None, by: str, needs: Needs, options: AgreementOptions, source: SignalSource | None
 ) -> StoredCurves | None:
-    """The curves of ``agreement.csv`` that ``needs`` reads or uses, those missing computed first through
-    ``source`` (a pick that reads them fails in one line naming the command that computes them, where none is
-    handed); ``None`` where it reads none."""
+    """The curves of ``agreement.csv`` that ``needs`` reads or uses, the missing computed first through ``source``
+    (without one, a pick that reads them fails in one line naming the command); ``None`` where it reads none."""
     reads, uses = needs.in_table(AGREEMENT_FILE)
     if not reads and not uses:
         return None
@@ -122,9 +110,8 @@ def stored_curves(
 
 
 def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
-    """The run's stored agreement curves under ``options`` (signal ``agreement``, texts ``task:<Task>``), one per
-    scored task that has one (:func:`missing_curves` names those that have none), and the TwoNN curves beside
-    them."""
+    """The run's stored agreement curves under ``options`` (texts ``task:<Task>``) and the TwoNN curves beside them,
+    one per scored task that has one (:func:`missing_curves` names those that have none)."""
     folder = as_folder(run)
     tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
@@ -209,8 +196,7 @@ class AgreementSelector(Selector):
 
 
 def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
-    """A published intrinsic-dimension selector on the task's TwoNN curve; it reads the whole curve 0..L in order,
-    so a run missing a layer has no pick."""
+    """A published intrinsic-dimension selector on the task's whole TwoNN curve 0..L (a missing layer: no pick)."""
     values = model.curve(ID_METRIC, "own", task)
     if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
         return None
@@ -219,8 +205,7 @@ def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None
 
 @cache
 def curve_selectors() -> Mapping[str, Selector]:
-    """The selectors of the stored curves: agreement with a reference encoder, and the intrinsic-dimension
-    selectors (studied, not offered: they lose to agreement, docs/agreement.md)."""
+    """Agreement with a reference encoder, and the intrinsic-dimension selectors (studied, not offered)."""
     found = [
         AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
         *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", offered=False) for name in ID_SELECTORS),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,12 +36,6 @@ if TYPE_CHECKING:
     from layer_mteb.common.run_folder import RunFolder
 
 AUTO = "auto"
-#: what ``auto`` says of a base model without agreement curves: the lexical reference was studied for it, and not
-#: adopted (docs/agreement.md, "Without another model": worse than the depth prior on SmolLM2)
-LEXICAL_NOT_ADOPTED = (
-    "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and not adopted: it "
-    "loses to this rule on SmolLM2 (docs/agreement.md)"
-)
 
 
 @dataclass(frozen=True)
@@ -241,8 +236,11 @@ def load_policy(path: str | Path = POLICY_FILE) -> Policy:
     return policy
 
 
-def known(name: str) -> Selector:
-    """The selector a rule names: a metric selector or a selector of the stored curves."""
+#: the shipped policy, read once per process
+shipped_policy = cache(load_policy)
+
+
+def known(name: str) -> Selector:  # the selector a rule names: a metric's or the stored curves''
     found = metric_selectors().get(name) or curve_selectors().get(name)
     if found is None:
         raise UserError(f"unknown metric or selector {name!r} in the auto policy; regenerate it with `make reproduce`")
@@ -261,7 +259,7 @@ class AutoSelector(Selector):
     depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md)."""
 
     def needs(self, scores: pd.DataFrame) -> Needs:
-        policy, models = load_policy(), scores.groupby("model", sort=False)
+        policy, models = shipped_policy(), scores.groupby("model", sort=False)
         rules = [policy.rule_for(str(model), pooling_of(part)) for model, part in models]
         reads = frozenset().union(*(known(name).signals() for rule in rules for name in rule.selector_names()))
         names = scores["model"].astype(str).unique()
@@ -273,15 +271,13 @@ class AutoSelector(Selector):
     def for_model(self, model: ModelData) -> Selector:
         if kind_of(model.name, model.pooling) == "base" and _has_agreement(model):
             return dataclasses.replace(curve_selectors()[AGREEMENT], name=self.name)
-        return load_policy().selector_for(model.name, model.pooling)
+        return shipped_policy().selector_for(model.name, model.pooling)
 
     def per_task(self) -> bool:
-        rules = load_policy().rules.values()
+        rules = shipped_policy().rules.values()
         return any(known(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
-        """Per model, which rule it applied and why (agreement for a base model whose run has its curves, else the
-        shipped policy)."""
         assert isinstance(options, AgreementOptions)
         scores, lines = folder.scores(), []
         for model in picks["model"].astype(str).unique():
@@ -291,16 +287,16 @@ class AutoSelector(Selector):
                 why = "base language model: the layer of most agreement"
                 lines.append(agreement_line(folder, model, self.name, why, options))
                 continue
-            line = load_policy().describe(model, pooling)
+            line = shipped_policy().describe(model, pooling)
             if kind_of(model, pooling) == "base":
                 line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
-                line += LEXICAL_NOT_ADOPTED
+                line += "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and "
+                line += "not adopted: it loses to this rule on SmolLM2 (docs/agreement.md)"
             lines.append(line)
         return lines
 
 
-def _has_agreement(data: ModelData) -> bool:
-    """Whether every task of ``data`` has an agreement curve."""
+def _has_agreement(data: ModelData) -> bool:  # every task of ``data`` has an agreement curve
     tasks = [t for t in data.scores.columns if t != MEAN]
     return bool(tasks) and all(data.curve(AGREEMENT, "own", task) is not None for task in tasks)
 

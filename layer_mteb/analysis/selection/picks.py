@@ -36,8 +36,8 @@ from layer_mteb.analysis.selection.selectors import (
     metric_selector,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder, selection_file
-from layer_mteb.metrics import METRICS_TABLE, SIGNALS
+from layer_mteb.common.run_folder import METRIC_COLUMNS, METRICS_FILE, RunFolder, selection_file
+from layer_mteb.metrics import SIGNALS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
 
@@ -63,12 +63,10 @@ def select_layers(
     ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
     ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
-    ``by`` may name any selector of the registry (:func:`~.registry.by_name`: a metric, e.g.
-    ``dataset_entropy@own:from=0.25`` (one on own texts picks per task), ``agreement``, ``auto`` (the selector the
-    study chose for the model's kind, :mod:`~.auto`) or a studied one such as ``id_min``). The signals it needs and
-    the run lacks are computed first through ``source`` where one is handed (``agreement``: the stored curve it
-    reads; default: ``source``'s). Ties go to the deeper layer and "last" is layer ``n_layers`` (:mod:`~.rules`): a
-    task without it has no ``last_score`` or ``gain``.
+    ``by`` names any selector of :func:`~.registry.by_name` (``dataset_entropy@own:from=0.25``, ``agreement``,
+    ``auto``, ``id_min``, ...); the curves it needs and the run lacks are computed first through ``source`` where one
+    is handed (``agreement``: the stored curve read; default: ``source``'s). Ties go to the deeper layer and "last" is
+    layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
     folder = None if run is None else as_folder(run)
     if scores is None:
@@ -77,11 +75,10 @@ def select_layers(
         scores = folder.scores()
     selector = by_name(by) if isinstance(by, str) else None
     needs = selector.needs(scores) if selector is not None else None
-    stored = None
-    if selector is not None and needs is not None:
-        stored = stored_curves(folder, selector.name, needs, agreement or options_of(source), source)
+    options = agreement or options_of(source)
+    stored = None if selector is None or needs is None else stored_curves(folder, selector.name, needs, options, source)
     if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
-        reads = needs is None or any(SIGNALS[name].table == METRICS_TABLE for name in needs.reads)
+        reads = needs is None or any(SIGNALS[name].table == METRICS_FILE for name in needs.reads)
         metrics = folder.metrics() if reads else pd.DataFrame(columns=METRIC_COLUMNS)
     scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
     per_task = per_task or (selector is not None and selector.per_task())
@@ -90,11 +87,6 @@ def select_layers(
         both = pd.concat([frame, _select(scores, metrics, by, selector, not per_task, stored)], ignore_index=True)
         folder.write_table(selection_file(by), both)
     return frame
-
-
-def describe(folder: RunFolder, picks: pd.DataFrame, by: str | None, source: SignalSource | None) -> list[str]:
-    """What the selector ``by`` read and why it picked as it did, per model (nothing for most: the table says it)."""
-    return [] if by is None else by_name(by).describe(folder, picks, options_of(source))
 
 
 def _select(
@@ -106,9 +98,7 @@ def _select(
     stored: StoredCurves | None = None,
 ) -> pd.DataFrame:
     signal = None if selector is None else SIGNALS.get(str(selector.metric))
-    bare = selector is None or (selector.source is None and signal is not None and signal.table == METRICS_TABLE)
-    # every metric or those listed; a bare metric on every source it was measured on; a selector of its own: what
-    # the run has
+    bare = selector is None or (selector.source is None and signal is not None and signal.table == METRICS_FILE)
     names = [str(selector.metric)] if selector is not None and bare else None if selector or by is None else list(by)
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):

@@ -1,7 +1,5 @@
-"""Every selector by name, one registry: the metric selectors (:mod:`~.selectors`), the curves' (:mod:`~.agreement`)
-and ``auto`` (:mod:`~.auto`). ``select --by`` and ``export --by`` offer its :data:`offered <Selector.offered>`
-names; its did-you-mean and ``--help`` come from it. Importing it loads no pandas, so the command line checks a
-``--by`` name before anything heavy loads."""
+"""Every selector by name: the metric selectors (:mod:`~.selectors`), the curves' (:mod:`~.agreement`) and ``auto``;
+``--by`` offers its offered names, with did-you-mean and ``--help`` from it (no pandas at import)."""
 
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ from layer_mteb.common.errors import UserError
 
 @cache
 def registry() -> Mapping[str, Selector]:
-    """Every selector by name, built once: every lookup reads the same read-only mapping."""
     return MappingProxyType({**metric_selectors(), **curve_selectors(), AUTO_SELECTOR.name: AUTO_SELECTOR})
 
 
@@ -30,8 +27,7 @@ def by_name(name: str) -> Selector:
     return found
 
 
-def offered_names() -> list[str]:
-    """Every name ``--by`` takes."""
+def offered_names() -> list[str]:  # every name ``--by`` takes
     return [name for name, selector in registry().items() if selector.offered]
 
 
@@ -57,7 +53,6 @@ def unknown_selector_message(name: str) -> str:
     return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
 
 
-def check_selector(name: str) -> None:
-    """A ``--by`` name that is not offered is one :class:`UserError` with a suggestion."""
+def check_selector(name: str) -> None:  # a ``--by`` name not offered: one UserError with a suggestion
     if name not in offered_names():
         raise UserError(unknown_selector_message(name))

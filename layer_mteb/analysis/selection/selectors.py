@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.metrics import CURVES_TABLE, DIRECTIONS, SIGNALS
+from layer_mteb.metrics import DIRECTIONS, SIGNALS
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import task_texts_label
 
 if TYPE_CHECKING:
@@ -35,11 +36,8 @@ SOURCES = ("own", "wikitext")
 BASELINES = ("last_layer", "middle_layer", "oracle")
 
 
-@dataclass(frozen=True)
-class Wanted:
-    """Curves a selector computes first where it can and does without otherwise: who asks (``by``), for which
-    ``model`` and ``why``, and what it does ``instead`` where they cannot be computed."""
-
+#: Curves a selector has computed first where it can: who asks, for which model, why, and what it does instead.
+class Wanted(NamedTuple):
     by: str
     model: str
     why: str
@@ -48,16 +46,13 @@ class Wanted:
 
 @dataclass(frozen=True)
 class Needs:
-    """The signals (:data:`~layer_mteb.metrics.SIGNALS`) a selector reads on a run: ``reads`` (a pick cannot do
-    without them), ``uses`` (read where the run has them) and ``wanted`` (computed first where missing, if they can
-    be)."""
+    """The signals a selector reads on a run: ``reads`` (needed), ``uses`` (if stored), ``wanted`` (computed first)."""
 
     reads: frozenset[str] = frozenset()
     uses: frozenset[str] = frozenset()
     wanted: tuple[Wanted, ...] = ()
 
-    def in_table(self, table: str) -> tuple[set[str], set[str]]:
-        """The signals read and the signals used that ``table`` stores."""
+    def in_table(self, table: str) -> tuple[set[str], set[str]]:  # the signals read and used that ``table`` stores
         stored = {name for name, signal in SIGNALS.items() if signal.table == table}
         return set(self.reads) & stored, set(self.uses) & stored
 
@@ -112,17 +107,14 @@ class Selector:
             return metric_selector_named(instead).pick(model, task)
         return None if model.layers(task).empty else self.how(self, model, task)
 
-    def signals(self) -> frozenset[str]:
-        """The signals its picks read, on every task type."""
+    def signals(self) -> frozenset[str]:  # the signals its picks read, on every task type
         names = [self.metric, *(metric_selector_named(name).metric for _, name in self.by_type)]
         return frozenset(name for name in names if name is not None)
 
-    def needs(self, scores: pd.DataFrame) -> Needs:
-        """What it reads on a run of ``scores`` (every model of it)."""
+    def needs(self, scores: pd.DataFrame) -> Needs:  # what it reads on a run of ``scores``
         return Needs(reads=self.signals())
 
-    def for_model(self, model: ModelData) -> Selector:
-        """The selector that picks for ``model`` (itself; ``auto`` applies its rule for the model's kind)."""
+    def for_model(self, model: ModelData) -> Selector:  # who picks for ``model`` (auto: its kind's rule)
         return self
 
     def per_task(self) -> bool:
@@ -130,12 +122,10 @@ class Selector:
         return self.source == "own" or bool(self.by_type)
 
     def computes_curves(self) -> bool:
-        """Whether a pick cannot do without curves a command computes on demand (``agreement.csv``)."""
-        return any(SIGNALS[name].table == CURVES_TABLE for name in self.signals())
+        return any(SIGNALS[name].table == AGREEMENT_FILE for name in self.signals())
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
-        """Lines saying what it read and why it picked as it did, per model (none: the table says it)."""
-        return []
+        return []  # what it read and why it picked so, per model (none: the table says it)
 
 
 def _last(_: Selector, model: ModelData, task: str) -> int | None:
@@ -178,19 +168,17 @@ def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
 
 @cache
 def metric_selectors() -> Mapping[str, Selector]:
-    """The selectors of the per-layer metrics by name: the study candidates, each metric alone and the hindsight
-    ``oracle`` (the curves' selectors are :mod:`~.agreement`'s, ``auto`` is :mod:`~.auto`'s; every one is in
-    :func:`~.registry.registry`). Built once: every lookup reads the same read-only mapping."""
+    """The metric selectors by name, built once: the study candidates, each metric alone and the hindsight ``oracle``
+    (the curves' are :mod:`~.agreement`'s, ``auto`` :mod:`~.auto`'s; all of them: :func:`~.registry.registry`)."""
     found = [
         *selectors(),
-        *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != CURVES_TABLE),
+        *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != AGREEMENT_FILE),
         Selector("oracle", _best_score, offered=False),  # the best layer in hindsight: a baseline, not a choice
     ]
     return MappingProxyType({selector.name: selector for selector in found})
 
 
-def metric_selector_named(name: str) -> Selector:
-    """The metric selector called ``name`` (a policy rule or a per-type pick names one)."""
+def metric_selector_named(name: str) -> Selector:  # the metric selector a rule or a per-type pick names
     found = metric_selectors().get(name)
     if found is None:
         raise UserError(f"unknown metric selector {name!r}")
@@ -233,6 +221,7 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
 
     rows = []
     for model in models:
+        chosen = [candidate.for_model(model) for candidate in candidates]  # auto: the rule for the model's kind
         for task in tasks if tasks is not None else list(model.scores.columns):
             if task not in model.scores.columns or model.scores[task].dropna().empty:
                 continue
@@ -241,8 +230,7 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
             base = {"model": model.name, "task": task, "last_layer": model.n_layers}
             base |= {"last_score": last_score(score, model.n_layers), "best_layer": best_layer}
             base["best_score"] = float(score[best_layer])
-            for chosen in candidates:
-                selector = chosen.for_model(model)
+            for selector in chosen:
                 layer = selector.pick(model, task)
                 if layer is None:
                     continue

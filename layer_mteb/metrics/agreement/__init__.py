@@ -25,8 +25,7 @@ ID_METRIC = "two_nn_id"
 #: the ``reference`` of rows that read no reference
 NO_REFERENCE = "-"
 CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
-#: ``agreement.csv``: per-layer agreement and intrinsic-dimension curves per (task, reference, metric, outlier, n, k,
-#: seed, settings); ``reference`` is :data:`NO_REFERENCE` for the ID, which reads none; ``k`` is 0 where none applies.
+#: ``agreement.csv``: curves per layer and CURVE_KEY (+ settings); ``k`` is 0 and the ID's reference ``-`` where unused
 AGREEMENT_TABLE = Table(
     [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value", *SETTINGS_COLUMNS],
     "compute the curves with layer_mteb.metrics.agreement.compute",

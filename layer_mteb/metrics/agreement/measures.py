@@ -23,7 +23,6 @@ import torch
 
 from layer_mteb.metrics.agreement import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, AgreementMetric, Outlier
 
-__all__ = ["AGREEMENT_METRICS", "DEFAULT_K", "OUTLIERS"]
 #: Huh et al.'s clamping quantile
 CLAMP_QUANTILE = 0.95
 

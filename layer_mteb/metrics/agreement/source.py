@@ -1,7 +1,5 @@
-"""The one source a command hands the selection to compute the curves a pick needs and the run lacks: the model to
-load, the reference encoder and the sample. The selection decides what is missing and asks; the source loads the
-model and the reference (:func:`~.compute.agreement_curves`) only then, so a pick that needs no curves loads
-neither."""
+"""The one source a command hands the selection to compute the curves a pick needs and the run lacks; it loads the
+model and reference (:func:`~.compute.agreement_curves`) only when asked, so a pick that needs none loads neither."""
 
 from __future__ import annotations
 
@@ -20,9 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SignalSource:
-    """``reference``: the trusted encoder (``None``: the default for the model, never the model itself); ``model``:
-    how to load the run's model (``None``: its name in ``scores.csv``); ``n``, ``k``, ``seed``: the sample;
-    ``no_reference``: compute only what a pick cannot do without."""
+    """``reference`` (``None``: the default for the model), how to load the run's ``model`` (``None``: its name), the
+    sample; ``no_reference``: compute only what a pick cannot do without."""
 
     reference: str | None = None
     model: str | None = None
@@ -32,20 +29,15 @@ class SignalSource:
     no_reference: bool = False
 
     @property
-    def stored_reference(self) -> str | None:
-        """The reference as ``agreement.csv`` names it (a packaged reference by its hub id)."""
-        if self.reference is None:
-            return None
+    def stored_reference(self) -> str | None:  # as agreement.csv names it (a packaged reference by its hub id)
         from layer_mteb.metrics.agreement.reference import reference_name
 
-        return reference_name(self.reference)
+        return None if self.reference is None else reference_name(self.reference)
 
     def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Any = None) -> None:
-        """The curves of ``tasks`` into the run's ``agreement.csv``. Asked by a pick that cannot do without them,
-        a reference, model or text that does not load is one :class:`UserError` line; ``wanted`` by a selector that
-        can (:class:`~layer_mteb.analysis.selection.selectors.Wanted`), they are computed only with a trained
-        reference (a lexical one fails on unseen tasks), saying first what is encoded, and where nothing loads one
-        line says what the selector does instead."""
+        """The curves of ``tasks`` into ``agreement.csv``: where a pick needs them, what does not load is one
+        :class:`UserError` line; ``wanted`` (:class:`~layer_mteb.analysis.selection.selectors.Wanted`), only with a
+        trained reference (a lexical one fails on unseen tasks), said first, and one line where nothing loads."""
         from layer_mteb.metrics.agreement.compute import agreement_curves
 
         sample = {"n": self.n, "k": self.k, "seed": self.seed, "model": self.model}
