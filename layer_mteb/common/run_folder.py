@@ -242,8 +242,8 @@ class RecordedTasks:
     task_files: Mapping[str, str]
     data_dir: Path | None
 
-    def selection(self, task: str) -> str:
-        """The ``--tasks`` selection that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
+    def tasks_value(self, task: str) -> str:
+        """The ``--tasks`` value that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
         return self.task_files.get(task, task)
 
 

@@ -222,7 +222,7 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     entries = {entry["task"]: entry for entry in folder.log()}
     assert entries["A"]["computed"]["units_evaluated"] == 3 and entries["B"] == other
     recorded = folder.recorded_tasks()
-    assert recorded.task_files == {"B": "tasks.yaml:B"} and recorded.selection("A") == "A"
+    assert recorded.task_files == {"B": "tasks.yaml:B"} and recorded.tasks_value("A") == "A"
     assert recorded.data_dir == tmp_path
     folder.file(RUN_LOG).write_text("{")  # by another hand: a new RunFolder reads it (this one keeps what it read)
     with caplog.at_level(logging.WARNING, logger="layer_mteb"):

@@ -171,7 +171,7 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
 def _sample_size(folder: RunFolder, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
     recorded = folder.recorded_tasks()
-    texts = sample_texts(recorded.selection(task), options.n, options.seed, recorded.data_dir)
+    texts = sample_texts(recorded.tasks_value(task), options.n, options.seed, recorded.data_dir)
     return len(texts)
 
 

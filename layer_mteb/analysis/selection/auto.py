@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.agreement import AGREEMENT, AgreementOptions, agreement_line, curve_selectors
+from layer_mteb.analysis.selection.agreement import AGREEMENT, agreement_line, curve_selectors
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors
 from layer_mteb.common.errors import UserError
@@ -278,7 +278,6 @@ class AutoSelector(Selector):
         return any(known(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
-        assert isinstance(options, AgreementOptions)
         scores, lines = folder.scores(), []
         for model in picks["model"].astype(str).unique():
             pooling = pooling_of(scores[scores["model"] == model])

@@ -19,8 +19,7 @@ def registry() -> Mapping[str, Selector]:
     return MappingProxyType({**metric_selectors(), **curve_selectors(), AUTO_SELECTOR.name: AUTO_SELECTOR})
 
 
-def by_name(name: str) -> Selector:
-    """The selector called ``name``, offered or not (one clear error naming the forms otherwise)."""
+def by_name(name: str) -> Selector:  # offered or not (one clear error naming the forms otherwise)
     found = registry().get(name)
     if found is None:
         raise UserError(unknown_selector_message(name))

@@ -179,7 +179,7 @@ def agreement_curves(
     recorded = folder.recorded_tasks()  # a custom task's texts are found through its task file
     data_dir = data_dir or recorded.data_dir
     for task in tasks:
-        texts = sample_texts(recorded.selection(task), n, seed, data_dir)
+        texts = sample_texts(recorded.tasks_value(task), n, seed, data_dir)
         lexical = {
             ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
         }
