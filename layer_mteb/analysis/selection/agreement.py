@@ -17,6 +17,7 @@ from layer_mteb.analysis.selection.curves import as_folder
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, DEFAULT_K, ID_METRIC, NO_REFERENCE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.lexical import is_lexical
@@ -110,15 +111,15 @@ def stored_curves(
 
 
 def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
-    """The run's stored agreement curves under ``options`` (texts ``task:<Task>``) and the TwoNN curves beside them,
-    one per scored task that has one (:func:`missing_curves` names those that have none)."""
+    """Every signal ``agreement.csv`` stores (:data:`~layer_mteb.metrics.SIGNALS`: agreement, the TwoNN curve, ...)
+    under ``options``, texts ``task:<Task>``, per scored task that has it (:func:`missing_curves`: those without)."""
     folder = as_folder(run)
     tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}
-    for signal, measure in ((AGREEMENT, MEASURE), (ID_METRIC, ID_METRIC)):
+    for signal in (name for name, stored in SIGNALS.items() if stored.table == AGREEMENT_FILE):
         for task in tasks:
-            rows = _curve_rows(table, folder, options, task, measure)
+            rows = _curve_rows(table, folder, options, task, MEASURE if signal == AGREEMENT else signal)
             for model, part in rows.groupby("model", sort=False):
                 texts = task_texts_label(task)
                 curves.setdefault(str(model), {})[signal, texts] = part.groupby("layer")["value"].mean().dropna()
@@ -145,7 +146,7 @@ def _curve_rows(
         & (table["seed"] == options.seed)
         & (table["k"] == (options.k if measure == MEASURE else 0))
     ]
-    if measure == ID_METRIC:  # the intrinsic dimension reads no reference
+    if measure != MEASURE:  # a curve of the layers alone (the intrinsic dimension) reads no reference
         rows = rows[rows["reference"] == NO_REFERENCE]
     elif options.reference:
         rows = rows[rows["reference"] == options.reference]
@@ -190,7 +191,6 @@ class AgreementSelector(Selector):
     """``--by agreement``: the layer of most agreement, each task on its own texts; says what it read."""
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
-        assert isinstance(options, AgreementOptions)
         models = picks["model"].astype(str).unique()
         return [agreement_line(folder, m, self.name, "the layer of most agreement", options) for m in models]
 
@@ -205,9 +205,11 @@ def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None
 
 @cache
 def curve_selectors() -> Mapping[str, Selector]:
-    """Agreement with a reference encoder, and the intrinsic-dimension selectors (studied, not offered)."""
+    """Agreement with a reference encoder; the ID selectors and any other stored curve's extremum (studied)."""
+    other = [s for s, v in SIGNALS.items() if v.table == AGREEMENT_FILE and s not in (AGREEMENT, ID_METRIC)]
     found = [
         AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
         *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
+        *(Selector(name, extremum, name, "own", offered=False) for name in other),
     ]
     return MappingProxyType({selector.name: selector for selector in found})
