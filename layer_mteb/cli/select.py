@@ -116,8 +116,7 @@ def execute(settings: Settings) -> None:
     if settings.labels is not None:
         _select_by_labels(settings)
         return
-    from layer_mteb.analysis.selection.agreement import options_of
-    from layer_mteb.analysis.selection.picks import best_lines, run_leaderboard, select_layers
+    from layer_mteb.analysis.selection.picks import best_lines, explained, run_leaderboard, select_layers
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import RunFolder, selection_file
@@ -136,7 +135,7 @@ def execute(settings: Settings) -> None:
     picks = select_layers(
         folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
     )
-    for line in by_name(by).describe(folder, picks, options_of(source)) if by else []:  # what it read, why so
+    for line in explained(folder, picks, by, source):  # what the selector read and why it picked so, per model
         print(line)
     board, note = run_leaderboard(folder, picks, by)
     lines = [*best_lines(folder, picks), *([note] if note else [])]

@@ -13,7 +13,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
-from layer_mteb.analysis.selection.curves import as_folder
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
@@ -54,8 +53,7 @@ class SignalSource(Protocol):
     k: int
     seed: int
 
-    @property
-    def stored_reference(self) -> str | None: ...
+    stored_reference: str | None
 
     def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Wanted | None = None) -> None: ...
 
@@ -70,7 +68,7 @@ def options_of(source: SignalSource | None) -> AgreementOptions:  # the curve ``
 
 def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> list[str]:
     """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet."""
-    folder = as_folder(run)
+    folder = run if isinstance(run, RunFolder) else RunFolder(run)
     table = folder.read(AGREEMENT_TABLE, missing_ok=True)
     return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
 
@@ -88,7 +86,8 @@ def stored_curves(
 ) -> StoredCurves | None:
     """The curves of ``agreement.csv`` that ``needs`` reads or uses, the missing computed first through ``source``
     (without one, a pick that reads them fails in one line naming the command); ``None`` where it reads none."""
-    reads, uses = needs.in_table(AGREEMENT_FILE)
+    stored = {name for name, signal in SIGNALS.items() if signal.table == AGREEMENT_FILE}
+    reads, uses = needs.reads & stored, needs.uses & stored
     if not reads and not uses:
         return None
     if folder is None:
@@ -113,7 +112,7 @@ def stored_curves(
 def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
     """Every signal ``agreement.csv`` stores (:data:`~layer_mteb.metrics.SIGNALS`: agreement, the TwoNN curve, ...)
     under ``options``, texts ``task:<Task>``, per scored task that has it (:func:`missing_curves`: those without)."""
-    folder = as_folder(run)
+    folder = run if isinstance(run, RunFolder) else RunFolder(run)
     tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}

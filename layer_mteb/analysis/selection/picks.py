@@ -89,6 +89,10 @@ def select_layers(
     return frame
 
 
+def explained(folder: RunFolder, picks: pd.DataFrame, by: str | None, source: SignalSource | None) -> list[str]:
+    return [] if by is None else by_name(by).describe(folder, picks, options_of(source))
+
+
 def _select(
     scores: pd.DataFrame,
     metrics: pd.DataFrame,

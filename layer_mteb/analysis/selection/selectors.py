@@ -52,10 +52,6 @@ class Needs:
     uses: frozenset[str] = frozenset()
     wanted: tuple[Wanted, ...] = ()
 
-    def in_table(self, table: str) -> tuple[set[str], set[str]]:  # the signals read and used that ``table`` stores
-        stored = {name for name, signal in SIGNALS.items() if signal.table == table}
-        return set(self.reads) & stored, set(self.uses) & stored
-
 
 @dataclass(frozen=True)
 class ModelData:

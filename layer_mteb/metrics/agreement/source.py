@@ -4,7 +4,7 @@ model and reference (:func:`~.compute.agreement_curves`) only when asked, so a p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.errors import UserError, first_line
@@ -27,12 +27,13 @@ class SignalSource:
     k: int = DEFAULT_K
     seed: int = DEFAULT_SEED
     no_reference: bool = False
+    stored_reference: str | None = field(init=False, default=None)  # as agreement.csv names it (a hub id)
 
-    @property
-    def stored_reference(self) -> str | None:  # as agreement.csv names it (a packaged reference by its hub id)
-        from layer_mteb.metrics.agreement.reference import reference_name
+    def __post_init__(self) -> None:
+        if self.reference is not None:
+            from layer_mteb.metrics.agreement.reference import reference_name
 
-        return None if self.reference is None else reference_name(self.reference)
+            object.__setattr__(self, "stored_reference", reference_name(self.reference))
 
     def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Any = None) -> None:
         """The curves of ``tasks`` into ``agreement.csv``: where a pick needs them, what does not load is one
