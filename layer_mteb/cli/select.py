@@ -29,7 +29,7 @@ def add_options(select: argparse.ArgumentParser) -> None:
     select.add_argument(
         "--by",
         default=None,
-        help=f"the selector (default: every metric): {by_help()}; one on each task's own texts (@own, agreement, "
+        help=f"the selector (default: every metric): {by_help()}; one on each task's own texts (agreement, "
         "auto) picks per task; writes selection.<by>.csv",
     )
     select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
