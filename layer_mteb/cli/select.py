@@ -120,7 +120,6 @@ def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import RunFolder, selection_file
-    from layer_mteb.metrics.agreement import AGREEMENT_FILE
     from layer_mteb.metrics.agreement.source import SignalSource
 
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
@@ -135,15 +134,13 @@ def execute(settings: Settings) -> None:
     picks = select_layers(
         folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
     )
-    for line in explained(folder, picks, by, source):  # what the selector read and why it picked so, per model
+    for line in explained(folder, picks, by, source):  # what the selector read, why, where its curves are
         print(line)
     board, note = run_leaderboard(folder, picks, by)
     lines = [*best_lines(folder, picks), *([note] if note else [])]
     print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
     for line in cheapest_lines(folder):
         print(line)
-    if by is not None and by_name(by).computes_curves():  # the curves it measured (or read back) are kept
-        print(f"agreement curves: {folder.file(AGREEMENT_FILE)}")
 
 
 def _select_by_labels(settings: Settings) -> None:

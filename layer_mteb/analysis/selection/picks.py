@@ -38,6 +38,7 @@ from layer_mteb.analysis.selection.selectors import (
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import METRIC_COLUMNS, METRICS_FILE, RunFolder, selection_file
 from layer_mteb.metrics import SIGNALS
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
 
@@ -90,7 +91,10 @@ def select_layers(
 
 
 def explained(folder: RunFolder, picks: pd.DataFrame, by: str | None, source: SignalSource | None) -> list[str]:
-    return [] if by is None else by_name(by).describe(folder, picks, options_of(source))
+    """What ``by`` read and why it picked so, per model, and where the curves it computed (or read back) are kept."""
+    selector = None if by is None else by_name(by)
+    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.computes_curves() else []
+    return [] if selector is None else [*selector.describe(folder, picks, options_of(source)), *kept]
 
 
 def _select(
