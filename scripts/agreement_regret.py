@@ -29,7 +29,8 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.common.run_folder import ID_METRIC, METRIC_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_TABLE, ID_METRIC
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.reference import default_reference
 from layer_mteb.model.names import PACKAGED_MODELS
@@ -107,7 +108,7 @@ def study(runs: list[str]) -> pd.DataFrame:
     """Every variant's regret at the default sample (n = 256, k = 10, seed 0) and along each sensitivity axis."""
     frames = []
     for run in runs:
-        agreement = RunFolder(run).agreement()
+        agreement = RunFolder(run).read(AGREEMENT_TABLE)
         settings = [(256, 10, 0)] + [(n, 10, 0) for n in SIZES if n != 256] + [(256, k, 0) for k in (5, 20, 50)]
         settings += [(256, 10, seed) for seed in sorted(set(agreement["seed"])) if seed != 0]
         for n, k, seed in settings:
@@ -344,7 +345,7 @@ def main() -> None:
     print(per_model_tables(frame))
     print()
     print(sensitivity(frame, args.variants))
-    agreement = {Path(run).name: RunFolder(run).agreement() for run in args.runs}
+    agreement = {Path(run).name: RunFolder(run).read(AGREEMENT_TABLE) for run in args.runs}
     for variant in args.variants:
         print()
         print(failures(frame, agreement, variant))

@@ -23,7 +23,8 @@ import logging
 import time
 from dataclasses import replace
 
-from layer_mteb.common.run_folder import RunFolder, tidy_agreement
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_TABLE, tidy_agreement
 from layer_mteb.metrics.agreement.compute import (
     DEFAULT_N,
     TaskSample,
@@ -71,7 +72,7 @@ def main() -> None:
                 elif seed == 0:  # other references are read at n = 256 only
                     sample.references[name] = (ref.revision, ref.encode(texts[:DEFAULT_N], ref.store(task)))
             rows += _rows(model, run.config, sample, default_name, seed == 0, args.n_max)
-        RunFolder(args.run).update_agreement(tidy_agreement(rows))
+        RunFolder(args.run).update(AGREEMENT_TABLE, tidy_agreement(rows))
         logger.info("%s: %d rows in %.1f s", task, len(rows), time.perf_counter() - started)
 
 

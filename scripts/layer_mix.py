@@ -27,7 +27,7 @@ from mteb.models.model_meta import ModelMeta
 
 from layer_mteb import LayerEncoder
 from layer_mteb.analysis.rules import extremum_layer
-from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
+from layer_mteb.analysis.selection.agreement import AGREEMENT, AgreementOptions, read_curves
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.settings import RunSettings
@@ -35,6 +35,7 @@ from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.mteb_call import score_encoder, texts_mteb_encodes
 from layer_mteb.evaluation.plan import resolve_layer, task_units
 from layer_mteb.metrics.agreement.compute import model_source
+from layer_mteb.metrics.texts import task_texts_label
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import PACKAGED_MODELS
 from layer_mteb.tasks.catalog import data_dir_from_env, select_tasks
@@ -117,7 +118,7 @@ def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
     source = model_source(scored)
     loaded = load_model(source, scored.config, revision=None if source in PACKAGED_MODELS else scored.revision)
     curves = score_curves(RunFolder(run).scores())
-    agreement = agreement_metrics(run, AgreementOptions())
+    [agreement] = read_curves(run, AgreementOptions()).curves.values()  # the run's one model
     _, specs = select_tasks(tasks, data_dir)
     out = []
     for task, data, fingerprint in task_units(specs, "test", data_dir):
@@ -131,7 +132,7 @@ def run_rows(run: Path, tasks: str, data_dir: Path) -> list[dict]:
         def score(encoder, task=task, state=state, data=data) -> float:
             return main_score(score_encoder(encoder, task, state, None, False, data))
 
-        curve, agree = curves[name], agreement[agreement["task"] == name].set_index("layer")["value"].sort_index()
+        curve, agree = curves[name], agreement[AGREEMENT, task_texts_label(name)].sort_index()
         best, pick = extremum_layer(curve, "max"), extremum_layer(agree, "max")
         for layer in {best, pick}:  # the committed baselines hold only if the same unit scores the same again
             fresh = score(LayerEncoder(cache, layer, settings=settings))

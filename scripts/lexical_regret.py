@@ -31,8 +31,10 @@ from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.auto import kind_of, pooling_of
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers, task_types
-from layer_mteb.analysis.selection.selectors import ModelData, by_name
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import ModelData
 from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_TABLE
 from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, LEXICAL_KINDS, is_lexical
 
 RUNS = ("results/minilm-l6", "results/mpnet-base", "results/smollm2-135m", "results/gemma3-270m")
@@ -78,7 +80,7 @@ class Model:
         self.curves = score_curves(self.scores)
         self.tasks = sorted(self.curves)
         self.types = task_types(self.scores)
-        self.agreement = RunFolder(run).agreement()
+        self.agreement = RunFolder(run).read(AGREEMENT_TABLE)
         self.kind = kind_of(self.hub_id, pooling_of(self.scores))
 
     def regret(self, task: str, layer: int) -> float:

@@ -28,7 +28,8 @@ import argparse
 import logging
 import time
 
-from layer_mteb.common.run_folder import RunFolder, tidy_agreement
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_TABLE, tidy_agreement
 from layer_mteb.metrics.agreement.compute import (
     DEFAULT_N,
     TaskSample,
@@ -103,7 +104,8 @@ def main() -> None:
             vectors = layer_vectors(model, run.config, task, other)
             rows += lexical_rows(model, run.config, task, seed, other, vectors, LEXICAL_KINDS, DEFAULT_N)
         logger.info("%s: %d rows so far, %.1f s", task, len(rows), time.perf_counter() - started)
-    RunFolder(args.run).update_agreement(tidy_agreement(rows))  # once: merging into a large agreement.csv takes seconds
+    # once: merging into a large agreement.csv takes seconds
+    RunFolder(args.run).update(AGREEMENT_TABLE, tidy_agreement(rows))
 
 
 if __name__ == "__main__":

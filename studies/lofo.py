@@ -16,13 +16,16 @@ score its picks, after the rule is fixed.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import date
+from pathlib import Path
 
 import pandas as pd
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.selection.auto import KINDS, Policy, Rule
+from layer_mteb.analysis.selection.auto import KINDS, POLICY_FILE, Policy, Rule
 from layer_mteb.analysis.selection.selectors import ModelData, Selector
+from layer_mteb.common.files import atomic_write
 from layer_mteb.common.package import VERSION
 from studies.engine import board, cells, per_model, study_rows, usable_on
 
@@ -217,3 +220,18 @@ def train_policy(models: list[ModelData], lofo: pd.DataFrame, candidates: list[S
         "lofo_models": int(means.loc["models", "n"]),
     }
     return dataclasses.replace(policy, date=date.today().isoformat(), package_version=VERSION, record=record)
+
+
+def write_policy(policy: Policy, path: str | Path = POLICY_FILE) -> Path:
+    """Write ``policy`` as JSON; a file that differs only in its date is left as it is (same inputs, same bytes)."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text())
+            if {**old, "date": ""} == {**policy.to_json(), "date": ""}:
+                return path
+        except ValueError:
+            pass
+    text = json.dumps(policy.to_json(), indent=2) + "\n"
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    return path

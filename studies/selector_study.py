@@ -18,7 +18,6 @@ import pandas as pd
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.runs.release_layout import results_folder
-from layer_mteb.analysis.selection.auto import write_policy
 from layer_mteb.common.files import atomic_write
 from layer_mteb.paper.regenerate import every_model, release_tables
 from layer_mteb.paper.tables import TASK_SETS, number, signed
@@ -139,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     text_with = with_study(summary.read_text(), str(found["markdown"]))
     atomic_write(summary, lambda tmp: Path(tmp).write_text(text_with))
     if policy is not None:
-        write_policy(found["policy"], policy)
+        lofo.write_policy(found["policy"], policy)
     print(f"selector study: {len(TABLES)} tables and summary.md in {output}" + (f", {policy}" if policy else ""))
 
 

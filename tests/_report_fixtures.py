@@ -148,6 +148,6 @@ def write_results(root: Path) -> tuple[Path, Path]:
     return alpha, write_run(root / "one-layer", one_layer_scores())
 
 
-def write_reference(path: Path) -> Path:
+def write_paper_scores(path: Path) -> Path:
     reference_frame().to_csv(path, index=False)
     return path

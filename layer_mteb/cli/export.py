@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selectors import check_selector
+from layer_mteb.analysis.selection.registry import check_selector
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, add_no_reference, check_runs, settings_of
 from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
@@ -246,17 +246,12 @@ def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
     """The layer ``--by`` picks (for ``--task``, or the one pick for the mean over tasks) and a line saying how it
     compares with the last and the best layer; no selection file is written."""
     from layer_mteb.analysis.selection.picks import select_layers
-    from layer_mteb.cli.select import curves_for
+    from layer_mteb.metrics.agreement.source import SignalSource
 
     by, task = str(settings.by), settings.task
-    options = curves_for(folder, by, settings.agreement_with, settings.model, settings.no_reference)
+    source = SignalSource(settings.agreement_with, settings.model, no_reference=settings.no_reference)
     picks = select_layers(
-        folder,
-        by=by,
-        per_task=task is not None,
-        metric_readout=settings.metric_readout,
-        agreement=options,
-        write=False,
+        folder, by=by, per_task=task is not None, metric_readout=settings.metric_readout, source=source, write=False
     )
     picks = picks[picks["selector"] == by]
     if task is not None:

@@ -1,7 +1,6 @@
 """What several ``layer-mteb`` commands share: option groups declared once (encode options, ``--model``/``--run``,
 the tail of ``metrics`` and ``stress``, vector options, the metric readout), the values made from them (output
-folder, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders, the hub probe, and
-renamed options' old spellings.
+folder, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders and the hub probe.
 
 Nothing here imports torch, transformers or mteb: the commands check their options with it before anything heavy
 loads."""
@@ -9,12 +8,10 @@ loads."""
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.cli.console import PROG
 from layer_mteb.common.config import (
     ATTENTIONS,
     AUTO,
@@ -159,25 +156,6 @@ def add_metric_readout(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_renamed(parser: argparse.ArgumentParser, old: str, new: str) -> None:
-    """``old``, the spelling of option ``new`` before its rename, kept for one release: it sets ``new``'s value and
-    says once on stderr that it goes."""
-    command = parser.prog.split()[-1]
-
-    class _Renamed(argparse.Action):
-        def __call__(self, parser, namespace, values, _option_string=None):
-            print(f"{PROG}: {old} is deprecated for {command}; use {new}", file=sys.stderr)
-            setattr(namespace, self.dest, values)
-
-    parser.add_argument(
-        old,
-        dest=new.removeprefix("--").replace("-", "_"),
-        action=_Renamed,
-        help=f"deprecated spelling of {new}, for one release (default: not used)",
-    )
-
-
-# ---------------------------------------------------------------------------------------------- values from options
 def output_folder(output: str | None, run: str | None, model: str | None) -> Path:
     """``--output``, else the ``--run`` folder a command reads its model from, else ``runs/<model's name>``:
     outside the committed ``results/``, so a first try never rewrites the project's own tables."""

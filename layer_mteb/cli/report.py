@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, add_renamed, check_runs, settings_of
+from layer_mteb.cli.options import RUNS, check_runs, settings_of
 
 NAME = "report"
 HELP = "Table 1, Figure 1, heatmaps and selector leaderboard from run folders"
@@ -30,7 +30,6 @@ def add_options(report: argparse.ArgumentParser) -> None:
         help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
         "official_pythia_layer_scores.csv in $LAYER_MTEB_RELEASE, else in ../shared/reference)",
     )
-    add_renamed(report, "--reference", "--pythia-scores")
     report.add_argument(
         "--paper-tasks",
         choices=("run", "all"),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,12 +24,6 @@ def add_options(paper: argparse.ArgumentParser) -> None:
         "(default: $LAYER_MTEB_RELEASE/release, else ../shared/reference/release)",
     )
     paper.add_argument(
-        "--reference",
-        default=None,
-        help="deprecated: a folder of tables extracted from the release (official_layer_scores.csv, ...); "
-        "use --release (default: not used)",
-    )
-    paper.add_argument(
         "--run",
         action="append",
         default=[],
@@ -45,51 +38,29 @@ def add_options(paper: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Settings:
-    """``source``: the release's results folder, or (``extracted``) the deprecated folder of extracted tables."""
+    """``source``: the release's results folder."""
 
     source: Path
-    extracted: bool
     runs: tuple[Path, ...]
     output: Path
     permutations: int
 
 
 def check(args: argparse.Namespace) -> Settings:
-    """At least one ``--run``; ``--release`` (a clone of the authors' repository) must hold their results; the
-    deprecated ``--reference`` (extracted tables) still works for one release, saying so."""
-    from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder, results_folder
+    """At least one ``--run``; ``--release`` (a clone of the authors' repository) must hold their results."""
+    from layer_mteb.analysis.runs.release_layout import release_folder, results_folder
 
     if not args.run:
         raise UserError(
             "give at least one of this project's run folders with --run RUN (repeatable): the paper's tables and "
             "figures set the release beside them (`make reproduce` passes the committed results/<run> folders)"
         )
-    extracted = args.reference is not None and args.release is None
-    if extracted:
-        source = Path(args.reference)
-        if not (source / RELEASE_SCORES_FILE).is_file():
-            raise UserError(
-                f"no {RELEASE_SCORES_FILE} in {source}; pass --release with a clone of the authors' repository"
-            )
-    else:
-        source = Path(results_folder(args.release or release_folder() / "release"))
+    source = Path(results_folder(args.release or release_folder() / "release"))
     check_runs(args.run, args.output)
-    if extracted:
-        print(
-            "layer-mteb: --reference (tables extracted from the release) is deprecated and goes in the next "
-            "release; pass --release with a clone of the authors' repository",
-            file=sys.stderr,
-        )
-    return Settings(source, extracted, tuple(Path(r) for r in args.run), Path(args.output), args.permutations)
+    return Settings(source, tuple(Path(r) for r in args.run), Path(args.output), args.permutations)
 
 
 def execute(settings: Settings) -> None:
     from layer_mteb.paper.regenerate import reproduce
 
-    reproduce(
-        settings.source,
-        list(settings.runs),
-        settings.output,
-        settings.permutations,
-        extracted=settings.extracted,
-    )
+    reproduce(settings.source, list(settings.runs), settings.output, settings.permutations)

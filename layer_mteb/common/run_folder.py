@@ -44,8 +44,9 @@ The tables:
   evaluation-split texts), ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``;
   ``n`` counts the prompts the value is over. Rerunning a source with the same settings replaces its rows, so WikiText
   and each task's own-text metrics sit together (``task:`` and ``encoded:`` rows of a task are different sources).
-- ``agreement.csv``: per-layer agreement and intrinsic-dimension curves per (task, reference, metric, outlier, n, k,
-  seed, settings); ``reference`` is :data:`NO_REFERENCE` for the ID, which reads none; ``k`` is 0 where none applies.
+- a feature's own table (``agreement.csv``: :data:`layer_mteb.metrics.agreement.AGREEMENT_TABLE`) is declared
+  beside the code that makes its rows, as a :class:`Table` naming its file, and read and updated through
+  :meth:`RunFolder.read` and :meth:`RunFolder.update`.
 - ``stress.csv`` (or ``stress.csv.gz``, the same rows gzipped with no timestamp) and ``dip.csv``: per-prompt entropy
   of the stress tests and the dip test per layer, per (model, texts, readout, test).
 
@@ -83,7 +84,6 @@ SCORES_FILE = "scores.csv"
 RUN_LOG = "run.json"
 MTEB_FOLDER = "mteb"
 METRICS_FILE = "metrics.csv"
-AGREEMENT_FILE = "agreement.csv"
 COST_FILE = "cost.csv"
 #: plain and gzipped: a run folder holds one of them
 STRESS_FILES = ("stress.csv", "stress.csv.gz")
@@ -119,6 +119,8 @@ class Table(NamedTuple):
     order: Sequence[str] = ()
     key: Sequence[str] = ()
     floats: str | None = "%.8g"  # 8 significant digits keep distinct values distinct (mutual k-NN: steps >= 1e-5)
+    file: str = ""  # its file, for a table its feature declares (read with RunFolder.read, updated with .update)
+    reading: tuple[tuple[str, Any], ...] = ()  # pandas' read_csv arguments beside the columns
 
     def tidy(self, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
@@ -164,20 +166,6 @@ METRICS_TABLE = Table(
     None,
 )
 
-#: the ``metric`` of TwoNN intrinsic-dimension rows
-ID_METRIC = "two_nn_id"
-#: the ``reference`` of rows that read no reference
-NO_REFERENCE = "-"
-CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
-AGREEMENT_COLUMNS = [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value"]
-AGREEMENT_COLUMNS += list(SETTINGS_COLUMNS)
-AGREEMENT_TABLE = Table(
-    AGREEMENT_COLUMNS,
-    "compute the curves with layer_mteb.metrics.agreement.compute",
-    ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"],
-    ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS],
-)
-
 STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
 DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
 #: the stress rows' order; its first four (model, readout, test, texts) are the key: one stress run's rows
@@ -195,7 +183,7 @@ COST_TABLE = Table(
     "rerun `layer-mteb cost --run {folder}`",
     floats="%.6g",
 )
-tidy_scores, tidy_metrics, tidy_agreement = SCORES_TABLE.tidy, METRICS_TABLE.tidy, AGREEMENT_TABLE.tidy
+tidy_scores, tidy_metrics = SCORES_TABLE.tidy, METRICS_TABLE.tidy
 
 
 class SideFile(NamedTuple):
@@ -272,8 +260,8 @@ class RecordedTasks:
     task_files: Mapping[str, str]
     data_dir: Path | None
 
-    def selection(self, task: str) -> str:
-        """The ``--tasks`` selection that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
+    def tasks_value(self, task: str) -> str:
+        """The ``--tasks`` value that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
         return self.task_files.get(task, task)
 
 
@@ -508,20 +496,6 @@ def scores_config(scores: pd.DataFrame, **placement: Any) -> EncodeConfig:
     """The :class:`EncodeConfig` a (:func:`one_setting`) run table was scored with; ``placement`` (batch size,
     device, ...) is not recorded in the table and comes from the caller (default device: cuda if available)."""
     return EncodeConfig.from_key(scores.iloc[-1], **{"device": default_device(), **placement})
-
-
-def curves(frame: pd.DataFrame, **key: object) -> dict[str, pd.Series]:
-    """task -> value per layer, for the ``agreement.csv`` rows whose columns equal ``key`` (e.g. ``metric="mknn",
-    outlier="clamp", n=256, k=10, seed=0, reference=...``); a key that leaves several curves per task is an error."""
-    rows = frame
-    for column, value in key.items():
-        rows = rows[rows[column] == value]
-    out: dict[str, pd.Series] = {}
-    for task, part in rows.groupby("task", sort=True):
-        if part["layer"].duplicated().any():
-            raise ValueError(f"{task}: {key} leaves several curves; name more of {CURVE_KEY}")
-        out[str(task)] = part.set_index("layer")["value"].sort_index()
-    return out
 
 
 class RunFolder:
@@ -820,14 +794,13 @@ class RunFolder:
         """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
         return self._update(METRICS_FILE, METRICS_TABLE, frame, partial(self.metrics, missing_ok=True))
 
-    def agreement(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """``agreement.csv``: the stored agreement and intrinsic-dimension curves."""
-        read = {"keep_default_na": False, "na_values": {"value": [""]}}
-        return self._read(AGREEMENT_FILE, AGREEMENT_TABLE, missing_ok=missing_ok, **read)
+    def read(self, table: Table, *, missing_ok: bool = False) -> pd.DataFrame:
+        """The table a feature declares (:class:`Table` with its ``file``), checked as every table is."""
+        return self._read(table.file, table, missing_ok=missing_ok, **dict(table.reading))
 
-    def update_agreement(self, frame: pd.DataFrame) -> Path:
-        """Merge ``frame`` into ``agreement.csv``: its curves replace the stored ones of their key."""
-        return self._update(AGREEMENT_FILE, AGREEMENT_TABLE, frame, partial(self.agreement, missing_ok=True))
+    def update(self, table: Table, frame: pd.DataFrame) -> Path:
+        """Merge ``frame`` into the table a feature declares: its rows replace the stored ones of their key."""
+        return self._update(table.file, table, frame, partial(self.read, table, missing_ok=True))
 
     def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
         """The per-prompt stress table (``stress.csv`` or ``stress.csv.gz``, whichever the folder holds)."""

@@ -24,12 +24,12 @@ from layer_mteb.common.prompts import choose_prompts, model_folder
 from layer_mteb.common.ranks import use_rank_device
 from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder, tidy_scores
 from layer_mteb.common.settings import RunSettings
-from layer_mteb.evaluation.cost_plan import state_plan
 from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings
 from layer_mteb.evaluation.mteb_call import has_stored_result, score_encoder, texts_mteb_encodes
 from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_units
 from layer_mteb.evaluation.request import RunRequest, check_prompts
+from layer_mteb.evaluation.storage_plan import state_plan
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
 from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel

@@ -1,38 +1,57 @@
 """Representation metrics of every layer: matrix entropy (prompt / dataset), effective rank, curvature, and the
 augmentation-invariance metrics InfoNCE, LiDAR and DiME (Skean et al., "Layer by Layer", 2025).
 
-:data:`DIRECTIONS` names every metric of ``metrics.csv`` and says whether a lower (``min``) or higher (``max``) value
-is taken to mean a better embedding layer: the package's list of its metrics, read by whatever reads ``metrics.csv``
-(selection, its leaderboard, ``select --help``); computing them is :mod:`.representation`'s.
+:data:`SIGNALS`: the one registry of per-layer signals a selector may read (``metrics.csv``'s metrics, the curves of
+``agreement.csv``), read by selection, its leaderboard and ``select --help``; computing them is :mod:`.representation`'s
+and :mod:`.agreement`'s.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
-Direction = Literal["min", "max"]
+from layer_mteb.common.run_folder import METRICS_FILE
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
-#: metric -> the better end. Prompt entropy: the paper's rule, a compressed (low-entropy) prompt means the layer has
+Direction = Literal["min", "max"]
+#: What computing a signal takes: the model's forward pass over texts, or a reference encoder of the same texts too.
+Input = Literal["model", "reference"]
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A per-layer signal: its better end, the table storing it (``metrics.csv``, made by ``layer-mteb metrics``;
+    ``agreement.csv``, made on demand by the source a command hands the selection), what computing it needs, and the
+    parameters keying a stored value besides the layer."""
+
+    name: str
+    direction: Direction
+    table: str = METRICS_FILE
+    needs: Input = "model"
+    parameters: tuple[str, ...] = ("texts", "readout")
+
+
+#: Every signal by name. Prompt entropy: the paper's rule, a compressed (low-entropy) prompt means the layer has
 #: distilled the prompt to a few directions. Dataset entropy / effective rank: spread-out, non-collapsed pooled
 #: vectors separate texts. Curvature: straighter token trajectories. InfoNCE: lower loss is more augmentation-
 #: invariant. LiDAR, DiME: more discriminative directions / more information shared by views. Agreement (with a trusted
 #: sentence encoder, on a task's own texts): nearer to an embedding model's geometry. TwoNN intrinsic dimension:
 #: lower (KV-Embedding's rule; ``--by id_min`` and the other published rules skip layer 0).
-DIRECTIONS: dict[str, Direction] = {
-    "prompt_entropy": "min",
-    "prompt_entropy_raw": "min",
-    "prompt_entropy_logn": "min",
-    "prompt_entropy_logd": "min",
-    "dataset_entropy": "max",
-    "dataset_entropy_raw": "max",
-    "effective_rank": "max",
-    "curvature": "min",
-    "infonce": "min",
-    "lidar": "max",
-    "dime": "max",
-    "agreement": "max",
-    "two_nn_id": "min",
+SIGNALS: dict[str, Signal] = {
+    signal.name: signal
+    for signal in (
+        *(Signal(name, "min") for name in ("prompt_entropy", "prompt_entropy_raw", "prompt_entropy_logn")),
+        Signal("prompt_entropy_logd", "min"),
+        *(Signal(name, "max") for name in ("dataset_entropy", "dataset_entropy_raw", "effective_rank")),
+        *(Signal(name, "min") for name in ("curvature", "infonce")),
+        *(Signal(name, "max") for name in ("lidar", "dime")),
+        Signal("agreement", "max", AGREEMENT_FILE, "reference", ("reference", "metric", "outlier", "n", "k", "seed")),
+        Signal("two_nn_id", "min", AGREEMENT_FILE, "model", ("n", "seed")),
+    )
 }
+#: metric -> the better end, for every signal.
+DIRECTIONS: dict[str, Direction] = {name: signal.direction for name, signal in SIGNALS.items()}
 
 #: ``auto``: the paper's protocol (metrics of the raw residual stream choosing among the scored readout) for every
 #: text source that has raw metrics, else metrics of the scored readout itself.

@@ -238,7 +238,7 @@ def run_cost(
     scored = folder.setting(scores, **placement)
     name, revision, config = scored.model, scored.revision, scored.config
     recorded = folder.recorded_tasks()  # a custom task is found again through the task file that declared it
-    own = [f"{TASK_TEXTS}{recorded.selection(task)}" for task in sorted(set(scores["task"]))]
+    own = [f"{TASK_TEXTS}{recorded.tasks_value(task)}" for task in sorted(set(scores["task"]))]
     sources = text_sources(texts) if texts else own
     loaded = load_scored_model(name, revision, config, model)
     sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded.data_dir)

@@ -19,7 +19,7 @@ import pandas as pd
 from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores, wikitext_splits
-from layer_mteb.analysis.runs.release import ReleaseTables, extracted_tables, read_release
+from layer_mteb.analysis.runs.release import ReleaseTables, read_release
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
@@ -60,27 +60,18 @@ def scores_and_metrics(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
 Write = Callable[[str, pd.DataFrame], None]
 
 
-def release_tables(source: Path, *, extracted: bool = False) -> ReleaseTables:
-    """The release's tables: read from a clone of the authors' repository, or (``extracted``, the deprecated
-    ``--reference`` folder) from a folder of tables extracted from it."""
-    return extracted_tables(source) if extracted else read_release(source)
+def release_tables(source: Path) -> ReleaseTables:
+    """The release's tables, read from a clone of the authors' repository."""
+    return read_release(source)
 
 
-def reproduce(
-    source: Path,
-    runs: list[Path],
-    output: Path,
-    permutations: int = PERMUTATIONS,
-    *,
-    extracted: bool = False,
-) -> list[Path]:
+def reproduce(source: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS) -> list[Path]:
     """The paper's tables and figures, written into ``output``, one line per step on stdout (what it wrote, in
-    seconds). ``source``: a clone of the authors' repository (or its ``experiments/results``); with ``extracted``, a
-    folder of extracted tables."""
+    seconds). ``source``: a clone of the authors' repository (or its ``experiments/results``)."""
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
-    tables = release_tables(source, extracted=extracted)
+    tables = release_tables(source)
     release = release_scores(tables.scores)
     every_metric = import_metrics_table(tables.metrics)
     release_wikitext = wikitext_with_split(every_metric[every_metric["texts"] == "wikitext"], tables.metrics)

@@ -193,12 +193,12 @@ def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
     return path
 
 
-def select_tasks(selection: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
+def select_tasks(tasks: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
     """Resolve ``--tasks``: ``FILE.yaml[:SUITE or :TASK]``, or comma-separated suite names, mteb task names and mteb
     benchmark names (``MTEB(eng, v2)``: its commas are its own); every name that mteb does not know is reported in
     one error (without importing mteb, see :mod:`.task_names`), and a custom task named like an mteb task is
     refused."""
-    task_file, specs = _select(selection, data_dir)
+    task_file, specs = _select(tasks, data_dir)
     check_task_names(spec.name for spec in specs if spec.custom is None)
     _check_custom_names([spec for spec in specs if spec.custom is not None])
     return task_file, specs
@@ -213,22 +213,22 @@ def _check_custom_names(specs: list[TaskSpec]) -> None:
         raise UserError(f"{taken[0].where} has the name of an mteb task; rename it (e.g. {taken[0].name}Custom)")
 
 
-def file_task(selection: str) -> str | None:
-    """The task part of a ``FILE.yaml:TASK`` selection (a custom task is named this way outside ``run``), else
+def file_task(tasks: str) -> str | None:
+    """The task part of a ``FILE.yaml:TASK`` value (a custom task is named this way outside ``run``), else
     None."""
-    file_part, _, task = selection.partition(":")
+    file_part, _, task = tasks.partition(":")
     return (task.strip() or None) if file_part.endswith((".yaml", ".yml")) else None
 
 
-def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskSpec]]:
-    file_part, _, suite = selection.partition(":")
+def _select(tasks: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskSpec]]:
+    file_part, _, suite = tasks.partition(":")
     if file_part.endswith((".yaml", ".yml")):
         task_file = read_task_file(file_part)
         return task_file, _suite(task_file, suite or "paper32", data_dir)
     task_file = read_task_file()
-    if selection in BUILTIN_SUITES or selection in task_file.suites:
-        return task_file, _suite(task_file, selection, data_dir)
-    names = selection_parts(selection)
+    if tasks in BUILTIN_SUITES or tasks in task_file.suites:
+        return task_file, _suite(task_file, tasks, data_dir)
+    names = tasks_parts(tasks)
     if not names:
         raise UserError("--tasks is empty: give a tasks.yaml, a suite name, task names or a benchmark name")
     suites = [*BUILTIN_SUITES, *task_file.suites]
@@ -250,13 +250,13 @@ def _select(selection: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskS
     return task_file, list(first.values())
 
 
-def selection_parts(selection: str) -> list[str]:
-    """The names of a ``--tasks`` selection: the whole of it when it names an mteb benchmark, else its parts between
+def tasks_parts(tasks: str) -> list[str]:
+    """The names of a ``--tasks`` value: the whole of it when it names an mteb benchmark, else its parts between
     commas outside parentheses (``MTEB(eng, v2),STS12`` is a benchmark and a task)."""
-    if selection.strip() in known_benchmarks():
-        return [selection.strip()]
+    if tasks.strip() in known_benchmarks():
+        return [tasks.strip()]
     parts, depth, current = [], 0, ""
-    for char in selection:
+    for char in tasks:
         depth += (char == "(") - (char == ")")
         if char == "," and depth <= 0:
             parts.append(current)
@@ -420,9 +420,9 @@ def _known_task(name: str):
         return None
 
 
-def load_tasks(selection: str, data_dir: str | Path | None = None) -> list:
-    """The mteb tasks of a ``--tasks`` selection, as ``layer-mteb run`` scores them (the paper's split and subsets,
+def load_tasks(tasks: str, data_dir: str | Path | None = None) -> list:
+    """The mteb tasks of a ``--tasks`` value, as ``layer-mteb run`` scores them (the paper's split and subsets,
     local data from the data folder where it has them), ready for ``mteb.evaluate``."""
     folder = data_dir_from_env(data_dir)
-    task_file, specs = select_tasks(selection, folder)
+    task_file, specs = select_tasks(tasks, folder)
     return [load_task(spec, task_file.split, folder) for spec in specs]

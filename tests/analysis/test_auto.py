@@ -3,7 +3,6 @@ never reads the held-out family's scores before its pick, and the shipped policy
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release
 from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.auto import family_of
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.analysis.selection.selectors import ModelData, by_name, evaluate
-from layer_mteb.common.errors import UserError
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import ModelData, evaluate
 from layer_mteb.common.run_folder import RunFolder
 from studies import engine, lofo
 
@@ -238,20 +237,6 @@ def test_the_shipped_policy_says_what_it_was_trained_on() -> None:
     for rule in policy.rules.values():
         for name in rule.selector_names():
             by_name(name)  # every rule is made of study selectors
-
-
-def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_changes(tmp_path: Path) -> None:
-    rules = {"embedding": auto.Rule("last_layer", "x"), "cls": auto.Rule("last_layer", "z")}
-    rules["base"] = auto.Rule("depth=0.8", "y", {"Clustering": "depth=0.9"})
-    policy = auto.Policy(rules, 0.5, "by_type")
-    path = auto.write_policy(auto.Policy(**{**policy.__dict__, "date": "2026-01-01"}), tmp_path / "p.json")
-    before = path.read_bytes()
-    auto.write_policy(auto.Policy(**{**policy.__dict__, "date": "2027-01-01"}), path)
-    assert path.read_bytes() == before
-    assert auto.load_policy(path).rules == policy.rules and auto.load_policy(path).variant == "by_type"
-    path.write_text(json.dumps({"rules": {}}))
-    with pytest.raises(UserError, match="regenerate"):
-        auto.load_policy(path)
 
 
 @needs(REFERENCE / RELEASE_SCORES_FILE, "the authors' release")

@@ -15,7 +15,7 @@ from _report_fixtures import (
     alpha_metrics,
     alpha_scores,
     one_layer_scores,
-    write_reference,
+    write_paper_scores,
     write_results,
 )
 from matplotlib.axes import Axes
@@ -87,7 +87,7 @@ PAPER_ON_T1_T2 = {"Pythia-14m (paper)": ([0, 1 / 6, 2 / 6], [30.0, 50.0, 40.0])}
 def test_figure1_plots_each_models_mean_over_the_shared_tasks_named_in_its_caption(tmp_path, tasks, drawn):
     headline, curves, shared, task_note = headline_tasks(tasks)
     assert (shared, task_note) == (["T1", "T2"], "tasks: T1, T2")
-    paper, paper_note = paper_layer_means(headline, write_reference(tmp_path / "ref.csv"), "run")
+    paper, paper_note = paper_layer_means(headline, write_paper_scores(tmp_path / "ref.csv"), "run")
     stem = tmp_path / "figure1"
     _check_files(figures.figure1(curves, stem, paper, paper_note, task_note, len(shared)), stem)
     [ax] = drawn["figure1"].axes
@@ -103,7 +103,7 @@ def test_figure1_plots_each_models_mean_over_the_shared_tasks_named_in_its_capti
 def test_the_reports_figure1_and_heatmaps_show_the_runs(tmp_path, drawn, caplog):
     """Runs of 5 and 2 tasks: Figure 1 averages the 2 they share, says so in its title, and the report warns once."""
     alpha, one = write_results(tmp_path / "results")
-    reference = write_reference(tmp_path / "ref.csv")
+    reference = write_paper_scores(tmp_path / "ref.csv")
     with caplog.at_level("WARNING"):
         write_report([alpha, one], tmp_path / "report", paper_curves=True, pythia_scores=reference)
     [ax] = drawn["figure1"].axes

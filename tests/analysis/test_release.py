@@ -16,7 +16,6 @@ from layer_mteb.analysis.runs.importing import import_metrics_table, wikitext_sp
 from layer_mteb.analysis.runs.release import RENAMED_DATASETS, read_pickle, read_release, task_folders
 from layer_mteb.analysis.runs.release_layout import (
     HOW_TO_GET,
-    OLD_RELEASE_ENV,
     RELEASE_ENV,
     model_folders,
     release_folder,
@@ -86,13 +85,9 @@ def test_a_missing_release_says_how_to_get_it(tmp_path):
 
 
 @needs_release
-def test_the_release_folder_is_named_by_its_variable_and_the_old_name_still_works_with_a_warning(tmp_path, monkeypatch):
-    monkeypatch.delenv(RELEASE_ENV, raising=False)
-    monkeypatch.setenv(OLD_RELEASE_ENV, str(tmp_path / "old"))
-    with pytest.warns(FutureWarning, match=r"\$LAYER_MTEB_REFERENCE is deprecated: set \$LAYER_MTEB_RELEASE"):
-        assert release_folder() == tmp_path / "old"
+def test_the_release_folder_is_named_by_its_variable(tmp_path, monkeypatch):
     monkeypatch.setenv(RELEASE_ENV, str(tmp_path / "new"))
-    assert release_folder() == tmp_path / "new"  # the new name wins, without a warning
+    assert release_folder() == tmp_path / "new"
     assert release_folder(tmp_path / "given") == tmp_path / "given"
 
 

@@ -16,7 +16,7 @@ from _report_fixtures import (
     one_layer_scores,
     reference_frame,
     scores_frame,
-    write_reference,
+    write_paper_scores,
     write_results,
     write_run,
 )
@@ -29,9 +29,9 @@ from layer_mteb.analysis.runs.folders import (
     PYTHIA_SCORES_FILE,
     RELEASE_ENV,
     discover_runs,
-    load_reference,
+    load_paper_scores,
     load_runs,
-    reference_path,
+    pythia_scores_path,
     release_folder,
 )
 from layer_mteb.analysis.selection.picks import selector_leaderboard
@@ -142,8 +142,8 @@ def test_load_runs_labels_runs_that_differ_only_in_settings(tmp_path):
 
 
 def test_reference_drops_the_duplicated_last_layer_and_averages_the_run_tasks(tmp_path):
-    path = write_reference(tmp_path / "ref.csv")
-    reference = load_reference(path)
+    path = write_paper_scores(tmp_path / "ref.csv")
+    reference = load_paper_scores(path)
     assert sorted(reference["layer"].unique()) == [0, 1, 2] and len(reference) == 9
     assert reference["model"].unique().tolist() == ["Pythia-14m (paper)"]
     curves, note = paper_layer_means(alpha_scores(), path, "run")
@@ -161,13 +161,13 @@ def test_reference_keeps_the_numbered_layer_when_its_last_copy_differs(tmp_path)
     raw = reference_frame()
     raw.loc[raw["layer"] == "layer_2_last", "main_score"] = 0.0  # only the numbered row is the paper's layer 2
     raw.to_csv(tmp_path / "ref.csv", index=False)
-    reference = load_reference(tmp_path / "ref.csv")
+    reference = load_paper_scores(tmp_path / "ref.csv")
     assert reference.loc[reference["layer"] == 2, "main_score"].tolist() == [0.3, 0.5, 0.9]
 
 
 def test_cli_report_writes_every_file(tmp_path, capsys):
     alpha, one = write_results(tmp_path / "results")
-    reference = write_reference(tmp_path / "ref.csv")
+    reference = write_paper_scores(tmp_path / "ref.csv")
     output = tmp_path / "report"
     argv = ["report", "--run", str(alpha), "--run", str(one), "--output", str(output), "--paper-curves"]
     assert main([*argv, "--pythia-scores", str(reference)]) == 0
@@ -178,10 +178,7 @@ def test_cli_report_writes_every_file(tmp_path, capsys):
     assert {p.name for p in output.iterdir()} == expected
     assert all((output / name).stat().st_size > 0 for name in expected)
     assert "Table 1" in capsys.readouterr().out
-    # an earlier report is replaced; the option's former spelling still works for one release, saying so once
-    assert main([*argv, "--reference", str(reference)]) == 0
-    said = capsys.readouterr().err.splitlines()
-    assert said.count("layer-mteb: --reference is deprecated for report; use --pythia-scores") == 1
+    assert main([*argv, "--pythia-scores", str(reference)]) == 0  # an earlier report is replaced
 
 
 @pytest.mark.parametrize("problem", ["missing", "no-scores", "bad-columns", "output-is-a-run"])
@@ -205,10 +202,10 @@ def test_cli_user_errors_are_one_line_and_exit_2(tmp_path, capsys, problem):
 def test_the_reference_is_the_release_folder_or_its_pythia_file(tmp_path, monkeypatch):
     folder = tmp_path / "release"
     folder.mkdir()
-    file = write_reference(folder / PYTHIA_SCORES_FILE)
-    assert reference_path(folder) == reference_path(file) == file
+    file = write_paper_scores(folder / PYTHIA_SCORES_FILE)
+    assert pythia_scores_path(folder) == pythia_scores_path(file) == file
     monkeypatch.setenv(RELEASE_ENV, str(folder))  # one variable: the folder, read by the report and the paper
-    assert release_folder() == folder and reference_path() == file
+    assert release_folder() == folder and pythia_scores_path() == file
 
 
 def test_missing_reference_is_a_user_error(tmp_path, monkeypatch):

@@ -17,7 +17,8 @@ from layer_mteb.analysis.labels.budget import TaskLayers, judge
 from layer_mteb.analysis.report.table1 import build_table1, per_task_summary, task_scores
 from layer_mteb.analysis.rules import default_layer, last_layer_of, most_frequent_layer
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.analysis.selection.selectors import by_name, evaluate
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import evaluate
 from layer_mteb.paper.tables import table1
 from studies.engine import score_models
 

@@ -184,7 +184,7 @@ TIED_METRIC = {("prompt_entropy", "wikitext"): [0.9, 0.1, 0.5, 0.1, 0.7]}  # min
 def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None:
     from layer_mteb.analysis.report.table1 import per_task_summary, task_scores
     from layer_mteb.analysis.rules import extremum_layer, nearest_layer
-    from layer_mteb.analysis.selection import selectors
+    from layer_mteb.analysis.selection import registry, selectors
     from studies import engine as study
 
     assert extremum_layer(pd.Series([0.2, 0.5, 0.5 - 1e-12, 0.3])) == 2  # within the tolerance: a tie
@@ -198,7 +198,7 @@ def test_ties_go_to_the_deeper_layer_in_table1_selection_and_the_study() -> None
     assert set(frame["best_layer"]) == {2}
     assert _pick(frame, "A", "prompt_entropy", "wikitext")["chosen_layer"] == 3
     [model] = study.study_models(scores, metrics.assign(texts="task:A"), min_tasks=1)
-    picks = selectors.evaluate([model], [selectors.by_name("prompt_entropy@own")]).iloc[0]
+    picks = selectors.evaluate([model], [registry.by_name("prompt_entropy@own")]).iloc[0]
     assert (picks["chosen_layer"], picks["best_layer"]) == (3, 2)
     assert picks["chosen_score"] == pytest.approx(30.0) and picks["regret"] == pytest.approx(20.0)  # the study: ×100
 
@@ -237,9 +237,12 @@ def test_select_by_a_study_selector_uses_the_same_engine_units_and_file(tmp_path
     assert list(stored.columns) == list(select_layers(scores=scores, metrics=metrics).columns)
     depth = stored[(stored["selector"] == "depth=0.8") & (stored["task"] == "mean")].iloc[0]
     assert depth["chosen_layer"] == 3 and depth["chosen_score"] == pytest.approx(0.6)  # 0–1, as every selector
-    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 0  # own texts: per task
+    # a studied selector (not offered by --by) through the Python API: own texts, per task
+    select_layers(tmp_path, by="prompt_entropy@own")
     own = pd.read_csv(tmp_path / "selection.prompt_entropy@own.csv").query("selector == 'prompt_entropy@own'")
     assert own[["task", "texts", "chosen_layer"]].values.tolist() == [["B", "task:B", 3]]
+    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 2
+    assert "select_layers(run, by='prompt_entropy@own') applies it" in capsys.readouterr().err
     assert main(["select", "--run", str(tmp_path), "--by", "nonsense@own"]) == 2
     assert "unknown metric or selector" in capsys.readouterr().err
 
@@ -256,8 +259,10 @@ def test_a_rule_that_reads_no_metric_needs_no_metrics_csv(tmp_path: Path, capsys
     assert set(picks.query("selector == 'auto'")["chosen_layer"]) == {4}
     assert main(["select", "--run", str(tmp_path), "--by", "depth=0.5"]) == 0
     capsys.readouterr()
-    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy@own"]) == 2
+    assert main(["select", "--run", str(tmp_path), "--by", "prompt_entropy"]) == 2
     assert "no metrics.csv" in capsys.readouterr().err
+    with pytest.raises(UserError, match=r"no metrics\.csv"):
+        select_layers(tmp_path, by="prompt_entropy@own")
 
 
 @pytest.mark.parametrize("by", [[], ["--by", "auto"], ["--by", "depth=0.8"]])

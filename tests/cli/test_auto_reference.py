@@ -11,7 +11,8 @@ from conftest import save_tiny_model
 
 from layer_mteb.cli import main
 from layer_mteb.common.files import content_hash
-from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder, curves
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, curves
 
 MODEL = "local/tiny-gpt2"
 
@@ -57,7 +58,7 @@ def test_auto_computes_the_missing_curves_where_a_reference_loads(tiny_folder, t
     assert said[0].startswith(f"auto: {MODEL} is a base language model and its run has no agreement curves for 1 task")
     assert "encoding up to 40 texts of each with the model's every layer and with minilm-l6 (roughly" in said[0]
     assert "the layer of most agreement with sentence-transformers/all-MiniLM-L6-v2" in said[1]
-    curve = curves(RunFolder(run).agreement(), metric="mknn", outlier="none", n=40, k=10, seed=0)["STS17"]
+    curve = curves(RunFolder(run).read(AGREEMENT_TABLE), metric="mknn", outlier="none", n=40, k=10, seed=0)["STS17"]
     assert _auto_pick(run) == int(curve[curve >= curve.max() - 1e-9].index.max())  # ties deeper, as agreement
     stored = (tmp_path / "run" / AGREEMENT_FILE).read_text()
     assert main([*argv, "--agreement-with", "minilm-l6"]) == 0  # the curves are read back, not computed again

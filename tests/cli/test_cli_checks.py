@@ -95,10 +95,6 @@ CASES = {
         ["reproduce", "--release", "{tmp}", "--run", "{tmp}/run", "--output", "{tmp}/out"],
         "holds no <family>/<size>/<revision>/mteb or metrics folder of the release",
     ),
-    "reproduce without the extracted tables": (
-        ["reproduce", "--reference", "{tmp}", "--run", "{tmp}/run", "--output", "{tmp}/out"],
-        "no official_layer_scores.csv in {tmp}; pass --release with a clone of the authors' repository",
-    ),
     "reproduce of a folder without scores": (
         ["reproduce", "--release", "{tmp}/release", "--run", "{tmp}", "--output", "{tmp}/out"],
         "has no scores.csv",
@@ -236,16 +232,3 @@ def test_the_encode_defaults_metrics_run_compares_with_are_the_parsers():
     for command in (["metrics", "--run", "runs/x"], ["run", "--model", "minilm-l6", "--tasks", "demo"]):
         parsed = build_parser().parse_args(command)
         assert {option: getattr(parsed, option) for option in ENCODE_DEFAULTS} == ENCODE_DEFAULTS
-
-
-@pytest.mark.parametrize(
-    ("command", "old", "new"),
-    [("select", "--reference", "--agreement-with"), ("report", "--reference", "--pythia-scores")],
-)
-def test_a_renamed_option_s_old_spelling_works_for_one_release_and_says_so_once(command, old, new, tmp_path, capsys):
-    (tmp_path / "scores.csv").write_text("model,layer\n")
-    args = _args(command, "--run", str(tmp_path), old, "minilm-l6")
-    assert getattr(check(args), new.removeprefix("--").replace("-", "_")) == "minilm-l6"
-    assert capsys.readouterr().err == f"layer-mteb: {old} is deprecated for {command}; use {new}\n"
-    assert getattr(check(_args(command, "--run", str(tmp_path), new, "minilm-l6")), new[2:].replace("-", "_"))
-    assert capsys.readouterr().err == ""

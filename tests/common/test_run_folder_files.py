@@ -15,7 +15,6 @@ import pytest
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import (
-    AGREEMENT_COLUMNS,
     DIP_COLUMNS,
     METRIC_COLUMNS,
     RUN_LOG,
@@ -26,6 +25,7 @@ from layer_mteb.common.run_folder import (
     selection_file,
     sharded,
 )
+from layer_mteb.metrics.agreement import AGREEMENT_COLUMNS, AGREEMENT_TABLE
 
 SETTINGS = EncodeConfig(attention="causal").key()  # as a sweep records it: the attention that ran
 
@@ -140,13 +140,13 @@ def test_agreement_curves_replace_their_key_and_rewrite_to_the_same_bytes(tmp_pa
         rows = [{**_score("A", k, 0.0), **key, "n": 8, "k": 2, "seed": 0, "value": v} for k, v in enumerate(values)]
         return pd.DataFrame(rows)[AGREEMENT_COLUMNS]
 
-    folder.update_agreement(curve("mknn", [0.1, 0.2, 0.3]))
-    folder.update_agreement(curve("cka", [0.4, 0.5, 0.6]))
+    folder.update(AGREEMENT_TABLE, curve("mknn", [0.1, 0.2, 0.3]))
+    folder.update(AGREEMENT_TABLE, curve("cka", [0.4, 0.5, 0.6]))
     once = folder.file("agreement.csv").read_bytes()
-    folder.update_agreement(curve("cka", [0.4, 0.5, 0.6]))
+    folder.update(AGREEMENT_TABLE, curve("cka", [0.4, 0.5, 0.6]))
     assert folder.file("agreement.csv").read_bytes() == once
-    folder.update_agreement(curve("mknn", [0.7, 0.8, 0.9]))
-    stored = folder.agreement()
+    folder.update(AGREEMENT_TABLE, curve("mknn", [0.7, 0.8, 0.9]))
+    stored = folder.read(AGREEMENT_TABLE)
     assert stored[stored["metric"] == "mknn"]["value"].tolist() == [0.7, 0.8, 0.9]
     assert stored[stored["metric"] == "cka"]["value"].tolist() == [0.4, 0.5, 0.6]
 
@@ -161,7 +161,7 @@ def test_a_torn_side_table_is_refused_and_left_as_it_was(tmp_path):
     assert folder.file("metrics.csv").read_bytes() == torn  # never replaced by this run's rows alone
     folder.file("agreement.csv").write_text("model,layer\norg/m,0\n")
     with pytest.raises(UserError, match=r"agreement\.csv is missing column\(s\)"):
-        folder.agreement()
+        folder.read(AGREEMENT_TABLE)
 
 
 def test_stress_tables_merge_across_forms_and_runs_are_recorded_once_per_key(tmp_path):
@@ -222,7 +222,7 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     entries = {entry["task"]: entry for entry in folder.log()}
     assert entries["A"]["computed"]["units_evaluated"] == 3 and entries["B"] == other
     recorded = folder.recorded_tasks()
-    assert recorded.task_files == {"B": "tasks.yaml:B"} and recorded.selection("A") == "A"
+    assert recorded.task_files == {"B": "tasks.yaml:B"} and recorded.tasks_value("A") == "A"
     assert recorded.data_dir == tmp_path
     folder.file(RUN_LOG).write_text("{")  # by another hand: a new RunFolder reads it (this one keeps what it read)
     with caplog.at_level(logging.WARNING, logger="layer_mteb"):

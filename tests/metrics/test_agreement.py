@@ -10,7 +10,8 @@ import torch
 from conftest import save_tiny_model, write_tiny_gpt2_scores
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_COLUMNS, ID_METRIC, RunFolder, curves
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_COLUMNS, AGREEMENT_FILE, AGREEMENT_TABLE, ID_METRIC, curves
 from layer_mteb.metrics.agreement.compute import agreement_curves, references_for, sample_texts
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick, two_nn
 from layer_mteb.metrics.agreement.measures import OUTLIERS, agreement_curve, linear_cka, mutual_knn, treat_outliers
@@ -142,7 +143,7 @@ def test_curves_of_a_run_are_written_and_reproducible(tiny_run, data_dir):
     run, folder = tiny_run
     options = {"n": 40, "reference": "minilm-l6", "model": str(folder), "data_dir": data_dir}
     first = agreement_curves(run, "BIOSSES", **options)
-    stored = RunFolder(run).agreement()
+    stored = RunFolder(run).read(AGREEMENT_TABLE)
     assert list(stored.columns) == AGREEMENT_COLUMNS
     assert len(stored) == len(first) == 3 * (2 * len(OUTLIERS) + 1)  # layers x (mknn, cka per outlier; ID)
     assert set(stored["metric"]) == {"mknn", "cka", ID_METRIC}
@@ -150,7 +151,7 @@ def test_curves_of_a_run_are_written_and_reproducible(tiny_run, data_dir):
     assert stored["value"].notna().all()
     again = agreement_curves(run, "BIOSSES", **options)  # vectors now come from the stores; same curve, same file
     pd.testing.assert_frame_equal(first, again)
-    assert len(RunFolder(run).agreement()) == len(stored)
+    assert len(RunFolder(run).read(AGREEMENT_TABLE)) == len(stored)
     chosen = curves(stored, metric="mknn", outlier="clamp", n=40, k=10, seed=0)
     assert list(chosen) == ["BIOSSES"] and list(chosen["BIOSSES"].index) == [0, 1, 2]
     with pytest.raises(ValueError, match="several curves"):
@@ -159,7 +160,7 @@ def test_curves_of_a_run_are_written_and_reproducible(tiny_run, data_dir):
     assert not np.allclose(other_seed["value"], first["value"])
     both = agreement_curves(run, ["STS12", "BIOSSES"], **options, write=False)  # one model and reference load
     pd.testing.assert_frame_equal(both[both["task"] == "BIOSSES"].reset_index(drop=True), first)
-    assert set(both["task"]) == {"STS12", "BIOSSES"} and len(RunFolder(run).agreement()) == len(stored)
+    assert set(both["task"]) == {"STS12", "BIOSSES"} and len(RunFolder(run).read(AGREEMENT_TABLE)) == len(stored)
 
 
 def test_a_reference_must_load_and_differ_from_the_model(tmp_path):
@@ -223,7 +224,7 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     from layer_mteb.analysis.selection.agreement import AgreementOptions
     from layer_mteb.analysis.selection.picks import select_layers
     from layer_mteb.cli import main
-    from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
+    from layer_mteb.common.run_folder import RunFolder
 
     _, folder = tiny_run
     run = write_tiny_gpt2_scores(tmp_path / "run")
@@ -233,7 +234,7 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     assert sorted(p.name for p in run.iterdir()) == ["scores.csv"]
     argv = [*bad, "--agreement-with", "minilm-l6", "--data-dir", str(data_dir)]
     assert main(argv) == 0
-    curve = curves(RunFolder(run).agreement(), metric="mknn", outlier="none", n=40, k=10, seed=0)["BIOSSES"]
+    curve = curves(RunFolder(run).read(AGREEMENT_TABLE), metric="mknn", outlier="none", n=40, k=10, seed=0)["BIOSSES"]
     best = int(curve[curve >= curve.max() - 1e-9].index.max())
     picks = pd.read_csv(run / "selection.agreement.csv")
     assert picks.query("selector == 'agreement' and task == 'BIOSSES'")["chosen_layer"].tolist() == [best]
@@ -243,7 +244,7 @@ def test_select_by_agreement_and_auto_pick_the_layer_of_most_agreement(tiny_run,
     assert "the layer of most agreement with sentence-transformers/all-MiniLM-L6-v2" in capsys.readouterr().out
     auto = pd.read_csv(run / "selection.auto.csv").query("selector == 'auto' and task == 'BIOSSES'")
     assert auto["chosen_layer"].tolist() == [best]
-    id_curve = curves(RunFolder(run).agreement(), metric=ID_METRIC, n=40, seed=0)["BIOSSES"]
+    id_curve = curves(RunFolder(run).read(AGREEMENT_TABLE), metric=ID_METRIC, n=40, seed=0)["BIOSSES"]
     for name in ID_SELECTORS:  # the published intrinsic-dimension selectors: the same engine, from Python
         select_layers(run, by=name, agreement=AgreementOptions(n=40))
         picked = pd.read_csv(run / f"selection.{name}.csv").query(f"selector == '{name}' and task == 'BIOSSES'")

@@ -15,7 +15,8 @@ from conftest import save_tiny_model, write_tiny_gpt2_scores
 
 from layer_mteb.analysis.rules import extremum_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, curves
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.agreement import AGREEMENT_TABLE, curves
 from layer_mteb.metrics.agreement.compute import sample_texts
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS, LexicalSpec, lexical_vectors, parse_lexical
 from layer_mteb.metrics.agreement.measures import agreement_curve
@@ -128,7 +129,7 @@ def test_select_by_lexical_agreement_and_auto_through_the_cli(tmp_path, data_dir
     run = write_tiny_gpt2_scores(tmp_path / "run")
     argv = ["select", "--run", str(run), "--by", "agreement", "--model", str(folder), "--sample", "40"]
     assert main([*argv, "--agreement-with", "tfidf-lsa"]) == 0
-    stored = RunFolder(run).agreement()
+    stored = RunFolder(run).read(AGREEMENT_TABLE)
     lexical = stored[stored["reference"] == "tfidf-lsa"]
     assert len(lexical) and lexical["reference_revision"].str.contains("TruncatedSVD").all()
     curve = curves(stored, reference="tfidf-lsa", metric="mknn", outlier="none", n=40, k=10, seed=0)["BIOSSES"]

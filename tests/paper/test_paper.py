@@ -152,12 +152,7 @@ def test_the_reproduce_command_passes_its_options_to_reproduce(tmp_path, monkeyp
     argv = ["reproduce", "--release", str(release), "--run", str(run), "--output", str(tmp_path / "paper")]
     assert main([*argv, "--permutations", "7"]) == 0
     results = release / "experiments" / "results"
-    assert called == [((results, [run], tmp_path / "paper", 7), {"extracted": False})]
-    # the deprecated --reference folder of extracted tables still works for one release, saying so
-    argv = ["reproduce", "--reference", str(REFERENCE), "--run", str(run), "--output", str(tmp_path / "paper")]
-    assert main(argv) == 0
-    assert called[-1] == ((REFERENCE, [run], tmp_path / "paper", 200), {"extracted": True})
-    assert "--reference (tables extracted from the release) is deprecated" in capsys.readouterr().err
+    assert called == [((results, [run], tmp_path / "paper", 7), {})]
 
 
 def test_a_run_without_metrics_keeps_its_scores_but_mismatched_metrics_are_an_error(tmp_path):

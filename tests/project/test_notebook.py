@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import nbformat
-from _report_fixtures import write_reference, write_results
+from _report_fixtures import write_paper_scores, write_results
 from nbclient import NotebookClient
 
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE
@@ -18,7 +18,7 @@ NOTEBOOK = REPO / "notebooks" / "reproduce_table1_figure1.ipynb"
 def test_notebook_regenerates_the_report(tmp_path, monkeypatch):
     write_results(tmp_path / "results")
     (tmp_path / "reference").mkdir()
-    write_reference(tmp_path / "reference" / PYTHIA_SCORES_FILE)
+    write_paper_scores(tmp_path / "reference" / PYTHIA_SCORES_FILE)
     monkeypatch.setenv("LAYER_MTEB_RELEASE", str(tmp_path / "reference"))
     monkeypatch.delenv("LAYER_MTEB_RESULTS", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))

@@ -4,14 +4,19 @@ the last layer's, by hand."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from layer_mteb.analysis.rules import PAPER_RULE
+from layer_mteb.analysis.selection import auto
 from layer_mteb.analysis.selection.auto import Rule
-from layer_mteb.analysis.selection.selectors import ModelData, by_name
+from layer_mteb.analysis.selection.registry import by_name
+from layer_mteb.analysis.selection.selectors import ModelData
+from layer_mteb.common.errors import UserError
 from layer_mteb.common.package import VERSION
 from studies import lofo
 
@@ -144,3 +149,17 @@ def test_train_policy_abstains_where_the_best_depth_gains_less_than_every_margin
     policy = lofo.train_policy(models, record, CANDIDATES[:3])
     assert policy.rules["base"] == Rule("last_layer", "the last layer has the least regret on 3 models of 3 families")
     assert policy.record["lofo_models"] == 4 and policy.record["lofo_mean_regret"] == pytest.approx(2.0)
+
+
+def test_the_policy_file_round_trips_and_keeps_its_bytes_when_only_the_date_changes(tmp_path: Path) -> None:
+    rules = {"embedding": auto.Rule("last_layer", "x"), "cls": auto.Rule("last_layer", "z")}
+    rules["base"] = auto.Rule("depth=0.8", "y", {"Clustering": "depth=0.9"})
+    policy = auto.Policy(rules, 0.5, "by_type")
+    path = lofo.write_policy(auto.Policy(**{**policy.__dict__, "date": "2026-01-01"}), tmp_path / "p.json")
+    before = path.read_bytes()
+    lofo.write_policy(auto.Policy(**{**policy.__dict__, "date": "2027-01-01"}), path)
+    assert path.read_bytes() == before
+    assert auto.load_policy(path).rules == policy.rules and auto.load_policy(path).variant == "by_type"
+    path.write_text(json.dumps({"rules": {}}))
+    with pytest.raises(UserError, match="regenerate"):
+        auto.load_policy(path)

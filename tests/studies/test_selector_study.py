@@ -12,7 +12,7 @@ import pytest
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.runs.importing import import_metrics_table, release_scores
 from layer_mteb.analysis.runs.release_layout import RELEASE_SCORES_FILE, release_folder
-from layer_mteb.analysis.selection import selectors
+from layer_mteb.analysis.selection import registry, selectors
 from layer_mteb.paper.tables import TASK_SETS
 from studies import engine as study
 from studies.selector_study import FIRST_HEADING, with_study
@@ -29,7 +29,7 @@ def test_leave_one_model_out_never_reads_the_held_out_scores():
     names = ["Pythia/14m", "Pythia/70m", "Pythia/160m"]
     scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={name: name for name in names})
-    candidates = [selectors.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
+    candidates = [registry.by_name(n) for n in ("last_layer", "depth=0.5", "depth=0.8", PAPER_RULE)]
     models = study.study_models(scores, metrics)
     before = study.leave_one_model_out(models, candidates).set_index("held_out")
     held = models[0]
@@ -46,7 +46,7 @@ def test_the_paper_rule_on_pythia_410m_matches_the_released_facts():
     scores = release_scores(REFERENCE / RELEASE_SCORES_FILE, names)
     metrics = import_metrics_table(REFERENCE / "official_layer_metrics.csv.gz", models={"Pythia/410m": "Pythia/410m"})
     [model] = study.study_models(scores, metrics)
-    summary = study.model_leaderboard([model], [selectors.by_name(PAPER_RULE)]).iloc[0]
+    summary = study.model_leaderboard([model], [registry.by_name(PAPER_RULE)]).iloc[0]
     assert summary["n_tasks"] == 24
     assert (round(summary["chosen_score"], 2), round(summary["last_score"], 2)) == (45.99, 43.18)
     assert round(summary["best_score"], 2) == 49.37

@@ -13,7 +13,7 @@ from conftest import save_tiny_model
 
 from layer_mteb.cli import main
 from layer_mteb.common.errors import UserError
-from layer_mteb.tasks.catalog import load_task, select_tasks, selection_parts
+from layer_mteb.tasks.catalog import load_task, select_tasks, tasks_parts
 from layer_mteb.tasks.task_names import BENCHMARKS_FILE, installed_mteb, known_benchmarks, mteb_benchmark_names
 
 ENG_V2 = "MTEB(eng, v2)"
@@ -35,8 +35,8 @@ def test_the_benchmark_name_resolves_to_mtebs_tasks_splits_and_subsets():
 
 
 def test_a_benchmark_beside_tasks_and_suites_keeps_its_commas():
-    assert selection_parts("MTEB(eng, v2)") == ["MTEB(eng, v2)"]
-    assert selection_parts("STS12, MTEB(eng, v2),NanoBEIR") == ["STS12", "MTEB(eng, v2)", "NanoBEIR"]
+    assert tasks_parts("MTEB(eng, v2)") == ["MTEB(eng, v2)"]
+    assert tasks_parts("STS12, MTEB(eng, v2),NanoBEIR") == ["STS12", "MTEB(eng, v2)", "NanoBEIR"]
     _, specs = select_tasks("BIOSSES,NanoBEIR,demo")
     names = [spec.name for spec in specs]
     assert names[0] == "BIOSSES" and specs[0].benchmark is None

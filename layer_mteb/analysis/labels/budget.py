@@ -90,7 +90,7 @@ def iter_task_layers(
     data = data_dir_from_env(data_dir or recorded.data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
-        _, (spec,) = select_tasks(recorded.selection(str(task_name)), data)
+        _, (spec,) = select_tasks(recorded.tasks_value(str(task_name)), data)
         task = load_task(spec, str(split), data)
         task.load_data()
         examples = labelled_examples(task, str(subset), str(split))

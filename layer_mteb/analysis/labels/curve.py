@@ -30,8 +30,9 @@ from layer_mteb.analysis.selection.agreement import AGREEMENT
 from layer_mteb.analysis.selection.picks import is_selector, leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
-from layer_mteb.common.run_folder import AGREEMENT_FILE, RunFolder
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.workers import check_eval_workers
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
 logger = logging.getLogger(__name__)
 

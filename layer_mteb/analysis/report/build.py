@@ -27,7 +27,7 @@ from layer_mteb.analysis.report.table1 import (
     task_scores,
 )
 from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs.folders import Runs, load_reference, load_runs
+from layer_mteb.analysis.runs.folders import Runs, load_paper_scores, load_runs
 from layer_mteb.analysis.selection.picks import selector_leaderboard
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building
@@ -139,10 +139,10 @@ def _check_output(output: Path, folders: Iterable[RunFolder]) -> None:
 
 
 def paper_layer_means(
-    scores: pd.DataFrame, reference: str | Path | None = None, which: PaperTasks = "run"
+    scores: pd.DataFrame, pythia_scores: str | Path | None = None, which: PaperTasks = "run"
 ) -> tuple[pd.DataFrame, str]:
     """The authors' per-layer averages (a :func:`layer_means` frame) and a note saying which tasks they average."""
-    paper = load_reference(reference)
+    paper = load_paper_scores(pythia_scores)
     paper_tasks = set(paper["task"])
     run_tasks = {_paper_name(t) for t in scores["task"].astype(str)} & paper_tasks
     if which == "run" and run_tasks:

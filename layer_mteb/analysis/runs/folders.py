@@ -178,26 +178,26 @@ def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
     return labels
 
 
-def reference_path(path: str | Path | None = None) -> Path:
+def pythia_scores_path(path: str | Path | None = None) -> Path:
     """The authors' per-layer Pythia scores: ``path`` (that file, or a release folder holding it), else the file in
     :func:`release_folder`."""
     chosen = Path(path) if path else release_folder()
     file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
     if not file.is_file():
         raise UserError(
-            f"paper reference scores not found at {str(file)!r}: pass --pythia-scores or set ${RELEASE_ENV} to the "
+            f"the paper's Pythia scores not found at {str(file)!r}: pass --pythia-scores or set ${RELEASE_ENV} to the "
             "folder of the authors' release"
         )
     return file
 
 
-def load_reference(path: str | Path | None = None) -> pd.DataFrame:
+def load_paper_scores(path: str | Path | None = None) -> pd.DataFrame:
     """The authors' per-layer scores as a scores-like frame (``model`` = "Pythia-410m (paper)", integer layers).
 
     Read by :func:`~.importing.release_scores`, the one reader of the release's files: their last layer appears
     twice (``layer_24`` and ``layer_24_last``, same scores) and the copy is dropped.
     """
-    file = reference_path(path)
+    file = pythia_scores_path(path)
     raw = pd.read_csv(file)
     missing = [c for c in ("model", "layer", "task", "main_score") if c not in raw.columns]
     if missing:

@@ -245,21 +245,3 @@ def read_release(path: str | Path) -> ReleaseTables:
     results = results_folder(path)
     folders = model_folders(results)
     return ReleaseTables(score_table(results, folders), metric_table(results, folders), prompt_length_table(results))
-
-
-#: The tables once extracted from the release (``reproduce --reference``, deprecated), read for one more release.
-EXTRACTED_FILES = (
-    "official_layer_scores.csv",
-    "official_layer_metrics.csv.gz",
-    "official_prompt_length_entropy.csv.gz",
-)
-
-
-def extracted_tables(folder: str | Path) -> ReleaseTables:
-    """The same tables from a folder of extracted CSVs (scores and metrics required, the length table optional)."""
-    root = Path(folder)
-    scores, metrics, lengths = (root / name for name in EXTRACTED_FILES)
-    for needed in (scores, metrics):
-        if not needed.is_file():
-            raise UserError(f"no {needed.name} in {folder}; pass --release with a clone of the authors' repository")
-    return ReleaseTables(pd.read_csv(scores), pd.read_csv(metrics), pd.read_csv(lengths) if lengths.is_file() else None)

@@ -6,16 +6,14 @@ command line checks a ``--release`` folder with it before any table is read."""
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.common.errors import UserError
 
-#: The folder of the authors' release on this machine (its tables, and its clone in ``release/``); the variable of
-#: that name before it (README, docs/report.md) is still read, with a warning, for one release.
-RELEASE_ENV, OLD_RELEASE_ENV = "LAYER_MTEB_RELEASE", "LAYER_MTEB_REFERENCE"
+#: The folder of the authors' release on this machine (its tables, and its clone in ``release/``).
+RELEASE_ENV = "LAYER_MTEB_RELEASE"
 RELEASE_DEFAULT = Path("..") / "shared" / "reference"
 #: Files of that folder: every released model's per-layer scores, and Pythia's in the form Figure 1 overlays.
 RELEASE_SCORES_FILE, PYTHIA_SCORES_FILE = "official_layer_scores.csv", "official_pythia_layer_scores.csv"
@@ -26,9 +24,6 @@ def release_folder(folder: str | Path | None = None) -> Path:
     working folder or beside the checkout: the first of those that exists, the first if none does. Never a folder
     further up: a clone with nothing beside it reads no release it was not pointed at."""
     chosen = folder or os.environ.get(RELEASE_ENV)
-    if not chosen and os.environ.get(OLD_RELEASE_ENV):
-        warnings.warn(f"${OLD_RELEASE_ENV} is deprecated: set ${RELEASE_ENV}", FutureWarning, stacklevel=2)
-        chosen = os.environ[OLD_RELEASE_ENV]
     if chosen:
         return Path(chosen)
     repository = Path(__file__).resolve().parents[3]

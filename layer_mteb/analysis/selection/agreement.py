@@ -1,95 +1,130 @@
 """``select --by agreement``: per task, the layer whose geometry agrees most with a trusted sentence encoder on the
-task's own unlabelled texts (mutual k-nearest neighbours, Huh et al. 2024; docs/agreement.md).
-
-This module only reads: the curves are the run's ``agreement.csv``, computed beforehand by their own stage
-(:func:`layer_mteb.metrics.agreement.compute.agreement_curves`; the commands call it first for the tasks
-:func:`missing_curves` names). The curves enter the one selection engine as metric curves (``agreement``, higher is
-better; the TwoNN curve for the intrinsic-dimension selectors), so the pick, the tie rule (deeper) and regret and
-gain are those of every other selector.
-"""
+task's own unlabelled texts (mutual k-NN, Huh et al. 2024; docs/agreement.md), and the published intrinsic-dimension
+selectors on the TwoNN curve beside it. This module only reads ``agreement.csv``; the curves a pick needs and the run
+lacks are computed first through the :class:`SignalSource` a command hands the selection, then enter the one engine
+as per-layer signals, so the pick, the tie rule (deeper), regret and gain are every other selector's."""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Protocol
 
-import pandas as pd
-
-from layer_mteb.analysis.selection.auto import AUTO, kind_of, load_policy, pooling_of
-from layer_mteb.analysis.selection.curves import as_folder
-from layer_mteb.analysis.selection.selectors import AGREEMENT
-from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_FILE, LAYER_COLUMNS, METRIC_COLUMNS, NO_REFERENCE, RunFolder
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import SIGNALS
+from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, DEFAULT_K, ID_METRIC, NO_REFERENCE
+from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.lexical import is_lexical
-from layer_mteb.metrics.agreement.measures import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
 
-#: what ``auto`` says of a base model without agreement curves: the lexical reference was studied for it, and not
-#: adopted (docs/agreement.md, "Without another model": worse than the depth prior on SmolLM2)
-LEXICAL_NOT_ADOPTED = (
-    "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and not adopted: it "
-    "loses to this rule on SmolLM2 (docs/agreement.md)"
-)
+if TYPE_CHECKING:
+    import pandas as pd
+
+AGREEMENT = "agreement"
+#: the agreement measure a pick reads (the study's choice, docs/agreement.md)
+MEASURE = "mknn"
 
 
 @dataclass(frozen=True)
 class AgreementOptions:
-    """The curve a pick reads; the defaults were fixed before the study (docs/agreement.md) and kept by it. The
-    command line sets ``reference``, ``n``, ``k`` and ``seed``; ``metric`` (linear CKA) and ``outlier`` are the
-    study's knobs, set from Python."""
+    """The curve a pick reads: :data:`MEASURE` untreated (the study's other measures: ``scripts/``), with the command
+    line's reference, n, k and seed; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
 
-    # the reference as agreement.csv names it (a hub id, local/<folder> or a lexical name: the CLI turns
-    # --agreement-with into it with metrics.agreement.reference.reference_name); None: all-mpnet-base-v2's curves,
-    # else any trained one
+    # as agreement.csv names it (hub id, local/<folder> or lexical name); None: all-mpnet-base-v2's, else any trained
     reference: str | None = None
-    metric: str = "mknn"
-    outlier: str = "none"
     n: int = DEFAULT_N
     k: int = DEFAULT_K
     seed: int = DEFAULT_SEED
 
     def __post_init__(self) -> None:
-        if self.metric not in (*AGREEMENT_METRICS, ID_METRIC):
-            raise UserError(f"the agreement metric must be one of {', '.join(AGREEMENT_METRICS)}; got {self.metric!r}")
-        if self.outlier not in OUTLIERS:
-            raise UserError(f"the outlier treatment must be one of {', '.join(OUTLIERS)}; got {self.outlier!r}")
         if self.n < 2 * (self.k + 1) or self.k < 1:
             raise UserError(f"--sample {self.n} and --neighbours {self.k} need k >= 1 and n >= 2 (k + 1)")
 
 
+class SignalSource(Protocol):
+    """What computes the curves a pick needs (:class:`layer_mteb.metrics.agreement.source.SignalSource`)."""
+
+    n: int
+    k: int
+    seed: int
+
+    stored_reference: str | None
+
+    def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Wanted | None = None) -> None: ...
+
+
+def options_of(source: SignalSource | None) -> AgreementOptions:  # the curve ``source`` computes, else the defaults
+    return (
+        AgreementOptions()
+        if source is None
+        else AgreementOptions(source.stored_reference, source.n, source.k, source.seed)
+    )
+
+
 def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> list[str]:
-    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet (what the curves' stage
-    must compute before a pick reads them)."""
-    folder = as_folder(run)
-    table = folder.agreement(missing_ok=True)
+    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet."""
+    folder = run if isinstance(run, RunFolder) else RunFolder(run)
+    table = folder.read(AGREEMENT_TABLE, missing_ok=True)
     return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
 
 
-def agreement_metrics(run: str | Path | RunFolder, options: AgreementOptions) -> pd.DataFrame:
-    """The run's stored agreement curves under ``options`` as ``metrics.csv`` rows (metric ``agreement``, texts
-    ``task:<Task>``, the scores' settings), one curve per scored task that has one (:func:`missing_curves` names
-    those that have none), and the TwoNN curves beside them."""
-    folder = as_folder(run)
-    tasks, table = _tasks(folder), folder.agreement(missing_ok=True)
-    rows = pd.concat([_curve_rows(table, folder, options, task) for task in tasks], ignore_index=True)
-    id_options = dataclasses.replace(options, metric=ID_METRIC, outlier="none")
-    id_rows = [_curve_rows(table, folder, id_options, task) for task in tasks]
-    rows = pd.concat([rows.assign(metric=AGREEMENT), *id_rows], ignore_index=True)
-    return pd.DataFrame(
-        {
-            **{column: rows[column] for column in LAYER_COLUMNS if column in rows},
-            "texts": rows["task"].map(task_texts_label),
-            "task": rows["task"],
-            "metric": rows["metric"],
-            "value": rows["value"],
-            "n": rows["n"],
-            **{column: rows[column] for column in SETTINGS_COLUMNS if column in rows},
-        },
-        columns=METRIC_COLUMNS,
-    )
+@dataclass(frozen=True)
+class StoredCurves:
+    """Per model: (signal, texts) -> value per layer, and texts -> the readout measured on (the scores' own)."""
+
+    curves: Mapping[str, dict[tuple[str, str], pd.Series]]
+    readout: Mapping[str, dict[str, str]]
+
+
+def stored_curves(
+    folder: RunFolder | None, by: str, needs: Needs, options: AgreementOptions, source: SignalSource | None
+) -> StoredCurves | None:
+    """The curves of ``agreement.csv`` that ``needs`` reads or uses, the missing computed first through ``source``
+    (without one, a pick that reads them fails in one line naming the command); ``None`` where it reads none."""
+    stored = {name for name, signal in SIGNALS.items() if signal.table == AGREEMENT_FILE}
+    reads, uses = needs.reads & stored, needs.uses & stored
+    if not reads and not uses:
+        return None
+    if folder is None:
+        if reads:
+            raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
+        return None
+    if source is not None and (reads or needs.wanted):
+        missing = missing_curves(folder, options)
+        if missing:
+            source.compute(folder, missing, None if reads else needs.wanted[0])
+    if not reads and not folder.file(AGREEMENT_FILE).is_file():
+        return None
+    found = read_curves(folder, options)
+    if reads and not found.curves:
+        raise UserError(
+            f"no agreement curves for these options in {folder.file(AGREEMENT_FILE)}: "
+            f"`layer-mteb select --run {folder.path} --by agreement` computes them first"
+        )
+    return found
+
+
+def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
+    """Every signal ``agreement.csv`` stores (:data:`~layer_mteb.metrics.SIGNALS`: agreement, the TwoNN curve, ...)
+    under ``options``, texts ``task:<Task>``, per scored task that has it (:func:`missing_curves`: those without)."""
+    folder = run if isinstance(run, RunFolder) else RunFolder(run)
+    tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
+    curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
+    readout: dict[str, dict[str, str]] = {}
+    for signal in (name for name, stored in SIGNALS.items() if stored.table == AGREEMENT_FILE):
+        for task in tasks:
+            rows = _curve_rows(table, folder, options, task, MEASURE if signal == AGREEMENT else signal)
+            for model, part in rows.groupby("model", sort=False):
+                texts = task_texts_label(task)
+                curves.setdefault(str(model), {})[signal, texts] = part.groupby("layer")["value"].mean().dropna()
+                if "readout" in part:
+                    readout.setdefault(str(model), {})[texts] = str(part["readout"].iloc[-1])
+    return StoredCurves(curves, readout)
 
 
 def _tasks(folder: RunFolder) -> list[str]:
@@ -97,17 +132,20 @@ def _tasks(folder: RunFolder) -> list[str]:
     return sorted(set(folder.scores()["task"].astype(str)))
 
 
-def _curve_rows(table: pd.DataFrame, folder: RunFolder, options: AgreementOptions, task: str) -> pd.DataFrame:
-    """``task``'s curve in the run's ``table`` under ``options``: the reference asked (any stored one when none is),
-    at sample size ``n`` (or at the task's whole size when it has fewer texts), empty when there is none."""
+def _curve_rows(
+    table: pd.DataFrame, folder: RunFolder, options: AgreementOptions, task: str, measure: str = MEASURE
+) -> pd.DataFrame:
+    """``task``'s curve of ``measure`` in the run's ``table`` under ``options``: the reference asked (any stored one
+    when none is), at sample size ``n`` (or at the task's whole size when it has fewer texts), empty when there is
+    none."""
     rows = table[
         (table["task"] == task)
-        & (table["metric"] == options.metric)
-        & (table["outlier"] == options.outlier)
+        & (table["metric"] == measure)
+        & (table["outlier"] == "none")
         & (table["seed"] == options.seed)
-        & (table["k"] == (options.k if options.metric == "mknn" else 0))
+        & (table["k"] == (options.k if measure == MEASURE else 0))
     ]
-    if options.metric == ID_METRIC:  # the intrinsic dimension reads no reference
+    if measure != MEASURE:  # a curve of the layers alone (the intrinsic dimension) reads no reference
         rows = rows[rows["reference"] == NO_REFERENCE]
     elif options.reference:
         rows = rows[rows["reference"] == options.reference]
@@ -133,30 +171,44 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
 def _sample_size(folder: RunFolder, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
     recorded = folder.recorded_tasks()
-    texts = sample_texts(recorded.selection(task), options.n, options.seed, recorded.data_dir)
+    texts = sample_texts(recorded.tasks_value(task), options.n, options.seed, recorded.data_dir)
     return len(texts)
 
 
-def describe_agreement(folder: RunFolder, picks: pd.DataFrame, by: str, options: AgreementOptions) -> list[str]:
-    """One line per model: what ``--by agreement`` read (reference, its revision, metric, n, k, seed), or which
-    policy rule ``--by auto`` applied and why (agreement for a base model whose run has its curves, else the
-    shipped policy)."""
-    scores, lines = folder.scores(), []
-    for model in picks["model"].astype(str).unique():
-        part = scores[scores["model"] == model]
-        pooling = pooling_of(part)
-        picked = picks[(picks["model"] == model) & (picks["selector"] == by)]
-        if by == AUTO and not (picked["texts"].astype(str).str.startswith("task:")).any():
-            line = load_policy().describe(model, pooling)
-            if kind_of(model, pooling) == "base":
-                line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
-                line += LEXICAL_NOT_ADOPTED
-            lines.append(line)
-            continue
-        stored = folder.agreement(missing_ok=True)
-        first = _curve_rows(stored, folder, options, str(part["task"].iloc[0]))
-        reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-        what = f"{options.metric}, outliers {options.outlier}, n={options.n}, k={options.k}, seed {options.seed}"
-        why = "base language model: the layer of most agreement" if by == AUTO else "the layer of most agreement"
-        lines.append(f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}")
-    return lines
+def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions) -> str:
+    """What a pick by agreement read for ``model``: the reference, its revision, metric, n, k and seed."""
+    scores = folder.scores()
+    task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
+    first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), folder, options, task)
+    reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
+    what = f"{MEASURE}, outliers none, n={options.n}, k={options.k}, seed {options.seed}"
+    return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"
+
+
+@dataclass(frozen=True)
+class AgreementSelector(Selector):
+    """``--by agreement``: the layer of most agreement, each task on its own texts; says what it read."""
+
+    def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
+        models = picks["model"].astype(str).unique()
+        return [agreement_line(folder, m, self.name, "the layer of most agreement", options) for m in models]
+
+
+def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
+    """A published intrinsic-dimension selector on the task's whole TwoNN curve 0..L (a missing layer: no pick)."""
+    values = model.curve(ID_METRIC, "own", task)
+    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
+        return None
+    return id_pick(values.sort_index().to_numpy(), name)
+
+
+@cache
+def curve_selectors() -> Mapping[str, Selector]:
+    """Agreement with a reference encoder; the ID selectors and any other stored curve's extremum (studied)."""
+    other = [s for s, v in SIGNALS.items() if v.table == AGREEMENT_FILE and s not in (AGREEMENT, ID_METRIC)]
+    found = [
+        AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
+        *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
+        *(Selector(name, extremum, name, "own", offered=False) for name in other),
+    ]
+    return MappingProxyType({selector.name: selector for selector in found})

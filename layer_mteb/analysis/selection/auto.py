@@ -20,15 +20,22 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selectors import AUTO, Selector, by_name
+from layer_mteb.analysis.selection.agreement import AGREEMENT, agreement_line, curve_selectors
+from layer_mteb.analysis.selection.curves import MEAN
+from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import atomic_write
+from layer_mteb.metrics.agreement import ID_METRIC
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from layer_mteb.common.run_folder import RunFolder
+
+AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,7 @@ class Policy:
     def selector_for(self, model: str, pooling: str = "mean") -> Selector:
         """The study selector this policy applies to ``model``, renamed ``auto`` so tables say who picked."""
         rule = self.rule_for(model, pooling)
-        chosen = by_name(rule.selector)
+        chosen = known(rule.selector)
         by_type = tuple(sorted(with_analogues(rule.by_type).items()))
         return dataclasses.replace(chosen, name=AUTO, by_type=by_type)
 
@@ -225,20 +232,72 @@ def load_policy(path: str | Path = POLICY_FILE) -> Policy:
         )
     for rule in policy.rules.values():
         for name in rule.selector_names():
-            by_name(name)  # an unknown selector is one UserError line
+            known(name)  # an unknown selector is one UserError line
     return policy
 
 
-def write_policy(policy: Policy, path: str | Path = POLICY_FILE) -> Path:
-    """Write ``policy`` as JSON; a file that differs only in its date is left as it is (same inputs, same bytes)."""
-    path = Path(path)
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text())
-            if {**old, "date": ""} == {**policy.to_json(), "date": ""}:
-                return path
-        except ValueError:
-            pass
-    text = json.dumps(policy.to_json(), indent=2) + "\n"
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-    return path
+#: the shipped policy, read once per process
+shipped_policy = cache(load_policy)
+
+
+def known(name: str) -> Selector:  # the selector a rule names: a metric's or the stored curves''
+    found = metric_selectors().get(name) or curve_selectors().get(name)
+    if found is None:
+        raise UserError(f"unknown metric or selector {name!r} in the auto policy; regenerate it with `make reproduce`")
+    return found
+
+
+def _never(*_: object) -> int | None:
+    raise AssertionError("auto picks through the selector for_model returns")
+
+
+@dataclass(frozen=True)
+class AutoSelector(Selector):
+    """``--by auto``: for a base language model whose run has agreement curves on every task, the layer of most
+    agreement (the study: docs/agreement.md); otherwise the shipped policy's rule for the model's kind, in rows named
+    ``auto``. For a run of one base model it wants the curves computed first where a reference encoder loads: the
+    depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md)."""
+
+    def needs(self, scores: pd.DataFrame) -> Needs:
+        policy, models = shipped_policy(), scores.groupby("model", sort=False)
+        rules = [policy.rule_for(str(model), pooling_of(part)) for model, part in models]
+        reads = frozenset().union(*(known(name).signals() for rule in rules for name in rule.selector_names()))
+        names = scores["model"].astype(str).unique()
+        base = len(names) == 1 and kind_of(names[0], pooling_of(scores)) == "base"
+        why, instead = "is a base language model", "gets the depth rule for base models instead of agreement"
+        wanted = (Wanted(self.name, names[0], why, instead),) if base else ()
+        return Needs(reads=reads, uses=frozenset({AGREEMENT, ID_METRIC}), wanted=wanted)
+
+    def for_model(self, model: ModelData) -> Selector:
+        if kind_of(model.name, model.pooling) == "base" and _has_agreement(model):
+            return dataclasses.replace(curve_selectors()[AGREEMENT], name=self.name)
+        return shipped_policy().selector_for(model.name, model.pooling)
+
+    def per_task(self) -> bool:
+        rules = shipped_policy().rules.values()
+        return any(known(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
+
+    def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
+        scores, lines = folder.scores(), []
+        for model in picks["model"].astype(str).unique():
+            pooling = pooling_of(scores[scores["model"] == model])
+            picked = picks[(picks["model"] == model) & (picks["selector"] == self.name)]
+            if (picked["texts"].astype(str).str.startswith("task:")).any():
+                why = "base language model: the layer of most agreement"
+                lines.append(agreement_line(folder, model, self.name, why, options))
+                continue
+            line = shipped_policy().describe(model, pooling)
+            if kind_of(model, pooling) == "base":
+                line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
+                line += "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and "
+                line += "not adopted: it loses to this rule on SmolLM2 (docs/agreement.md)"
+            lines.append(line)
+        return lines
+
+
+def _has_agreement(data: ModelData) -> bool:  # every task of ``data`` has an agreement curve
+    tasks = [t for t in data.scores.columns if t != MEAN]
+    return bool(tasks) and all(data.curve(AGREEMENT, "own", task) is not None for task in tasks)
+
+
+AUTO_SELECTOR = AutoSelector(AUTO, _never, form="auto (the study's choice per kind of model; docs/selection.md)")

@@ -4,13 +4,15 @@ selection and correlation."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS, encoded_texts_label, task_texts_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
 

@@ -17,22 +17,28 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import best_line
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.agreement import AgreementOptions, agreement_metrics
-from layer_mteb.analysis.selection.auto import AUTO, Policy, kind_of, load_policy, pooling_of
+from layer_mteb.analysis.selection.agreement import (
+    AgreementOptions,
+    SignalSource,
+    StoredCurves,
+    options_of,
+    stored_curves,
+)
+from layer_mteb.analysis.selection.auto import pooling_of
 from layer_mteb.analysis.selection.curves import MEAN, as_folder, metric_curves, score_curves
+from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import (
-    AGREEMENT,
     BASELINES,
     SELECTION_COLUMNS,
     ModelData,
     Selector,
-    by_name,
     evaluate,
     metric_selector,
-    reads_curves,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGREEMENT_FILE, METRIC_COLUMNS, RunFolder, selection_file
+from layer_mteb.common.run_folder import METRIC_COLUMNS, METRICS_FILE, RunFolder, selection_file
+from layer_mteb.metrics import SIGNALS
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
 
@@ -45,6 +51,7 @@ def select_layers(
     per_task: bool = False,
     metric_readout: str = "auto",
     agreement: AgreementOptions | None = None,
+    source: SignalSource | None = None,
     write: bool = True,
 ) -> pd.DataFrame:
     """One row per (task, selector, text source): the chosen layer and how it scores.
@@ -57,110 +64,71 @@ def select_layers(
     ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
     ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
     default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
-    ``by`` may name any selector of the registry (:func:`~.selectors.by_name`: a metric, e.g.
-    ``dataset_entropy@own:from=0.25`` (one on own texts picks per task), ``agreement``, or a studied one such as
-    ``id_min``), or ``auto``: the selector the study chose for the model's kind (:mod:`~.auto`), in rows named
-    ``auto``. Ties go to the deeper layer and "last" is layer ``n_layers`` (:mod:`~.rules`): a task without it has no
-    ``last_score`` or ``gain``.
+    ``by`` names any selector of :func:`~.registry.by_name` (``dataset_entropy@own:from=0.25``, ``agreement``,
+    ``auto``, ``id_min``, ...); the curves it needs and the run lacks are computed first through ``source`` where one
+    is handed (``agreement``: the stored curve read; default: ``source``'s). Ties go to the deeper layer and "last" is
+    layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
     """
     folder = None if run is None else as_folder(run)
     if scores is None:
         if folder is None:
             raise UserError("give a run folder (--run) or both scores and metrics tables")
         scores = folder.scores()
-    agreed = _stored_curves(folder, by, agreement or AgreementOptions())
+    selector = by_name(by) if isinstance(by, str) else None
+    needs = selector.needs(scores) if selector is not None else None
+    options = agreement or options_of(source)
+    stored = None if selector is None or needs is None else stored_curves(folder, selector.name, needs, options, source)
     if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
-        metrics = folder.metrics() if _reads_metrics(by, scores) else pd.DataFrame(columns=METRIC_COLUMNS)
+        reads = needs is None or any(SIGNALS[name].table == METRICS_FILE for name in needs.reads)
+        metrics = folder.metrics() if reads else pd.DataFrame(columns=METRIC_COLUMNS)
     scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
-    per_task = per_task or needs_own_texts(by)
-    frame = _select(scores, metrics, by, per_task, agreed)
+    per_task = per_task or (selector is not None and selector.per_task())
+    frame = _select(scores, metrics, by, selector, per_task, stored)
     if folder is not None and write:  # the file keeps both scopes, so the report has the global and per-task picks
-        both = pd.concat([frame, _select(scores, metrics, by, not per_task, agreed)], ignore_index=True)
+        both = pd.concat([frame, _select(scores, metrics, by, selector, not per_task, stored)], ignore_index=True)
         folder.write_table(selection_file(by), both)
     return frame
 
 
-def _reads_metrics(by: str | list[str] | None, scores: pd.DataFrame) -> bool:
-    """Whether what ``by`` applies reads ``metrics.csv``: a run without it may still use a depth, a baseline, the
-    stored agreement curves, or ``auto`` whose policy rule for each model of ``scores`` reads none."""
-    if by is None or isinstance(by, list):
-        return True
-    names = [by]
-    if by == AUTO:
-        policy = load_policy()
-        rules = [policy.rule_for(str(model), pooling_of(part)) for model, part in scores.groupby("model")]
-        names = [name for rule in rules for name in rule.selector_names()]
-    return any(by_name(name).reads == "metrics" for name in names)
-
-
-def _metric_names(by: str | list[str] | None) -> list[str] | None:
-    """The metrics ``by`` picks with on every source they were measured on (``None``: every metric), or ``[]`` when
-    ``by`` is ``auto`` or a selector of its own."""
-    if by is None or isinstance(by, list):
-        return None if by is None else list(by)
-    if by == AUTO:
-        return []
-    selector = by_name(by)
-    return [by] if selector.reads == "metrics" and selector.source is None else []
-
-
-def _stored_curves(folder: RunFolder | None, by: object, options: AgreementOptions) -> pd.DataFrame | None:
-    """The stored curves ``by`` reads (``auto`` uses them where the run has them); none are computed here: the
-    commands compute the missing ones first (:func:`~.agreement.missing_curves`)."""
-    if reads_curves(by):
-        if folder is None:
-            raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
-        rows = agreement_metrics(folder, options)
-        if rows.empty:
-            raise UserError(
-                f"no agreement curves for these options in {folder.file(AGREEMENT_FILE)}: "
-                f"`layer-mteb select --run {folder.path} --by agreement` computes them first"
-            )
-        return rows
-    if by == AUTO and folder is not None and folder.file(AGREEMENT_FILE).is_file():
-        return agreement_metrics(folder, options)
-    return None
-
-
-def _model_metrics(metrics: pd.DataFrame, agreed: pd.DataFrame | None, model: str, by: object) -> pd.DataFrame:
-    """``model``'s metric rows a pick reads: with agreement curves, those too (measured on the scores' own readout,
-    so no raw/final_norm pairing applies); a selector that reads the curves reads them alone."""
-    own = metrics[metrics["model"] == model]
-    if agreed is None:
-        return own
-    agreed = agreed[agreed["model"] == model]
-    return agreed if by != AUTO else pd.concat([own, agreed], ignore_index=True)
+def explained(folder: RunFolder, picks: pd.DataFrame, by: str | None, source: SignalSource | None) -> list[str]:
+    """What ``by`` read and why it picked so, per model, and where the curves it computed (or read back) are kept."""
+    selector = None if by is None else by_name(by)
+    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.computes_curves() else []
+    return [] if selector is None else [*selector.describe(folder, picks, options_of(source)), *kept]
 
 
 def _select(
     scores: pd.DataFrame,
     metrics: pd.DataFrame,
     by: str | list[str] | None,
+    selector: Selector | None,
     per_task: bool,
-    agreed: pd.DataFrame | None = None,
+    stored: StoredCurves | None = None,
 ) -> pd.DataFrame:
-    policy = load_policy() if by == AUTO else None
-    names = _metric_names(by)
-    one = by_name(by) if names == [] and policy is None else None  # a selector of its own, e.g. depth=0.8
+    signal = None if selector is None else SIGNALS.get(str(selector.metric))
+    bare = selector is None or (selector.source is None and signal is not None and signal.table == METRICS_FILE)
+    names = [str(selector.metric)] if selector is not None and bare else None if selector or by is None else list(by)
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
-        model_metrics = _model_metrics(metrics, agreed, str(model), by)
-        metric_by = metric_curves(model_metrics, names or None)
+        own = metrics[metrics["model"] == model]
+        readout = dict(zip(own["texts"], own["readout"], strict=True))
+        metric_by = metric_curves(own, names) if selector is None or not selector.computes_curves() else {}
+        if stored is not None:
+            metric_by |= stored.curves.get(str(model), {})
+            readout |= stored.readout.get(str(model), {})
         data = ModelData(
             name=str(model),
             n_layers=int(model_scores["n_layers"].iloc[0]),
             scores=pd.DataFrame(curves),
             metrics=metric_by,
-            readout=dict(zip(model_metrics["texts"], model_metrics["readout"], strict=True)),
+            readout=readout,
             task_types=task_types(model_scores),
             pooling=pooling_of(model_scores),
         )
         candidates = [by_name(name) for name in BASELINES]
-        if policy is not None:
-            candidates.append(auto_selector(policy, data))
-        elif one is not None:
-            candidates.append(one)
+        if selector is not None and not bare:
+            candidates.append(selector)
         else:
             # a task's own texts are its evaluation splits (task:<name>); the encoded:<name> rows of
             # `run --task-metrics` describe a different text set and are not a selector's source
@@ -174,34 +142,11 @@ def _select(
     return frame[SELECTION_COLUMNS]
 
 
-def auto_selector(policy: Policy, data: ModelData) -> Selector:
-    """What ``--by auto`` applies: for a base language model whose run has agreement curves on every task, the
-    layer of most agreement (the study: docs/agreement.md); otherwise the shipped policy's rule for its kind."""
-    if kind_of(data.name, data.pooling) == "base" and uses_agreement(data):
-        return dataclasses.replace(by_name(AGREEMENT), name=AUTO)
-    return policy.selector_for(data.name, data.pooling)
-
-
-def uses_agreement(data: ModelData) -> bool:
-    """Whether every task of ``data`` has an agreement curve."""
-    tasks = [t for t in data.scores.columns if t != MEAN]
-    return bool(tasks) and all(data.curve(AGREEMENT, "own", task) is not None for task in tasks)
-
-
 def task_types(scores: pd.DataFrame) -> dict[str, str]:
     """task -> mteb task type, as the scores record it (a policy rule may pick a depth per type)."""
     if "task_type" not in scores.columns:
         return {}
     return scores.dropna(subset=["task_type"]).groupby("task")["task_type"].first().astype(str).to_dict()
-
-
-def needs_own_texts(by: str | list[str] | None) -> bool:
-    """Whether ``by`` names a selector on each task's own texts (or is ``auto`` with a rule that applies one, or
-    picks per task type), which can pick only per task."""
-    if by == AUTO:
-        rules = load_policy().rules.values()
-        return any(by_name(name).source == "own" or rule.by_type for rule in rules for name in rule.selector_names())
-    return isinstance(by, str) and by_name(by).source == "own"
 
 
 def leaderboard(
@@ -245,7 +190,7 @@ def leaderboard(
 
 def is_selector(board: pd.DataFrame, name: str) -> pd.Series:
     """Which rows of a :func:`leaderboard` (``selector``, ``texts``) are the study selector ``name``
-    (``<metric>@<own|source>``, :func:`~.selectors.by_name`) or a baseline of that name."""
+    (``<metric>@<own|source>``, :func:`~.registry.by_name`) or a baseline of that name."""
     metric, _, source = name.partition("@")
     if not source:
         return board["selector"] == name

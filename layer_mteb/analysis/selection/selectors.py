@@ -1,7 +1,7 @@
-"""The label-free layer selectors, one registry: each :class:`Selector` is a name, the table its pick reads and the
-function that picks a layer from per-layer curves. ``select --by`` and ``export --by`` offer the registry's
-:data:`offered <Selector.offered>` names, its did-you-mean and ``--help`` come from it, and ``select``, the report's
-leaderboard and the selector studies all pick with it and score with :func:`evaluate`.
+"""The label-free layer selectors and the one engine applying them: each :class:`Selector` is a name, the per-layer
+signals it reads (:data:`~layer_mteb.metrics.SIGNALS`) and the function that picks a layer from their curves; this
+module holds the metric selectors (:func:`metric_selectors`), :mod:`~.registry` every selector by name.
+``select``, the report's leaderboard and the selector studies all pick with it and score with :func:`evaluate`.
 
 A selector sees only metric curves and the model's depth, never scores (``oracle``, the hindsight baseline, is the
 one exception). Ties follow :mod:`~.rules`: the deeper layer; "last" is layer ``n_layers``. Importing this module
@@ -10,27 +10,23 @@ loads no pandas, so the command line checks a ``--by`` name before anything heav
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.metrics import DIRECTIONS
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, ID_SELECTORS, id_pick
+from layer_mteb.metrics import DIRECTIONS, SIGNALS
+from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import task_texts_label
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: What a selector's pick reads besides the model's depth: nothing (``depth``), the scores (``oracle``), the run's
-#: ``metrics.csv`` or its stored agreement curves (``agreement.csv``, :mod:`~.agreement`).
-Reads = Literal["depth", "scores", "metrics", "curves"]
-AUTO = "auto"
-AGREEMENT = "agreement"
+    from layer_mteb.common.run_folder import RunFolder
+
 #: Metrics whose extremum is a study candidate (the authors' six).
 STUDY_METRICS = ("prompt_entropy", "dataset_entropy", "curvature", "infonce", "lidar", "dime")
 WINDOWS = (0.0, 0.25, 0.5, 0.75)
@@ -38,6 +34,23 @@ DEPTHS = tuple(round(tenths / 10, 1) for tenths in range(1, 11))
 SOURCES = ("own", "wikitext")
 #: What ``select`` always reports beside the selector it is asked for.
 BASELINES = ("last_layer", "middle_layer", "oracle")
+
+
+#: Curves a selector has computed first where it can: who asks, for which model, why, and what it does instead.
+class Wanted(NamedTuple):
+    by: str
+    model: str
+    why: str
+    instead: str
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The signals a selector reads on a run: ``reads`` (needed), ``uses`` (if stored), ``wanted`` (computed first)."""
+
+    reads: frozenset[str] = frozenset()
+    uses: frozenset[str] = frozenset()
+    wanted: tuple[Wanted, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,15 +80,15 @@ Pick = Callable[["Selector", ModelData, str], "int | None"]
 
 @dataclass(frozen=True)
 class Selector:
-    """One selector: ``name`` (what ``--by`` and the tables call it), what its pick ``reads``, and ``how`` it picks
-    a task's layer (called with the selector itself, so ``metric``, ``source``, ``from_depth`` and ``depth`` tune
+    """One selector: ``name`` (what ``--by`` and the tables call it) and ``how`` it picks a task's layer (called with
+    the selector itself, so ``metric`` (the signal it reads, if any), ``source``, ``from_depth`` and ``depth`` tune
     it). ``form``: how ``--help`` and the did-you-mean write its family (default: the name); ``offered``: whether
-    ``--by`` takes it (the intrinsic-dimension selectors are studied, not offered). ``by_type``: (task type,
-    selector name) pairs that pick instead on tasks of that type (the type is known without labels)."""
+    ``--by`` takes it. ``by_type``: (task type, selector name) pairs that pick instead on tasks of that type (the type
+    is known without labels). A selector is a pure function of the loaded run; one that reads more than one signal,
+    or decides per model what it applies (``auto``), says so by overriding :meth:`needs` and :meth:`for_model`."""
 
     name: str
     how: Pick
-    reads: Reads = "depth"
     metric: str | None = None
     source: str | None = None
     from_depth: float = 0.0
@@ -87,8 +100,28 @@ class Selector:
     def pick(self, model: ModelData, task: str) -> int | None:
         instead = dict(self.by_type).get(model.task_types.get(task, ""))
         if instead is not None:
-            return by_name(instead).pick(model, task)
+            return metric_selector_named(instead).pick(model, task)
         return None if model.layers(task).empty else self.how(self, model, task)
+
+    def signals(self) -> frozenset[str]:  # the signals its picks read, on every task type
+        names = [self.metric, *(metric_selector_named(name).metric for _, name in self.by_type)]
+        return frozenset(name for name in names if name is not None)
+
+    def needs(self, scores: pd.DataFrame) -> Needs:  # what it reads on a run of ``scores``
+        return Needs(reads=self.signals())
+
+    def for_model(self, model: ModelData) -> Selector:  # who picks for ``model`` (auto: its kind's rule)
+        return self
+
+    def per_task(self) -> bool:
+        """Whether it can pick only per task: it reads each task's own texts, or picks per task type."""
+        return self.source == "own" or bool(self.by_type)
+
+    def computes_curves(self) -> bool:
+        return any(SIGNALS[name].table == AGREEMENT_FILE for name in self.signals())
+
+    def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
+        return []  # what it read and why it picked so, per model (none: the table says it)
 
 
 def _last(_: Selector, model: ModelData, task: str) -> int | None:
@@ -103,7 +136,7 @@ def _best_score(_: Selector, model: ModelData, task: str) -> int:
     return extremum_layer(model.scores[task].dropna(), "max")
 
 
-def _extremum(selector: Selector, model: ModelData, task: str) -> int | None:
+def extremum(selector: Selector, model: ModelData, task: str) -> int | None:
     """The metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``."""
     values = model.curve(str(selector.metric), str(selector.source), task)
     if values is None:
@@ -112,21 +145,13 @@ def _extremum(selector: Selector, model: ModelData, task: str) -> int | None:
     return None if values.empty else extremum_layer(values, DIRECTIONS[str(selector.metric)])
 
 
-def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
-    """A published intrinsic-dimension selector on the task's TwoNN curve; it reads the whole curve 0..L in order,
-    so a run missing a layer has no pick."""
-    values = model.curve(ID_METRIC, "own", task)
-    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
-        return None
-    return id_pick(values.sort_index().to_numpy(), name)
-
-
 def metric_selector(metric: str, source: str | None = None, start: float = 0.0) -> Selector:
     """A metric's extremum on one text source (``own``: each task's texts) from relative depth ``start``; without a
-    source, the bare metric ``--by`` takes, which ``select`` applies on every source the run measured it on."""
+    source, the bare metric, which ``select`` applies on every source the run measured it on (``--by`` offers the
+    authors' six; the rest are the studies', applied from Python)."""
     name = metric if source is None else f"{metric}@{source}{f':from={start:.2f}' if start else ''}"
-    form = "a metric" if source is None else "<metric>@<own|wikitext>[:from=0.25|0.50|0.75]"
-    return Selector(name, _extremum, "metrics", metric, source, start, form=form)
+    offered = source is None and metric in STUDY_METRICS  # the rest are studied (studies/), not offered
+    return Selector(name, extremum, metric, source, start, form="a metric", offered=offered)
 
 
 def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
@@ -138,65 +163,22 @@ def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
 
 
 @cache
-def registry() -> Mapping[str, Selector]:
-    """Every selector by name: the study candidates, each metric alone, the hindsight ``oracle``, agreement with a
-    reference encoder and the intrinsic-dimension selectors (read off ``agreement.csv``, not offered). Built once:
-    every lookup (one per pick, where a policy rule picks per task type) reads the same read-only mapping."""
-    curves = {AGREEMENT, ID_METRIC}
+def metric_selectors() -> Mapping[str, Selector]:
+    """The metric selectors by name, built once: the study candidates, each metric alone and the hindsight ``oracle``
+    (the curves' are :mod:`~.agreement`'s, ``auto`` :mod:`~.auto`'s; all of them: :func:`~.registry.registry`)."""
     found = [
         *selectors(),
-        *(metric_selector(metric) for metric in DIRECTIONS if metric not in curves),
-        Selector("oracle", _best_score, "scores", form="oracle (the best layer in hindsight)"),
-        Selector(AGREEMENT, _extremum, "curves", AGREEMENT, "own", form="agreement (with a sentence encoder)"),
-        *(Selector(name, partial(_id_curve, name), "curves", ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
+        *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != AGREEMENT_FILE),
+        Selector("oracle", _best_score, offered=False),  # the best layer in hindsight: a baseline, not a choice
     ]
     return MappingProxyType({selector.name: selector for selector in found})
 
 
-def by_name(name: str) -> Selector:
-    """The selector called ``name``, offered or not (one clear error naming the forms otherwise)."""
-    found = registry().get(name)
+def metric_selector_named(name: str) -> Selector:  # the metric selector a rule or a per-type pick names
+    found = metric_selectors().get(name)
     if found is None:
-        raise UserError(unknown_selector_message(name))
+        raise UserError(f"unknown metric selector {name!r}")
     return found
-
-
-def offered_names() -> list[str]:
-    """Every name ``--by`` takes: the offered selectors and ``auto``."""
-    return [*(name for name, selector in registry().items() if selector.offered), AUTO]
-
-
-def by_help() -> str:
-    """What ``--by`` takes, one phrase per family of the registry."""
-    forms = dict.fromkeys((s.form or s.name) for s in registry().values() if s.offered)
-    metrics = ", ".join(name for name, s in registry().items() if s.form == "a metric")
-    forms = {(f"a metric ({metrics})" if form == "a metric" else form): None for form in forms}
-    return ", ".join([*forms, "or auto (the study's choice per kind of model; docs/selection.md)"])
-
-
-def unknown_selector_message(name: str) -> str:
-    """One line: why ``name`` is refused, the nearest offered names, then the forms ``--by`` takes."""
-    known = registry().get(name)
-    if known is not None:  # a studied selector, applied from Python only
-        return (
-            f"--by {name} is a studied selector that loses to agreement (docs/agreement.md), not offered on the "
-            f"command line; layer_mteb.select_layers(run, by={name!r}) applies it"
-        )
-    close = difflib.get_close_matches(name, offered_names(), n=3)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
-
-
-def reads_curves(by: object) -> bool:
-    """Whether ``by`` names one selector that reads the run's stored agreement curves (``auto`` reads them only
-    where the run has them)."""
-    return isinstance(by, str) and by != AUTO and by_name(by).reads == "curves"
-
-
-def check_selector(name: str) -> None:
-    """A ``--by`` name that is not offered is one :class:`UserError` with a suggestion."""
-    if name not in offered_names():
-        raise UserError(unknown_selector_message(name))
 
 
 class SelectionRow(TypedDict):
@@ -235,6 +217,7 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
 
     rows = []
     for model in models:
+        chosen = [candidate.for_model(model) for candidate in candidates]  # auto: the rule for the model's kind
         for task in tasks if tasks is not None else list(model.scores.columns):
             if task not in model.scores.columns or model.scores[task].dropna().empty:
                 continue
@@ -243,7 +226,7 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
             base = {"model": model.name, "task": task, "last_layer": model.n_layers}
             base |= {"last_score": last_score(score, model.n_layers), "best_layer": best_layer}
             base["best_score"] = float(score[best_layer])
-            for selector in candidates:
+            for selector in chosen:
                 layer = selector.pick(model, task)
                 if layer is None:
                     continue

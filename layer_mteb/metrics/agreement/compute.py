@@ -4,7 +4,7 @@
 settings made the scores; ``n`` texts of the task's evaluation splits are drawn (labels never read); every layer's
 pooled vectors of them come from the run's vector store (:func:`~layer_mteb.vectors.store.store_folder`), or from
 one forward pass of the sample that is then added to it; the reference encodes the same texts; and the curves go
-to ``agreement.csv`` (:meth:`~layer_mteb.common.run_folder.RunFolder.update_agreement`).
+to ``agreement.csv`` (:data:`~layer_mteb.metrics.agreement.AGREEMENT_TABLE`).
 
 Samples nest: the sample of ``n`` texts for a seed is the first ``n`` of one seeded permutation of the task's
 unique texts, so a study draws its largest sample once and reads every smaller one off it.
@@ -24,9 +24,10 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import NO_REFERENCE, RunFolder, ScoredSetting, layer_columns, tidy_agreement
+from layer_mteb.common.run_folder import RunFolder, ScoredSetting, layer_columns
 from layer_mteb.common.settings import RunSettings
-from layer_mteb.metrics.agreement.intrinsic_dimension import ID_METRIC, id_curve
+from layer_mteb.metrics.agreement import AGREEMENT_TABLE, ID_METRIC, NO_REFERENCE, tidy_agreement
+from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
 from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
 from layer_mteb.metrics.agreement.measures import (
     AGREEMENT_METRICS,
@@ -178,7 +179,7 @@ def agreement_curves(
     recorded = folder.recorded_tasks()  # a custom task's texts are found through its task file
     data_dir = data_dir or recorded.data_dir
     for task in tasks:
-        texts = sample_texts(recorded.selection(task), n, seed, data_dir)
+        texts = sample_texts(recorded.tasks_value(task), n, seed, data_dir)
         lexical = {
             ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
         }
@@ -189,5 +190,5 @@ def agreement_curves(
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
         frames.append(tidy_agreement(curve_rows(loaded, scored.config, sample, sizes=[n], ks=[k])))
         if write:
-            folder.update_agreement(frames[-1])
+            folder.update(AGREEMENT_TABLE, frames[-1])
     return tidy_agreement(pd.concat(frames, ignore_index=True))

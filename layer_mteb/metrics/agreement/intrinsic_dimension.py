@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 IdSelector = Literal["id_after_peak", "id_min", "id_valley_after_peak"]
 ID_SELECTORS: tuple[str, ...] = get_args(IdSelector)
-#: the ID curve's name in ``agreement.csv`` (its ``metric`` column) and among the selectors' metric curves
-ID_METRIC = "two_nn_id"
 #: share of the largest ratios r2/r1 TwoNN leaves out of its fit (Facco et al.'s choice)
 DISCARD_FRACTION = 0.1
 #: a "first peak" must rise at least this far from the curve's minimum towards its maximum (see :func:`valley_layer`)

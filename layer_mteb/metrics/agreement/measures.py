@@ -18,17 +18,12 @@ all absolute values, then each row scaled to unit length, as in the platonic-rep
 
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import numpy as np
 import torch
 
-Outlier = Literal["none", "standardize", "clamp"]
-AgreementMetric = Literal["mknn", "cka"]
-OUTLIERS: tuple[str, ...] = get_args(Outlier)
-AGREEMENT_METRICS: tuple[str, ...] = get_args(AgreementMetric)
-#: Huh et al.'s neighbourhood size and clamping quantile
-DEFAULT_K = 10
+from layer_mteb.metrics.agreement import AGREEMENT_METRICS, DEFAULT_K, OUTLIERS, AgreementMetric, Outlier
+
+#: Huh et al.'s clamping quantile
 CLAMP_QUANTILE = 0.95
 
 

@@ -8,8 +8,8 @@ import logging
 import mteb
 from mteb.mocks.mock_tasks.sts import MockSTSTask
 
-from layer_mteb.evaluation.cost_plan import expected_texts, state_plan
 from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
+from layer_mteb.evaluation.storage_plan import expected_texts, state_plan
 from layer_mteb.tasks.catalog import load_task, select_tasks
 
 

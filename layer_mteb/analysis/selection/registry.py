@@ -1,0 +1,57 @@
+"""Every selector by name: the metric selectors (:mod:`~.selectors`), the curves' (:mod:`~.agreement`) and ``auto``;
+``--by`` offers its offered names, with did-you-mean and ``--help`` from it (no pandas at import)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from functools import cache
+from types import MappingProxyType
+
+from layer_mteb.analysis.selection.agreement import curve_selectors
+from layer_mteb.analysis.selection.auto import AUTO_SELECTOR
+from layer_mteb.analysis.selection.selectors import Selector, metric_selectors
+from layer_mteb.common.errors import UserError
+
+
+@cache
+def registry() -> Mapping[str, Selector]:
+    return MappingProxyType({**metric_selectors(), **curve_selectors(), AUTO_SELECTOR.name: AUTO_SELECTOR})
+
+
+def by_name(name: str) -> Selector:  # offered or not (one clear error naming the forms otherwise)
+    found = registry().get(name)
+    if found is None:
+        raise UserError(unknown_selector_message(name))
+    return found
+
+
+def offered_names() -> list[str]:  # every name ``--by`` takes
+    return [name for name, selector in registry().items() if selector.offered]
+
+
+def by_help() -> str:
+    """What ``--by`` takes, one phrase per family of the registry."""
+    forms = dict.fromkeys((s.form or s.name) for s in registry().values() if s.offered)
+    metrics = ", ".join(name for name, s in registry().items() if s.form == "a metric" and s.offered)
+    forms = {(f"a metric ({metrics})" if form == "a metric" else form): None for form in forms}
+    *first, last = forms
+    return ", ".join([*first, f"or {last}"])
+
+
+def unknown_selector_message(name: str) -> str:
+    """One line: why ``name`` is refused, the nearest offered names, then the forms ``--by`` takes."""
+    known = registry().get(name)
+    if known is not None:  # a studied selector, applied from Python only
+        return (
+            f"--by {name} is a studied selector (docs/paper.md, docs/agreement.md), not offered on the command "
+            f"line; layer_mteb.select_layers(run, by={name!r}) applies it"
+        )
+    close = difflib.get_close_matches(name, offered_names(), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
+
+
+def check_selector(name: str) -> None:  # a ``--by`` name not offered: one UserError with a suggestion
+    if name not in offered_names():
+        raise UserError(unknown_selector_message(name))
