@@ -83,12 +83,7 @@ logger = logging.getLogger(__name__)
 SCORES_FILE = "scores.csv"
 RUN_LOG = "run.json"
 MTEB_FOLDER = "mteb"
-METRICS_FILE = "metrics.csv"
 COST_FILE = "cost.csv"
-#: plain and gzipped: a run folder holds one of them
-STRESS_FILES = ("stress.csv", "stress.csv.gz")
-STRESS_RUNS_FILE = "stress.json"
-DIP_FILE = "dip.csv"
 SELECTION_FILE = "selection.csv"
 CORRELATION_FILE = "correlation.csv"
 LOCK_FILE = ".layer-mteb.lock"
@@ -121,6 +116,11 @@ class Table(NamedTuple):
     floats: str | None = "%.8g"  # 8 significant digits keep distinct values distinct (mutual k-NN: steps >= 1e-5)
     file: str = ""  # its file, for a table its feature declares (read with RunFolder.read, updated with .update)
     reading: tuple[tuple[str, Any], ...] = ()  # pandas' read_csv arguments beside the columns
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """The columns naming one row: its key and its order (a row repeated by merged runs is one row)."""
+        return tuple(dict.fromkeys([*self.key, *self.order]))
 
     def tidy(self, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
@@ -156,50 +156,29 @@ REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6
 
-METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
-#: the key: metric rows of one source and setting come from one computation and are replaced together
-METRICS_TABLE = Table(
-    METRIC_COLUMNS,
-    "run `layer-mteb metrics --run {folder}`",
-    ["model", "texts", "metric", "layer"],
-    ["model", "revision", "texts", *SETTINGS_COLUMNS],
-    None,
+PICKS_TABLE = Table(
+    ["model", "selector", "task"],
+    "run `layer-mteb select --run {folder}`",
+    key=("model", "selector", "texts", "task"),
+    file=SELECTION_FILE,
 )
-
-STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
-DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
-#: the stress rows' order; its first four (model, readout, test, texts) are the key: one stress run's rows
-_STRESS = ["model", "readout", "test", "texts", "level"]
-STRESS_TABLE = Table(
-    STRESS_COLUMNS,
-    "run `layer-mteb stress --run {folder}`",
-    [*_STRESS, "normalization", "layer", "prompt"],
-    _STRESS[:4],
+CORRELATION_TABLE = Table(
+    ["model", "metric", "task", "method"],
+    "run `layer-mteb correlate --run {folder}`",
+    key=("model", "metric", "texts", "task", "method"),
+    file=CORRELATION_FILE,
 )
-DIPS_TABLE = Table(DIP_COLUMNS, STRESS_TABLE.fix, [*_STRESS, "layer"], _STRESS[:4])
-PICKS_TABLE = Table(["model", "selector", "task"], "run `layer-mteb select --run {folder}`")
 COST_TABLE = Table(
     ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
     "rerun `layer-mteb cost --run {folder}`",
     floats="%.6g",
 )
-tidy_scores, tidy_metrics = SCORES_TABLE.tidy, METRICS_TABLE.tidy
+tidy_scores = SCORES_TABLE.tidy
 
 
-class SideFile(NamedTuple):
-    """An optional table beside ``scores.csv`` that a report reads; ``refresh`` is the command that recomputes it
-    from the scores (``None`` where it does not depend on them), so a sweep that changed the scores makes it stale."""
-
-    name: str
-    refresh: str | None
-
-
-#: The side files by the report's name for them.
-SIDE_FILES = {
-    "picks": SideFile(SELECTION_FILE, "layer-mteb select"),
-    "metrics": SideFile(METRICS_FILE, None),
-    "correlation": SideFile(CORRELATION_FILE, "layer-mteb correlate"),
-}
+#: The tables computed from the scores, with the command that recomputes them: a sweep that changed the scores makes
+#: them stale.
+REFRESHED_BY = {SELECTION_FILE: "layer-mteb select", CORRELATION_FILE: "layer-mteb correlate"}
 
 #: What ``computed`` keeps of the run that computed a unit's scores
 COMPUTED_FIELDS = (
@@ -729,9 +708,9 @@ class RunFolder:
         if not scores.is_file():
             return []
         stale = []
-        for name, command in SIDE_FILES.values():
+        for name, command in REFRESHED_BY.items():
             side = self.file(name)
-            if command is not None and side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+            if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
                 stale.append((side, command))
         return stale
 
@@ -782,59 +761,25 @@ class RunFolder:
         frame = self._kept(("side", name), partial(_side_table, path))
         return frame if frame is not None and not frame.empty else None
 
-    def picks(self, by: str | list[str] | None = None) -> pd.DataFrame:
-        """The picks ``select`` wrote (``selection.csv``, or ``selection.<by>.csv`` for a narrower ``by``)."""
-        return self._read(selection_file(by), PICKS_TABLE, missing_ok=False)
-
-    def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """``metrics.csv``: every metric of every layer the metrics stage measured."""
-        return self._read(METRICS_FILE, METRICS_TABLE, missing_ok=missing_ok)
-
-    def update_metrics(self, frame: pd.DataFrame) -> Path:
-        """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
-        return self._update(METRICS_FILE, METRICS_TABLE, frame, partial(self.metrics, missing_ok=True))
-
     def read(self, table: Table, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The table a feature declares (:class:`Table` with its ``file``), checked as every table is."""
-        return self._read(table.file, table, missing_ok=missing_ok, **dict(table.reading))
+        """The table a feature declares (:class:`Table` with its ``file``, held plain or as ``FILE.gz``), checked as
+        every table is."""
+        name = next((n for n in (table.file, f"{table.file}.gz") if self.file(n).is_file()), table.file)
+        return self._read(name, table, missing_ok=missing_ok, **dict(table.reading))
 
-    def update(self, table: Table, frame: pd.DataFrame) -> Path:
-        """Merge ``frame`` into the table a feature declares: its rows replace the stored ones of their key."""
-        return self._update(table.file, table, frame, partial(self.read, table, missing_ok=True))
-
-    def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The per-prompt stress table (``stress.csv`` or ``stress.csv.gz``, whichever the folder holds)."""
-        name = next((n for n in STRESS_FILES if self.file(n).is_file()), STRESS_FILES[0])
-        return self._read(name, STRESS_TABLE, missing_ok=missing_ok)
-
-    def dips(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        return self._read(DIP_FILE, DIPS_TABLE, missing_ok=missing_ok)
-
-    def update_stress(self, values: pd.DataFrame, dips: pd.DataFrame, *, compress: bool = False) -> Path:
-        """Merge into the stress table and ``dip.csv`` (rows of the same model, texts, readout and test replaced);
-        ``compress`` writes ``stress.csv.gz`` and removes a plain ``stress.csv``, whose rows it took, or the other
-        way round. Returns the stress table's path."""
-        compression = {"method": "gzip", "mtime": 0} if compress else None
-        target = STRESS_FILES[int(compress)]
+    def update(self, table: Table, frame: pd.DataFrame, *, gzip: bool = False) -> Path:
+        """Merge ``frame`` into the table a feature declares: its rows replace the stored ones of their key. ``gzip``
+        writes ``FILE.gz`` (no timestamp: a rerun gives the same bytes) and removes a plain ``FILE``, whose rows it
+        took, or the other way round."""
+        names = (table.file, f"{table.file}.gz")
         with self.locked():
-            for name in STRESS_FILES:
+            for name in names:
                 self._forget(name)
-            old = partial(self.stress, missing_ok=True)
-            path = self._update(target, STRESS_TABLE, values, old, compression=compression)
-            self._update(DIP_FILE, DIPS_TABLE, dips, partial(self.dips, missing_ok=True))
-            other = self.file(STRESS_FILES[1 - int(compress)])
-            if other.exists():
-                other.unlink()  # its rows were merged into the one just written
+            compression = {"method": "gzip", "mtime": 0} if gzip else None
+            old = partial(self.read, table, missing_ok=True)
+            path = self._update(names[int(gzip)], table, frame, old, compression=compression)
+            self.file(names[1 - int(gzip)]).unlink(missing_ok=True)  # its rows were merged into the one just written
         return path
-
-    def record_stress_run(self, entry: dict) -> None:
-        """Add one stress run's settings and wall time to ``stress.json`` (replacing an earlier run of its key)."""
-        path = self.file(STRESS_RUNS_FILE)
-        key = ("model", "texts", "readout", "tests")
-        with self.locked():
-            runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
-            runs = [r for r in runs if tuple(r.get(k) for k in key) != tuple(entry.get(k) for k in key)]
-            write_json(path, {"runs": [*runs, entry]})
 
     def cost(self) -> pd.DataFrame | None:
         """``cost.csv`` (None when the cost was not measured)."""

@@ -31,6 +31,7 @@ from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_u
 from layer_mteb.evaluation.request import RunRequest, check_prompts
 from layer_mteb.evaluation.storage_plan import state_plan
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
+from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
@@ -362,4 +363,4 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
     # one layer at a time: the whole [L+1, N, D] stack would undo the memory limit
     frame = metrics.rows(task.metadata.name, cache.by_layer(texts), settings.encode)
     if not frame.empty:
-        RunFolder(output).update_metrics(frame)
+        RunFolder(output).update(METRICS_TABLE, frame)

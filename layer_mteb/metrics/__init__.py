@@ -11,8 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from layer_mteb.common.run_folder import METRICS_FILE
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
+
+#: ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>``,
+#: ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``; ``n`` counts the prompts. The
+#: key: metric rows of one source and setting come from one computation and are replaced together.
+METRICS_TABLE = Table(
+    [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS],
+    "run `layer-mteb metrics --run {folder}`",
+    ["model", "texts", "metric", "layer"],
+    ["model", "revision", "texts", *SETTINGS_COLUMNS],
+    None,
+    file="metrics.csv",
+)
+METRICS_FILE, METRIC_COLUMNS, tidy_metrics = METRICS_TABLE.file, METRICS_TABLE.columns, METRICS_TABLE.tidy
 
 Direction = Literal["min", "max"]
 #: What computing a signal takes: the model's forward pass over texts, or a reference encoder of the same texts too.
