@@ -1,5 +1,5 @@
-"""A run folder as one object: every file ``layer-mteb`` writes into one or reads from one is named here, read by one
-checked reader and written by one atomic writer (:class:`RunFolder`), with each table's columns, row order and key.
+"""A run folder as one object: every file ``layer-mteb`` writes into one or reads from one, read by one checked
+reader and written by one atomic writer (:class:`RunFolder`); a table's columns, row order and key are its feature's.
 One :class:`RunFolder` object is handed from a command to every stage that reads the folder: it reads each table once
 and keeps it for its life (a table it writes is read again), so ``select`` or ``report`` read ``scores.csv`` once.
 pandas loads where a table is read, not on import: ``layer-mteb --help`` and the CLI's checks of file names stay quick.
@@ -40,20 +40,12 @@ The tables:
   beside the aggregate's, with the aggregate's name under ``aggregate`` (empty on every other row): the file holds
   them for a reader, and :meth:`RunFolder.scores` leaves them out (:func:`task_rows`), so every mean over a run's tasks
   and every per-task pick counts the aggregate once, as mteb's benchmarks do.
-- ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>`` (its
-  evaluation-split texts), ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``;
-  ``n`` counts the prompts the value is over. Rerunning a source with the same settings replaces its rows, so WikiText
-  and each task's own-text metrics sit together (``task:`` and ``encoded:`` rows of a task are different sources).
-- a feature's own table (``agreement.csv``: :data:`layer_mteb.metrics.agreement.AGREEMENT_TABLE`) is declared
-  beside the code that makes its rows, as a :class:`Table` naming its file, and read and updated through
-  :meth:`RunFolder.read` and :meth:`RunFolder.update`.
-- ``stress.csv`` (or ``stress.csv.gz``, the same rows gzipped with no timestamp) and ``dip.csv``: per-prompt entropy
-  of the stress tests and the dip test per layer, per (model, texts, readout, test).
+- a feature's own table (``metrics.csv``, ``agreement.csv``, ``stress.csv``, ``dip.csv``: ``METRICS_TABLE`` in
+  :mod:`layer_mteb.metrics`, ...) is declared beside the code that makes its rows, as a :class:`Table` naming its
+  file and key, and read and updated through :meth:`RunFolder.read` and :meth:`RunFolder.update`.
 
-``run.json`` has one entry per (model, task) with the settings it ran
-(:meth:`~layer_mteb.common.settings.RunSettings.record`). A later sweep into the same folder replaces the entries of
-the units it ran again and keeps the others; a rerun that only read a unit's results back keeps the computing run's
-counts and times under ``computed``.
+``run.json`` has one entry per (model, task) with the settings it ran; the sweep says how a later one merges into it
+(:func:`layer_mteb.evaluation.sweep.merged_log`).
 """
 
 from __future__ import annotations
@@ -172,6 +164,7 @@ COST_TABLE = Table(
     ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
     "rerun `layer-mteb cost --run {folder}`",
     floats="%.6g",
+    file=COST_FILE,
 )
 tidy_scores = SCORES_TABLE.tidy
 
@@ -179,17 +172,6 @@ tidy_scores = SCORES_TABLE.tidy
 #: The tables computed from the scores, with the command that recomputes them: a sweep that changed the scores makes
 #: them stale.
 REFRESHED_BY = {SELECTION_FILE: "layer-mteb select", CORRELATION_FILE: "layer-mteb correlate"}
-
-#: What ``computed`` keeps of the run that computed a unit's scores
-COMPUTED_FIELDS = (
-    "units_evaluated",
-    "texts_encoded",
-    "eval_workers_used",
-    "seconds",
-    "forward_texts_per_second",
-    "overhead_ratio",
-    "peak_rss_bytes",
-)
 
 
 def sharded(name: str, shard: tuple[int, int] | None) -> str:
@@ -242,24 +224,6 @@ class RecordedTasks:
     def tasks_value(self, task: str) -> str:
         """The ``--tasks`` value that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
         return self.task_files.get(task, task)
-
-
-def _unit(entry: Mapping[str, Any]) -> tuple[object, ...]:
-    settings = json.dumps(entry.get("settings"), sort_keys=True)
-    return entry.get("model"), entry.get("revision"), entry.get("task"), settings
-
-
-def _with_computed(entry: dict, before: dict | None) -> dict:
-    """``entry``, with the computing run's record from ``before`` when ``entry`` evaluated and encoded nothing."""
-    if before is None or entry.get("units_evaluated") or entry.get("texts_encoded"):
-        return entry
-    if "computed" in before:
-        computed = before["computed"]
-    elif before.get("units_evaluated"):
-        computed = {name: before[name] for name in COMPUTED_FIELDS if name in before}
-    else:
-        return entry
-    return {**entry, "computed": computed}
 
 
 def lock_timeout() -> float:
@@ -403,17 +367,6 @@ def main_scores(
     ]
 
 
-def score_rows(task_result, *, task, encoder, data: str, aggregate: str = "") -> list[dict]:
-    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
-
-    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb);
-    ``aggregate`` names the aggregate task ``task`` is a subtask of (empty for a task of the run's own).
-    """
-    about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
-    task_about = {"task": task.metadata.name, "data": data, AGGREGATE_COLUMN: aggregate}
-    return [{**about, **row, **task_about} for row in main_scores(task_result)]
-
-
 def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
     the table's key), so a run of a few tasks never drops the others' scores."""
@@ -432,13 +385,6 @@ def task_rows(scores: pd.DataFrame) -> pd.DataFrame:
     named = scores[AGGREGATE_COLUMN]
     subtask = named.notna() & (named.astype(str) != "")
     return scores[~subtask].reset_index(drop=True) if subtask.any() else scores
-
-
-def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Layers as rows, tasks as columns, plus the mean over tasks: the table a person reads first."""
-    table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
-    table["mean"] = table.mean(axis=1)
-    return table
 
 
 def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
@@ -678,19 +624,12 @@ class RunFolder:
             return []
         return entries
 
-    def write_log(self, new: list[dict]) -> None:
-        """The entries the folder holds now updated with ``new`` (read and written under the folder's lock): an
-        entry of the same unit is replaced, every other stays.
-
-        A new entry that only read stored results back keeps, under ``computed``, the record of the run that
-        computed them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
+    def update_log(self, merge: Callable[[list[dict]], list[dict]]) -> None:
+        """``run.json``'s entries replaced by ``merge`` of the entries it holds now, read and written under the
+        folder's lock, so the entries another writer added since this run began stay."""
         with self.locked():
             self._forget(self.log_file.name)
-            kept = self.log()
-            earlier = {_unit(entry): entry for entry in kept}
-            new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
-            redone = {_unit(entry) for entry in new}
-            write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+            write_json(self.log_file, {"tasks": merge(self.log())})
             self._forget(self.log_file.name)
 
     def recorded_tasks(self) -> RecordedTasks:
@@ -780,15 +719,6 @@ class RunFolder:
             path = self._update(names[int(gzip)], table, frame, old, compression=compression)
             self.file(names[1 - int(gzip)]).unlink(missing_ok=True)  # its rows were merged into the one just written
         return path
-
-    def cost(self) -> pd.DataFrame | None:
-        """``cost.csv`` (None when the cost was not measured)."""
-        if not self.file(COST_FILE).is_file():
-            return None
-        return self._read(COST_FILE, COST_TABLE, missing_ok=False)
-
-    def write_cost(self, frame: pd.DataFrame) -> Path:
-        return self.write_table(COST_FILE, frame, float_format=COST_TABLE.floats)
 
 
 def _shard_of(path: Path) -> tuple[int, int] | None:

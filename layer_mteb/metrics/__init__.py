@@ -15,9 +15,8 @@ from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
-#: ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>``,
-#: ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``; ``n`` counts the prompts. The
-#: key: metric rows of one source and setting come from one computation and are replaced together.
+#: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,
+#: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together
 METRICS_TABLE = Table(
     [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS],
     "run `layer-mteb metrics --run {folder}`",

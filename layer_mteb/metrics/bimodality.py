@@ -13,10 +13,9 @@ import pandas as pd
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import Table
 
-#: the stress rows' order; its first four (model, readout, test, texts) are the key: one stress run's rows
+#: ``stress.csv[.gz]``: per-prompt entropy of the stress tests (:mod:`.stress_tests`), the sample tested here, and
+#: ``dip.csv``, the dip per layer; keyed by one stress run's (model, readout, test, texts), its rows' first order
 _STRESS = ["model", "readout", "test", "texts", "level"]
-#: ``stress.csv`` (or ``stress.csv.gz``): per-prompt entropy of the stress tests (:mod:`.stress_tests`), the sample
-#: this module tests; ``dip.csv``: the dip test per layer, per (model, texts, readout, test)
 STRESS_TABLE = Table(
     ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"],
     "run `layer-mteb stress --run {folder}`",

@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+from functools import partial
 
 import pandas as pd
 import pytest
@@ -23,6 +24,7 @@ from layer_mteb.common.run_folder import (
     selection_file,
     sharded,
 )
+from layer_mteb.evaluation.sweep import merged_log
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 from layer_mteb.metrics.agreement import AGREEMENT_COLUMNS, AGREEMENT_TABLE
 from layer_mteb.metrics.bimodality import DIP_COLUMNS, DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE
@@ -218,9 +220,9 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     folder = RunFolder(tmp_path)
     computed = {"model": "m", "task": "A", "settings": {}, "units_evaluated": 3, "texts_encoded": 9, "seconds": {}}
     other = {"model": "m", "task": "B", "settings": {}, "task_file": "tasks.yaml", "data_dir": str(tmp_path)}
-    folder.write_log([computed, other])
+    folder.update_log(partial(merged_log, new=[computed, other]))
     reused = {"model": "m", "task": "A", "settings": {}, "units_evaluated": 0, "texts_encoded": 0}
-    folder.write_log([reused])
+    folder.update_log(partial(merged_log, new=[reused]))
     entries = {entry["task"]: entry for entry in folder.log()}
     assert entries["A"]["computed"]["units_evaluated"] == 3 and entries["B"] == other
     recorded = folder.recorded_tasks()
