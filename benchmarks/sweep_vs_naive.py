@@ -42,8 +42,9 @@ from _common import (
 )
 
 from layer_mteb import EncodeConfig, load_model, sweep
-from layer_mteb.common.run_folder import score_rows, tidy_scores
+from layer_mteb.common.run_folder import tidy_scores
 from layer_mteb.evaluation.encoder import model_meta
+from layer_mteb.evaluation.mteb_call import score_rows
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 
 

@@ -29,7 +29,8 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
 from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers
-from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import METRIC_COLUMNS
 from layer_mteb.metrics.agreement import AGREEMENT_TABLE, ID_METRIC
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.reference import default_reference

@@ -33,7 +33,8 @@ from layer_mteb.analysis.selection.curves import score_curves
 from layer_mteb.analysis.selection.picks import select_layers, task_types
 from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import ModelData
-from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import METRIC_COLUMNS
 from layer_mteb.metrics.agreement import AGREEMENT_TABLE
 from layer_mteb.metrics.agreement.lexical import AUTO_LEXICAL, LEXICAL_KINDS, is_lexical
 

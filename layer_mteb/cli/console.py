@@ -86,11 +86,13 @@ def print_scores(frame: pd.DataFrame, output: Path) -> None:
     layer); then where the files are. The run's tasks as mteb counts them (:func:`task_rows`): an aggregate task's
     subtasks are in ``scores.csv``, not in the table or its means."""
     from layer_mteb.analysis.report.table1 import run_summary
-    from layer_mteb.common.run_folder import layer_table, task_rows
+    from layer_mteb.common.run_folder import task_rows
 
     frame = task_rows(frame)
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
-        print(f"\n{model} @ {revision}\n{layer_table(part).round(4).to_string()}")
+        table = part.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
+        table["mean"] = table.mean(axis=1)
+        print(f"\n{model} @ {revision}\n{table.round(4).to_string()}")
     if not frame.empty:
         print("\n" + "\n".join(run_summary(frame)))
     print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")

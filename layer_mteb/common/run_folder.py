@@ -1,5 +1,5 @@
-"""A run folder as one object: every file ``layer-mteb`` writes into one or reads from one is named here, read by one
-checked reader and written by one atomic writer (:class:`RunFolder`), with each table's columns, row order and key.
+"""A run folder as one object: every file ``layer-mteb`` writes into one or reads from one, read by one checked
+reader and written by one atomic writer (:class:`RunFolder`); a table's columns, row order and key are its feature's.
 One :class:`RunFolder` object is handed from a command to every stage that reads the folder: it reads each table once
 and keeps it for its life (a table it writes is read again), so ``select`` or ``report`` read ``scores.csv`` once.
 pandas loads where a table is read, not on import: ``layer-mteb --help`` and the CLI's checks of file names stay quick.
@@ -40,20 +40,12 @@ The tables:
   beside the aggregate's, with the aggregate's name under ``aggregate`` (empty on every other row): the file holds
   them for a reader, and :meth:`RunFolder.scores` leaves them out (:func:`task_rows`), so every mean over a run's tasks
   and every per-task pick counts the aggregate once, as mteb's benchmarks do.
-- ``metrics.csv``: one row per (model, text source, layer, metric). ``texts`` is ``wikitext``, ``task:<Task>`` (its
-  evaluation-split texts), ``encoded:<Task>`` (every text its evaluator encodes), ``file:<name>`` or ``custom``;
-  ``n`` counts the prompts the value is over. Rerunning a source with the same settings replaces its rows, so WikiText
-  and each task's own-text metrics sit together (``task:`` and ``encoded:`` rows of a task are different sources).
-- a feature's own table (``agreement.csv``: :data:`layer_mteb.metrics.agreement.AGREEMENT_TABLE`) is declared
-  beside the code that makes its rows, as a :class:`Table` naming its file, and read and updated through
-  :meth:`RunFolder.read` and :meth:`RunFolder.update`.
-- ``stress.csv`` (or ``stress.csv.gz``, the same rows gzipped with no timestamp) and ``dip.csv``: per-prompt entropy
-  of the stress tests and the dip test per layer, per (model, texts, readout, test).
+- a feature's own table (``metrics.csv``, ``agreement.csv``, ``stress.csv``, ``dip.csv``: ``METRICS_TABLE`` in
+  :mod:`layer_mteb.metrics`, ...) is declared beside the code that makes its rows, as a :class:`Table` naming its
+  file and key, and read and updated through :meth:`RunFolder.read` and :meth:`RunFolder.update`.
 
-``run.json`` has one entry per (model, task) with the settings it ran
-(:meth:`~layer_mteb.common.settings.RunSettings.record`). A later sweep into the same folder replaces the entries of
-the units it ran again and keeps the others; a rerun that only read a unit's results back keeps the computing run's
-counts and times under ``computed``.
+``run.json`` has one entry per (model, task) with the settings it ran; the sweep says how a later one merges into it
+(:func:`layer_mteb.evaluation.sweep.merged_log`).
 """
 
 from __future__ import annotations
@@ -83,12 +75,7 @@ logger = logging.getLogger(__name__)
 SCORES_FILE = "scores.csv"
 RUN_LOG = "run.json"
 MTEB_FOLDER = "mteb"
-METRICS_FILE = "metrics.csv"
 COST_FILE = "cost.csv"
-#: plain and gzipped: a run folder holds one of them
-STRESS_FILES = ("stress.csv", "stress.csv.gz")
-STRESS_RUNS_FILE = "stress.json"
-DIP_FILE = "dip.csv"
 SELECTION_FILE = "selection.csv"
 CORRELATION_FILE = "correlation.csv"
 LOCK_FILE = ".layer-mteb.lock"
@@ -121,6 +108,11 @@ class Table(NamedTuple):
     floats: str | None = "%.8g"  # 8 significant digits keep distinct values distinct (mutual k-NN: steps >= 1e-5)
     file: str = ""  # its file, for a table its feature declares (read with RunFolder.read, updated with .update)
     reading: tuple[tuple[str, Any], ...] = ()  # pandas' read_csv arguments beside the columns
+
+    @property
+    def row_key(self) -> tuple[str, ...]:
+        """The columns naming one row: its key and its order (a row repeated by merged runs is one row)."""
+        return tuple(dict.fromkeys([*self.key, *self.order]))
 
     def tidy(self, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
@@ -156,61 +148,30 @@ REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6
 
-METRIC_COLUMNS = [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS]
-#: the key: metric rows of one source and setting come from one computation and are replaced together
-METRICS_TABLE = Table(
-    METRIC_COLUMNS,
-    "run `layer-mteb metrics --run {folder}`",
-    ["model", "texts", "metric", "layer"],
-    ["model", "revision", "texts", *SETTINGS_COLUMNS],
-    None,
+PICKS_TABLE = Table(
+    ["model", "selector", "task"],
+    "run `layer-mteb select --run {folder}`",
+    key=("model", "selector", "texts", "task"),
+    file=SELECTION_FILE,
 )
-
-STRESS_COLUMNS = ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"]
-DIP_COLUMNS = ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"]
-#: the stress rows' order; its first four (model, readout, test, texts) are the key: one stress run's rows
-_STRESS = ["model", "readout", "test", "texts", "level"]
-STRESS_TABLE = Table(
-    STRESS_COLUMNS,
-    "run `layer-mteb stress --run {folder}`",
-    [*_STRESS, "normalization", "layer", "prompt"],
-    _STRESS[:4],
+CORRELATION_TABLE = Table(
+    ["model", "metric", "task", "method"],
+    "run `layer-mteb correlate --run {folder}`",
+    key=("model", "metric", "texts", "task", "method"),
+    file=CORRELATION_FILE,
 )
-DIPS_TABLE = Table(DIP_COLUMNS, STRESS_TABLE.fix, [*_STRESS, "layer"], _STRESS[:4])
-PICKS_TABLE = Table(["model", "selector", "task"], "run `layer-mteb select --run {folder}`")
 COST_TABLE = Table(
     ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
     "rerun `layer-mteb cost --run {folder}`",
     floats="%.6g",
+    file=COST_FILE,
 )
-tidy_scores, tidy_metrics = SCORES_TABLE.tidy, METRICS_TABLE.tidy
+tidy_scores = SCORES_TABLE.tidy
 
 
-class SideFile(NamedTuple):
-    """An optional table beside ``scores.csv`` that a report reads; ``refresh`` is the command that recomputes it
-    from the scores (``None`` where it does not depend on them), so a sweep that changed the scores makes it stale."""
-
-    name: str
-    refresh: str | None
-
-
-#: The side files by the report's name for them.
-SIDE_FILES = {
-    "picks": SideFile(SELECTION_FILE, "layer-mteb select"),
-    "metrics": SideFile(METRICS_FILE, None),
-    "correlation": SideFile(CORRELATION_FILE, "layer-mteb correlate"),
-}
-
-#: What ``computed`` keeps of the run that computed a unit's scores
-COMPUTED_FIELDS = (
-    "units_evaluated",
-    "texts_encoded",
-    "eval_workers_used",
-    "seconds",
-    "forward_texts_per_second",
-    "overhead_ratio",
-    "peak_rss_bytes",
-)
+#: The tables computed from the scores, with the command that recomputes them: a sweep that changed the scores makes
+#: them stale.
+REFRESHED_BY = {SELECTION_FILE: "layer-mteb select", CORRELATION_FILE: "layer-mteb correlate"}
 
 
 def sharded(name: str, shard: tuple[int, int] | None) -> str:
@@ -263,24 +224,6 @@ class RecordedTasks:
     def tasks_value(self, task: str) -> str:
         """The ``--tasks`` value that builds ``task`` again: its ``FILE.yaml:TASK``, or its name."""
         return self.task_files.get(task, task)
-
-
-def _unit(entry: Mapping[str, Any]) -> tuple[object, ...]:
-    settings = json.dumps(entry.get("settings"), sort_keys=True)
-    return entry.get("model"), entry.get("revision"), entry.get("task"), settings
-
-
-def _with_computed(entry: dict, before: dict | None) -> dict:
-    """``entry``, with the computing run's record from ``before`` when ``entry`` evaluated and encoded nothing."""
-    if before is None or entry.get("units_evaluated") or entry.get("texts_encoded"):
-        return entry
-    if "computed" in before:
-        computed = before["computed"]
-    elif before.get("units_evaluated"):
-        computed = {name: before[name] for name in COMPUTED_FIELDS if name in before}
-    else:
-        return entry
-    return {**entry, "computed": computed}
 
 
 def lock_timeout() -> float:
@@ -424,17 +367,6 @@ def main_scores(
     ]
 
 
-def score_rows(task_result, *, task, encoder, data: str, aggregate: str = "") -> list[dict]:
-    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
-
-    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb);
-    ``aggregate`` names the aggregate task ``task`` is a subtask of (empty for a task of the run's own).
-    """
-    about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
-    task_about = {"task": task.metadata.name, "data": data, AGGREGATE_COLUMN: aggregate}
-    return [{**about, **row, **task_about} for row in main_scores(task_result)]
-
-
 def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
     """``kept`` (a table already in the run folder) updated with ``new_rows`` (:func:`replace_rows` by
     the table's key), so a run of a few tasks never drops the others' scores."""
@@ -453,13 +385,6 @@ def task_rows(scores: pd.DataFrame) -> pd.DataFrame:
     named = scores[AGGREGATE_COLUMN]
     subtask = named.notna() & (named.astype(str) != "")
     return scores[~subtask].reset_index(drop=True) if subtask.any() else scores
-
-
-def layer_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Layers as rows, tasks as columns, plus the mean over tasks: the table a person reads first."""
-    table = frame.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
-    table["mean"] = table.mean(axis=1)
-    return table
 
 
 def one_setting(scores: pd.DataFrame) -> pd.DataFrame:
@@ -699,19 +624,12 @@ class RunFolder:
             return []
         return entries
 
-    def write_log(self, new: list[dict]) -> None:
-        """The entries the folder holds now updated with ``new`` (read and written under the folder's lock): an
-        entry of the same unit is replaced, every other stays.
-
-        A new entry that only read stored results back keeps, under ``computed``, the record of the run that
-        computed them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
+    def update_log(self, merge: Callable[[list[dict]], list[dict]]) -> None:
+        """``run.json``'s entries replaced by ``merge`` of the entries it holds now, read and written under the
+        folder's lock, so the entries another writer added since this run began stay."""
         with self.locked():
             self._forget(self.log_file.name)
-            kept = self.log()
-            earlier = {_unit(entry): entry for entry in kept}
-            new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
-            redone = {_unit(entry) for entry in new}
-            write_json(self.log_file, {"tasks": [entry for entry in kept if _unit(entry) not in redone] + new})
+            write_json(self.log_file, {"tasks": merge(self.log())})
             self._forget(self.log_file.name)
 
     def recorded_tasks(self) -> RecordedTasks:
@@ -729,9 +647,9 @@ class RunFolder:
         if not scores.is_file():
             return []
         stale = []
-        for name, command in SIDE_FILES.values():
+        for name, command in REFRESHED_BY.items():
             side = self.file(name)
-            if command is not None and side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
+            if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
                 stale.append((side, command))
         return stale
 
@@ -782,68 +700,25 @@ class RunFolder:
         frame = self._kept(("side", name), partial(_side_table, path))
         return frame if frame is not None and not frame.empty else None
 
-    def picks(self, by: str | list[str] | None = None) -> pd.DataFrame:
-        """The picks ``select`` wrote (``selection.csv``, or ``selection.<by>.csv`` for a narrower ``by``)."""
-        return self._read(selection_file(by), PICKS_TABLE, missing_ok=False)
-
-    def metrics(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """``metrics.csv``: every metric of every layer the metrics stage measured."""
-        return self._read(METRICS_FILE, METRICS_TABLE, missing_ok=missing_ok)
-
-    def update_metrics(self, frame: pd.DataFrame) -> Path:
-        """Merge ``frame`` into ``metrics.csv`` (rows of the same source and settings replaced)."""
-        return self._update(METRICS_FILE, METRICS_TABLE, frame, partial(self.metrics, missing_ok=True))
-
     def read(self, table: Table, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The table a feature declares (:class:`Table` with its ``file``), checked as every table is."""
-        return self._read(table.file, table, missing_ok=missing_ok, **dict(table.reading))
+        """The table a feature declares (:class:`Table` with its ``file``, held plain or as ``FILE.gz``), checked as
+        every table is."""
+        name = next((n for n in (table.file, f"{table.file}.gz") if self.file(n).is_file()), table.file)
+        return self._read(name, table, missing_ok=missing_ok, **dict(table.reading))
 
-    def update(self, table: Table, frame: pd.DataFrame) -> Path:
-        """Merge ``frame`` into the table a feature declares: its rows replace the stored ones of their key."""
-        return self._update(table.file, table, frame, partial(self.read, table, missing_ok=True))
-
-    def stress(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        """The per-prompt stress table (``stress.csv`` or ``stress.csv.gz``, whichever the folder holds)."""
-        name = next((n for n in STRESS_FILES if self.file(n).is_file()), STRESS_FILES[0])
-        return self._read(name, STRESS_TABLE, missing_ok=missing_ok)
-
-    def dips(self, *, missing_ok: bool = False) -> pd.DataFrame:
-        return self._read(DIP_FILE, DIPS_TABLE, missing_ok=missing_ok)
-
-    def update_stress(self, values: pd.DataFrame, dips: pd.DataFrame, *, compress: bool = False) -> Path:
-        """Merge into the stress table and ``dip.csv`` (rows of the same model, texts, readout and test replaced);
-        ``compress`` writes ``stress.csv.gz`` and removes a plain ``stress.csv``, whose rows it took, or the other
-        way round. Returns the stress table's path."""
-        compression = {"method": "gzip", "mtime": 0} if compress else None
-        target = STRESS_FILES[int(compress)]
+    def update(self, table: Table, frame: pd.DataFrame, *, gzip: bool = False) -> Path:
+        """Merge ``frame`` into the table a feature declares: its rows replace the stored ones of their key. ``gzip``
+        writes ``FILE.gz`` (no timestamp: a rerun gives the same bytes) and removes a plain ``FILE``, whose rows it
+        took, or the other way round."""
+        names = (table.file, f"{table.file}.gz")
         with self.locked():
-            for name in STRESS_FILES:
+            for name in names:
                 self._forget(name)
-            old = partial(self.stress, missing_ok=True)
-            path = self._update(target, STRESS_TABLE, values, old, compression=compression)
-            self._update(DIP_FILE, DIPS_TABLE, dips, partial(self.dips, missing_ok=True))
-            other = self.file(STRESS_FILES[1 - int(compress)])
-            if other.exists():
-                other.unlink()  # its rows were merged into the one just written
+            compression = {"method": "gzip", "mtime": 0} if gzip else None
+            old = partial(self.read, table, missing_ok=True)
+            path = self._update(names[int(gzip)], table, frame, old, compression=compression)
+            self.file(names[1 - int(gzip)]).unlink(missing_ok=True)  # its rows were merged into the one just written
         return path
-
-    def record_stress_run(self, entry: dict) -> None:
-        """Add one stress run's settings and wall time to ``stress.json`` (replacing an earlier run of its key)."""
-        path = self.file(STRESS_RUNS_FILE)
-        key = ("model", "texts", "readout", "tests")
-        with self.locked():
-            runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
-            runs = [r for r in runs if tuple(r.get(k) for k in key) != tuple(entry.get(k) for k in key)]
-            write_json(path, {"runs": [*runs, entry]})
-
-    def cost(self) -> pd.DataFrame | None:
-        """``cost.csv`` (None when the cost was not measured)."""
-        if not self.file(COST_FILE).is_file():
-            return None
-        return self._read(COST_FILE, COST_TABLE, missing_ok=False)
-
-    def write_cost(self, frame: pd.DataFrame) -> Path:
-        return self.write_table(COST_FILE, frame, float_format=COST_TABLE.floats)
 
 
 def _shard_of(path: Path) -> tuple[int, int] | None:

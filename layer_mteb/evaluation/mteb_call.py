@@ -31,7 +31,7 @@ from mteb.results import TaskResult
 from mteb.types import PromptType
 
 from layer_mteb.common.gpus import gpus_hidden
-from layer_mteb.common.run_folder import score_rows
+from layer_mteb.common.run_folder import AGGREGATE_COLUMN, layer_columns, main_scores
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.tasks.mteb_compat import (
     multilabel_eval_rows,
@@ -48,6 +48,17 @@ logger = logging.getLogger(__name__)
 #: (``ValueError`` covers ``JSONDecodeError``, ``UnicodeDecodeError`` and pydantic's ``ValidationError``), or a
 #: missing field. Anything else (a change in mteb, say) propagates: stored results are never removed on a guess.
 UNREADABLE_RESULT = (OSError, ValueError, KeyError)
+
+
+def score_rows(task_result, *, task, encoder, data: str, aggregate: str = "") -> list[dict]:
+    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
+
+    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb);
+    ``aggregate`` names the aggregate task ``task`` is a subtask of (empty for a task of the run's own).
+    """
+    about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
+    task_about = {"task": task.metadata.name, "data": data, AGGREGATE_COLUMN: aggregate}
+    return [{**about, **row, **task_about} for row in main_scores(task_result)]
 
 
 def evaluate_layer(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from layer_mteb.evaluation.plan import merge_when_all_done, parse_layers, task_u
 from layer_mteb.evaluation.request import RunRequest, check_prompts
 from layer_mteb.evaluation.storage_plan import state_plan
 from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_layers, time_record
+from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
@@ -197,7 +200,7 @@ class _Record:
     def task_done(self, entry: dict) -> None:
         self.log.append(entry)
         if self.folder is not None:
-            self.folder.write_log(self.log)
+            self.folder.update_log(partial(merged_log, new=self.log))
 
     def finish(self) -> None:
         self._write_scores()  # an empty shard still leaves its (empty) table for the merge
@@ -278,6 +281,46 @@ def _log_entry(loaded: LoadedModel, task, settings: RunSettings, eval_workers: i
         "units_evaluated": 0,
         "units_reused": 0,
     }
+
+
+#: What ``computed`` keeps of the run that computed a unit's scores
+COMPUTED_FIELDS = (
+    "units_evaluated",
+    "texts_encoded",
+    "eval_workers_used",
+    "seconds",
+    "forward_texts_per_second",
+    "overhead_ratio",
+    "peak_rss_bytes",
+)
+
+
+def merged_log(kept: list[dict], new: list[dict]) -> list[dict]:
+    """``run.json``'s entries ``kept`` updated with ``new``: an entry of the same unit is replaced, every other stays.
+    A new entry that only read stored results back keeps, under ``computed``, the record of the run that computed
+    them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
+    earlier = {_unit(entry): entry for entry in kept}
+    new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
+    redone = {_unit(entry) for entry in new}
+    return [entry for entry in kept if _unit(entry) not in redone] + new
+
+
+def _unit(entry: Mapping[str, Any]) -> tuple[object, ...]:
+    settings = json.dumps(entry.get("settings"), sort_keys=True)
+    return entry.get("model"), entry.get("revision"), entry.get("task"), settings
+
+
+def _with_computed(entry: dict, before: dict | None) -> dict:
+    """``entry``, with the computing run's record from ``before`` when ``entry`` evaluated and encoded nothing."""
+    if before is None or entry.get("units_evaluated") or entry.get("texts_encoded"):
+        return entry
+    if "computed" in before:
+        computed = before["computed"]
+    elif before.get("units_evaluated"):
+        computed = {name: before[name] for name in COMPUTED_FIELDS if name in before}
+    else:
+        return entry
+    return {**entry, "computed": computed}
 
 
 def _score_layers(
@@ -362,4 +405,4 @@ def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings,
     # one layer at a time: the whole [L+1, N, D] stack would undo the memory limit
     frame = metrics.rows(task.metadata.name, cache.by_layer(texts), settings.encode)
     if not frame.empty:
-        RunFolder(output).update_metrics(frame)
+        RunFolder(output).update(METRICS_TABLE, frame)

@@ -11,8 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from layer_mteb.common.run_folder import METRICS_FILE
+from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
+
+#: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,
+#: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together
+METRICS_TABLE = Table(
+    [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS],
+    "run `layer-mteb metrics --run {folder}`",
+    ["model", "texts", "metric", "layer"],
+    ["model", "revision", "texts", *SETTINGS_COLUMNS],
+    None,
+    file="metrics.csv",
+)
+METRICS_FILE, METRIC_COLUMNS, tidy_metrics = METRICS_TABLE.file, METRICS_TABLE.columns, METRICS_TABLE.tidy
 
 Direction = Literal["min", "max"]
 #: What computing a signal takes: the model's forward pass over texts, or a reference encoder of the same texts too.

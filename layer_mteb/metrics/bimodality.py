@@ -11,7 +11,26 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import DIP_COLUMNS
+from layer_mteb.common.run_folder import Table
+
+#: ``stress.csv[.gz]``: per-prompt entropy of the stress tests (:mod:`.stress_tests`), the sample tested here, and
+#: ``dip.csv``, the dip per layer; keyed by one stress run's (model, readout, test, texts), its rows' first order
+_STRESS = ["model", "readout", "test", "texts", "level"]
+STRESS_TABLE = Table(
+    ["model", "test", "level", "prompt", "layer", "normalization", "value", "texts", "readout"],
+    "run `layer-mteb stress --run {folder}`",
+    [*_STRESS, "normalization", "layer", "prompt"],
+    _STRESS[:4],
+    file="stress.csv",
+)
+DIPS_TABLE = Table(
+    ["model", "texts", "test", "level", "layer", "dip", "p_value", "n", "readout"],
+    STRESS_TABLE.fix,
+    [*_STRESS, "layer"],
+    _STRESS[:4],
+    file="dip.csv",
+)
+STRESS_COLUMNS, DIP_COLUMNS = STRESS_TABLE.columns, DIPS_TABLE.columns
 
 #: the per-prompt normalisation the dip test reads: ÷ min(log N, log D), the paper's prompt entropy
 DIP_NORMALIZATION = "maxEntropy"

@@ -34,7 +34,7 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, layer_columns
+from layer_mteb.common.run_folder import COST_TABLE, RunFolder, layer_columns
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
@@ -244,5 +244,5 @@ def run_cost(
     sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded.data_dir)
     frame = measure_cost(loaded, sample, config, settings)
     frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
-    folder.write_cost(frame)
+    folder.write_table(COST_TABLE.file, frame, float_format=COST_TABLE.floats)
     return frame

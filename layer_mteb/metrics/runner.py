@@ -20,7 +20,8 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, layer_columns, tidy_metrics
+from layer_mteb.common.run_folder import RunFolder, layer_columns
+from layer_mteb.metrics import METRICS_TABLE, tidy_metrics
 from layer_mteb.metrics.representation import (
     Normalization,
     augment,
@@ -230,7 +231,7 @@ def compute_metrics(
 
     frame = tidy_metrics(rows)
     if output is not None:
-        RunFolder(output).update_metrics(frame)
+        RunFolder(output).update(METRICS_TABLE, frame)
     return frame
 
 

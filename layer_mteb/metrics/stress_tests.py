@@ -24,6 +24,7 @@ level alone, and a prompt's perturbation does not depend on which other prompts 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -37,8 +38,9 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import STRESS_COLUMNS, RunFolder
-from layer_mteb.metrics.bimodality import dip_table
+from layer_mteb.common.files import write_json
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, dip_table
 from layer_mteb.metrics.representation import normalize_entropy
 from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
 from layer_mteb.metrics.texts import load_texts
@@ -131,6 +133,7 @@ REPETITION_LEVELS: tuple[float, ...] = tuple(float(p) for p in np.linspace(0, 0.
 LENGTHS: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
 #: the paper's sample sizes (``stress --paper-sizes``) and the default: about a minute of CPU for MiniLM-L6
 #: (measured: 60 s user+sys on a shared 2-core machine; each WikiText prompt adds 18 forward passes, ~2.5 s)
+STRESS_RUNS_FILE = "stress.json"
 PAPER_STRESS_SIZES = {"n_prompts": 1000, "length_prompts": 1000}
 QUICK_STRESS_SIZES = {"n_prompts": 16, "length_prompts": 10}
 #: padded tokens per batch when the caller sets no cap: 2048-token prompts would otherwise come 32 at a time
@@ -216,11 +219,23 @@ def run_stress(
     if output is not None:
         seconds = time.perf_counter() - started
         folder = RunFolder(output)
-        folder.update_stress(values, dips, compress=compress)
+        with folder.locked():
+            folder.update(STRESS_TABLE, values, gzip=compress)
+            folder.update(DIPS_TABLE, dips)
         about = {"model": model.name, "revision": model.revision, "texts": texts, "readout": config.readout}
         entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
-        folder.record_stress_run({**entry, "encode": config.key()})
+        record_stress_run(folder, {**entry, "encode": config.key()})
     return values, dips
+
+
+def record_stress_run(folder: RunFolder, entry: dict) -> None:
+    """Add one stress run's settings and wall time to ``stress.json`` (replacing an earlier run of its key)."""
+    path = folder.file(STRESS_RUNS_FILE)
+    key = ("model", "texts", "readout", "tests")
+    with folder.locked():
+        runs = json.loads(path.read_text()).get("runs", []) if path.is_file() else []
+        runs = [r for r in runs if tuple(r.get(k) for k in key) != tuple(entry.get(k) for k in key)]
+        write_json(path, {"runs": [*runs, entry]})
 
 
 class _Run:

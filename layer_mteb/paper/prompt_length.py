@@ -27,6 +27,7 @@ from layer_mteb.analysis.report.stress_report import (
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_TABLE
 
 RELEASE_FILE = "official_prompt_length_entropy.csv.gz"
 COLUMNS = ["model", "prompt_length", "layer", "normalization", "mean", "std"]
@@ -43,7 +44,7 @@ def our_curves(runs: list[Path]) -> pd.DataFrame:
     """The length test of every run that has one, in the release's normalisations."""
     parts = []
     for run in runs:
-        values = RunFolder(run).stress(missing_ok=True)
+        values = RunFolder(run).read(STRESS_TABLE, missing_ok=True)
         values = values[(values["test"] == "length") & values["normalization"].isin(["raw", "maxEntropy"])]
         if not values.empty:
             curves = stress_curves(values).rename(columns={"level": "prompt_length"})
@@ -65,11 +66,11 @@ def reproduce(release: Path | pd.DataFrame | None, runs: list[Path], output: Pat
 
 def _summary(runs: list[Path], curves: pd.DataFrame, path: Path) -> list[Path]:
     """``stress.md`` from the runs' stress and dip tables and the length curves (nothing when no run has any)."""
-    stressed = [run for run in runs if not RunFolder(run).stress(missing_ok=True).empty]
+    stressed = [run for run in runs if not RunFolder(run).read(STRESS_TABLE, missing_ok=True).empty]
     if not stressed:
         return []
-    values = pd.concat([RunFolder(run).stress() for run in stressed], ignore_index=True)
-    dips = pd.concat([RunFolder(run).dips(missing_ok=True) for run in stressed], ignore_index=True)
+    values = pd.concat([RunFolder(run).read(STRESS_TABLE) for run in stressed], ignore_index=True)
+    dips = pd.concat([RunFolder(run).read(DIPS_TABLE, missing_ok=True) for run in stressed], ignore_index=True)
     markdown = stress_markdown(model_summary(values, dips), length_minima(curves))
     atomic_write(path, lambda tmp: Path(tmp).write_text(markdown + "\n"))
     return [path]

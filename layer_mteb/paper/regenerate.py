@@ -23,7 +23,8 @@ from layer_mteb.analysis.runs.release import ReleaseTables, read_release
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
-from layer_mteb.common.run_folder import METRICS_FILE, RunFolder
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import METRICS_FILE
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.paper import paper_figures, prompt_length
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer

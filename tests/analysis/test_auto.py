@@ -19,6 +19,7 @@ from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import ModelData, evaluate
 from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import METRICS_TABLE
 from studies import engine, lofo
 
 REFERENCE = release_folder()  # the authors' tables (LAYER_MTEB_RELEASE, else beside the checkout)
@@ -219,7 +220,7 @@ def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_pa
 
     scores, metrics = run_tables(SCORES, METRICS, model="sentence-transformers/all-MiniLM-L6-v2")
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path), "--by", "auto", "--per-task"]) == 0
     out = capsys.readouterr().out
     line = rf"auto \(v{auto.VERSION}, trained on \d+ models of \d+ families\): sentence-transformers/all-MiniLM-L6-v2: "

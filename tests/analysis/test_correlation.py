@@ -100,10 +100,11 @@ def test_clear_errors() -> None:
 def test_cli_correlate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from layer_mteb.cli import main
     from layer_mteb.common.run_folder import RunFolder
+    from layer_mteb.metrics import METRICS_TABLE
 
     scores, metrics = run_tables({"A": [0.1, 0.3, 0.6, 0.5]}, {("dime", "wikitext"): [0.2, 0.5, 0.9, 0.4]})
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["correlate", "--run", str(tmp_path), "--method", "spearman", "--permutations", "20"]) == 0
     assert "dime" in capsys.readouterr().out and (tmp_path / "correlation.csv").is_file()
 

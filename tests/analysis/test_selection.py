@@ -13,6 +13,7 @@ from _metric_fixtures import run_tables
 from layer_mteb.analysis.selection.picks import leaderboard, select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import METRICS_TABLE
 
 SCORES = {"A": [0.1, 0.3, 0.6, 0.5, 0.4], "B": [0.2, 0.2, 0.4, 0.7, 0.5]}  # mean: .15 .25 .5 .6 .45
 METRICS = {
@@ -77,7 +78,7 @@ def test_by_one_metric() -> None:
 def test_run_folder_round_trip(tmp_path: Path) -> None:
     scores, metrics = run_tables(SCORES, METRICS)
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     frame = select_layers(tmp_path, per_task=True)
     stored = pd.read_csv(tmp_path / "selection.csv")
     assert list(stored.columns) == list(frame.columns)
@@ -109,7 +110,7 @@ def test_cli_select_prints_the_leaderboard(tmp_path: Path, capsys: pytest.Captur
 
     scores, metrics = run_tables(SCORES, METRICS)
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path), "--per-task"]) == 0
     out = capsys.readouterr().out
     assert "prompt_entropy" in out and "regret" in out and (tmp_path / "selection.csv").is_file()
@@ -125,7 +126,7 @@ def test_cli_select_counts_the_tasks_the_mean_averages(tmp_path: Path, capsys: p
 
     scores, metrics = run_tables(SCORES, METRICS)
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     table = pd.read_fwf(io.StringIO(out.split("\n\n")[0]))
@@ -141,7 +142,7 @@ def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsy
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:A"): [0.5] * 5, **METRICS})
     metrics = metrics[metrics["texts"].str.startswith("task:")]
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     shown = set(pd.read_fwf(io.StringIO(out.split("\n\n")[0]))["selector"])
@@ -160,7 +161,7 @@ def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(
 
     scores, metrics = run_tables(SCORES, METRICS)
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     full = (tmp_path / "selection.csv").read_bytes()
     assert main(["select", "--run", str(tmp_path), "--by", "dataset_entropy", "--per-task"]) == 0
@@ -229,7 +230,7 @@ def test_select_by_a_study_selector_uses_the_same_engine_units_and_file(tmp_path
 
     scores, metrics = run_tables(SCORES, METRICS)
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path), "--by", "depth=0.8"]) == 0
     out = capsys.readouterr().out
     assert "regret" in out and str(tmp_path / "selection.depth=0.8.csv") in out
@@ -274,7 +275,7 @@ def test_select_hands_one_run_folder_to_every_reader(by: list[str], tmp_path: Pa
 
     scores, metrics = run_tables(SCORES, METRICS)
     RunFolder(tmp_path).write_scores(scores)
-    RunFolder(tmp_path).update_metrics(metrics)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     made: list[Path] = []
     init = run_folder.RunFolder.__init__
 

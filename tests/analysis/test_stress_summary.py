@@ -7,7 +7,7 @@ import pandas as pd
 from conftest import SHARED_REFERENCE, unavailable
 
 from layer_mteb.analysis.report.stress_report import length_minima, model_summary, stress_markdown
-from layer_mteb.common.run_folder import DIP_COLUMNS, STRESS_COLUMNS
+from layer_mteb.metrics.bimodality import DIP_COLUMNS, STRESS_COLUMNS
 
 #: (test, level, normalisation) -> mean per layer 0, 1, 2
 MEANS = {

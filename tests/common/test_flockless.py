@@ -23,10 +23,10 @@ from layer_mteb.common.run_folder import (
     LOCK_FILE,
     LOCK_HOLDER_FILE,
     LOCK_TIMEOUT_ENV,
-    METRIC_COLUMNS,
     RunFolder,
     lacks_flock,
 )
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 
 #: the machine faked: every flock refused as on a file system that has none
 NO_FLOCK = """
@@ -44,7 +44,8 @@ WRITER = (
     + """
 import sys, time
 import pandas as pd
-from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 
 folder, worker, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 print("ready", flush=True)
@@ -53,7 +54,7 @@ while not os.path.exists(go):
 for i in range(n):
     row = {c: 0 for c in METRIC_COLUMNS}
     row.update(model="m", revision="r", texts=f"{worker}-{i}", metric="prompt_entropy", value=float(i))
-    RunFolder(folder).update_metrics(pd.DataFrame([row], columns=METRIC_COLUMNS))
+    RunFolder(folder).update(METRICS_TABLE, pd.DataFrame([row], columns=METRIC_COLUMNS))
 """
 )
 
@@ -109,7 +110,7 @@ def test_two_writers_without_flock_keep_every_row_and_each_says_so_once_in_its_o
     go.touch()  # both take the lock for the first time at once: where a fallback could drop the other's marker
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errors
-    written = set(RunFolder(folder).metrics()["texts"])
+    written = set(RunFolder(folder).read(METRICS_TABLE)["texts"])
     assert written == {f"w{w}-{i}" for w in range(2) for i in range(per_writer)}
     for err in errors:
         lines = err.strip().splitlines()
@@ -129,14 +130,16 @@ def test_without_flock_a_live_holder_is_waited_for_and_a_killed_ones_claim_is_ta
         monkeypatch.setattr(fcntl, "flock", _refused)
         monkeypatch.setenv(LOCK_TIMEOUT_ENV, "1")
         with pytest.raises(UserError, match=f"being written by pid {holder.pid} "):
-            RunFolder(tmp_path).update_metrics(_row("while held"))  # a first try may not take a live holder's claim
+            RunFolder(tmp_path).update(
+                METRICS_TABLE, _row("while held")
+            )  # a first try may not take a live holder's claim
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     assert (tmp_path / LOCK_FILE).exists() and (tmp_path / LOCK_HOLDER_FILE).exists()  # left behind by the dead
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "120")
     started = time.monotonic()
-    RunFolder(tmp_path).update_metrics(_row("after"))
+    RunFolder(tmp_path).update(METRICS_TABLE, _row("after"))
     assert time.monotonic() - started < 10  # taken over at once, far from the 120 s timeout
-    assert set(RunFolder(tmp_path).metrics()["texts"]) == {"after"}
+    assert set(RunFolder(tmp_path).read(METRICS_TABLE)["texts"]) == {"after"}
     assert not (tmp_path / LOCK_FILE).exists() and not (tmp_path / LOCK_HOLDER_FILE).exists()

@@ -16,14 +16,15 @@ import pytest
 from conftest import save_tiny_model
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import LOCK_HOLDER_FILE, LOCK_TIMEOUT_ENV, METRIC_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import LOCK_HOLDER_FILE, LOCK_TIMEOUT_ENV, RunFolder
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 
 #: one process's metric rows, each written by its own read-modify-write of metrics.csv, all starting at ``start``
 UPDATER = """
 import sys, time
 import pandas as pd
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.common.run_folder import METRIC_COLUMNS
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 
 folder, worker, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 while time.time() < start:
@@ -31,7 +32,7 @@ while time.time() < start:
 for i in range(n):
     row = {c: 0 for c in METRIC_COLUMNS}
     row.update(model="m", revision="r", texts=f"{worker}-{i}", metric="prompt_entropy", value=float(i))
-    RunFolder(folder).update_metrics(pd.DataFrame([row], columns=METRIC_COLUMNS))
+    RunFolder(folder).update(METRICS_TABLE, pd.DataFrame([row], columns=METRIC_COLUMNS))
 """
 
 #: holds the folder's lock until killed, saying when it has it
@@ -58,7 +59,7 @@ def test_processes_updating_one_table_at_once_keep_every_row(tmp_path):
         for w in range(workers)
     ]
     assert [p.wait(timeout=300) for p in procs] == [0] * workers
-    written = set(RunFolder(tmp_path).metrics()["texts"])
+    written = set(RunFolder(tmp_path).read(METRICS_TABLE)["texts"])
     assert written == {f"w{w}-{i}" for w in range(workers) for i in range(per_worker)}
 
 
@@ -81,7 +82,7 @@ def _row(texts: str) -> pd.DataFrame:
 def test_a_writer_that_waits_too_long_names_the_holder_in_one_line(tmp_path, holder, monkeypatch):
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "0.3")
     with pytest.raises(UserError) as raised:
-        RunFolder(tmp_path).update_metrics(_row("a"))
+        RunFolder(tmp_path).update(METRICS_TABLE, _row("a"))
     said = str(raised.value)
     assert "\n" not in said
     assert f"is being written by pid {holder.pid} on {socket.gethostname()}" in said
@@ -95,9 +96,9 @@ def test_a_killed_holder_never_blocks_the_next_writer(tmp_path, holder, monkeypa
     assert (tmp_path / LOCK_HOLDER_FILE).exists()  # its note is left behind, stale
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "2")
     begun = time.perf_counter()
-    RunFolder(tmp_path).update_metrics(_row("a"))
+    RunFolder(tmp_path).update(METRICS_TABLE, _row("a"))
     assert time.perf_counter() - begun < 2
-    assert list(RunFolder(tmp_path).metrics()["texts"]) == ["a"]
+    assert list(RunFolder(tmp_path).read(METRICS_TABLE)["texts"]) == ["a"]
     assert not (tmp_path / LOCK_HOLDER_FILE).exists()  # the next holder's note replaced it, and went on release
 
 
@@ -105,15 +106,15 @@ def test_a_nested_hold_in_one_process_does_not_wait_on_itself(tmp_path, monkeypa
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "0.3")
     folder = RunFolder(tmp_path / "new")
     with folder.locked():
-        folder.update_metrics(_row("a"))  # takes the lock again inside
+        folder.update(METRICS_TABLE, _row("a"))  # takes the lock again inside
         assert (folder.path / LOCK_HOLDER_FILE).exists()
-    assert list(folder.metrics()["texts"]) == ["a"]
+    assert list(folder.read(METRICS_TABLE)["texts"]) == ["a"]
 
 
 def test_a_bad_lock_timeout_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv(LOCK_TIMEOUT_ENV, "soon")
     with pytest.raises(UserError, match=f"{LOCK_TIMEOUT_ENV} must be a number of seconds"):
-        RunFolder(tmp_path).update_metrics(_row("a"))
+        RunFolder(tmp_path).update(METRICS_TABLE, _row("a"))
 
 
 # --- whole commands at once: two runs of different tasks, a metrics beside a run ---
@@ -189,8 +190,11 @@ def test_a_metrics_beside_a_run_keeps_the_rows_of_both(tiny_folder, tmp_path):
         argv = command if out is None else [*command, str(tmp_path / out)]
         done = subprocess.run(argv, env=env, capture_output=True)
         assert done.returncode == 0, done.stderr
-    together = RunFolder(shared).metrics()
-    alone = pd.concat([RunFolder(tmp_path / "run").metrics(), RunFolder(tmp_path / "m").metrics()], ignore_index=True)
+    together = RunFolder(shared).read(METRICS_TABLE)
+    alone = pd.concat(
+        [RunFolder(tmp_path / "run").read(METRICS_TABLE), RunFolder(tmp_path / "m").read(METRICS_TABLE)],
+        ignore_index=True,
+    )
     assert len(set(together["texts"])) == 2 and set(together["texts"]) == set(alone["texts"])
     key = ["texts", "metric", "layer"]
     pd.testing.assert_frame_equal(

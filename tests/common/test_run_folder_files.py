@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+from functools import partial
 
 import pandas as pd
 import pytest
@@ -15,17 +16,19 @@ import pytest
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import (
-    DIP_COLUMNS,
-    METRIC_COLUMNS,
+    PICKS_TABLE,
     RUN_LOG,
     SCORES_FILE,
-    STRESS_COLUMNS,
     RunFolder,
     labels_file,
     selection_file,
     sharded,
 )
+from layer_mteb.evaluation.sweep import merged_log
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 from layer_mteb.metrics.agreement import AGREEMENT_COLUMNS, AGREEMENT_TABLE
+from layer_mteb.metrics.bimodality import DIP_COLUMNS, DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE
+from layer_mteb.metrics.stress_tests import record_stress_run
 
 SETTINGS = EncodeConfig(attention="causal").key()  # as a sweep records it: the attention that ran
 
@@ -92,11 +95,11 @@ def test_each_table_is_read_once_per_object_and_again_after_its_own_write(tmp_pa
     assert reads == [SCORES_FILE]  # one read, shared by a RunFolder built from this one
     folder.write_scores(pd.DataFrame([_score("A", 0, 0.5), _score("A", 1, 0.75)]))
     assert folder.scores()["layer"].tolist() == [0, 1] and reads == [SCORES_FILE] * 2
-    folder.update_metrics(pd.DataFrame([_metric("wikitext", 0, 1.0)]))
-    assert len(folder.metrics()) == 1
-    RunFolder(tmp_path).update_metrics(pd.DataFrame([_metric("task:A", 0, 2.0)]))  # another writer's rows
-    folder.update_metrics(pd.DataFrame([_metric("task:B", 0, 3.0)]))  # read under the lock, not the kept copy
-    assert sorted(folder.metrics()["texts"]) == ["task:A", "task:B", "wikitext"]
+    folder.update(METRICS_TABLE, pd.DataFrame([_metric("wikitext", 0, 1.0)]))
+    assert len(folder.read(METRICS_TABLE)) == 1
+    RunFolder(tmp_path).update(METRICS_TABLE, pd.DataFrame([_metric("task:A", 0, 2.0)]))  # another writer's rows
+    folder.update(METRICS_TABLE, pd.DataFrame([_metric("task:B", 0, 3.0)]))  # read under the lock, not the kept copy
+    assert sorted(folder.read(METRICS_TABLE)["texts"]) == ["task:A", "task:B", "wikitext"]
 
 
 def test_a_missing_torn_column_short_or_empty_scores_table_is_one_line(tmp_path):
@@ -120,13 +123,13 @@ def test_a_missing_torn_column_short_or_empty_scores_table_is_one_line(tmp_path)
 
 def test_a_side_table_update_keeps_the_rows_it_does_not_replace(tmp_path):
     folder = RunFolder(tmp_path)
-    folder.update_metrics(pd.DataFrame([_metric("wikitext", 0, 1.0), _metric("wikitext", 1, 2.0)]))
-    folder.update_metrics(pd.DataFrame([_metric("task:A", 0, 3.0)]))
+    folder.update(METRICS_TABLE, pd.DataFrame([_metric("wikitext", 0, 1.0), _metric("wikitext", 1, 2.0)]))
+    folder.update(METRICS_TABLE, pd.DataFrame([_metric("task:A", 0, 3.0)]))
     # a row the user added by hand (another model) is not this update's to drop
-    by_hand = pd.concat([folder.metrics(), pd.DataFrame([_metric("wikitext", 0, 9.0, model="org/other")])])
+    by_hand = pd.concat([folder.read(METRICS_TABLE), pd.DataFrame([_metric("wikitext", 0, 9.0, model="org/other")])])
     by_hand.to_csv(folder.file("metrics.csv"), index=False)
-    folder.update_metrics(pd.DataFrame([_metric("wikitext", 0, 5.0)]))
-    stored = folder.metrics()
+    folder.update(METRICS_TABLE, pd.DataFrame([_metric("wikitext", 0, 5.0)]))
+    stored = folder.read(METRICS_TABLE)
     assert list(stored.columns) == METRIC_COLUMNS
     values = stored.set_index(["model", "texts", "layer"])["value"].to_dict()
     assert values == {("org/m", "wikitext", 0): 5.0, ("org/m", "task:A", 0): 3.0, ("org/other", "wikitext", 0): 9.0}
@@ -156,7 +159,7 @@ def test_a_torn_side_table_is_refused_and_left_as_it_was(tmp_path):
     torn = b'model,revision,layer\n"org/m,r1,0\n'
     folder.file("metrics.csv").write_bytes(torn)
     with pytest.raises(UserError, match=r"cannot read .*metrics\.csv.*layer-mteb metrics --run") as err:
-        folder.update_metrics(pd.DataFrame([_metric("wikitext", 0, 1.0)]))
+        folder.update(METRICS_TABLE, pd.DataFrame([_metric("wikitext", 0, 1.0)]))
     assert "\n" not in str(err.value)
     assert folder.file("metrics.csv").read_bytes() == torn  # never replaced by this run's rows alone
     folder.file("agreement.csv").write_text("model,layer\norg/m,0\n")
@@ -175,13 +178,14 @@ def test_stress_tables_merge_across_forms_and_runs_are_recorded_once_per_key(tmp
         row = {"model": "m", "texts": "wikitext", "test": test, "level": 0.0, "layer": 0, "dip": 0.1}
         return pd.DataFrame([{**row, "p_value": 0.5, "n": 8, "readout": "raw"}])[DIP_COLUMNS]
 
-    folder.update_stress(values("randomness", 1.0), dips("randomness"))
-    path = folder.update_stress(values("repetition", 2.0), dips("repetition"), compress=True)
+    folder.update(STRESS_TABLE, values("randomness", 1.0)), folder.update(DIPS_TABLE, dips("randomness"))
+    path = folder.update(STRESS_TABLE, values("repetition", 2.0), gzip=True)
+    folder.update(DIPS_TABLE, dips("repetition"))
     assert path.name == "stress.csv.gz" and not folder.file("stress.csv").exists()
-    assert sorted(folder.stress()["test"]) == ["randomness", "repetition"]
-    assert sorted(folder.dips()["test"]) == ["randomness", "repetition"]
+    assert sorted(folder.read(STRESS_TABLE)["test"]) == ["randomness", "repetition"]
+    assert sorted(folder.read(DIPS_TABLE)["test"]) == ["randomness", "repetition"]
     for seconds in (1.0, 2.0):
-        folder.record_stress_run({"model": "m", "texts": "wikitext", "readout": "raw", "tests": ["x"], "s": seconds})
+        record_stress_run(folder, {"model": "m", "texts": "wikitext", "readout": "raw", "tests": ["x"], "s": seconds})
     assert [run["s"] for run in json.loads(folder.file("stress.json").read_text())["runs"]] == [2.0]
 
 
@@ -216,9 +220,9 @@ def test_run_log_keeps_other_units_and_the_computing_runs_record(tmp_path, caplo
     folder = RunFolder(tmp_path)
     computed = {"model": "m", "task": "A", "settings": {}, "units_evaluated": 3, "texts_encoded": 9, "seconds": {}}
     other = {"model": "m", "task": "B", "settings": {}, "task_file": "tasks.yaml", "data_dir": str(tmp_path)}
-    folder.write_log([computed, other])
+    folder.update_log(partial(merged_log, new=[computed, other]))
     reused = {"model": "m", "task": "A", "settings": {}, "units_evaluated": 0, "texts_encoded": 0}
-    folder.write_log([reused])
+    folder.update_log(partial(merged_log, new=[reused]))
     entries = {entry["task"]: entry for entry in folder.log()}
     assert entries["A"]["computed"]["units_evaluated"] == 3 and entries["B"] == other
     recorded = folder.recorded_tasks()
@@ -251,10 +255,10 @@ def test_shard_tables_and_named_tables_land_where_their_readers_look(tmp_path):
     assert sorted(folder.held_scores()["task"]) == ["A", "B"]  # the whole run's and the unmerged shard's
     picks = pd.DataFrame({"model": ["m"], "selector": ["last_layer"], "task": ["mean"], "chosen_layer": [2]})
     folder.write_table(selection_file("prompt_entropy"), picks)
-    assert folder.picks("prompt_entropy").equals(picks)
+    assert folder.read(PICKS_TABLE._replace(file=selection_file("prompt_entropy"))).equals(picks)
     assert selection_file(["a", "b"]) == "selection.a+b.csv" and labels_file(8) == "selection.labels-8.csv"
     with pytest.raises(UserError, match=r"no selection\.csv in .*layer-mteb select --run"):
-        folder.picks()
+        folder.read(PICKS_TABLE)
 
 
 def test_the_run_folder_module_loads_no_pandas():

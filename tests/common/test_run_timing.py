@@ -16,10 +16,9 @@ import pytest
 
 from layer_mteb.common import timing
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.common.run_folder import COMPUTED_FIELDS
 from layer_mteb.common.timing import PhaseTimes, peak_rss_bytes
 from layer_mteb.evaluation import workers
-from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.evaluation.sweep import COMPUTED_FIELDS, sweep
 from layer_mteb.evaluation.workers import time_record, usable_cpus
 from layer_mteb.vectors.store import LayerCache
 

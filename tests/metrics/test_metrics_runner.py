@@ -17,8 +17,9 @@ from conftest import block_states
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import METRIC_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.sweep import sweep
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
 from layer_mteb.metrics.texts import encoded_texts_label, load_texts, task_of_label, task_texts_label
@@ -139,7 +140,7 @@ def test_metrics_csv_merges_sources_and_replaces_reruns(tmp_path: Path) -> None:
     compute_metrics(tiny_gpt2(), TEXTS, settings=NO_VIEWS, output=tmp_path, progress=False)
     compute_metrics(tiny_gpt2(), str(prompts), settings=NO_VIEWS, output=tmp_path, progress=False)
     compute_metrics(tiny_gpt2(), str(prompts), settings=NO_VIEWS, output=tmp_path, progress=False)
-    stored = RunFolder(tmp_path).metrics()
+    stored = RunFolder(tmp_path).read(METRICS_TABLE)
     assert sorted(stored["texts"].unique()) == ["custom", "file:prompts.txt"]
     assert not stored.duplicated(["texts", "metric", "layer"]).any()
     assert (stored[stored["texts"] == "file:prompts.txt"]["n"] == 4).all()
@@ -176,7 +177,7 @@ def test_cli_metrics_on_a_real_model_and_a_text_file(tmp_path: Path, capsys: pyt
     args = ["metrics", "--model", "minilm-l6", "--texts", str(prompts), "--views", "2", "--augment-prompts", "4"]
     assert main([*args, "--output", str(tmp_path / "run")]) == 0
     assert "prompt_entropy" in capsys.readouterr().out
-    stored = RunFolder(tmp_path / "run").metrics()
+    stored = RunFolder(tmp_path / "run").read(METRICS_TABLE)
     assert stored["model"].eq("sentence-transformers/all-MiniLM-L6-v2").all()
     assert sorted(stored["layer"].unique()) == list(range(7)) and stored["value"].map(math.isfinite).all()
     assert main(["metrics", "--model", "minilm-l6", "--texts", "nowhere.txt"]) == 2
@@ -276,7 +277,7 @@ def test_a_tasks_evaluation_texts_and_its_encoded_texts_keep_their_own_rows(tmp_
         progress=False,
     )
     evaluation_texts()  # and back: the sweep's rows stay too
-    stored = RunFolder(tmp_path).metrics()
+    stored = RunFolder(tmp_path).read(METRICS_TABLE)
     n = stored.groupby("texts")["n"].max()
     assert set(n.index) == {"task:STS17", "encoded:STS17"} and set(stored["task"]) == {"STS17"}
     assert n["task:STS17"] == 40 and n["encoded:STS17"] > 40  # a 40-prompt sample vs every encoded text

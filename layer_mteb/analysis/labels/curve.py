@@ -32,6 +32,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.workers import check_eval_workers
+from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
 logger = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def baseline_rows(folder: str | Path | RunFolder) -> pd.DataFrame:
     scores = folder.one_setting()
     model = str(scores["model"].iloc[0])
     try:
-        picks = select_layers(scores=scores, metrics=folder.metrics(), per_task=True)
+        picks = select_layers(scores=scores, metrics=folder.read(METRICS_TABLE), per_task=True)
     except UserError as err:
         logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", folder, err)
         picks = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)

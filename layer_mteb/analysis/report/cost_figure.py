@@ -20,7 +20,7 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.report.markdown import integer, markdown_table, score, text
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.tradeoff import cheapest_layers, cost_curves
-from layer_mteb.common.run_folder import COST_FILE, RunFolder
+from layer_mteb.common.run_folder import COST_FILE, COST_TABLE, RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -45,16 +45,16 @@ def _seconds(value: object) -> str:
 def cost_quality(folders: Sequence[RunFolder], stem: Path) -> list[Path]:
     """Write the figure (when some run has ``cost.csv``) and the table of cheapest layers of ``folders``."""
     scores = [folder.scores() for folder in folders]
-    costs = [folder.cost() for folder in folders]
-    if all(cost is None for cost in costs):
+    costs = [folder.read(COST_TABLE, missing_ok=True) for folder in folders]
+    if all(cost.empty for cost in costs):
         logger.info("no cost figure: no run has %s (`layer-mteb cost --run RUN` measures one)", COST_FILE)
     for folder, run_scores, cost in zip(folders, scores, costs, strict=True):
-        if cost is None and any(c is not None for c in costs):
+        if cost.empty and not all(c.empty for c in costs):
             models = ", ".join(sorted(run_scores["model"].astype(str).unique()))
             logger.info(
                 "cost figure leaves out %s (%s): no %s; `layer-mteb cost --run %s`", folder, models, COST_FILE, folder
             )
-    costs = [cost for cost in costs if cost is not None]
+    costs = [cost for cost in costs if not cost.empty]
     all_scores = pd.concat(scores, ignore_index=True)
     all_costs = pd.concat(costs, ignore_index=True) if costs else None
     picks = cheapest_layers(all_scores, all_costs)

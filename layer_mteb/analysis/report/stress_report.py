@@ -24,7 +24,7 @@ from layer_mteb.analysis.report.figures import save, slug, style
 from layer_mteb.analysis.report.markdown import integer, markdown_table, text
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, most_bimodal_layer
+from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, DIPS_TABLE, STRESS_TABLE, most_bimodal_layer
 
 TITLES = {"randomness": "randomness p", "repetition": "repetition p", "length": "prompt length (tokens)"}
 
@@ -92,10 +92,10 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
 def run_figures(folder: Path | RunFolder, output: Path) -> list[Path]:
     """Both figures of every model in a run folder's stress results (nothing when it has none)."""
     folder = RunFolder(folder)
-    values = folder.stress(missing_ok=True)
+    values = folder.read(STRESS_TABLE, missing_ok=True)
     if values.empty:
         return []
-    dips = folder.dips(missing_ok=True)
+    dips = folder.read(DIPS_TABLE, missing_ok=True)
     output.mkdir(parents=True, exist_ok=True)
     written = []
     for model in sorted(values["model"].unique()):

@@ -15,15 +15,21 @@ from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, SIDE_FILES, RunFolder, one_setting_per_model
-from layer_mteb.metrics import METRIC_READOUTS
+from layer_mteb.common.run_folder import (
+    CORRELATION_TABLE,
+    MTEB_FOLDER,
+    PICKS_TABLE,
+    SCORES_FILE,
+    RunFolder,
+    one_setting_per_model,
+)
+from layer_mteb.metrics import METRIC_READOUTS, METRICS_TABLE
 from layer_mteb.metrics.texts import task_texts_label
 
-SIDE_KEYS = {
-    "picks": ("model", "selector", "scope"),
-    "metrics": ("model", "layer", "texts", "metric", "readout"),
-    "correlation": ("model", "metric", "method", "scope"),
-}
+#: The optional tables a report reads beside the scores, by its name for them.
+SIDE_TABLES = {"picks": PICKS_TABLE, "metrics": METRICS_TABLE, "correlation": CORRELATION_TABLE}
+#: the side tables whose text sources :func:`_as_report_rows` resolves to one per scope
+PER_SCOPE = ("picks", "correlation")
 CONFIG_COLUMNS = ("revision", *SETTINGS_COLUMNS)
 
 
@@ -46,7 +52,7 @@ def load_run(
             raise UserError("give a run folder (--run) or both scores and metrics tables")
         folder = RunFolder(folder)
         scores = folder.scores() if scores is None else scores
-        metrics = folder.metrics() if metrics is None else metrics
+        metrics = folder.read(METRICS_TABLE) if metrics is None else metrics
     if scores.empty:
         raise UserError("the scores table is empty")
     scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
@@ -107,12 +113,12 @@ def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
         raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
     parts = [(folder, part) for folder in folders for part in _runs_in(folder.scores())]
     labels = _labels([part for _, part in parts])
-    scores, sides = [], {name: [] for name in SIDE_FILES}
+    scores, sides = [], {name: [] for name in SIDE_TABLES}
     for (folder, part), label in zip(parts, labels, strict=True):
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
-        for side_name, (file, _) in SIDE_FILES.items():
-            rows = _as_report_rows(side_name, folder.side_table(file))
+        for side_name, table in SIDE_TABLES.items():
+            rows = _as_report_rows(side_name, folder.side_table(table.file))
             side = _side_rows(rows, str(part["model"].iloc[0]), alone)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
@@ -145,7 +151,7 @@ def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | Non
     """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
     (selector or metric, scope): scope ``mean`` for the score averaged over tasks (its WikiText rows), else a task
     name (its own-text rows where present, else WikiText)."""
-    if frame is None or name not in ("picks", "correlation") or "task" not in frame.columns:
+    if frame is None or name not in PER_SCOPE or "task" not in frame.columns:
         return frame
     if "texts" in frame.columns:
         texts = frame["texts"].astype(str)
@@ -162,7 +168,8 @@ def _merge_side(name: str, frames: list[pd.DataFrame]) -> pd.DataFrame | None:
     if not frames:
         return None
     frame = pd.concat(frames, ignore_index=True)
-    keys = [c for c in SIDE_KEYS[name] if c in frame.columns]
+    resolved = ("texts",) if name in PER_SCOPE else ()
+    keys = [c for c in SIDE_TABLES[name].row_key if c in frame.columns and c not in resolved]
     return frame.drop_duplicates(keys, keep="last").reset_index(drop=True)
 
 

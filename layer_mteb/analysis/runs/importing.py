@@ -21,14 +21,12 @@ from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import (
     AGGREGATE_COLUMN,
-    METRIC_COLUMNS,
-    METRICS_FILE,
     SCORE_COLUMNS,
     SCORES_FILE,
     RunFolder,
     tidy_scores,
 )
-from layer_mteb.metrics import RELEASE_NORMALIZATIONS, ReleaseNormalization
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, subtask_names, task_type
 
@@ -346,7 +344,7 @@ def write_import(
     run = RunFolder(out)
     run.write_scores(scores)
     if table is not None:
-        run.update_metrics(table)
+        run.update(METRICS_TABLE, table)
     lines = [
         f"{name}: {part['task'].nunique()} tasks, layers {part['layer'].min()}–{part['layer'].max()} "
         f"({len(part)} scores) -> {out / SCORES_FILE}"

@@ -22,6 +22,7 @@ from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, as_folder, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
+from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.texts import task_of_label
 
 logger = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ def correlate(
     folder = None if run is None else as_folder(run)
     if folder is not None:
         scores = folder.scores() if scores is None else scores
-        metrics = folder.metrics() if metrics is None else metrics
+        metrics = folder.read(METRICS_TABLE) if metrics is None else metrics
     scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
     rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):

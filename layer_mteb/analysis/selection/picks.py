@@ -36,8 +36,8 @@ from layer_mteb.analysis.selection.selectors import (
     metric_selector,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import METRIC_COLUMNS, METRICS_FILE, RunFolder, selection_file
-from layer_mteb.metrics import SIGNALS
+from layer_mteb.common.run_folder import PICKS_TABLE, RunFolder, selection_file
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
@@ -80,7 +80,7 @@ def select_layers(
     stored = None if selector is None or needs is None else stored_curves(folder, selector.name, needs, options, source)
     if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
         reads = needs is None or any(SIGNALS[name].table == METRICS_FILE for name in needs.reads)
-        metrics = folder.metrics() if reads else pd.DataFrame(columns=METRIC_COLUMNS)
+        metrics = folder.read(METRICS_TABLE) if reads else pd.DataFrame(columns=METRIC_COLUMNS)
     scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
     per_task = per_task or (selector is not None and selector.per_task())
     frame = _select(scores, metrics, by, selector, per_task, stored)
@@ -214,7 +214,7 @@ def run_leaderboard(
     board = leaderboard(picks, within=within, mean_tasks=tasks_in_mean(folder.scores()))
     if not (picks["task"] == MEAN).all() or not picks["selector"].isin(BASELINES).all():
         return board, None
-    both = folder.picks(by)
+    both = folder.read(PICKS_TABLE._replace(file=selection_file(by)))
     per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
     if per_task.empty:
         return board, None

@@ -15,7 +15,7 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import cheapest_within, extremum_layer
 from layer_mteb.analysis.selection.curves import MEAN, as_folder
-from layer_mteb.common.run_folder import COST_FILE, RunFolder, one_setting_per_model
+from layer_mteb.common.run_folder import COST_FILE, COST_TABLE, RunFolder, one_setting_per_model
 
 CHEAPEST_COLUMNS = [
     "model",
@@ -113,7 +113,7 @@ def cheapest_line(row: pd.Series, run: str | Path | RunFolder | None = None) -> 
 def run_cheapest(run: str | Path | RunFolder) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
     folder = as_folder(run)
-    return cheapest_layers(one_setting_per_model(folder.scores()), folder.cost())
+    return cheapest_layers(one_setting_per_model(folder.scores()), folder.read(COST_TABLE, missing_ok=True))
 
 
 def cheapest_lines(run: str | Path | RunFolder) -> list[str]:
