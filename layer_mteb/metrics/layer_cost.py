@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder, layer_columns
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
@@ -53,12 +53,7 @@ COST_COLUMNS = [
     "texts",
     "n_texts",
     "seed",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
-    "attention",
-    "normalize",
+    *SETTINGS_COLUMNS,
     "batch_size",
     "max_batch_tokens",
     "device",
