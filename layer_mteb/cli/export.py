@@ -63,6 +63,7 @@ def add_options(export: argparse.ArgumentParser) -> None:
     add_metric_readout(export)
     export.add_argument(
         "--agreement-with",
+        dest="reference",
         default=None,
         help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
         "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
@@ -87,7 +88,7 @@ class Settings:
     by: str | None
     task: str | None
     metric_readout: str
-    agreement_with: str | None
+    reference: str | None
     no_reference: bool
     output: str
     overwrite: bool
@@ -234,7 +235,7 @@ def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
     from layer_mteb.metrics.agreement.source import SignalSource
 
     by, task = str(settings.by), settings.task
-    source = SignalSource(settings.agreement_with, settings.model, no_reference=settings.no_reference)
+    source = settings_of(SignalSource, settings)  # --agreement-with, --model, --no-reference
     picks = select_layers(
         folder, by=by, per_task=task is not None, metric_readout=settings.metric_readout, source=source, write=False
     )

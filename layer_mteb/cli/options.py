@@ -57,9 +57,9 @@ OWN_DEFAULT = (
 )
 
 
-def settings_of(cls: type, args: argparse.Namespace, **given: Any) -> Any:
-    """A command's settings object ``cls`` (a dataclass) from the options of the same names, ``given`` replacing
-    or adding values the check made; a field no option names keeps its default."""
+def settings_of(cls: type, args: Any, **given: Any) -> Any:
+    """A command's settings object ``cls`` (a dataclass) from the options (or the settings) of the same names,
+    ``given`` replacing or adding values the check made; a field no option names keeps its default."""
     names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
     return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
 
