@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import BATCH_DEFAULTS, DATA_DEFAULT, TOKEN_DEFAULTS, check_runs, settings_of, task_texts
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.common.errors import UserError
+from layer_mteb.metrics.cost_settings import CostSettings
 from layer_mteb.metrics.texts import check_texts, text_sources
 from layer_mteb.model.names import model_kind
 from layer_mteb.tasks.task_names import check_task_names
@@ -56,12 +56,12 @@ def add_options(cost: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Settings:
+    """The options as given; ``cost``: the measurement's own (``--n-texts``, ``--seed``, ``--repeats``)."""
+
     run: str
     model: str | None
     texts: str | None
-    n_texts: int
-    seed: int
-    repeats: int
+    cost: CostSettings
     batch_size: int | None
     max_batch_tokens: int | None
     device: str | None
@@ -79,13 +79,9 @@ def check(args: argparse.Namespace) -> Settings:
         check_task_names(task_texts(sources))
         for source in sources:
             check_texts(source, args.data_dir)
-    if args.n_texts < 1:
-        raise UserError(f"--n-texts must be a positive integer, got {args.n_texts}")
-    if args.repeats < 1:
-        raise UserError(f"--repeats must be a positive integer, got {args.repeats}")
     # the batch sizes, checked where every command's are (on the cpu default: no torch loads for it)
     EncodeConfig(batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens)
-    return settings_of(Settings, args)
+    return settings_of(Settings, args, cost=settings_of(CostSettings, args))
 
 
 def execute(settings: Settings) -> None:
@@ -93,14 +89,14 @@ def execute(settings: Settings) -> None:
     from layer_mteb.cli.options import process_device
     from layer_mteb.common.config import default_device
     from layer_mteb.common.run_folder import COST_FILE, RunFolder
-    from layer_mteb.metrics.layer_cost import CostSettings, run_cost
+    from layer_mteb.metrics.layer_cost import run_cost
 
     folder = RunFolder(settings.run)
     frame = run_cost(
         folder,
         model=settings.model,
         texts=settings.texts,
-        settings=CostSettings(n_texts=settings.n_texts, seed=settings.seed, repeats=settings.repeats),
+        settings=settings.cost,
         data_dir=settings.data_dir,
         batch_size=settings.batch_size,
         max_batch_tokens=settings.max_batch_tokens,
@@ -111,7 +107,7 @@ def execute(settings: Settings) -> None:
     print(frame[shown].round(4).to_string(index=False))
     first = frame.iloc[0]
     sizes = f"batch size {first['batch_size']}, {first['threads']} threads"
-    print(f"\n{first['n_texts']} texts, {sizes}, on {first['device']}, median of {settings.repeats} passes")
+    print(f"\n{first['n_texts']} texts, {sizes}, on {first['device']}, median of {settings.cost.repeats} passes")
     for line in cheapest_lines(folder):
         print(line)
     print(f"wrote {folder.file(COST_FILE)}")

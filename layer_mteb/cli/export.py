@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING
 
 from layer_mteb.analysis.selection.registry import check_selector
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import MODEL_HELP, add_metric_readout, add_no_reference, check_runs, settings_of
-from layer_mteb.common.config import ATTENTIONS, DTYPES, POOLINGS, READOUTS, EncodeConfig
+from layer_mteb.cli.options import (
+    MODEL_HELP,
+    add_metric_readout,
+    add_no_reference,
+    add_setting_options,
+    check_runs,
+    said,
+    settings_of,
+)
+from layer_mteb.common.config import SETTINGS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
@@ -31,8 +39,6 @@ if TYPE_CHECKING:
 NAME = "export"
 HELP = "write one layer, as it was scored, as a sentence-transformers model folder"
 INTERRUPTED = RESUME
-#: the encode settings ``export`` takes as options; with ``--run`` they are the run's and may not be given
-EXPORT_SETTINGS = ("readout", "pooling", "normalize", "attention", "max_length", "dtype")
 MEAN = "mean"  # the selection API's name for the score averaged over tasks
 
 
@@ -57,6 +63,7 @@ def add_options(export: argparse.ArgumentParser) -> None:
     add_metric_readout(export)
     export.add_argument(
         "--agreement-with",
+        dest="reference",
         default=None,
         help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
         "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
@@ -65,29 +72,8 @@ def add_options(export: argparse.ArgumentParser) -> None:
     add_no_reference(export)
     export.add_argument("--output", required=True, help="the folder to write (new or empty)")
     export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
-    run_default = "(default: the run's with --run, else %s)"
-    export.add_argument(
-        "--readout",
-        choices=READOUTS,
-        default=None,
-        help="final_norm (what a truncated model gives) or raw (only for a model without a final norm, or its last "
-        "layer) " + run_default % "final_norm",
-    )
-    export.add_argument(
-        "--pooling", choices=POOLINGS, default=None, help="how token states become one vector " + run_default % "mean"
-    )
-    export.add_argument(
-        "--normalize",
-        action="store_const",
-        const=True,
-        default=None,
-        help="end in an L2 Normalize module " + run_default % "off",
-    )
-    export.add_argument(
-        "--attention", choices=ATTENTIONS, default=None, help="decoder attention " + run_default % "the model's own"
-    )
-    export.add_argument("--max-length", type=int, default=None, help="max_seq_length " + run_default % 512)
-    export.add_argument("--dtype", choices=DTYPES, default=None, help="of the weights " + run_default % "float32")
+    unset = {setting.name: None for setting in SETTINGS}  # with --run the settings are the run's
+    add_setting_options(export, unset, lambda s: f"default: the run's with --run, else {said(s.default)}")
     export.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
 
 
@@ -102,7 +88,7 @@ class Settings:
     by: str | None
     task: str | None
     metric_readout: str
-    agreement_with: str | None
+    reference: str | None
     no_reference: bool
     output: str
     overwrite: bool
@@ -123,7 +109,7 @@ def check(args: argparse.Namespace) -> Settings:
         raise UserError("--task names whose pick --by exports: add --by SELECTOR")
     if args.layer is not None and args.layer < 0:
         raise UserError(f"--layer {args.layer} is out of range: layers count from 0 (the embeddings)")
-    encode = tuple((name, getattr(args, name)) for name in EXPORT_SETTINGS if getattr(args, name) is not None)
+    encode = tuple((s.name, getattr(args, s.name)) for s in SETTINGS if getattr(args, s.name) is not None)
     if args.run is not None:
         check_runs([args.run])
         if args.by is not None:
@@ -249,7 +235,7 @@ def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
     from layer_mteb.metrics.agreement.source import SignalSource
 
     by, task = str(settings.by), settings.task
-    source = SignalSource(settings.agreement_with, settings.model, no_reference=settings.no_reference)
+    source = settings_of(SignalSource, settings)  # --agreement-with, --model, --no-reference
     picks = select_layers(
         folder, by=by, per_task=task is not None, metric_readout=settings.metric_readout, source=source, write=False
     )

@@ -8,21 +8,22 @@ loads."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.config import (
-    ATTENTIONS,
     AUTO,
     CPU_BATCH_SIZE,
-    DTYPES,
     GPU_BATCH_SIZE,
     GPU_BATCH_TOKENS,
     GPU_STATE_BYTES,
-    POOLINGS,
-    READOUTS,
+    PIPELINE_SETTINGS,
+    SETTINGS,
+    SETTINGS_COLUMNS,
     EncodeConfig,
+    Setting,
     process_device,  # noqa: F401 (`cost` places its device with it, from here)
 )
 from layer_mteb.common.errors import UserError
@@ -44,52 +45,51 @@ TOKEN_DEFAULTS = (
     f"{GPU_STATE_BYTES // 2**30} GiB, at most {GPU_BATCH_TOKENS:,}"
 )
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
-_DEFAULTS = {f.name: f.default for f in fields(EncodeConfig)}
-#: the options left unset on the command line (None) where not given: ``run`` fills them from the model's own
-#: sentence-transformers pipeline (``--protocol model``), every other command from EncodeConfig's defaults
-OWN_OR_PAPER = ("pooling", "max_length", "normalize")
-#: the encode options' defaults on the command line, beside which ``metrics --run`` / ``stress --run`` tell what the
-#: user gave (the run's own settings replace them)
-ENCODE_DEFAULTS: dict[str, object] = {
-    name: None if name in OWN_OR_PAPER else _DEFAULTS[name]
-    for name in ("pooling", "max_length", "dtype", "attention", "normalize")
-}
+#: the encode options' defaults on the command line: a pipeline's settings are left unset (None), ``run`` fills them
+#: from the model's own sentence-transformers pipeline (``--protocol model``), every other command from EncodeConfig's
+#: defaults; beside them ``metrics --run`` / ``stress --run`` tell what the user gave (the run's settings replace them)
+ENCODE_DEFAULTS: dict[str, Any] = {s.name: None if s.name in PIPELINE_SETTINGS else s.default for s in SETTINGS}
+#: the settings ``metrics --run`` / ``stress --run`` take from the run (the readout stays the options')
+RUN_SETTINGS = tuple(name for name in SETTINGS_COLUMNS if name != "readout")
 #: how an unset pooling / max length / normalisation is said in the options' help
 OWN_DEFAULT = (
     "default: with `run`, the model's own sentence-transformers pipeline where it has one (--protocol model), else %s"
 )
 
 
-def settings_of(cls: type, args: argparse.Namespace, **given: Any) -> Any:
-    """A command's settings object ``cls`` (a dataclass) from the options of the same names, ``given`` replacing
-    or adding values the check made; a field no option names keeps its default."""
+def settings_of(cls: type, args: Any, **given: Any) -> Any:
+    """A command's settings object ``cls`` (a dataclass) from the options (or the settings) of the same names,
+    ``given`` replacing or adding values the check made; a field no option names keeps its default."""
     names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
     return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
 
 
 # ------------------------------------------------------------------------------------------------------ option groups
+def add_setting_options(
+    parser: argparse.ArgumentParser, defaults: Mapping[str, Any], unset: Callable[[Setting], str]
+) -> None:
+    """One option per encode setting (:data:`~layer_mteb.common.config.SETTINGS`), its choices, conversion and help
+    its EncodeConfig field's; ``unset`` says in the help what one left unset (a default of None) becomes."""
+    for setting in SETTINGS:
+        default = defaults[setting.name]
+        typed = {"type": setting.kind, "choices": setting.choices}
+        kind = {"action": argparse.BooleanOptionalAction} if setting.kind is bool else typed
+        said = setting.help if default is not None else f"{setting.help} ({unset(setting)})"
+        parser.add_argument(setting.option, default=default, help=said, **kind)
+
+
+def said(value: object) -> str:
+    """A setting's default as the help says it."""
+    return "the model's own" if value is None else "off" if value is False else str(value)
+
+
 def add_encode_options(parser: argparse.ArgumentParser) -> None:
     """How texts become vectors (``EncodeConfig``), the same for ``run``, ``metrics`` and ``stress``."""
-    parser.add_argument(
-        "--readout",
-        choices=READOUTS,
-        default=_DEFAULTS["readout"],
-        help="apply the final norm to every layer, or read raw",
+    add_setting_options(
+        parser,
+        ENCODE_DEFAULTS,
+        lambda s: OWN_DEFAULT % said(s.default) if s.name in PIPELINE_SETTINGS else f"default: {said(s.default)}",
     )
-    parser.add_argument(
-        "--pooling",
-        choices=POOLINGS,
-        default=None,
-        help=f"how token states become one vector ({OWN_DEFAULT % _DEFAULTS['pooling']})",
-    )
-    add_vector_options(parser)
-    parser.add_argument(
-        "--max-length",
-        type=int,
-        default=None,
-        help=f"tokens per text, longer texts are truncated ({OWN_DEFAULT % _DEFAULTS['max_length']})",
-    )
-    parser.add_argument("--dtype", choices=DTYPES, default=_DEFAULTS["dtype"], help="weights and activations")
     parser.add_argument("--batch-size", type=int, default=None, help=f"texts per forward pass ({BATCH_DEFAULTS})")
     parser.add_argument(
         "--max-batch-tokens",
@@ -105,21 +105,6 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
         " -> device (a GPU number, cpu, disk) (default: all on --device)",
     )
     parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
-
-
-def add_vector_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--attention",
-        choices=ATTENTIONS,
-        default=_DEFAULTS["attention"],
-        help="decoder self-attention (default: the model's own; bidirectional for LLM2Vec adapters, else causal)",
-    )
-    parser.add_argument(
-        "--normalize",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help=f"L2-normalise each pooled vector, as sentence-transformers' Normalize does ({OWN_DEFAULT % 'no'})",
-    )
 
 
 def add_model_or_run(parser: argparse.ArgumentParser) -> None:
@@ -174,7 +159,8 @@ def encode_config(args: argparse.Namespace, models: list[str], own: dict[str, An
         hidden = known_hidden_size(model)
         if hidden is not None:
             check_one_vector_fits(memory_limit, hidden, model)
-    unset = {name: (own or {}).get(name, _DEFAULTS[name]) for name in OWN_OR_PAPER if getattr(args, name) is None}
+    defaults = {s.name: s.default for s in SETTINGS}
+    unset = {name: (own or {}).get(name, defaults[name]) for name in PIPELINE_SETTINGS if getattr(args, name) is None}
     return settings_of(EncodeConfig, args, device=args.device or AUTO, max_cache_memory=memory_limit, **unset)
 
 
@@ -276,7 +262,7 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     scores = folder.one_setting()
     row = scores.iloc[-1]
     name, revision = str(row["model"]), str(row["revision"])
-    given = [f"--{o.replace('_', '-')}" for o, default in ENCODE_DEFAULTS.items() if getattr(args, o) != default]
+    given = [f"--{o.replace('_', '-')}" for o in RUN_SETTINGS if getattr(args, o) != ENCODE_DEFAULTS[o]]
     if getattr(args, "revision", None) is not None:
         given.append("--revision")
     if given:
@@ -302,7 +288,7 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
         model = packaged_name(name, revision) or name
         if model == name and args.command == "metrics":
             run_revision = revision  # a hub model at the commit the run scored
-    return model, run_revision, texts, data_dir, {option: getattr(run_config, option) for option in ENCODE_DEFAULTS}
+    return model, run_revision, texts, data_dir, {option: getattr(run_config, option) for option in RUN_SETTINGS}
 
 
 def add_no_reference(parser: argparse.ArgumentParser) -> None:

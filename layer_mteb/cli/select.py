@@ -56,14 +56,18 @@ def add_options(select: argparse.ArgumentParser) -> None:
     )
     select.add_argument(
         "--agreement-with",
+        dest="reference",
         default=None,
         help="with --by agreement: the trusted sentence encoder (packaged name, folder or hub id; default: mpnet-base "
         "when installed, else minilm-l6, else all-mpnet-base-v2 from the hub, never the model itself), or a lexical "
         "reference fitted on the sampled texts alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
     )
     add_no_reference(select)
-    select.add_argument("--sample", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)")
-    select.add_argument("--neighbours", type=int, default=10, help="with --by agreement: k of mutual k-NN")
+    # named n and k from here on, as agreement.csv's columns and the curves' parameters are
+    select.add_argument(
+        "--sample", dest="n", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)"
+    )
+    select.add_argument("--neighbours", dest="k", type=int, default=10, help="with --by agreement: k of mutual k-NN")
     select.add_argument(
         "--data-dir",
         default=None,
@@ -92,9 +96,9 @@ class Settings:
     seed: int
     model: str | None
     eval_workers: int | None
-    agreement_with: str | None
-    sample: int
-    neighbours: int
+    reference: str | None
+    n: int
+    k: int
     data_dir: str | None
     no_reference: bool
 
@@ -123,14 +127,7 @@ def execute(settings: Settings) -> None:
     from layer_mteb.metrics.agreement.source import SignalSource
 
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
-    source = SignalSource(
-        settings.agreement_with,
-        settings.model,
-        settings.sample,
-        settings.neighbours,
-        settings.seed,
-        settings.no_reference,
-    )
+    source = settings_of(SignalSource, settings)  # --agreement-with, --model, --sample, --neighbours, --seed
     picks = select_layers(
         folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.pooling import POOLINGS, Pooling
@@ -31,6 +31,8 @@ DTYPES: tuple[str, ...] = get_args(DType)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
 #: the device "cuda where there is one", decided by :meth:`EncodeConfig.placed` once torch may load
 AUTO = "auto"
+#: the settings a sentence-transformers model's own pipeline decides (``run --protocol model``) and the paper fixes
+PIPELINE_SETTINGS = ("pooling", "max_length", "normalize")
 
 
 @dataclass(frozen=True)
@@ -52,24 +54,29 @@ class EncodeConfig:
     the pooled vectors kept in memory per task (default: automatic); beyond it they go to disk.
     """
 
-    readout: Readout = "final_norm"
-    pooling: Pooling = "mean"
-    max_length: int = 512
-    dtype: DType = "float32"
+    readout: Readout = field(
+        default="final_norm", metadata={"help": "apply the final norm to every layer, or read raw"}
+    )
+    pooling: Pooling = field(
+        default="mean", metadata={"help": "how token states become one vector", "choices": POOLINGS}
+    )
+    max_length: int = field(default=512, metadata={"help": "tokens per text, longer texts are truncated"})
+    dtype: DType = field(default="float32", metadata={"help": "of the weights and activations"})
     batch_size: int | None = None
     device: str = "cpu"
     device_map: str | None = None
     max_batch_tokens: int | None = None
-    attention: Attention | None = None
-    normalize: bool = False
+    attention: Attention | None = field(
+        default=None, metadata={"help": "decoder self-attention; bidirectional for LLM2Vec adapters, else causal"}
+    )
+    normalize: bool = field(
+        default=False, metadata={"help": "L2-normalise each pooled vector, as sentence-transformers' Normalize does"}
+    )
     max_cache_memory: int | None = None
 
     def __post_init__(self) -> None:
-        _check_choice("readout", self.readout, READOUTS)
-        if self.attention is not None:
-            _check_choice("attention", self.attention, ATTENTIONS)
-        _check_choice("pooling", self.pooling, POOLINGS)
-        _check_choice("dtype", self.dtype, DTYPES)
+        for setting in (s for s in SETTINGS if s.choices and getattr(self, s.name) is not None):
+            _check_choice(setting.name, getattr(self, setting.name), setting.choices)
         if self.max_length < 1:
             raise UserError(f"--max-length must be a positive integer, got {self.max_length}")
         if self.batch_size is not None and self.batch_size < 1:
@@ -118,29 +125,51 @@ class EncodeConfig:
         """The settings a :meth:`key` names, or a table row holding :data:`SETTINGS_COLUMNS` (``scores.csv``), with
         ``placement`` (device, batch size, ...) added; a setting the row lacks keeps its default.
 
-        Values are read as tables hold them (numpy numbers, ``"True"``); an empty attention cell is the model's own
-        (``None``).
+        Values are read as tables hold them (numpy numbers, ``"True"``); an empty cell of a setting that may be
+        None (the attention: the model's own) is None.
         """
-        values: dict[str, Any] = {}
-        for name in SETTINGS_COLUMNS:
-            if name not in key:
-                continue
-            value = key[name]
-            if name == "attention":
-                values[name] = None if value is None or str(value) == "nan" else str(value)
-            elif name == "normalize":
-                values[name] = str(value) == "True"
-            elif name == "max_length":
-                values[name] = int(value)
-            else:
-                values[name] = str(value)
-        return cls(**values, **placement)
+        return cls(**{s.name: s.read(key[s.name]) for s in SETTINGS if s.name in key}, **placement)
 
 
-_PLACEMENT = ("batch_size", "max_batch_tokens", "device", "device_map", "max_cache_memory")
-#: The encode settings as columns of every table (scores, metrics) and parts of every key: EncodeConfig's fields
-#: that change vectors, in declaration order.
-SETTINGS_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(EncodeConfig) if f.name not in _PLACEMENT)
+@dataclass(frozen=True)
+class Setting:
+    """One field of :class:`EncodeConfig` that changes vectors (it has a ``help``): its ``kind`` (str, int or bool),
+    its ``choices`` (a Literal's, or given), whether it ``may_be_none``, its default and help."""
+
+    name: str
+    kind: type
+    choices: tuple[str, ...] | None
+    may_be_none: bool
+    default: Any
+    help: str
+
+    @property
+    def option(self) -> str:
+        return f"--{self.name.replace('_', '-')}"
+
+    def read(self, value: Any) -> Any:
+        """The value a table cell or key holds, as EncodeConfig takes it."""
+        if self.may_be_none and (value is None or str(value) == "nan"):
+            return None
+        return str(value) == "True" if self.kind is bool else self.kind(value)
+
+
+def _settings() -> tuple[Setting, ...]:
+    hints, found = get_type_hints(EncodeConfig), []
+    for f in (f for f in fields(EncodeConfig) if "help" in f.metadata):
+        hint = hints[f.name]
+        optional = get_origin(hint) is not Literal and type(None) in get_args(hint)
+        kind = next(k for k in get_args(hint) if k is not type(None)) if optional else hint
+        choices = f.metadata.get("choices") or (get_args(kind) if get_origin(kind) is Literal else None)
+        found.append(Setting(f.name, str if choices else kind, choices, optional, f.default, f.metadata["help"]))
+    return tuple(found)
+
+
+#: the settings that change vectors, in declaration order: the fields with a help, each an option of every command
+#: that encodes, a column of every table and a part of every key (the others place the work: device, batch size, ...)
+SETTINGS: tuple[Setting, ...] = _settings()
+#: their names: columns of every table (scores, metrics, cost) and parts of every key
+SETTINGS_COLUMNS: tuple[str, ...] = tuple(s.name for s in SETTINGS)
 
 
 def default_device() -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.config import AUTO, SETTINGS_COLUMNS, EncodeConfig
+from layer_mteb.common.config import AUTO, PIPELINE_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.instructions import NONE as NO_INSTRUCTIONS
 from layer_mteb.common.prompts import NONE as NO_PROMPTS
@@ -152,9 +152,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
 
 
 #: what a paper-protocol run applies: EncodeConfig's own defaults
-PAPER_SETTINGS: dict[str, Any] = {
-    name: getattr(EncodeConfig(), name) for name in ("pooling", "max_length", "normalize")
-}
+PAPER_SETTINGS: dict[str, Any] = {name: getattr(EncodeConfig(), name) for name in PIPELINE_SETTINGS}
 
 
 @dataclass(frozen=True)

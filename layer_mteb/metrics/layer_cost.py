@@ -32,9 +32,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import EncodeConfig
-from layer_mteb.common.errors import UserError
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.run_folder import COST_TABLE, RunFolder, layer_columns
+from layer_mteb.metrics.cost_settings import CostSettings
 from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
@@ -53,12 +53,7 @@ COST_COLUMNS = [
     "texts",
     "n_texts",
     "seed",
-    "readout",
-    "pooling",
-    "max_length",
-    "dtype",
-    "attention",
-    "normalize",
+    *SETTINGS_COLUMNS,
     "batch_size",
     "max_batch_tokens",
     "device",
@@ -69,23 +64,6 @@ COST_COLUMNS = [
     "flops",
     "flops_fraction",
 ]
-
-
-@dataclass(frozen=True)
-class CostSettings:
-    """How many texts the cost is measured on, the seed that draws them and how many timed passes per depth (their
-    median is kept): 256 texts time each depth to a few percent on a CPU while keeping the slowest packaged model
-    (Gemma-3-270M, 19 depths) to minutes."""
-
-    n_texts: int = 256
-    seed: int = 0
-    repeats: int = 3
-
-    def __post_init__(self) -> None:
-        if self.n_texts < 1:
-            raise UserError(f"--n-texts must be a positive integer, got {self.n_texts}")
-        if self.repeats < 1:
-            raise UserError(f"--repeats must be a positive integer, got {self.repeats}")
 
 
 @dataclass(frozen=True)

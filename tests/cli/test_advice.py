@@ -94,7 +94,7 @@ def test_metrics_of_a_run_takes_its_model_settings_and_tasks(scored_run):
     args = build_parser().parse_args(["metrics", "--run", str(scored_run)])
     target = check(args).target
     measured = (target.model, target.texts, target.config.pooling, target.config.max_length)
-    assert measured == ("minilm-l6", "task:BIOSSES", "mean", 512)
+    assert measured == ("minilm-l6", "task:BIOSSES", "mean", 256)  # the run's: all-MiniLM-L6-v2's own pipeline
     given = build_parser().parse_args(["metrics", "--run", str(scored_run), "--pooling", "last"])
     with pytest.raises(Exception, match="with --run the model's settings are the run's: drop --pooling"):
         check(given)

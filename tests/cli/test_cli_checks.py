@@ -232,3 +232,25 @@ def test_the_encode_defaults_metrics_run_compares_with_are_the_parsers():
     for command in (["metrics", "--run", "runs/x"], ["run", "--model", "minilm-l6", "--tasks", "demo"]):
         parsed = build_parser().parse_args(command)
         assert {option: getattr(parsed, option) for option in ENCODE_DEFAULTS} == ENCODE_DEFAULTS
+
+
+def test_every_encode_setting_is_an_option_of_every_encoding_command_and_refused_beside_a_run(tmp_path):
+    """A setting is declared once, as its EncodeConfig field: run, metrics, stress and export take it under its own
+    name (choices and type from the field), and export refuses it beside --run, where the settings are the run's."""
+    from layer_mteb.common.config import SETTINGS
+
+    (tmp_path / "scores.csv").write_text("model,layer\n")
+    heads = {
+        "run": ["run", "--model", "minilm-l6"],
+        "metrics": ["metrics", "--model", "minilm-l6"],
+        "stress": ["stress", "--model", "minilm-l6"],
+        "export": ["export", "--model", "minilm-l6", "--layer", "1", "--output", str(tmp_path / "out")],
+    }
+    for setting in SETTINGS:
+        given = [setting.option] if setting.kind is bool else [setting.option, str((setting.choices or [7])[-1])]
+        value = True if setting.kind is bool else setting.read(given[1])
+        for command, head in heads.items():
+            assert getattr(_args(*head, *given), setting.name) == value, (command, setting.name)
+        beside_run = ["export", "--run", str(tmp_path), "--layer", "1", "--output", str(tmp_path / "out"), *given]
+        with pytest.raises(UserError, match=f"with --run the settings are the run's: drop {setting.option}$"):
+            check(_args(*beside_run))
