@@ -4,13 +4,17 @@ loaded data, else read from mteb's descriptive statistics of the splits and subs
 from __future__ import annotations
 
 import logging
+import random
 
 import mteb
+from datasets import Dataset, DatasetDict, load_from_disk
+from mteb.mocks.mock_tasks.classification import MockClassificationTask
 from mteb.mocks.mock_tasks.sts import MockSTSTask
 
 from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.evaluation.storage_plan import expected_texts, state_plan
 from layer_mteb.tasks.catalog import load_task, select_tasks
+from layer_mteb.tasks.state import ListLabelDataset
 
 
 def test_texts_come_from_the_data_or_from_mtebs_statistics_of_the_subsets_run():
@@ -45,3 +49,20 @@ def test_an_aggregate_tasks_texts_are_its_subtasks():
     parts = [expected_texts(subtask) for subtask in aggregate.tasks]
     assert len(parts) == 12 and all(source == "mteb statistics" for _, source in parts)
     assert expected_texts(aggregate) == (sum(texts for texts, _ in parts), "mteb statistics")
+
+
+def test_counting_a_classification_tasks_texts_reads_its_labels_as_held_lists(tmp_path):
+    """The plan runs mteb's undersampling over the training split before the first layer is scored, in the one
+    process: on datasets' lazy label column (a memory-mapped split, as mteb's loaders give it) that read a row per
+    label and cost 5.5 s of CPU on Banking77, every run, however many workers scored the layers (#54)."""
+    rng = random.Random(0)
+    rows = {"text": [f"text {i}" for i in range(600)], "label": [rng.randrange(5) for _ in range(600)]}
+    Dataset.from_dict(rows).save_to_disk(tmp_path / "split")
+    mapped = load_from_disk(tmp_path / "split")
+    task = MockClassificationTask()
+    task.dataset = DatasetDict({"train": mapped, "test": mapped.select(range(40))})
+    task.data_loaded = True
+    lazy = len(texts_mteb_encodes(task))  # the same count, read from the lazy column
+    assert type(task.dataset["train"]) is not ListLabelDataset
+    assert expected_texts(task) == (lazy, "data")
+    assert type(task.dataset["train"]) is ListLabelDataset and type(task.dataset["test"]) is ListLabelDataset
