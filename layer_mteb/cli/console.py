@@ -40,15 +40,20 @@ def setup_logging(verbose: bool = False) -> None:
         os.environ.setdefault("TQDM_DISABLE", "1")  # tqdm's default for a bar that does not say; read on import
         if "datasets" in sys.modules:
             sys.modules["datasets"].disable_progress_bars()
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # the package's own INFO lines (sizes up front, progress in logs) are shown; other libraries' only from WARNING
-    logging.getLogger("layer_mteb").setLevel(logging.INFO)
+    package_logging()
     warnings.filterwarnings("ignore", message=".*is superseded by.*")
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # keep stderr for progress of the sweep and one-line errors
     for handler in logging.getLogger().handlers:
         handler.addFilter(lambda record: "is superseded by" not in record.getMessage())
+
+
+def package_logging() -> None:
+    """Warnings and errors of libraries, INFO lines of layer_mteb (sizes up front, progress in logs); nothing heavy
+    imported, so a command's checks can say what they decided (the hub probe's one line) before it runs."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("layer_mteb").setLevel(logging.INFO)
 
 
 def run_reporting_errors(command: Callable[[], None], interrupted: str = RESUME) -> int:

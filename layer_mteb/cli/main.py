@@ -27,7 +27,7 @@ from layer_mteb.cli import (
     select,
     stress,
 )
-from layer_mteb.cli.console import PROG, run_reporting_errors, setup_logging
+from layer_mteb.cli.console import PROG, package_logging, run_reporting_errors, setup_logging
 
 #: the commands, in the order ``--help`` lists them
 COMMANDS = (run, merge, report, metrics, stress, select, correlate, import_, label_budget, reproduce, export, cost)
@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(named if named in _BY_NAME else None).parse_args(words)
     command = _BY_NAME[args.command]
     checked: list[Any] = []
-    failed = run_reporting_errors(lambda: checked.append(command.check(args)))  # one line, before any import or log
+    package_logging()  # a check's own INFO line (the hub probe's) is shown; nothing heavy is imported for it
+    failed = run_reporting_errors(lambda: checked.append(command.check(args)))  # one line, before any heavy import
     if failed:
         return failed
     [settings] = checked
