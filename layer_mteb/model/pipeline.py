@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.pooling import POOLING_MODES
-from layer_mteb.model.names import PACKAGED_MODELS, model_kind, packaged_distributions
+from layer_mteb.model.names import PACKAGED_MODELS, installed_packaged, model_kind, packaged_distributions
 
 logger = logging.getLogger(__name__)
 
@@ -64,22 +64,8 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
         return read_pipeline(folder) if folder is not None else None
     if kind == "folder":
         return read_pipeline(Path(name).expanduser())
-    short = _offline_packaged(name) if revision is None else None
+    short = installed_packaged(name) if revision is None else None
     return model_pipeline(short) if short is not None else _hub_pipeline(name, revision)
-
-
-def _offline_packaged(hub_id: str) -> str | None:
-    """The installed packaged model a hub id loads as with the hub offline (as loading decides it), or None."""
-    from huggingface_hub import constants
-
-    short = next((s for s, p in PACKAGED_MODELS.items() if p.hub_id == hub_id), None)
-    if short is None or not constants.HF_HUB_OFFLINE:
-        return None
-    try:
-        packaged_distributions(short)
-    except UserError:
-        return None
-    return short
 
 
 def read_pipeline(folder: Path) -> Pipeline | None:
