@@ -101,19 +101,17 @@ class Settings:
     k: int
     data_dir: str | None
     no_reference: bool
-
-    @property
-    def interrupted(self) -> str:
-        """Each task's agreement curves are written as it finishes; a rerun reads them back. Any other pick writes
-        its file at the end."""
-        return CURVES_SAVED if self.labels is None and self.by and by_name(self.by).computes_curves() else NOTHING_SAVED
+    #: what Ctrl-C leaves: each task's agreement curves are written as it finishes (a rerun reads them back); any
+    #: other pick writes its file at the end
+    interrupted: str = NOTHING_SAVED
 
 
 def check(args: argparse.Namespace) -> Settings:
     check_runs([args.run])
-    if args.by is not None:
-        check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
-    return settings_of(Settings, args)
+    # a mistyped --by in a fraction of a second, with the nearest names
+    selector = None if args.by is None else check_selector(args.by)
+    saves_curves = args.labels is None and selector is not None and selector.computes_curves
+    return settings_of(Settings, args, interrupted=CURVES_SAVED if saves_curves else NOTHING_SAVED)
 
 
 def execute(settings: Settings) -> None:
@@ -127,11 +125,12 @@ def execute(settings: Settings) -> None:
     from layer_mteb.metrics.agreement.source import SignalSource
 
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
+    selector = None if by is None else by_name(by)
     source = settings_of(SignalSource, settings)  # --agreement-with, --model, --sample, --neighbours, --seed
     picks = select_layers(
-        folder, by=by, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
+        folder, by=selector, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
     )
-    for line in explained(folder, picks, by, source):  # what the selector read, why, where its curves are
+    for line in explained(folder, picks, selector, source):  # what the selector read, why, where its curves are
         print(line)
     board, note = run_leaderboard(folder, picks, by)
     lines = [*best_lines(folder, picks), *([note] if note else [])]

@@ -18,14 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.tasks.catalog import (
-    data_dir_from_env,
-    file_task,
-    load_task,
-    note_data_read,
-    read_task_file,
-    select_tasks,
-)
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task, load_named_task, note_data_read, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
 from layer_mteb.tasks.task_names import check_task_names
 
@@ -123,8 +116,7 @@ def load_texts(
         raw, name, task = _wikitext(data_dir), "wikitext", None
     elif source.startswith(TASK_TEXTS):
         selection = task_of_texts_option(source)  # a task name, or FILE.yaml:TASK for a custom task
-        raw = task_texts(selection, data_dir)
-        task = file_task(selection) or selection
+        task, raw = task_texts(selection, data_dir)
         name = task_texts_label(task)  # labelled by the task's name alone
     elif _is_file(source):
         path = Path(source).expanduser()
@@ -177,27 +169,19 @@ def _long_enough(texts: list[str], tokenizer: Any, min_tokens: int) -> list[str]
     return [text for text, row in zip(texts, ids, strict=True) if len(row) >= min_tokens]
 
 
-def task_texts(name: str, data_dir: str | Path | None = None) -> list[str]:
-    """Every text of a task's evaluation split(s) and subsets (labels and ids are skipped); ``name`` is an mteb
-    task's name or ``FILE.yaml:TASK`` (a custom task, say)."""
-    folder = data_dir_from_env(data_dir)
-    if file_task(name) is not None:
-        task_file, specs = select_tasks(name, folder)
-        if len(specs) != 1 or specs[0].name != file_task(name):
-            raise UserError(f"{name!r} names a suite; name one task of the file: FILE.yaml:TASK")
-        spec = specs[0]
-    else:
-        task_file = read_task_file()
-        spec = task_file.spec(name)
+def task_texts(name: str, data_dir: str | Path | None = None) -> tuple[str, list[str]]:
+    """The task's name and every text of its evaluation split(s) and subsets (labels and ids are skipped); ``name``
+    is an mteb task's name or ``FILE.yaml:TASK`` (a custom task, say)."""
+    task = load_named_task(name, data_dir)
     from layer_mteb.tasks.state import data_parts  # here: it loads datasets, and the command line reads this module
 
-    parts = data_parts(load_task(spec, task_file.split, folder))  # an aggregate task's texts are its subtasks'
+    parts = data_parts(task)  # an aggregate task's texts are its subtasks'
     try:
         for part in parts:
             part.load_data()
     except (OSError, ConnectionError, ValueError) as err:
         raise UserError(f"cannot load task {name!r} ({first_line(err)}); pass --data-dir DIR holding {name}/") from None
-    return [text for part in parts for text in evaluation_split_texts(part)]
+    return task.metadata.name, [text for part in parts for text in evaluation_split_texts(part)]
 
 
 def evaluation_split_texts(task) -> list[str]:

@@ -420,6 +420,19 @@ def _known_task(name: str):
         return None
 
 
+def load_named_task(name: str, data_dir: str | Path | None = None):
+    """The one mteb task ``name`` names (an mteb task, or ``FILE.yaml:TASK`` for a task a file declares), as
+    ``layer-mteb run`` loads it; a suite is refused."""
+    folder = data_dir_from_env(data_dir)
+    if file_task(name) is None:
+        task_file = read_task_file()
+        return load_task(task_file.spec(name), task_file.split, folder)
+    task_file, specs = select_tasks(name, folder)
+    if len(specs) != 1 or specs[0].name != file_task(name):
+        raise UserError(f"{name!r} names a suite; name one task of the file: FILE.yaml:TASK")
+    return load_task(specs[0], task_file.split, folder)
+
+
 def load_tasks(tasks: str, data_dir: str | Path | None = None) -> list:
     """The mteb tasks of a ``--tasks`` value, as ``layer-mteb run`` scores them (the paper's split and subsets,
     local data from the data folder where it has them), ready for ``mteb.evaluate``."""

@@ -19,7 +19,7 @@ from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, DEFAULT_K, ID_METRIC, NO_REFERENCE
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
-from layer_mteb.metrics.agreement.lexical import is_lexical
+from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def options_of(source: SignalSource | None) -> AgreementOptions:  # the curve ``
 
 def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> list[str]:
     """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet."""
-    folder = run if isinstance(run, RunFolder) else RunFolder(run)
+    folder = RunFolder.of(run)
     table = folder.read(AGREEMENT_TABLE, missing_ok=True)
     return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
 
@@ -112,7 +112,7 @@ def stored_curves(
 def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
     """Every signal ``agreement.csv`` stores (:data:`~layer_mteb.metrics.SIGNALS`: agreement, the TwoNN curve, ...)
     under ``options``, texts ``task:<Task>``, per scored task that has it (:func:`missing_curves`: those without)."""
-    folder = run if isinstance(run, RunFolder) else RunFolder(run)
+    folder = RunFolder.of(run)
     tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}
@@ -161,18 +161,17 @@ def _curve_rows(
 def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
     """The default reference's rows: all-mpnet-base-v2's where stored, else the first stored trained reference's
     (a lexical reference is read only when named, or by ``auto`` where no trained one is stored)."""
-    stored = sorted(
-        {name for name in rows["reference"].astype(str) if not is_lexical(name)},
-        key=lambda name: ("mpnet" not in name, name),
-    )
+    names = rows["reference"].astype(str)
+    trained = names[~names.str.split(":").str[0].isin(LEXICAL_KINDS)]  # stored lexical names are their kind's
+    stored = sorted(set(trained), key=lambda name: ("mpnet" not in name, name))
     return rows[rows["reference"] == stored[0]] if stored else rows.iloc[:0]
 
 
 def _sample_size(folder: RunFolder, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
     recorded = folder.recorded_tasks()
-    texts = sample_texts(recorded.tasks_value(task), options.n, options.seed, recorded.data_dir)
-    return len(texts)
+    sample = partial(sample_texts, recorded.tasks_value(task), options.n, options.seed, recorded.data_dir)
+    return folder.kept(("sample size", task, options.n, options.seed), lambda: len(sample()))  # loaded once
 
 
 def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions) -> str:
@@ -188,6 +187,8 @@ def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: Ag
 @dataclass(frozen=True)
 class AgreementSelector(Selector):
     """``--by agreement``: the layer of most agreement, each task on its own texts; says what it read."""
+
+    computes_curves: bool = True
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
         models = picks["model"].astype(str).unique()
@@ -206,9 +207,10 @@ def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None
 def curve_selectors() -> Mapping[str, Selector]:
     """Agreement with a reference encoder; the ID selectors and any other stored curve's extremum (studied)."""
     other = [s for s, v in SIGNALS.items() if v.table == AGREEMENT_FILE and s not in (AGREEMENT, ID_METRIC)]
+    stored = {"offered": False, "computes_curves": True}
     found = [
         AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
-        *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", offered=False) for name in ID_SELECTORS),
-        *(Selector(name, extremum, name, "own", offered=False) for name in other),
+        *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", **stored) for name in ID_SELECTORS),
+        *(Selector(name, extremum, name, "own", **stored) for name in other),
     ]
     return MappingProxyType({selector.name: selector for selector in found})

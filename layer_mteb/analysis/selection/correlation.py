@@ -19,7 +19,7 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.curves import MEAN, as_folder, metric_curves, score_curves, sources_for
+from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
 from layer_mteb.metrics import METRICS_TABLE
@@ -130,7 +130,7 @@ def correlate(
             raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
     if n_permutations < 1:
         raise UserError(f"--permutations must be at least 1, got {n_permutations}")
-    folder = None if run is None else as_folder(run)
+    folder = None if run is None else RunFolder.of(run)
     if folder is not None:
         scores = folder.scores() if scores is None else scores
         metrics = folder.read(METRICS_TABLE) if metrics is None else metrics

@@ -3,11 +3,9 @@ selection and correlation."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import DIRECTIONS
 from layer_mteb.metrics.texts import ENCODED_TEXTS, TASK_TEXTS, encoded_texts_label, task_texts_label
 
@@ -15,12 +13,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MEAN = "mean"  # the ``task`` value of rows about the score averaged over tasks
-
-
-def as_folder(run: str | Path | RunFolder) -> RunFolder:
-    """The command's :class:`RunFolder` as it is (so each of its tables is read once per command), or one for a
-    path (the Python API takes either)."""
-    return run if isinstance(run, RunFolder) else RunFolder(run)
 
 
 def score_curves(scores: pd.DataFrame) -> dict[str, pd.Series]:

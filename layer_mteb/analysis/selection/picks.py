@@ -25,7 +25,7 @@ from layer_mteb.analysis.selection.agreement import (
     stored_curves,
 )
 from layer_mteb.analysis.selection.auto import pooling_of
-from layer_mteb.analysis.selection.curves import MEAN, as_folder, metric_curves, score_curves
+from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import (
     BASELINES,
@@ -34,6 +34,7 @@ from layer_mteb.analysis.selection.selectors import (
     Selector,
     evaluate,
     metric_selector,
+    metric_selector_named,
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import PICKS_TABLE, RunFolder, selection_file
@@ -47,34 +48,30 @@ def select_layers(
     *,
     scores: pd.DataFrame | None = None,
     metrics: pd.DataFrame | None = None,
-    by: str | list[str] | None = None,
+    by: str | Selector | list[str] | None = None,
     per_task: bool = False,
     metric_readout: str = "auto",
     agreement: AgreementOptions | None = None,
     source: SignalSource | None = None,
     write: bool = True,
 ) -> pd.DataFrame:
-    """One row per (task, selector, text source): the chosen layer and how it scores.
+    """One row per (task, selector, text source): the chosen layer and how it scores, beside the baselines
+    ``last_layer``, ``middle_layer`` and ``oracle``.
 
-    Without ``per_task``, layers are chosen once against the score averaged over tasks (``task == "mean"``); with
-    it, separately for every task, using the task's own texts where ``metrics.csv`` has them as well as every
-    general source (e.g. WikiText). Baselines ``last_layer``, ``middle_layer`` and ``oracle`` are included.
-    ``run`` is a run folder (the command's :class:`RunFolder`, whose tables are then read once); with it (and
-    ``write``), writes ``run/selection.csv`` with both scopes (``task`` is ``mean`` for the global pick), or with
-    ``by``, ``run/selection.<by>.csv`` beside it (:func:`selection_file`).
-    ``metric_readout`` chooses which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`; the
-    default is the paper's pairing, raw-stream metrics where they exist); ``selection.csv`` records it per row.
-    ``by`` names any selector of :func:`~.registry.by_name` (``dataset_entropy@own:from=0.25``, ``agreement``,
-    ``auto``, ``id_min``, ...); the curves it needs and the run lacks are computed first through ``source`` where one
-    is handed (``agreement``: the stored curve read; default: ``source``'s). Ties go to the deeper layer and "last" is
-    layer ``n_layers`` (:mod:`~.rules`): a task without it has no ``last_score`` or ``gain``.
+    Without ``per_task``, one layer against the score averaged over tasks (``task == "mean"``); with it, one per task,
+    on the task's own texts and every general source (WikiText). ``run`` (a path or the command's :class:`RunFolder`)
+    gets ``selection.csv`` with both scopes, or ``selection.<by>.csv`` beside it (:func:`selection_file`).
+    ``metric_readout``: which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`). ``by`` is a selector
+    or a name :func:`~.registry.by_name` knows (``dataset_entropy@own:from=0.25``, ``agreement``, ``auto``, ...);
+    the curves it needs and the run lacks are computed first through ``source``. Ties: the deeper layer (:mod:`~.rules`)
     """
-    folder = None if run is None else as_folder(run)
+    folder = None if run is None else RunFolder.of(run)
     if scores is None:
         if folder is None:
             raise UserError("give a run folder (--run) or both scores and metrics tables")
         scores = folder.scores()
-    selector = by_name(by) if isinstance(by, str) else None
+    selector = by_name(by) if isinstance(by, str) else by if isinstance(by, Selector) else None
+    names = list(by) if isinstance(by, list) else None  # metrics picking, each on every source it was measured on
     needs = selector.needs(scores) if selector is not None else None
     options = agreement or options_of(source)
     stored = None if selector is None or needs is None else stored_curves(folder, selector.name, needs, options, source)
@@ -83,37 +80,39 @@ def select_layers(
         metrics = folder.read(METRICS_TABLE) if reads else pd.DataFrame(columns=METRIC_COLUMNS)
     scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
     per_task = per_task or (selector is not None and selector.per_task())
-    frame = _select(scores, metrics, by, selector, per_task, stored)
+    frame = _select(scores, metrics, selector, names, per_task, stored)
     if folder is not None and write:  # the file keeps both scopes, so the report has the global and per-task picks
-        both = pd.concat([frame, _select(scores, metrics, by, selector, not per_task, stored)], ignore_index=True)
-        folder.write_table(selection_file(by), both)
+        both = pd.concat([frame, _select(scores, metrics, selector, names, not per_task, stored)], ignore_index=True)
+        folder.write_table(selection_file(selector.name if selector else names), both)
     return frame
 
 
-def explained(folder: RunFolder, picks: pd.DataFrame, by: str | None, source: SignalSource | None) -> list[str]:
-    """What ``by`` read and why it picked so, per model, and where the curves it computed (or read back) are kept."""
-    selector = None if by is None else by_name(by)
-    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.computes_curves() else []
+def explained(
+    folder: RunFolder, picks: pd.DataFrame, selector: Selector | None, source: SignalSource | None
+) -> list[str]:
+    """What ``selector`` read and why it picked so, per model, and where the curves it computed (or read back) are
+    kept."""
+    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.computes_curves else []
     return [] if selector is None else [*selector.describe(folder, picks, options_of(source)), *kept]
 
 
 def _select(
     scores: pd.DataFrame,
     metrics: pd.DataFrame,
-    by: str | list[str] | None,
     selector: Selector | None,
+    names: list[str] | None,
     per_task: bool,
     stored: StoredCurves | None = None,
 ) -> pd.DataFrame:
     signal = None if selector is None else SIGNALS.get(str(selector.metric))
     bare = selector is None or (selector.source is None and signal is not None and signal.table == METRICS_FILE)
-    names = [str(selector.metric)] if selector is not None and bare else None if selector or by is None else list(by)
+    names = [str(selector.metric)] if selector is not None and bare else None if selector else names
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):
         curves = score_curves(model_scores)
         own = metrics[metrics["model"] == model]
         readout = dict(zip(own["texts"], own["readout"], strict=True))
-        metric_by = metric_curves(own, names) if selector is None or not selector.computes_curves() else {}
+        metric_by = metric_curves(own, names) if selector is None or not selector.computes_curves else {}
         if stored is not None:
             metric_by |= stored.curves.get(str(model), {})
             readout |= stored.readout.get(str(model), {})
@@ -126,7 +125,7 @@ def _select(
             task_types=task_types(model_scores),
             pooling=pooling_of(model_scores),
         )
-        candidates = [by_name(name) for name in BASELINES]
+        candidates = [metric_selector_named(name) for name in BASELINES]
         if selector is not None and not bare:
             candidates.append(selector)
         else:

@@ -52,6 +52,7 @@ def unknown_selector_message(name: str) -> str:
     return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
 
 
-def check_selector(name: str) -> None:  # a ``--by`` name not offered: one UserError with a suggestion
+def check_selector(name: str) -> Selector:  # the offered selector ``--by`` names, else one UserError line
     if name not in offered_names():
         raise UserError(unknown_selector_message(name))
+    return registry()[name]

@@ -96,6 +96,9 @@ class Selector:
     form: str = ""
     offered: bool = True
     by_type: tuple[tuple[str, str], ...] = ()
+    #: whether it reads curves of ``agreement.csv``, computed first where the run lacks them (:mod:`~.agreement`
+    #: builds those selectors): ``select`` asks before anything loads
+    computes_curves: bool = False
 
     def pick(self, model: ModelData, task: str) -> int | None:
         instead = dict(self.by_type).get(model.task_types.get(task, ""))
@@ -116,9 +119,6 @@ class Selector:
     def per_task(self) -> bool:
         """Whether it can pick only per task: it reads each task's own texts, or picks per task type."""
         return self.source == "own" or bool(self.by_type)
-
-    def computes_curves(self) -> bool:
-        return any(SIGNALS[name].table == AGREEMENT_FILE for name in self.signals())
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
         return []  # what it read and why it picked so, per model (none: the table says it)

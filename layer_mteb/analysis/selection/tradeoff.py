@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from layer_mteb.analysis.rules import cheapest_within, extremum_layer
-from layer_mteb.analysis.selection.curves import MEAN, as_folder
+from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.common.run_folder import COST_FILE, COST_TABLE, RunFolder, one_setting_per_model
 
 CHEAPEST_COLUMNS = [
@@ -101,7 +101,7 @@ def cheapest_line(row: pd.Series, run: str | Path | RunFolder | None = None) -> 
             f"vs {row['full_seconds_per_1000_texts']:.2f} for the full model"
         )
     else:
-        how = f": layer-mteb cost --run {as_folder(run).path}" if run is not None else ""
+        how = f": layer-mteb cost --run {RunFolder.of(run).path}" if run is not None else ""
         cost = f"{int(row['layer'])}/{int(row['n_layers'])} of the blocks; cost not measured, no {COST_FILE}{how}"
     scope = "" if row["scope"] == MEAN else f" ({row['scope']})"
     return (
@@ -112,7 +112,7 @@ def cheapest_line(row: pd.Series, run: str | Path | RunFolder | None = None) -> 
 
 def run_cheapest(run: str | Path | RunFolder) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
-    folder = as_folder(run)
+    folder = RunFolder.of(run)
     return cheapest_layers(one_setting_per_model(folder.scores()), folder.read(COST_TABLE, missing_ok=True))
 
 

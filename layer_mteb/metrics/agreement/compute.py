@@ -170,7 +170,7 @@ def agreement_curves(
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     if not tasks:
         raise UserError("agreement needs at least one task")
-    folder = run if isinstance(run, RunFolder) else RunFolder(run)
+    folder = RunFolder.of(run)
     scored = folder.setting()
     source = model or model_source(scored)
     loaded = load_model(source, scored.config, revision=None if source in PACKAGED_MODELS else scored.revision)
