@@ -28,11 +28,11 @@ from matplotlib.figure import Figure
 
 from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.rules import extremum_layer, last_score
-from layer_mteb.analysis.selection.auto import kind_of, pooling_of
+from layer_mteb.analysis.selection.auto import kind_of
 from layer_mteb.analysis.selection.curves import score_curves
-from layer_mteb.analysis.selection.picks import select_layers, task_types
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.registry import by_name
-from layer_mteb.analysis.selection.selectors import ModelData
+from layer_mteb.analysis.selection.selectors import ModelData, pooling_of, task_types
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRIC_COLUMNS
 from layer_mteb.metrics.agreement import AGREEMENT_TABLE

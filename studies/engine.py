@@ -20,9 +20,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from layer_mteb.analysis.rules import PAPER_RULE
-from layer_mteb.analysis.selection.auto import family_of, kind_of, pooling_of
+from layer_mteb.analysis.selection.auto import family_of, kind_of
 from layer_mteb.analysis.selection.picks import leaderboard
-from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, selectors
+from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, pooling_of, selectors
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import task_type
 

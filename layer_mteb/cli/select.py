@@ -118,7 +118,7 @@ def execute(settings: Settings) -> None:
     if settings.labels is not None:
         _select_by_labels(settings)
         return
-    from layer_mteb.analysis.selection.picks import best_lines, explained, run_leaderboard, select_layers
+    from layer_mteb.analysis.selection.picks import explained, run_leaderboard, select_layers
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import RunFolder, selection_file
@@ -132,8 +132,7 @@ def execute(settings: Settings) -> None:
     )
     for line in explained(folder, picks, selector, source):  # what the selector read, why, where its curves are
         print(line)
-    board, note = run_leaderboard(folder, picks, by)
-    lines = [*best_lines(folder, picks), *([note] if note else [])]
+    board, lines = run_leaderboard(folder, picks, by)
     print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
     for line in cheapest_lines(folder):
         print(line)

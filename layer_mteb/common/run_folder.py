@@ -671,8 +671,8 @@ class RunFolder:
         the folder's lock."""
         path = self.file(name)
         with self.locked():
+            self._forget(name)  # the next read, after this write, reads the new file
             atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, **to_csv))
-            self._forget(name)
         return path
 
     def _update(

@@ -81,12 +81,12 @@ def iter_task_layers(
         if unknown:
             raise UserError(f"{folder.scores_file} has no rows for task(s) {', '.join(unknown)}")
         scores = scores[scores["task"].isin(tasks)]
-    scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
     scored = folder.setting(scores)
+    recorded = folder.recorded_tasks()  # custom tasks: the task file that declared each
+    scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
     name, revision, config = scored.model, scored.revision, scored.config
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
-    recorded = folder.recorded_tasks()  # custom tasks: the task file that declared each
     data = data_dir_from_env(data_dir or recorded.data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from layer_mteb.analysis.selection.agreement import AGREEMENT, agreement_line, curve_selectors
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors
+from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors, pooling_of
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.agreement import ID_METRIC
 
@@ -111,13 +111,6 @@ POLICY_FILE = Path(__file__).with_name("auto_selector.json")
 KINDS = ("embedding", "cls", "base")
 #: The readout of a first-token (``[CLS]``) model: :func:`layer_mteb.model.forward.pool`'s ``first``.
 FIRST_TOKEN = "first"
-
-
-def pooling_of(scores: pd.DataFrame) -> str:
-    """The pooling a scores table was read out with (``mean`` where it does not say): the fact :func:`kind_of`
-    tells a first-token model by."""
-    found = scores["pooling"].dropna() if "pooling" in scores.columns else ()
-    return str(found.iloc[0]) if len(found) else "mean"
 
 
 def kind_of(model: str, pooling: str = "mean") -> str:

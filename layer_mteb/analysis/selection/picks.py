@@ -24,7 +24,6 @@ from layer_mteb.analysis.selection.agreement import (
     options_of,
     stored_curves,
 )
-from layer_mteb.analysis.selection.auto import pooling_of
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import (
@@ -35,6 +34,8 @@ from layer_mteb.analysis.selection.selectors import (
     evaluate,
     metric_selector,
     metric_selector_named,
+    pooling_of,
+    task_types,
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import PICKS_TABLE, RunFolder, selection_file
@@ -141,13 +142,6 @@ def _select(
     return frame[SELECTION_COLUMNS]
 
 
-def task_types(scores: pd.DataFrame) -> dict[str, str]:
-    """task -> mteb task type, as the scores record it (a policy rule may pick a depth per type)."""
-    if "task_type" not in scores.columns:
-        return {}
-    return scores.dropna(subset=["task_type"]).groupby("task")["task_type"].first().astype(str).to_dict()
-
-
 def leaderboard(
     picks: pd.DataFrame,
     by: Sequence[str] = ("selector", "texts"),
@@ -204,35 +198,30 @@ def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
 
 def run_leaderboard(
     folder: RunFolder, picks: pd.DataFrame, by: str | list[str] | None = None
-) -> tuple[pd.DataFrame, str | None]:
-    """``layer-mteb select``'s table for ``picks`` (read from ``folder``), its ``mean`` rows counting the tasks
-    they average, and a line saying where the metric selectors are when only per-task picks have them: a run whose
-    metrics are all on each task's own texts (an imported release, say) has only baselines for the mean over tasks
-    (a general source such as WikiText would pick in both scopes)."""
-    within = ["model"] if picks["model"].nunique() > 1 else []  # a run of several models: ranked per model
-    board = leaderboard(picks, within=within, mean_tasks=tasks_in_mean(folder.scores()))
-    if not (picks["task"] == MEAN).all() or not picks["selector"].isin(BASELINES).all():
-        return board, None
-    both = folder.read(PICKS_TABLE._replace(file=selection_file(by)))
-    per_task = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
-    if per_task.empty:
-        return board, None
-    names = ", ".join(dict.fromkeys(per_task["selector"].astype(str)))
-    return board, (
-        "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
-        f"--per-task shows the metric selectors: {names}"
-    )
-
-
-def best_lines(folder: RunFolder, picks: pd.DataFrame) -> list[str]:
-    """Per model of ``folder``, what best and regret compare in the table ``select`` prints for ``picks``
-    (:func:`~layer_mteb.analysis.rules.best_line`): every mode prints the same two bests, one layer for every task
-    and each task's own best layer, and says which of them its regret is against."""
+) -> tuple[pd.DataFrame, list[str]]:
+    """``layer-mteb select``'s table for ``picks`` (read from ``folder``), its ``mean`` rows counting the tasks they
+    average, and the lines under it: per model, the two bests it compares against (:func:`~.rules.best_line`: one
+    layer for every task, each task's own best layer), and where the metric selectors are when only per-task picks
+    have them (a run whose metrics are all on each task's own texts, an imported release say, has only baselines
+    for the mean over tasks)."""
     per_task = not (picks["task"] == MEAN).all()
+    only_baselines = not per_task and picks["selector"].isin(BASELINES).all()
     scores = folder.scores()
-    return [
+    both = folder.read(PICKS_TABLE._replace(file=selection_file(by))) if only_baselines else picks.iloc[:0]
+    within = ["model"] if picks["model"].nunique() > 1 else []  # a run of several models: ranked per model
+    board = leaderboard(picks, within=within, mean_tasks=tasks_in_mean(scores))
+    lines = [
         best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
         for model, part in scores.groupby("model", sort=False)
+    ]
+    hidden = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
+    if hidden.empty:
+        return board, lines
+    names = ", ".join(dict.fromkeys(hidden["selector"].astype(str)))
+    return board, [
+        *lines,
+        "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
+        f"--per-task shows the metric selectors: {names}",
     ]
 
 

@@ -75,6 +75,20 @@ class ModelData:
         return None if values is None else values[values.index.isin(self.layers(task))]
 
 
+def task_types(scores: pd.DataFrame) -> dict[str, str]:
+    """task -> mteb task type, as a scores table records it (a policy rule may pick a depth per type)."""
+    if "task_type" not in scores.columns:
+        return {}
+    return scores.dropna(subset=["task_type"]).groupby("task")["task_type"].first().astype(str).to_dict()
+
+
+def pooling_of(scores: pd.DataFrame) -> str:
+    """The pooling a scores table was read out with (``mean`` where it does not say): how ``auto`` tells a
+    first-token model."""
+    found = scores["pooling"].dropna() if "pooling" in scores.columns else ()
+    return str(found.iloc[0]) if len(found) else "mean"
+
+
 Pick = Callable[["Selector", ModelData, str], "int | None"]
 
 

@@ -4,7 +4,7 @@ cut model costs where the run holds ``cost.csv`` (``layer-mteb cost``).
 
 Without ``cost.csv`` the layer is still named, since every block adds FLOPs and the depth ranks the layers as FLOPs
 would, but no cost is claimed: the columns stay empty and ``measured`` is False. ``select`` prints one line per
-model (:func:`cheapest_line`); the report draws the measured runs and tabulates every run.
+model (:func:`cheapest_lines`); the report draws the measured runs and tabulates every run.
 """
 
 from __future__ import annotations
@@ -92,24 +92,6 @@ def cost_curves(scores: pd.DataFrame, cost: pd.DataFrame | None) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)[COST_CURVE_COLUMNS]
 
 
-def cheapest_line(row: pd.Series, run: str | Path | RunFolder | None = None) -> str:
-    """One line naming the pick, its cost and its score against the best (mteb's units); without a measured cost
-    it says so and how to measure it, never a number that was not measured."""
-    if row["measured"]:
-        cost = (
-            f"{100 * row['flops_fraction']:.1f} % of the FLOPs, {row['seconds_per_1000_texts']:.2f} s per 1,000 texts "
-            f"vs {row['full_seconds_per_1000_texts']:.2f} for the full model"
-        )
-    else:
-        how = f": layer-mteb cost --run {RunFolder.of(run).path}" if run is not None else ""
-        cost = f"{int(row['layer'])}/{int(row['n_layers'])} of the blocks; cost not measured, no {COST_FILE}{how}"
-    scope = "" if row["scope"] == MEAN else f" ({row['scope']})"
-    return (
-        f"cheapest layer within 1 point of the best{scope}: layer {int(row['layer'])} ({cost}; "
-        f"score {row['score']:.4f} vs best {row['best_score']:.4f} at layer {int(row['best_layer'])})"
-    )
-
-
 def run_cheapest(run: str | Path | RunFolder) -> pd.DataFrame:
     """:func:`cheapest_layers` of a run folder (its ``scores.csv`` and, when present, ``cost.csv``)."""
     folder = RunFolder.of(run)
@@ -117,7 +99,23 @@ def run_cheapest(run: str | Path | RunFolder) -> pd.DataFrame:
 
 
 def cheapest_lines(run: str | Path | RunFolder) -> list[str]:
-    """:func:`cheapest_line` of each model of a run folder, the mean over its tasks: what ``select`` and ``cost`` print
-    after their own results."""
-    picks = run_cheapest(run)
-    return [cheapest_line(row, run) for _, row in picks[picks["scope"] == MEAN].iterrows()]
+    """Per model of a run folder, the cheapest layer for the mean over its tasks, its cost and its score against the
+    best (mteb's units): what ``select`` and ``cost`` print after their own results. Without a measured cost it says
+    so and how to measure it, never a number that was not measured."""
+    folder = RunFolder.of(run)
+    picks = run_cheapest(folder)
+    lines = []
+    for _, row in picks[picks["scope"] == MEAN].iterrows():
+        if row["measured"]:
+            cost = (
+                f"{100 * row['flops_fraction']:.1f} % of the FLOPs, {row['seconds_per_1000_texts']:.2f} s per 1,000 "
+                f"texts vs {row['full_seconds_per_1000_texts']:.2f} for the full model"
+            )
+        else:
+            blocks = f"{int(row['layer'])}/{int(row['n_layers'])} of the blocks"
+            cost = f"{blocks}; cost not measured, no {COST_FILE}: layer-mteb cost --run {folder.path}"
+        lines.append(
+            f"cheapest layer within 1 point of the best: layer {int(row['layer'])} ({cost}; "
+            f"score {row['score']:.4f} vs best {row['best_score']:.4f} at layer {int(row['best_layer'])})"
+        )
+    return lines
