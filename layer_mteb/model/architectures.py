@@ -8,7 +8,6 @@ import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, Literal
 
 import torch
@@ -69,7 +68,7 @@ class LoadedModel:
     @property
     def blocks(self) -> nn.ModuleList:
         """The model's blocks in order: block k's output is layer k."""
-        return attrgetter(self.architecture.blocks)(self.model)
+        return self.model.get_submodule(self.architecture.blocks)
 
     @property
     def n_layers(self) -> int:
@@ -79,7 +78,7 @@ class LoadedModel:
     @property
     def final_norm(self) -> nn.Module | None:
         path = self.architecture.final_norm
-        return None if path is None else attrgetter(path)(self.model)
+        return None if path is None else self.model.get_submodule(path)
 
     @property
     def hidden_size(self) -> int:
@@ -126,9 +125,9 @@ def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
             setattr(parent, name, original)
 
 
-def _parent(obj: Any, dotted: str) -> tuple[Any, str]:
+def _parent(module: nn.Module, dotted: str) -> tuple[nn.Module, str]:
     parent, _, name = dotted.rpartition(".")
-    return (attrgetter(parent)(obj) if parent else obj), name
+    return module.get_submodule(parent), name
 
 
 def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "no_revision_available") -> LoadedModel:

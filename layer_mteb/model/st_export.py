@@ -8,18 +8,16 @@ anything is written, and the folder is renamed into place only when complete.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 
 from torch import nn
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, topmost_missing
+from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, plain_modes, topmost_missing
 from layer_mteb.common.pooling import sentence_transformers_config
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.model.architectures import LoadedModel
@@ -83,21 +81,12 @@ def export_layer(
     return output
 
 
-def plain_modes(folder: Path) -> None:
-    """Give everything under ``folder`` the umask's plain modes: temporary-file writers leave 0600, unreadable to
-    others on a shared disk."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    for path in [folder, *folder.rglob("*")]:
-        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
-
-
 @contextmanager
 def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
     """The base model with its first ``layer`` blocks and a config that says so (Gemma-3's ``layer_types`` too, or
     reloading fails), restored on exit."""
     parent_path, _, name = model.architecture.blocks.rpartition(".")
-    parent = attrgetter(parent_path)(model.model) if parent_path else model.model
+    parent = model.model.get_submodule(parent_path)
     blocks = getattr(parent, name)
     config = model.model.config
     saved = {"num_hidden_layers": config.num_hidden_layers}
