@@ -19,6 +19,7 @@ from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.tasks.local_data import labels_to_ids
 from layer_mteb.tasks.task_file import CustomTask
 
 #: mteb's main score and category of each type, as its own tasks of that type have them
@@ -128,10 +129,7 @@ def _split_dataset(task, definition: CustomTask, data: dict[str, Columns]):
 
     kind = definition.type
     if kind in ("Classification", "Clustering"):
-        names = sorted({str(label) for columns in data.values() for label in columns["label"]})
-        ids = {name: i for i, name in enumerate(names)}
-        for columns in data.values():
-            columns["label"] = [ids[str(label)] for label in columns["label"]]
+        labels_to_ids(data)
     if kind == "Clustering":
         documents = len(data[definition.split]["text"])
         task.max_documents_per_cluster = min(task.max_documents_per_cluster, documents)
