@@ -39,19 +39,10 @@ PIPELINE_SETTINGS = ("pooling", "max_length", "normalize")
 class EncodeConfig:
     """Everything besides the model that decides a pooled vector (and so keys caches and results).
 
-    ``readout="final_norm"`` applies the model's final norm to every intermediate layer, as the paper's
-    truncated models did; ``"raw"`` reads the residual stream as ``output_hidden_states`` returns it.
-    ``batch_size``, ``max_batch_tokens``, ``device`` (or :data:`AUTO`, see :meth:`placed`) and ``device_map`` change
-    speed and placement, not the vectors meant, so they are not part of :meth:`key`. Batches are length-sorted;
-    ``max_batch_tokens`` also caps a batch's padded size (texts x longest), so batches of short texts grow and batches
-    of long ones shrink (less padding; on CPU ~512-1024 tokens is the measured sweet spot, see
-    ``benchmarks/README.md``). Left unset, both take the device's defaults (:meth:`batch_limits`): 32 texts and no cap
-    on a CPU, bigger batches under a token budget on a GPU.
-    ``attention`` switches a decoder between causal and bidirectional self-attention; ``None`` means the model's
-    own (bidirectional for LLM2Vec adapters, causal for other decoders; encoders are always bidirectional) and is
-    filled in once the model is loaded, so keys name what really ran. ``normalize`` scales each pooled vector to unit
-    L2 norm, as a sentence-transformers pipeline ending in ``Normalize`` does. ``max_cache_memory`` (bytes) bounds
-    the pooled vectors kept in memory per task (default: automatic); beyond it they go to disk.
+    The fields with a ``help`` change vectors (:meth:`key`); the rest place the work. ``max_batch_tokens`` caps a
+    batch's padded size (on CPU ~512-1024 is the measured sweet spot, ``benchmarks/README.md``). ``attention=None`` is
+    the model's own, filled in once loaded so keys name what ran. ``max_cache_memory`` (bytes) bounds the pooled
+    vectors a task keeps in memory (default: automatic); beyond it they go to disk.
     """
 
     readout: Readout = field(
@@ -77,12 +68,10 @@ class EncodeConfig:
     def __post_init__(self) -> None:
         for setting in (s for s in SETTINGS if s.choices and getattr(self, s.name) is not None):
             _check_choice(setting.name, getattr(self, setting.name), setting.choices)
-        if self.max_length < 1:
-            raise UserError(f"--max-length must be a positive integer, got {self.max_length}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise UserError(f"--batch-size must be a positive integer, got {self.batch_size}")
-        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
-            raise UserError(f"--max-batch-tokens must be a positive integer, got {self.max_batch_tokens}")
+        for name in ("max_length", "batch_size", "max_batch_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
         if self.max_cache_memory is not None and self.max_cache_memory < 1:
             raise UserError(f"--max-cache-memory must be positive, got {self.max_cache_memory} bytes")
         if self.device.startswith("cuda") and not _cuda_available():  # AUTO is checked by placed()
@@ -101,13 +90,9 @@ class EncodeConfig:
         return getattr(torch, self.dtype)
 
     def batch_limits(self, n_states: int, hidden_size: int) -> tuple[int, int | None]:
-        """(texts per batch, padded tokens per batch or None for no cap) for a model returning ``n_states`` hidden
-        states of width ``hidden_size``: the ones given, else the device's defaults.
-
-        A CPU gains nothing from big batches (``benchmarks/README.md``): 32 texts, no cap, as always. A GPU is
-        launch-bound on small batches: up to :data:`GPU_BATCH_SIZE` texts, capped at the tokens whose hidden states
-        of every layer (what one forward returns) take :data:`GPU_STATE_BYTES`, at most :data:`GPU_BATCH_TOKENS`.
-        """
+        """(texts, padded tokens or None) per batch for ``n_states`` hidden states of width ``hidden_size``: the ones
+        given, else the device's. A CPU gains nothing from big batches; a GPU is launch-bound on small ones, so it
+        takes up to :data:`GPU_BATCH_SIZE` texts whose states fit :data:`GPU_STATE_BYTES`."""
         on_gpu = self.device.startswith("cuda")
         size = self.batch_size or (GPU_BATCH_SIZE if on_gpu else CPU_BATCH_SIZE)
         tokens = self.max_batch_tokens
@@ -122,19 +107,14 @@ class EncodeConfig:
 
     @classmethod
     def from_key(cls, key: Mapping[str, Any], **placement: Any) -> EncodeConfig:
-        """The settings a :meth:`key` names, or a table row holding :data:`SETTINGS_COLUMNS` (``scores.csv``), with
-        ``placement`` (device, batch size, ...) added; a setting the row lacks keeps its default.
-
-        Values are read as tables hold them (numpy numbers, ``"True"``); an empty cell of a setting that may be
-        None (the attention: the model's own) is None.
-        """
+        """The settings a :meth:`key` or a table row names (as tables hold them: numpy numbers, ``"True"``, an empty
+        cell), plus ``placement``; a setting the row lacks keeps its default."""
         return cls(**{s.name: s.read(key[s.name]) for s in SETTINGS if s.name in key}, **placement)
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One field of :class:`EncodeConfig` that changes vectors (it has a ``help``): its ``kind`` (str, int or bool),
-    its ``choices`` (a Literal's, or given), whether it ``may_be_none``, its default and help."""
+    """One field of :class:`EncodeConfig` that changes vectors (it has a ``help``), as options and tables need it."""
 
     name: str
     kind: type
@@ -165,14 +145,14 @@ def _settings() -> tuple[Setting, ...]:
     return tuple(found)
 
 
-#: the settings that change vectors, in declaration order: the fields with a help, each an option of every command
-#: that encodes, a column of every table and a part of every key (the others place the work: device, batch size, ...)
+#: the settings that change vectors, in declaration order: an option of every command that encodes, a table column
 SETTINGS: tuple[Setting, ...] = _settings()
 #: their names: columns of every table (scores, metrics, cost) and parts of every key
 SETTINGS_COLUMNS: tuple[str, ...] = tuple(s.name for s in SETTINGS)
 
 
 def default_device() -> str:
+    """cuda where there is one, else cpu."""
     return "cuda" if _cuda_available() else "cpu"
 
 

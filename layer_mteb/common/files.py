@@ -26,10 +26,8 @@ def _umask() -> int:
 
 
 def atomic_write(target: Path, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp_path)`` then rename the temporary file over ``target``, with the mode of a plain new file.
-
-    ``mkstemp`` creates 0600 files; without the chmod colleagues on a shared filesystem could not read the results.
-    """
+    """Call ``write(tmp_path)`` then rename the temporary file over ``target``, with a plain new file's mode
+    (``mkstemp``'s 0600 would be unreadable to others on a shared filesystem)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-")
     os.close(fd)
@@ -56,11 +54,18 @@ def building(target: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def plain_modes(folder: Path) -> None:
+    """Give everything under ``folder`` the umask's plain modes: temporary-file writers leave 0600, unreadable to
+    others on a shared disk."""
+    mask = _umask()
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
 @contextmanager
 def no_empty_folders_on_error(*folders: Path) -> Iterator[None]:
-    """On an error inside the block, each of ``folders`` that did not exist before it and holds no file after it is
-    removed (with its empty subfolders, deepest first as given): a failed command leaves no empty folder behind,
-    and whatever it did write stays."""
+    """On an error inside the block, remove each of ``folders`` it created that holds no file: a failed command
+    leaves no empty folder, and whatever it wrote stays."""
     new = [Path(f) for f in folders if not Path(f).exists()]
     try:
         yield
@@ -72,8 +77,8 @@ def no_empty_folders_on_error(*folders: Path) -> Iterator[None]:
 
 
 def check_new_folder(folder: Path, overwrite: bool = False) -> None:
-    """A folder about to be written whole (one model, say) must be new or empty, unless ``overwrite``: refusing a
-    non-empty one keeps a typo from replacing someone's files. A file in its place is always refused."""
+    """A folder about to be written whole must be new or empty unless ``overwrite`` (a typo must not replace
+    someone's files); a file in its place is always refused."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise UserError(f"--output {str(folder)!r} is a file; choose a folder to write into")
@@ -90,11 +95,8 @@ def topmost_missing(folder: Path) -> Path:
 
 
 def content_hash(path: Path) -> str:
-    """SHA-256 over every file below ``path`` (names, sizes, full contents): any changed weight changes it.
-
-    Each file is read once; its digest is remembered by resolved path, size and modification time in
-    ``$LAYER_MTEB_CACHE/file-hashes.json``, so a later run over unchanged GB of weights costs one ``stat`` per file.
-    """
+    """SHA-256 over every file below ``path`` (names, sizes, contents); each file's digest is remembered by path,
+    size and mtime in ``file-hashes.json`` under the cache, so unchanged GB of weights cost one ``stat`` per file."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     memo_path = _hash_memo_path()
     memo = _read_memo(memo_path)
@@ -119,6 +121,7 @@ def content_hash(path: Path) -> str:
 
 
 def file_sha256(file: Path) -> str:
+    """The SHA-256 of ``file``, read in 16 MiB blocks."""
     digest = hashlib.sha256()
     with file.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 24), b""):
@@ -127,8 +130,8 @@ def file_sha256(file: Path) -> str:
 
 
 def cache_root() -> Path:
-    """Where converted models, pooled-vector caches and remembered file hashes live: ``$LAYER_MTEB_CACHE``, else
-    ``$XDG_CACHE_HOME/layer_mteb`` (the XDG base-directory rule other tools follow), else ``~/.cache/layer_mteb``."""
+    """Where converted models, vector caches and file hashes live: ``$LAYER_MTEB_CACHE``, else
+    ``$XDG_CACHE_HOME/layer_mteb``, else ``~/.cache/layer_mteb``."""
     if os.environ.get("LAYER_MTEB_CACHE"):
         return Path(os.environ["LAYER_MTEB_CACHE"]).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "")
@@ -154,8 +157,10 @@ def _read_memo(memo_path: Path) -> dict:
 
 
 def write_json(target: Path, data: object) -> None:
+    """Write ``data`` as indented JSON, atomically."""
     atomic_write(target, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
 
 
 def text_hash(*parts: object) -> str:
+    """A short hash of ``parts``' reprs, for keys and fingerprints."""
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]

@@ -1,11 +1,8 @@
 """What torch's GPU checks say while mteb evaluates: no GPU, so every score is computed on the CPU.
 
-mteb looks ``torch.cuda.is_available()`` up at call time and, when it says yes, moves similarity work to ``cuda``
-(compiled there): in an evaluation worker forked after CUDA was used, that call fails ("Cannot re-initialize CUDA
-in forked subprocess"); in the sweep itself, the numbers would differ in their last bits from a worker's. So an
-evaluation sees no GPU (:func:`gpus_hidden`; a worker for its whole life, :func:`hide_gpus`), and the model's forward
-pass, which may run inside an evaluation (texts mteb asks for that the cache lacks), sees them again
-(:func:`gpus_shown`).
+mteb moves similarity work to ``cuda`` whenever ``torch.cuda.is_available()``: in a forked worker that fails, and in
+the sweep the last bits would differ from a worker's. So an evaluation sees no GPU (:func:`gpus_hidden`, a worker
+for life: :func:`hide_gpus`), and a forward pass inside one sees them again (:func:`gpus_shown`).
 """
 
 from __future__ import annotations
@@ -32,20 +29,11 @@ def _set(checks: _Checks) -> None:
     torch.cuda.is_available, torch.cuda.device_count, torch.backends.mps.is_available = checks
 
 
-def _no_gpu() -> bool:
-    return False
-
-
-def _no_devices() -> int:
-    return 0
-
-
-_NONE: _Checks = (_no_gpu, _no_devices, _no_gpu)
+_NONE: _Checks = (lambda: False, lambda: 0, lambda: False)
 
 
 def hide_gpus() -> None:
-    """No GPU for anything this process runs from now on (a forked evaluation worker): the CUDA runtime is told so,
-    should it start here, and torch's checks say so too."""
+    """No GPU for anything this process runs from now on (a forked worker): for the CUDA runtime and torch's checks."""
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     _set(_NONE)
 

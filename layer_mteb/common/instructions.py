@@ -1,14 +1,10 @@
-"""Instruction embedders as mteb scores them: the registry entry of a model (``mteb.get_model_meta(name)``) whose
-loader is mteb's ``InstructSentenceTransformerModel`` (Qwen3-Embedding, e5-mistral-7b-instruct, gte-Qwen2, ...)
-says an ``instruction_template`` with ``{instruction}``, whether the instruction also goes before documents
-(``apply_instruction_to_passages``) and per-task ``prompts_dict``; mteb finds the task's instruction itself
-(``AbsEncoder.get_task_instruction``: the model's ``prompts_dict``, else the task's own ``prompt``, else its type's
-default). The instruction is put before the text as sentence-transformers puts a ``prompt`` (``prompt + text``).
+"""Instruction embedders as mteb scores them: models whose registry entry loads with mteb's
+``InstructSentenceTransformerModel`` (Qwen3-Embedding, e5-mistral-7b-instruct, ...), the instruction put before the
+text as sentence-transformers puts a ``prompt``.
 
-mteb's own methods compute every instruction here, on a wrapper that holds the loader's arguments and no model: so
-the text each layer reads is exactly the text ``mteb.evaluate`` gives the model. Some registry entries keep the
-arguments inside a loader function (Qwen3-Embedding's ``q3e_instruct_loader``); that function is called with the
-wrapper class stood in by one that records its arguments and stops, so no weights load.
+mteb's own methods pick every instruction, on a wrapper holding the loader's arguments and no model, so each layer
+reads exactly the text ``mteb.evaluate`` gives the model. A loader function that keeps the arguments inside
+(Qwen3-Embedding's) is called with the wrapper stood in by a recorder that stops before any weights load.
 """
 
 from __future__ import annotations
@@ -34,9 +30,8 @@ _UNSUPPORTED = ("add_eos_token", "tokenizer_kwargs", "include_prompt", "embed_di
 
 @dataclass(frozen=True)
 class Instructions:
-    """The instruction handling of mteb's registry entry ``model`` (its loader's arguments in ``arguments``);
-    ``default_prompt`` is what sentence-transformers puts before a text that gets no instruction (the folder's
-    ``default_prompt_name`` prompt, usually none)."""
+    """The instruction handling of mteb's registry entry ``model`` (its loader's ``arguments``); ``default_prompt``
+    goes before a text that gets no instruction (usually none)."""
 
     model: str
     arguments: dict[str, Any] = field(hash=False)
@@ -57,6 +52,7 @@ class Instructions:
 
     @property
     def to_passages(self) -> bool:
+        """Whether documents get the instruction too."""
         return bool(self.arguments.get("apply_instruction_to_passages", True))
 
     @property
@@ -66,8 +62,7 @@ class Instructions:
         return int(length) if length else None
 
     def text_for(self, task_metadata: Any, prompt_type: Any) -> str:
-        """What goes before each text of ``task_metadata`` encoded as ``prompt_type``, as mteb's
-        ``InstructSentenceTransformerModel.encode`` computes it."""
+        """What goes before each text of ``task_metadata`` encoded as ``prompt_type``, as mteb's wrapper computes it."""
         from mteb.types import PromptType
 
         with warnings.catch_warnings():  # mteb warns where a task has no prompt of this type; it then uses none
@@ -85,8 +80,7 @@ class Instructions:
         return f"{getattr(template, '__module__', '')}.{getattr(template, '__qualname__', repr(template))}"
 
     def digest(self) -> str:
-        """Short hash of what changes the texts: part of the vector store's key and of mteb's experiment (with the
-        template function's source, so an edited template is another setting)."""
+        """Short hash of what changes the texts (a template function by its source), for store keys and experiments."""
         template = self.arguments.get("instruction_template")
         source = template if template is None or isinstance(template, str) else _source(template)
         prompts = sorted((self.arguments.get("prompts_dict") or {}).items())
@@ -94,8 +88,7 @@ class Instructions:
         return text_hash(self.model, source, self.to_passages, prompts, priority, self.default_prompt)
 
     def record(self, task_metadata: Any = None) -> dict[str, object]:
-        """The instructions as ``run.json`` states them; with ``task_metadata``, the texts that task's queries,
-        documents and other texts (``none``: no prompt type) get."""
+        """The instructions as ``run.json`` states them; with ``task_metadata``, the text each prompt type gets."""
         texts = {}
         if task_metadata is not None:
             from mteb.types import PromptType
@@ -134,8 +127,8 @@ def _record(*args: Any, **kwargs: Any) -> Any:
 
 
 def loader_arguments(meta: Any) -> dict[str, Any] | None:
-    """The arguments mteb's registry entry ``meta`` gives ``InstructSentenceTransformerModel``, or None where its
-    loader is something else (a plain sentence-transformers wrapper, a custom class)."""
+    """The arguments mteb's registry entry ``meta`` gives ``InstructSentenceTransformerModel``, or None (another
+    loader)."""
     from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
 
     loader = meta.loader
@@ -173,9 +166,8 @@ def _registry_names() -> tuple[str, ...]:
 
 
 def registry_name(model_name: str) -> str | None:
-    """The mteb registry name of a loaded model's ``model_name``: the name itself (a hub id, a packaged model's), or
-    for a local folder (``local/<folder>``) the one registry name whose model part is the folder's name
-    (``.../Qwen3-Embedding-0.6B`` -> ``Qwen/Qwen3-Embedding-0.6B``); None where there is none or several."""
+    """The mteb registry name of ``model_name``: itself, or for ``local/<folder>`` the one registry name ending in the
+    folder's name (``Qwen3-Embedding-0.6B`` -> ``Qwen/Qwen3-Embedding-0.6B``); else None."""
     names = _registry_names()
     if model_name in names:
         return model_name
@@ -187,9 +179,8 @@ def registry_name(model_name: str) -> str | None:
 
 
 def choose_instructions(asked: str | None, model_name: str, default_prompt: str = "") -> Instructions | None:
-    """The instructions a run applies: ``asked`` None (auto) for the registry entry of ``model_name`` (see
-    :func:`registry_name`) when its loader is mteb's instruction wrapper; ``none`` for none; else the registry
-    entry ``asked`` names, which must be one (a local folder of that model, offline)."""
+    """The instructions a run applies: ``asked`` None for ``model_name``'s registry entry if it uses mteb's
+    instruction wrapper, ``none`` for none, else the registry entry ``asked`` names (which must use it)."""
     import mteb
 
     if asked is not None and asked.strip().lower() == NONE:

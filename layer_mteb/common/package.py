@@ -1,6 +1,5 @@
-"""The package itself: its version, read from its installed metadata (pyproject.toml is the one place it is
-written), and its public names, which load on first use (PEP 562) so importing the package imports none of its heavy
-dependencies (torch, mteb, transformers' models, seaborn) until a name that needs them is used."""
+"""The package itself: its version (from its installed metadata; pyproject.toml writes it) and its public names,
+loaded on first use (PEP 562) so importing the package imports no heavy dependency."""
 
 from __future__ import annotations
 
@@ -16,10 +15,8 @@ except metadata.PackageNotFoundError:  # a source tree on sys.path that was neve
 
 
 def lazy_names(package: str, homes: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package``, whose public name -> submodule defining it is ``homes``.
-
-    A public name must not also be the name of one of the package's submodules: importing that submodule would
-    bind the module over the name (tests/project/test_layout.py checks this)."""
+    """``__getattr__`` and ``__dir__`` for ``package``, ``homes`` mapping each public name to its submodule (never a
+    submodule's own name: importing it would bind the module over the name; tests/project/test_layout.py checks)."""
     module = sys.modules[package]
 
     def __getattr__(name: str) -> Any:

@@ -1,10 +1,6 @@
-"""Pooling: how a text's token vectors become one vector. Each mode is one row of :data:`POOLING_MODES`: its name
-(``--pooling``), its function, and the sentence-transformers ``Pooling`` flag an exported layer is written with, so
-adding a mode is adding a row here.
-
-Every function takes [B, T, D] token states right-padded with their [B, T] attention mask and returns [B, D]
-float32, converting only what it keeps (summing in float32 for ``mean``). They use tensor methods only, so the
-command line can list and check the modes without importing torch.
+"""Pooling: how a text's token vectors become one vector; each mode is one row of :data:`POOLING_MODES` (name,
+function, sentence-transformers flag). Each takes right-padded [B, T, D] states and their mask and returns [B, D]
+float32, with tensor methods only, so the command line checks modes without importing torch.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ def _last(hidden: Tensor, mask: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class PoolingMode:
-    """One pooling mode: ``pool`` computes it; ``sentence_transformers`` is the ``pooling_mode_<flag>`` an exported
-    folder switches on (sentence-transformers finds the last real token from the attention mask as we do)."""
+    """One pooling mode: ``pool`` computes it; ``sentence_transformers``: its export's ``pooling_mode_`` flag."""
 
     name: str
     pool: Callable[[Tensor, Tensor], Tensor]
@@ -60,9 +55,8 @@ Pooling = str
 
 
 def pool(hidden: Tensor, attention_mask: Tensor, pooling: Pooling, *, normalize: bool = False) -> Tensor:
-    """[B, T, D] token states -> [B, D] float32, over real tokens only (padding must be on the right).
-    ``normalize`` divides each pooled vector by its L2 norm (sentence-transformers' ``Normalize`` module; the same
-    arithmetic as ``torch.nn.functional.normalize``)."""
+    """[B, T, D] right-padded token states -> [B, D] float32 over real tokens; ``normalize``: unit L2 norm, as
+    sentence-transformers' ``Normalize``."""
     if attention_mask.device != hidden.device:  # with a device map, layers may live on different devices
         attention_mask = attention_mask.to(hidden.device)
     pooled = POOLING_MODES[pooling].pool(hidden, attention_mask)

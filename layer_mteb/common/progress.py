@@ -1,8 +1,5 @@
-"""Progress that reaches the user wherever stderr goes: a tqdm bar on a terminal, plain log lines elsewhere.
-
-Off a terminal (SLURM logs, CI, a pipe) tqdm's bars are hidden, which left batch jobs silent for hours; there,
-progress is an INFO line of the ``layer_mteb`` logger at most every ``LAYER_MTEB_PROGRESS_SECONDS`` seconds
-(default 30), plus one when the work is done.
+"""Progress that reaches the user wherever stderr goes: a tqdm bar on a terminal, else (SLURM logs, CI, where tqdm
+left jobs silent for hours) an INFO line at most every ``LAYER_MTEB_PROGRESS_SECONDS`` (default 30) and at the end.
 """
 
 from __future__ import annotations
@@ -29,12 +26,14 @@ class LogProgress:
         self.logged_n = -1
 
     def update(self, n: int = 1) -> None:
+        """Count ``n`` more done; log when the interval passed or all are done."""
         self.n += n
         now = time.monotonic()
         if now - self.last >= self.interval or self.n >= self.total:
             self._log(now)
 
     def close(self) -> None:
+        """Log the final count unless it was just logged."""
         if self.n and self.logged_n != self.n:
             self._log(time.monotonic())
 

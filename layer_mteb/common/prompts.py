@@ -1,12 +1,6 @@
-"""The prompts a model is scored with: the ones a sentence-transformers model declares (``prompts`` and
-``default_prompt_name`` in its ``config_sentence_transformers.json``), or a user's mapping (``--prompts FILE``), or
-none (``--prompts none``), applied per task and prompt type by mteb's own rules.
-
-mteb's ``SentenceTransformerEncoderWrapper`` picks a prompt with ``get_prompt_name`` (task name + query/document,
-task name, task type + query/document, task type, query/document) over the prompts that pass mteb's key check;
-where none matches, sentence-transformers falls back to its ``default_prompt_name``. A user's mapping replaces the
-model's own, as mteb's ``model_prompts`` does. The prompt is put before the text as sentence-transformers does
-(``prompt + text``), so a prompted text is another text: the vector cache never mixes the two.
+"""The prompts a model is scored with: its sentence-transformers folder's (or mteb registry's), a user's mapping
+(``--prompts FILE``, replacing the model's as mteb's ``model_prompts`` does) or none, picked per task and prompt type by
+mteb's own ``get_prompt_name`` and put before the text (``prompt + text``), so the vector cache never mixes the two.
 """
 
 from __future__ import annotations
@@ -27,8 +21,7 @@ NONE = "none"
 
 @dataclass(frozen=True)
 class Prompts:
-    """Prompt name -> prompt text, the name used where no rule matches (``default_name``), and where they came
-    from (``source``: ``model`` or the user's file)."""
+    """Prompt name -> text, the name used where no rule matches (``default_name``), and their ``source``."""
 
     prompts: tuple[tuple[str, str], ...]
     default_name: str | None = None
@@ -36,6 +29,7 @@ class Prompts:
 
     @property
     def mapping(self) -> dict[str, str]:
+        """Prompt name -> text."""
         return dict(self.prompts)
 
     @cached_property
@@ -49,8 +43,8 @@ class Prompts:
         return dict(valid or {})
 
     def text_for(self, task_metadata: Any, prompt_type: Any) -> str:
-        """The prompt put before each text of ``task_metadata`` encoded as ``prompt_type`` (query, document or
-        None), by mteb's ``get_prompt_name``; sentence-transformers' default prompt where none matches; else ""."""
+        """The prompt before each text of ``task_metadata`` as ``prompt_type``, by mteb's ``get_prompt_name``, else the
+        default prompt, else ""."""
         from mteb.models.abs_encoder import get_prompt_name
 
         name = get_prompt_name(self._checked, task_metadata, prompt_type)
@@ -91,8 +85,7 @@ def model_prompts(folder: str | Path | None) -> Prompts | None:
 
 
 def read_prompts_file(path: str | Path) -> dict[str, str]:
-    """``--prompts FILE``: a JSON or YAML mapping of prompt name (``query``, ``document``, a task name or type, or
-    ``TASK-query``...) to prompt text; every mistake is one line."""
+    """``--prompts FILE``: a JSON or YAML mapping of prompt name to text; every mistake is one line."""
     import yaml
 
     path = Path(path)
@@ -106,9 +99,8 @@ def read_prompts_file(path: str | Path) -> dict[str, str]:
 
 
 def registry_prompts(name: str | None) -> dict[str, str] | None:
-    """The prompts mteb's model registry gives the model called ``name`` through its sentence-transformers wrapper
-    (``ModelMeta.loader_kwargs["model_prompts"]``: E5's ``query: ``/``passage: ``, BGE's query instruction, ...), or
-    None. Other loaders (instruction templates, custom wrappers) apply prompts their own way: not read here."""
+    """The ``model_prompts`` mteb's registry gives model ``name`` through its sentence-transformers wrapper (E5's
+    ``query: ``, ...), or None (other loaders apply prompts their own way)."""
     if not name:
         return None
     import mteb
@@ -126,9 +118,8 @@ def registry_prompts(name: str | None) -> dict[str, str] | None:
 
 
 def choose_prompts(asked: str | None, model_folder: str | Path | None, name: str | None = None) -> Prompts | None:
-    """The prompts a run applies: the model's own (``asked`` None: those mteb's registry gives the model ``name``,
-    which replace its folder's as mteb's wrapper does, else its folder's), none (``"none"``), or the mapping in the
-    file ``asked`` names, which replaces the model's own (its ``default_prompt_name`` stays, as in mteb)."""
+    """The prompts a run applies: ``asked`` None for the model's own (the registry's over its folder's, as in mteb),
+    ``none``, or file ``asked``'s mapping in place of the model's (its ``default_prompt_name`` stays)."""
     if asked is not None and asked.strip().lower() == NONE:
         return None
     own = model_prompts(model_folder)
@@ -145,8 +136,7 @@ def choose_prompts(asked: str | None, model_folder: str | Path | None, name: str
 
 
 def model_folder(name_or_path: str, revision: str | None = None) -> Path | None:
-    """The folder holding a loaded model's ``config_sentence_transformers.json``: a local folder as it is, a hub
-    model's file from the local hub cache (never downloaded here), or None."""
+    """The folder of a loaded model's ``config_sentence_transformers.json`` (a hub model's: in the cache), or None."""
     if Path(name_or_path).is_dir():
         return Path(name_or_path)
     try:

@@ -1,9 +1,6 @@
-"""This process's share of the host when ``accelerate launch`` / ``torchrun`` starts one process per GPU.
-
-Every process of a launch sees the whole host: each would take every CPU core for its evaluation workers and half
-the host's memory for its vectors, and each would do CUDA work on GPU 0 wherever code says ``cuda`` without an
-index (mteb does). The launcher says how many processes share this host (``LOCAL_WORLD_SIZE``) and which one this is
-(``LOCAL_RANK``); what is shared is divided by the first, the GPU is chosen by the second.
+"""This process's share of the host when ``accelerate launch`` / ``torchrun`` starts one process per GPU: each sees
+the whole host, so cores and memory are divided by ``LOCAL_WORLD_SIZE`` and ``LOCAL_RANK`` picks the GPU that ``cuda``
+without an index (mteb's) means.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ def host_share(amount: int) -> int:
 
 
 def use_rank_device(device: str) -> None:
-    """Make this process's GPU the current one under a launch, so ``cuda`` without an index (mteb's, torch's caches)
-    means it: the index ``device`` names, else ``LOCAL_RANK``. Nothing happens without a launch or without CUDA."""
+    """Under a launch with CUDA, make ``device``'s index (else ``LOCAL_RANK``) the GPU a bare ``cuda`` means."""
     rank = os.environ.get("LOCAL_RANK")
     if rank is None or not device.startswith("cuda"):
         return

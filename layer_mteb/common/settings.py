@@ -1,9 +1,6 @@
-"""The settings of one (model, task) unit, decided once before encoding and only read afterwards.
-
-An :class:`~layer_mteb.common.config.EncodeConfig` is what a user asks for: its ``attention`` may be ``None`` (the
-model's own) and its ``max_cache_memory`` ``None`` (automatic). :class:`RunSettings` is what then runs: every such
-choice made, so ``run.json``, ``scores.csv``, mteb's ``experiment_kwargs`` and the vector-cache key are all written
-from one object and cannot disagree.
+"""The settings of one (model, task) unit, decided once before encoding and only read afterwards: every choice an
+:class:`~layer_mteb.common.config.EncodeConfig` leaves open made, so ``run.json``, ``scores.csv``, mteb's
+``experiment_kwargs`` and the vector-cache key are written from one object and cannot disagree.
 """
 
 from __future__ import annotations
@@ -17,12 +14,8 @@ from layer_mteb.common.prompts import Prompts
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What one (model, task) runs with: the encode settings with the attention the model really runs (and, from
-    :func:`layer_mteb.evaluation.encoder.resolve_settings`, the memory limit in bytes), where the task data came
-    from (``hub``, ``local``, ``local-partial``, ``embedded``, ``custom``, ``given``) with its fingerprint, the
-    prompts put before the texts (None: none), or the instructions of mteb's instruction wrapper for the model (None:
-    none; they replace the prompts), and where the encode settings came from (``settings_from``: the model's own
-    sentence-transformers pipeline, the paper's protocol, or the options given)."""
+    """What one (model, task) runs with: the encode settings (the attention the model runs, the memory limit), the
+    data's origin and fingerprint, the prompts or instructions (which replace them), and ``settings_from``."""
 
     encode: EncodeConfig
     data: str | None = None
@@ -57,8 +50,7 @@ class RunSettings:
         return self.prompts.text_for(task_metadata, prompt_type) if self.prompts is not None else ""
 
     def record(self, eval_workers: int, task_metadata: object = None) -> dict[str, object]:
-        """The settings as ``run.json`` states them for one task (``task_metadata``: with the instruction texts its
-        queries, documents and other texts get) scored by ``eval_workers`` workers."""
+        """The settings as ``run.json`` states them for one task (with ``task_metadata``: its instruction texts)."""
         return {
             "settings": self.key(),
             "data": self.data,

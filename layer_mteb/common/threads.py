@@ -8,13 +8,8 @@ from contextlib import contextmanager
 
 @contextmanager
 def torch_threads(n: int) -> Iterator[None]:
-    """Run the body with torch on ``n`` intra-op threads, then restore the count it had, also on an error.
-
-    torch's thread count is process-wide: the forward pass wants every core, mteb's evaluators and the eigensolvers
-    one (their last bits and their speed depend on it). A count changed and not restored would leak into whatever
-    runs next, so every change goes through here. The count is set even when it already is ``n``: in a forked
-    worker that call is what gives the child a thread pool of its own (skipping it hung a worker in its first matmul).
-    """
+    """Run the body with torch on ``n`` intra-op threads, then restore the process-wide count, also on an error. It is
+    set even when already ``n``: that gives a forked worker its own pool (skipping it hung one in its first matmul)."""
     import torch
 
     if n < 1:

@@ -1,12 +1,8 @@
 """Where a run's time goes: seconds per phase (tokenise, forward, pooling, evaluators, ...), added up as it runs.
 
-A sweep records these per task in ``run.json`` so a user can see whether the forward pass or mteb's evaluators
-dominate and estimate a run elsewhere (a GPU shortens the forward, not the evaluators). A GPU runs the queued work
-of a phase while the host goes on, so its time is billed to the phase that waits for it (the next batch's copy of
-its inputs to the device, or a copy of results to the host). Phases do not synchronise the device by themselves:
-a synchronisation at every phase of every batch would stall the forward loop (the host could not queue the next
-batch while the device works). A phase that ends a stretch of device work (an encoding pass) asks for one with
-``sync=True``, so what it queued is not billed to whatever runs next (the evaluators).
+A GPU's queued work is billed to the phase that waits for it; phases do not synchronise by themselves (that would
+stall the forward loop), but one that ends a stretch of device work asks with ``sync=True``, so its work is not
+billed to what runs next (the evaluators).
 """
 
 from __future__ import annotations
@@ -30,6 +26,7 @@ class PhaseTimes:
 
     @contextmanager
     def phase(self, name: str, *, sync: bool = False) -> Iterator[None]:
+        """Add the block's seconds to phase ``name``."""
         start = time.perf_counter()
         try:
             yield
@@ -39,6 +36,7 @@ class PhaseTimes:
             self.add(name, time.perf_counter() - start)
 
     def add(self, name: str, seconds: float) -> None:
+        """Add ``seconds`` to phase ``name``."""
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
     def _sync(self) -> None:
@@ -47,11 +45,8 @@ class PhaseTimes:
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process and of its finished child processes (evaluation workers), the larger.
-
-    Linux reports kilobytes; macOS bytes.
-    """
-    unit = 1 if sys.platform == "darwin" else 1024
+    """Peak resident memory of this process or its finished children (evaluation workers), the larger."""
+    unit = 1 if sys.platform == "darwin" else 1024  # Linux reports kilobytes
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, children) * unit

@@ -35,15 +35,8 @@ def resolve_settings(
     instructions: Instructions | None = None,
     settings_from: str | None = None,
 ) -> RunSettings:
-    """Every open choice of ``config`` made for ``loaded``, after it is loaded and before anything is encoded.
-
-    The attention is the one ``loaded`` runs: loading already applied ``config.attention``, or else the model's
-    own (bidirectional for LLM2Vec adapters, see :mod:`layer_mteb.model.adapters`; causal for other decoders); a
-    config asking for the other one is an error. The memory limit is ``config.max_cache_memory`` or, measured
-    now that the model takes its memory, the automatic one. ``prompts`` are put before the texts per task and
-    prompt type (:mod:`layer_mteb.common.prompts`; None: none), or ``instructions`` as mteb's instruction wrapper
-    puts them (:mod:`layer_mteb.common.instructions`); ``settings_from`` says which protocol ``config`` follows.
-    """
+    """Every open choice of ``config`` made for ``loaded`` before anything is encoded: the attention it runs, and the
+    memory limit measured now that the model takes its memory."""
     limit = resolve_memory_limit(config.max_cache_memory, config.device)
     return RunSettings(
         encode=replace(with_model_attention(config, loaded), max_cache_memory=limit),
@@ -56,13 +49,10 @@ def resolve_settings(
 
 
 class LayerEncoder(AbsEncoder):
-    """Pooled hidden state ``layer`` of the vectors in ``cache``, usable directly with ``mteb.evaluate``.
+    """Pooled hidden state ``layer`` (0: embeddings; negative counts from the end) of ``cache``, for ``mteb.evaluate``.
 
-    A view of (vectors, layer): it never loads a model (:meth:`from_model` does, from a name). ``layer`` counts
-    hidden states: 0 is the embedding output, ``n_layers`` the last block; negative values count from the end.
-    Several views may share one :class:`LayerCache`, so a text is encoded once for all layers. ``settings`` are
-    the resolved settings the cache's vectors were made with; they and the layer go into
-    ``ModelMeta.experiment_kwargs``, so mteb's result cache keeps each layer's and each setting's results apart.
+    Views share one :class:`LayerCache`, so a text is encoded once for all layers; the layer and ``settings`` go
+    into ``ModelMeta.experiment_kwargs`` so mteb's result cache keeps them apart.
     """
 
     def __init__(self, cache: LayerCache, layer: int = -1, *, settings: RunSettings):
@@ -88,9 +78,8 @@ class LayerEncoder(AbsEncoder):
         revision: str | None = None,
         trust_remote_code: bool = False,
     ) -> LayerEncoder:
-        """``layer`` of ``model`` (a :class:`LoadedModel`, or a name :func:`load_model` takes) over a cache of its
-        own, with ``config`` resolved for it (:func:`resolve_settings`); without one, the model's own
-        sentence-transformers pipeline where it has one, as :func:`~layer_mteb.evaluation.sweep.sweep` takes it."""
+        """``layer`` of ``model`` (loaded, or a name) over a cache of its own; ``config`` defaults to the model's own
+        sentence-transformers pipeline, as in :func:`~layer_mteb.evaluation.sweep.sweep`."""
         if config is None:
             config = EncodeConfig(**own_settings([model], revision, "model").settings)
         if not isinstance(model, LoadedModel):
@@ -108,30 +97,24 @@ class LayerEncoder(AbsEncoder):
         return self._meta
 
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
+        """mteb's encode: this layer's cached vectors of the batches' texts, encoding the unseen ones."""
         texts = self._texts(inputs, task_metadata, prompt_type)
         vectors = self.cache.layer_rows(texts, self.layer)  # on the host, gathered in chunks
         return self._finite(vectors, f"layer {self.layer} of {self.model.name} gives")
 
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
-        """Cosine similarity of every row of ``embeddings1`` with every row of ``embeddings2`` (the model's
-        similarity function, ``ModelMeta.similarity_fn_name``), in float32 on the CPU.
-
-        mteb's own would move the work to a GPU when one is available (and compile it there): a forked evaluation
-        worker cannot use one, and the last bits (so retrieval ties) would depend on where a layer was scored. Here it
-        is mteb's formula (unit rows, then their products) always on the CPU, so the sweep and every worker give the
-        same numbers on any machine."""
+        """mteb's cosine of every row pair, in float32 on the CPU: mteb's own moves to a GPU where there is one, which
+        a forked worker cannot use and which changes the last bits (so retrieval ties)."""
         a, b = _host_rows(embeddings1), _host_rows(embeddings2)
         return _unit_rows(a) @ _unit_rows(b).T
 
     def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
-        """Cosine similarity of each row of ``embeddings1`` with the same row of ``embeddings2``, as mteb computes it
-        (unit rows, products summed), in float32 on the CPU like :meth:`similarity`."""
+        """mteb's cosine of each row with the same row of the other, on the CPU like :meth:`similarity`."""
         a, b = _host_rows(embeddings1), _host_rows(embeddings2)
         return (_unit_rows(a) * _unit_rows(b)).sum(dim=-1)
 
     def _texts(self, inputs, task_metadata, prompt_type) -> list[str]:
-        """The texts of mteb's batches as the model reads them: the run's prompt for this task and prompt type first
-        (a prompted text is another text of the cache)."""
+        """The texts of mteb's batches as the model reads them, with the run's prompt for the task and type first."""
         prompt = self.settings.prompt_for(task_metadata, prompt_type)
         return [prompt + text for batch in inputs for text in batch["text"]]
 
@@ -156,12 +139,8 @@ def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
 
 
 def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMeta:
-    """A real ``ModelMeta``: the model's own name and revision, with the layer and encode settings as experiment.
-
-    mteb keys stored results by (name, revision, experiment_kwargs, task) only, so everything else that changes a
-    score (layer, readout, pooling, max length, dtype, attention, and the data when it is a local copy) goes in
-    here, from the resolved ``settings``.
-    """
+    """A real ``ModelMeta``: the model's name and revision; the layer and everything else that changes a score go in
+    ``experiment_kwargs``, as mteb keys stored results by (name, revision, experiment_kwargs, task) only."""
     n_parameters = sum(p.numel() for p in model.model.parameters())
     return ModelMeta(
         loader=None,

@@ -1,11 +1,8 @@
 """Warnings of mteb's evaluators counted per layer and told once per task.
 
-mteb's logistic regression on unnormalised decoder vectors warns that a fit did not converge, once per fit: hundreds
-of scikit-learn ``ConvergenceWarning``s per layer, the same text each time. They say something true about the
-evaluator and nothing wrong with the scores, which are mteb's, unchanged. Each layer's warnings are counted where
-the layer is evaluated (in a worker process too) and the sweep logs one line per task; ``show`` passes every warning
-on as well, as Python would have shown it. The filters decide what is a warning exactly as without counting, so the
-counts are what ``--verbose`` shows.
+mteb's logistic regression on unnormalised decoder vectors raises hundreds of identical ``ConvergenceWarning``s per
+layer: true of the evaluator, nothing wrong with the scores. They are counted where the layer is evaluated (workers
+too), by the filters in force, so the counts are what ``--verbose`` shows; the sweep logs one line per task.
 """
 
 from __future__ import annotations
@@ -32,8 +29,7 @@ LayerWarnings = dict[str, Seen]
 
 @contextmanager
 def counted_warnings(show: bool = False) -> Iterator[LayerWarnings]:
-    """Count the warnings raised inside the block by category (the filters in force decide what counts); ``show``
-    also shows each one as it comes."""
+    """Count the warnings raised inside the block by category; ``show`` also shows each as it comes."""
     seen: LayerWarnings = {}
     with warnings.catch_warnings():  # restores the previous showwarning on the way out
         shown = warnings.showwarning
@@ -54,8 +50,7 @@ def _first_line(message: object) -> str:
 
 
 def task_warnings(per_layer: Mapping[int, LayerWarnings]) -> dict[str, dict]:
-    """The ``run.json`` record of one task: per category, the total, the layers that raised it and its first
-    message."""
+    """A task's ``run.json`` record: per category, the total, the layers that raised it and the first message."""
     record: dict[str, dict] = {}
     for layer in sorted(per_layer):
         for name, seen in per_layer[layer].items():
@@ -66,8 +61,7 @@ def task_warnings(per_layer: Mapping[int, LayerWarnings]) -> dict[str, dict]:
 
 
 def summary_line(task: str, record: Mapping[str, Mapping], shown: bool = False) -> str | None:
-    """``Banking77Classification: 281 ConvergenceWarnings from the evaluators at layers 3-30 (...)``; None when the
-    task raised none."""
+    """``Banking77Classification: 281 ConvergenceWarnings from the evaluators at layers 3-30 (...)``, or None."""
     if not record:
         return None
     tail = "shown above" if shown else "--verbose shows them"
@@ -75,8 +69,7 @@ def summary_line(task: str, record: Mapping[str, Mapping], shown: bool = False) 
 
 
 def counted(record: Mapping[str, Mapping], source: str | None = None) -> str:
-    """``281 ConvergenceWarnings from <source> at layers 3-30; 1 UserWarning ...`` ('' for none): a task's
-    :func:`task_warnings` record in words."""
+    """A :func:`task_warnings` record in words: ``281 ConvergenceWarnings from <source> at layers 3-30; ...``."""
     where = f" from {source}" if source else ""
     return "; ".join(
         f"{entry['count']} {name}{'s' if entry['count'] != 1 else ''}{where} at "

@@ -1,13 +1,9 @@
-"""What a sweep asks of mteb for one task: the texts its evaluator will encode, known before the first ``encode``
-call; one layer evaluated with ``mteb.evaluate``; and whether mteb will reuse a stored result for it (a torn result
-file is set aside and recomputed, never trusted or deleted).
+"""What a sweep asks of mteb for one task: the texts its evaluator will encode, known ahead; one layer evaluated with
+``mteb.evaluate``; and whether a stored result will be reused (a torn one is set aside, never trusted or deleted).
 
-mteb's evaluators encode a task in several calls (STS: ``sentence1``, then ``sentence2``; classification: the
-training sample, then the evaluation split; retrieval: the corpus, then the queries). Filling the all-layer cache
-from each call sorts each call's texts on their own; filling it once from the union sorts them all together, so
-short texts of one column never ride in batches padded to the long texts of the other. The union is read here
-the way mteb's evaluators read it (same subsets, splits, columns, training sample, document text); task types
-whose evaluator encodes a random sample (v2 clustering) or that are not listed keep the lazy path (None).
+mteb encodes a task in several calls (STS: ``sentence1`` then ``sentence2``; retrieval: corpus then queries); filling
+the cache once from their union, read as mteb's evaluators read it, sorts all texts together so short ones never ride
+in batches padded to long ones. Evaluators that encode a random sample (v2 clustering) keep the lazy path (None).
 """
 
 from __future__ import annotations
@@ -44,27 +40,22 @@ from layer_mteb.tasks.state import TaskRandomState
 
 logger = logging.getLogger(__name__)
 
-#: What reading a torn or hand-broken mteb result JSON raises: an I/O error, undecodable bytes or JSON
-#: (``ValueError`` covers ``JSONDecodeError``, ``UnicodeDecodeError`` and pydantic's ``ValidationError``), or a
-#: missing field. Anything else (a change in mteb, say) propagates: stored results are never removed on a guess.
+#: What a torn mteb result JSON raises (``ValueError`` covers JSON, Unicode and pydantic errors); anything else
+#: propagates: stored results are never set aside on a guess.
 UNREADABLE_RESULT = (OSError, ValueError, KeyError)
 
 
 def score_rows(task_result, *, task, encoder, data: str, aggregate: str = "") -> list[dict]:
-    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset).
-
-    ``data`` says where the task data came from: ``hub``, ``local`` or ``local-partial`` (not comparable to mteb);
-    ``aggregate`` names the aggregate task ``task`` is a subtask of (empty for a task of the run's own).
-    """
+    """mteb's ``TaskResult`` for one layer -> ``scores.csv`` rows (one per split and subset); ``data``: where the
+    data came from; ``aggregate``: the aggregate task ``task`` is a subtask of, if any."""
     about = {**layer_columns(encoder.model, encoder.layer), "task_type": task.metadata.type, **encoder.config.key()}
     task_about = {"task": task.metadata.name, "data": data, AGGREGATE_COLUMN: aggregate}
     return [{**about, **row, **task_about} for row in main_scores(task_result)]
 
 
 def evaluate_layer(encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool):
-    """mteb's own ``evaluate`` of one layer: a stored result is reused unless ``overwrite``. mteb's notice that a task
-    is superseded by a newer one is silenced: the paper's task list names the versions it scores on purpose. mteb sees
-    no GPU (:func:`~layer_mteb.common.gpus.gpus_hidden`): it computes on the CPU here as in a forked worker."""
+    """mteb's own ``evaluate`` of one layer, on the CPU as in a forked worker; a stored result is reused unless
+    ``overwrite``. "Superseded" notices are silenced: the paper's task list names its versions on purpose."""
     with warnings.catch_warnings(), gpus_hidden():
         warnings.filterwarnings("ignore", message=".*is superseded by.*")
         return mteb.evaluate(
@@ -84,9 +75,8 @@ def score_encoder(
     overwrite: bool,
     data: str,
 ) -> list[dict]:
-    """One unit of a sweep: the task's random state put back (every unit starts from the state a lone
-    ``mteb.evaluate`` of it sees), :func:`evaluate_layer`, and the result as score rows. The sweep scores each layer
-    through it, and so does ``scripts/layer_mix.py``'s layer combination."""
+    """One unit of a sweep (and of ``scripts/layer_mix.py``): from the state a lone ``mteb.evaluate`` sees, the
+    layer's score rows."""
     random_state.restore(task)
     if isinstance(task, AbsTaskAggregate):
         return _score_aggregate(encoder, task, results_cache, overwrite, data)
@@ -97,10 +87,8 @@ def score_encoder(
 def _score_aggregate(
     encoder: LayerEncoder, task: AbsTaskAggregate, results_cache: ResultCache | None, overwrite: bool, data: str
 ) -> list[dict]:
-    """An aggregate task as ``mteb.evaluate`` runs one: each subtask evaluated (and stored) on its own, their results
-    combined by the aggregate's own ``combine_task_results`` and stored beside them; the rows of every subtask (each
-    naming the aggregate, so a mean over tasks leaves them out), then the aggregate's. The subtasks' texts are already
-    in the encoder's cache: nothing is encoded twice."""
+    """An aggregate task as ``mteb.evaluate`` runs one: each subtask evaluated and stored, their results combined
+    and stored; the subtasks' rows (naming the aggregate, so means over tasks leave them out), then the aggregate's."""
     results = [evaluate_layer(encoder, subtask, results_cache, overwrite).task_results[0] for subtask in task.tasks]
     combined = task.combine_task_results(results)
     if results_cache is not None:
@@ -114,8 +102,7 @@ def _score_aggregate(
 
 
 def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEncoder) -> bool:
-    """Whether mteb will reuse a stored result; a torn or unreadable one is moved aside to ``*.corrupt`` (with a
-    warning) and recomputed."""
+    """Whether mteb will reuse a stored result; an unreadable one is moved aside to ``*.corrupt`` and recomputed."""
     if results_cache is None:
         return False
     path = results_cache.get_task_result_path(task.metadata.name, encoder.mteb_model_meta)
@@ -138,11 +125,8 @@ def has_stored_result(results_cache: ResultCache | None, task, encoder: LayerEnc
 
 
 def texts_mteb_encodes(task, prompt: Prompter | None = None) -> list[str] | None:
-    """The unique texts mteb's evaluator of ``task`` encodes (in first-seen order), or None when not known ahead;
-    with ``prompt`` ((task metadata, prompt type) -> prompt), each text as the encoder reads it, its prompt first.
-
-    ``task`` must have its data loaded (an aggregate: its subtasks'); its random state is left as it was.
-    """
+    """The unique texts mteb's evaluator of ``task`` (data loaded) encodes, in first-seen order and with ``prompt``'s
+    prompt first, or None when not known ahead; the task's random state is left as it was."""
     if task.metadata.modalities != ["text"]:
         return None
     prompt = prompt or _no_prompt
@@ -204,16 +188,13 @@ def _columns(task, columns, kinds, prompt: Prompter, *, v1_rows: bool = False) -
 
 
 def _classification(task) -> Iterator[str] | None:
-    if task.is_cross_validation:
-        return None
-    return _classification_texts(task)
+    return None if task.is_cross_validation else _classification_texts(task)
 
 
 def _classification_texts(task) -> Iterator[str]:
     for split, data in _splits(task):
         train = data[task.train_split]
-        # the same undersampling mteb runs (its RandomState is seeded from task.seed on every call)
-        sample, selected = None, set()
+        sample, selected = None, set()  # the same undersampling mteb runs
         for experiment in range(task.n_experiments):
             sample, picked = undersample(task, train, experiment, sample)
             selected.update(picked)
@@ -222,8 +203,8 @@ def _classification_texts(task) -> Iterator[str]:
 
 
 def _multilabel_texts(task) -> list[str]:
-    """The training samples and evaluation rows mteb's multilabel evaluator encodes, split by split and subset by
-    subset in mteb's order; its samples are drawn from the task's ``np_rng``, which is put back afterwards."""
+    """The training samples and evaluation rows mteb's multilabel evaluator encodes, in its order; the task's
+    ``np_rng`` they are drawn from is put back."""
     saved = copy.deepcopy(task.np_rng)
     texts: list[str] = []
     try:
@@ -242,15 +223,11 @@ def _multilabel_texts(task) -> list[str]:
 
 def _retrieval(task, prompt: Prompter) -> Iterator[object]:
     document, query = prompt(task.metadata, PromptType.document), prompt(task.metadata, PromptType.query)
-    for _, data in _splits_retrieval(task):
-        yield from _prefixed(document, retrieval_texts(data["corpus"], document=True))
-        queries = queries_with_positives(data["relevant_docs"], data["queries"])
-        yield from _prefixed(query, retrieval_texts(queries, document=False))
-
-
-def _splits_retrieval(task) -> Iterator[tuple[str, object]]:
     for split, data in _splits(task):
-        yield split, data[split]
+        rows = data[split]
+        yield from _prefixed(document, retrieval_texts(rows["corpus"], document=True))
+        queries = queries_with_positives(rows["relevant_docs"], rows["queries"])
+        yield from _prefixed(query, retrieval_texts(queries, document=False))
 
 
 def _strings(texts: Iterable[object]) -> Iterator[str]:

@@ -1,8 +1,6 @@
-"""Planning a sweep before any model loads: which layers, which (task, data) units, which shard of them; and, once
-the shards (a SLURM array, or the processes of ``accelerate launch``) are done, their tables joined into one.
+"""Planning a sweep before any model loads (layers, (task, data) units, shards), and joining the shards' tables.
 
-Everything here is cheap and fails early with a clear error: a mistyped task or layer list should not wait for a
-model load (pandas and torch load only when shard tables are joined).
+Everything here is cheap and fails early: pandas and torch load only when shard tables are joined.
 """
 
 from __future__ import annotations
@@ -66,14 +64,9 @@ def resolve_layer(layer: int, n_layers: int) -> int:
 def task_units(
     tasks: Sequence[Any], split: str, data_dir: Path | None, *, skip_unavailable: bool = False
 ) -> list[tuple[object, str, str]]:
-    """Resolved task specs (:class:`~layer_mteb.evaluation.request.RunRequest`) -> [(mteb task, data origin, data
-    fingerprint)]; mteb task objects a caller gave pass as they are. Only text tasks run: the others (image, audio,
-    video) are named in one warning and left out, here, before any model loads (:func:`is_text_task`).
-
-    With the hub offline (``HF_HUB_OFFLINE``), a task whose data is neither in the data folder nor shipped in the
-    package cannot load: all such tasks are named in one error before any model loads, or, with
-    ``skip_unavailable``, left out with one warning naming them.
-    """
+    """Resolved task specs (or mteb task objects, as they are) -> [(mteb task, data origin, data fingerprint)] of the
+    text tasks. With the hub offline, tasks without local data are one error naming them all, or with
+    ``skip_unavailable`` one warning."""
     if tasks and not isinstance(tasks[0], TaskSpec):
         given = [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
         return _text_units(given)
@@ -101,15 +94,12 @@ def task_units(
 
 
 def is_text_task(task) -> bool:
-    """Whether every input of ``task`` is text (``TaskMetadata.modalities``): a language model's layers can encode
-    it. Image, audio and video tasks (and text paired with them: any-to-any retrieval, image-text classification)
-    need inputs a text model cannot read."""
+    """Whether every input of ``task`` is text, so a language model's layers can encode it."""
     return set(task.metadata.modalities) == {"text"}
 
 
 def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]:
-    """The units of text tasks; the others are named in one warning, decided here before any model loads (a selection
-    of no text task at all is one error)."""
+    """The units of text tasks; the others are named in one warning (none left: one error)."""
     left_out = [task for task, _, _ in units if not is_text_task(task)]
     if not left_out:
         return units
@@ -121,8 +111,8 @@ def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]
 
 
 def unavailable_message(names: Sequence[str], data_dir: Path | None, n_others: int) -> str:
-    """The one line for tasks that neither the data folder nor the hub can give: it names the two places their data
-    can come from, and ``--skip-unavailable`` only when other tasks would run."""
+    """The one line for tasks neither the data folder nor the hub can give, naming both fixes (and
+    ``--skip-unavailable`` when other tasks would run)."""
     where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
     others = f", or --skip-unavailable to run the other {n_others}" if n_others else ""
     return (

@@ -1,13 +1,7 @@
-"""The settings of one run, made once: which models and revisions, which tasks (and the task file's split), which
-data folder, which layers, how texts become vectors (an :class:`~layer_mteb.common.config.EncodeConfig`), where
-results go and what that folder already holds, which shard of the work this process takes, and how the sweep runs
-(recompute, progress, warnings, vector cache).
+"""The settings of one run, resolved and checked once (before transformers or mteb load) and only read afterwards.
 
-``layer-mteb run`` makes it from its options in its up-front checks (before transformers or mteb load) and
-:func:`~layer_mteb.evaluation.sweep.sweep` from its keywords, the same names in both; the sweep
-(:func:`~layer_mteb.evaluation.sweep.run_request`) then only reads it. Every name is resolved and every choice
-checked when it is made, so a mistyped task, layer list or output fails before any model loads, and no later step
-resolves the same fact again.
+``layer-mteb run`` makes it from its options, :func:`~layer_mteb.evaluation.sweep.sweep` from its keywords (the same
+names), so a mistyped task, layer list or output fails before any model loads.
 """
 
 from __future__ import annotations
@@ -33,34 +27,14 @@ from layer_mteb.tasks.custom import check_custom_files
 
 @dataclass(frozen=True)
 class RunRequest:
-    """The settings of one run: the options of ``layer-mteb run`` (``--model`` as ``models``, the encode options as
-    ``config``) and the keywords of :func:`~layer_mteb.evaluation.sweep.sweep`, one field each under the same name,
-    resolved in place when it is made.
+    """The settings of one run: one field per ``layer-mteb run`` option and ``sweep`` keyword (``--model`` is
+    ``models``, the encode options ``config``), resolved in place when made; docs/usage.md describes each.
 
-    ``models`` (names, or a loaded model; one or several) and ``revision`` (one, comma-separated or a list; None: the
-    main branch) give independent (model, revision, task) units; ``tasks`` (a ``--tasks`` selection, task names, or mteb
-    task and benchmark objects: :func:`given_tasks`) become task-file specs (of split ``split``) or stay as given.
-    ``shard=(i, n)`` (or ``"i/n"``) runs every n-th unit from the i-th (SLURM arrays); under ``accelerate launch`` each
-    process takes its own shard (``launched``) and the main process merges the table. With ``output``, the sweep writes
-    ``scores.csv`` as each (task, layer) finishes, mteb's result JSONs under ``output/mteb`` and ``run.json`` (per task,
-    the settings :func:`~layer_mteb.evaluation.encoder.resolve_settings` decided once for it, and what was encoded,
-    evaluated and reused); ``held`` is what that folder already holds, checked against this request once. A rerun reads
-    finished units back; ``overwrite`` recomputes vectors and scores. ``task_metrics`` adds the label-free metrics of
-    the texts mteb encodes for each task (``encoded:<task>`` in ``output/metrics.csv``), computed in the forward pass
-    that fills the cache. ``config`` says how texts become vectors (default: its defaults on ``auto``, a GPU where there
-    is one); a task's pooled vectors stay in memory up to ``config.max_cache_memory`` (default: automatic) and go to
-    per-layer files beyond it (``vector_cache``: also kept on disk for reruns); ``eval_workers`` layers are scored at
-    once in worker processes (default: one per CPU core), with the same scores and row order. The evaluators' warnings
-    are counted, one line per task (and in ``run.json``); ``verbose`` shows each too. ``prompts``: None for the model's
-    own, ``none``, or a JSON/YAML file of prompts. ``instructions``: None for mteb's instruction template of the model
-    where its registry entry has one (a hub id, or a local folder named as the model), ``none``, or the mteb registry
-    name of the model a local folder holds.
-
-    ``protocol`` says what ``config`` left open becomes: ``model`` (default), a sentence-transformers model's own
-    pipeline (its pooling mode, ``Normalize`` and maximum length, :mod:`layer_mteb.model.pipeline`) and mteb's
-    instructions for it, so its last layer is what ``mteb.evaluate`` gives the model; ``paper``, the paper's
-    protocol (mean pooling, 512 tokens, no normalisation, no instructions). A ``config`` given is taken as it is;
-    ``settings_from`` (resolved) says which of the two it is, or that it is neither.
+    Units are (model, revision, task); ``shard=(i, n)`` (or ``"i/n"``) runs every n-th from the i-th, and under
+    ``accelerate launch`` each process takes its own (``launched``). ``held`` is what ``output`` already holds,
+    checked once. ``protocol`` fills what ``config`` left open (``model``: a sentence-transformers model's own
+    pipeline and mteb's instructions; ``paper``: the paper's settings); a ``config`` given is taken as it is, and
+    ``settings_from`` says which of the two it matches, or ``given``.
     """
 
     models: Any
@@ -91,8 +65,8 @@ class RunRequest:
     given_benchmarks: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
-        """Every name resolved and every choice checked, each mistake one :class:`UserError` before any model
-        loads (so a request is made from options, never copied with ``dataclasses.replace``)."""
+        """Resolve and check every field: each mistake is one :class:`UserError` before any model loads (so never
+        copy a request with ``dataclasses.replace``)."""
         resolved = _resolved(self)
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
@@ -157,8 +131,7 @@ PAPER_SETTINGS: dict[str, Any] = {name: getattr(EncodeConfig(), name) for name i
 
 @dataclass(frozen=True)
 class OwnSettings:
-    """The encode settings a request's ``protocol`` gives its models (``settings``: pooling, normalize, max length;
-    empty for the paper's or a model with no sentence-transformers pipeline) and where they come from."""
+    """The pooling, normalize and max length ``protocol`` gives the models (empty: the paper's), and their source."""
 
     settings: dict[str, Any]
     source: str
@@ -173,7 +146,7 @@ class OwnSettings:
 
 def check_instructions(instructions: str | None, prompts: str | None, protocol: str) -> str | None:
     """``instructions`` as the sweep reads it: ``none`` under the paper's protocol or beside a ``--prompts`` file
-    (unless asked for, which beside a file is an error: one or the other goes before the texts)."""
+    (asking for both is an error: only one goes before the texts)."""
     if protocol not in PROTOCOLS:
         raise UserError(f"--protocol must be one of {', '.join(PROTOCOLS)}; got {protocol!r}")
     prompts_file = prompts is not None and prompts.strip().lower() != NO_PROMPTS
@@ -186,10 +159,8 @@ def check_instructions(instructions: str | None, prompts: str | None, protocol: 
 
 
 def own_settings(models: Sequence[Any], revision: str | None, protocol: str) -> OwnSettings:
-    """The settings ``protocol`` gives ``models``: under ``model``, their sentence-transformers pipeline (read from
-    their files, no model loaded; the same for every model, or one line says to choose; a length mteb's instruction
-    loader sets replaces the pipeline's once the model loads, see :func:`~layer_mteb.evaluation.sweep.sweep`); under
-    ``paper`` (or for a model without a pipeline), none."""
+    """The settings ``protocol`` gives ``models``: under ``model`` their sentence-transformers pipeline, read from
+    their files (one for all, else one line says to choose); under ``paper`` (or without a pipeline) none."""
     if protocol == "paper":
         return OwnSettings({}, "paper")
     found: dict[str, tuple[dict[str, Any], str]] = {}
@@ -218,8 +189,8 @@ def loaded_pipeline(model: Any) -> Pipeline | None:
 
 
 def hub_needed(models: Sequence[Any], data_dir: Path | None, task_names: Sequence[str]) -> bool:
-    """Whether a command may fetch from the hub: a hub model id, or a task whose texts have no local copy. Only then
-    is the hub probed; packaged models, local folders and local data never wait on it."""
+    """Whether a command may fetch from the hub (only then is it probed): a hub model id, or a task without local
+    data."""
     if any(may_need_hub(model) for model in models):
         return True
     return any(data_dir is None or not (data_dir / name).is_dir() for name in task_names)
@@ -234,8 +205,8 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:
-    """(split, specs) of a selection or of task names, every custom task's files read and checked (and a
-    ``--prompts`` file: what the tasks' texts get first); mteb task objects pass as they are (their own split)."""
+    """(split, specs) of a selection or task names, custom task files and a ``--prompts`` file checked; mteb task
+    objects pass as they are."""
     if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
         read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
     if not isinstance(tasks, str) and not all(isinstance(t, str) for t in _given(tasks)):
@@ -246,7 +217,7 @@ def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None)
 
 
 def _given(tasks: Any) -> list[Any]:
-    """``tasks`` as a list of what was given: one object (a task, a benchmark) or a sequence of them."""
+    """``tasks`` as a list: one object (a task, a benchmark) or a sequence of them."""
     return [tasks] if _is_benchmark(tasks) or hasattr(tasks, "metadata") else list(tasks)
 
 
@@ -265,9 +236,8 @@ def given_benchmarks(tasks: Any) -> dict[str, str]:
 
 
 def given_tasks(tasks: Any) -> list[Any]:
-    """mteb objects as the sweep runs them: a task as it is; a benchmark (``mteb.get_benchmark(name)``) as its tasks,
-    each with the benchmark's splits and subsets (its task objects are made so). A task name among them is one
-    error: names and objects are resolved in different ways (a selection of names keeps its task file's split)."""
+    """mteb objects as the sweep runs them: a task as it is, a benchmark as its tasks (with its splits and subsets).
+    Names mixed in are an error: they resolve another way (a task file's split)."""
     objects: list[Any] = []
     for item in _given(tasks):
         if isinstance(item, str):
@@ -277,17 +247,10 @@ def given_tasks(tasks: Any) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------------- the output folder
-# What a run folder may hold: the models (and revisions) of one ``run`` command at one encode setting.
-#
-# A second model or another setting written into a folder would sit in one ``scores.csv`` beside the first, and every
-# reader (select, correlate, cost, export, the label budget) would have to take the table apart again. So ``run``
-# refuses, in one line and before any model loads (:func:`check_output`), a request that adds a model the folder does
-# not hold while leaving out one it does, or that asks other settings (readout, pooling, max length, dtype,
-# normalisation, an explicit attention). A run may rerun or extend its own folder: a request naming a subset of its
-# models adds tasks or layers to them, and one naming all of them plus others (the command that made the folder, after
-# an interruption, or with a model more) may add those. What only loading tells (a hub model's commit, a folder's
-# content hash, the attention a decoder runs by default) is checked once the model is loaded, before anything is
-# written (:meth:`FolderRuns.check_loaded`).
+# A run folder holds the models of one ``run`` command at one setting, so every reader can take ``scores.csv`` as it
+# is. ``run`` refuses, before any model loads (:func:`check_output`), a request that mixes in another model or
+# setting; it may rerun or extend its own folder. What only loading tells (a hub commit, a decoder's default
+# attention) is checked once loaded, before anything is written (:meth:`FolderRuns.check_loaded`).
 
 #: the settings a request states before its model loads (the attention only when asked: None is the model's own)
 STATED = tuple(c for c in SETTINGS_COLUMNS if c != "attention")
@@ -295,8 +258,8 @@ STATED = tuple(c for c in SETTINGS_COLUMNS if c != "attention")
 
 @dataclass(frozen=True)
 class FolderRuns:
-    """The (model, revision) runs a folder holds with their one setting, and whether a request may add runs to it
-    (``extends``: it names every run already there)."""
+    """The (model, revision) runs a folder holds with their one setting; ``extends``: the request names all of them,
+    so it may add runs."""
 
     output: Path
     runs: frozenset[tuple[str, str]]
@@ -304,9 +267,8 @@ class FolderRuns:
     extends: bool
 
     def check_loaded(self, name: str, revision: str, asked: str | None, settings: dict[str, object]) -> None:
-        """The loaded model (``asked``: the revision the request named, None for the default) and the settings it
-        really runs: a revision of a model already in the folder that the request did not name, or an attention
-        other than the folder's, is refused before anything is written."""
+        """Refuse an unnamed revision of a model the folder holds (``asked``: the revision requested), or another
+        attention than the folder's, before anything is written."""
         names = {model for model, _ in self.runs}
         if (name, revision) not in self.runs and name in names and (asked is None or not self.extends):
             held = ", ".join(sorted(r for m, r in self.runs if m == name))
@@ -326,9 +288,8 @@ class FolderRuns:
 def check_output(
     output: Path | None, models: Sequence[object], revisions: Sequence[str | None], config: EncodeConfig
 ) -> FolderRuns | None:
-    """The runs ``output`` holds, once checked against a request of ``models`` × ``revisions`` at ``config``; None
-    for a new or empty folder. A request that mixes a model or a setting into another's folder is one
-    :class:`UserError` naming the fix."""
+    """The runs ``output`` holds (None: new or empty), checked against ``models`` × ``revisions`` at ``config``: mixing
+    in another model or setting is one :class:`UserError` naming the fix."""
     if output is None or not output.is_dir():
         return None
     held = RunFolder(output).held_setting()
@@ -352,28 +313,21 @@ def check_output(
 def check_prompts(
     output: Path, log: Sequence[dict], name: str, prompts: dict | None, instructions: dict | None = None
 ) -> None:
-    """A folder holds one setting, prompts and instructions included: a run of ``name`` whose prompts or
-    instructions (``run.json``'s records, None for none; instructions compared by their digest, their texts being
-    per task) differ from those its tasks in the folder were scored with is refused before anything is written (they
-    are no column of ``scores.csv``, so the rows would otherwise mix)."""
+    """Refuse a run of ``name`` whose prompts or instructions (``run.json``'s records; instructions by digest) differ
+    from those the folder holds for it: they are no column of ``scores.csv``, so the rows would mix."""
     entries = [entry for entry in log if entry.get("model") == name]
     if not entries:
         return
-    digest = _digest(instructions)
-    held_instructions = [_digest(entry.get("instructions")) for entry in entries]
-    if digest not in held_instructions:
-        said = "other instructions" if held_instructions[0] is not None else "no instructions"
-        raise UserError(
-            f"{output} holds scores of {name} made with {said}; this run's instructions differ: give it another "
-            "--output (a run folder holds one setting), or the folder's --instructions"
-        )
-    held = [entry.get("prompts") for entry in entries]
-    if prompts not in held:
-        said = "other prompts" if held[0] is not None else "no prompts"
-        raise UserError(
-            f"{output} holds scores of {name} made with {said}; this run's prompts differ: give it another --output "
-            "(a run folder holds one setting), or the folder's --prompts"
-        )
+    for kind, asked, held in (
+        ("instructions", _digest(instructions), [_digest(entry.get("instructions")) for entry in entries]),
+        ("prompts", prompts, [entry.get("prompts") for entry in entries]),
+    ):
+        if asked not in held:
+            said = f"other {kind}" if held[0] is not None else f"no {kind}"
+            raise UserError(
+                f"{output} holds scores of {name} made with {said}; this run's {kind} differ: give it another "
+                f"--output (a run folder holds one setting), or the folder's --{kind}"
+            )
 
 
 def _digest(instructions: dict | None) -> str | None:
@@ -408,5 +362,4 @@ def _matches(requested: tuple[str, str | None], run: tuple[str, str]) -> bool:
 
 
 def _listed(runs) -> str:
-    names = sorted({model for model, _ in runs})
-    return ", ".join(names)
+    return ", ".join(sorted({model for model, _ in runs}))

@@ -1,7 +1,6 @@
-"""What a run will encode and store, said before the first forward pass: per task, the texts to encode (counted in
-the data when it is already loaded, else read from mteb's descriptive statistics of the task's splits and subsets)
-and the size of their all-layer float32 vectors, and where those vectors will live (in memory within the run's
-limit, else one file per layer on disk). A benchmark on a large model needs disk the user should know of first."""
+"""What a run will encode and store, said before the first forward pass: per task, the texts, the size of their
+all-layer vectors and where they will live (memory, or per-layer files: a large model may need disk the user should
+know of first)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TaskCost:
-    """One task's texts (``source``: ``data`` when counted, ``mteb statistics`` when read, ``unknown``), and the
-    bytes of their vectors over ``n_layers`` hidden states of ``hidden`` floats."""
+    """One task's texts (``source``: ``data``, ``mteb statistics`` or ``unknown``) and their vectors' shape."""
 
     task: str
     texts: int | None
@@ -29,23 +27,20 @@ class TaskCost:
 
     @property
     def bytes(self) -> int:
+        """The size of the task's all-layer vectors."""
         return store_bytes(self.texts or 0, self.n_layers, self.hidden)
 
 
 def expected_texts(task) -> tuple[int | None, str]:
-    """(texts to encode, where the number comes from) for an mteb task before anything is encoded: the unique texts
-    of its data when loaded (local copies are), else mteb's descriptive statistics of its evaluation splits (and,
-    for classification, its training split: an upper bound, mteb undersamples it) over the subsets it runs."""
+    """(texts to encode, source): the unique texts of the loaded data, else mteb's descriptive statistics of the
+    splits and subsets it runs (for classification an upper bound: the training split is undersampled)."""
     if getattr(task, "is_aggregate", False):  # its texts are its subtasks'
         parts = [expected_texts(subtask) for subtask in task.tasks]
         if any(texts is None for texts, _ in parts):
             return None, "unknown"
         return sum(texts or 0 for texts, _ in parts), parts[0][1]
     if getattr(task, "data_loaded", False):
-        # the training sample is read through mteb's undersampling, which reads a label per row: on datasets' lazy
-        # label column that is seconds per task (5.5 s of CPU for Banking77, 0.2 s with the list the sweep holds
-        # anyway), paid before the first layer is scored by one process however many workers score the layers
-        hold_label_lists(task)
+        hold_label_lists(task)  # undersampling reads a label per row: 5.5 s for Banking77 lazily, 0.2 s held
         state = TaskRandomState.of(task)  # reading the training sample must leave no trace on the task
         try:
             known = texts_mteb_encodes(task)
@@ -79,8 +74,7 @@ def _subset_stats(split_stats: dict | None, task) -> list[dict]:
 
 
 def _texts_of(stats: dict) -> int:
-    """Texts of one split and subset: documents and queries of a retrieval task, else the unique texts of each text
-    column mteb describes, else its number of samples."""
+    """Texts of one split and subset: documents and queries, else each text column's unique texts, else samples."""
     if "num_documents" in stats:
         return int(stats.get("num_documents") or 0) + int(stats.get("num_queries") or 0)
     unique = [
@@ -94,9 +88,8 @@ def _texts_of(stats: dict) -> int:
 def state_plan(
     tasks: Sequence[object], n_layers: int, hidden: int, memory_limit: int, device: str, store: str | None
 ) -> list[TaskCost]:
-    """Log, per task, the texts to encode and the size and place of their all-layer vectors, and the total; return
-    the costs. ``n_layers`` counts the hidden states kept (the embeddings too), ``store`` is where per-layer files go
-    (the vector cache; None: a temporary folder)."""
+    """Log per task the texts to encode and the size and place of their vectors (``n_layers``: hidden states kept;
+    ``store``: where per-layer files go, None: a temporary folder), and the total; return the costs."""
     costs = [TaskCost(task.metadata.name, *expected_texts(task), n_layers, hidden) for task in tasks]
     where_files = f"per-layer files under {store}" if store else "per-layer files in a temporary folder"
     for cost in costs:

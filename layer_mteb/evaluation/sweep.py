@@ -50,9 +50,8 @@ def sweep(
 ) -> pd.DataFrame:
     """Score every layer of ``model`` on ``tasks`` with mteb's own evaluators; one forward pass per unique text.
 
-    The Python API of ``layer-mteb run``: ``options`` are the fields of
-    :class:`~layer_mteb.evaluation.request.RunRequest` (layers, config, data_dir, output, revision, shard,
-    eval_workers, overwrite, progress, ...), the options of the command under the same names."""
+    The Python API of ``layer-mteb run``: ``options`` are :class:`~layer_mteb.evaluation.request.RunRequest`'s
+    fields, the command's options under the same names."""
     return run_request(RunRequest(model, tasks, **options))
 
 
@@ -101,8 +100,8 @@ def run_request(request: RunRequest) -> pd.DataFrame:
 
 
 def _texts_first(loaded: LoadedModel, request: RunRequest) -> dict[str, Any]:
-    """What goes before a model's texts: mteb's instructions for it (which replace its prompts, as mteb's
-    instruction wrapper passes its own), else its prompts."""
+    """What goes before a model's texts: mteb's instructions for it (replacing its prompts, as in mteb), else its
+    prompts."""
     prompts = choose_prompts(request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name)
     default = prompts.mapping.get(prompts.default_name, "") if prompts and prompts.default_name else ""
     instructions = choose_instructions(request.instructions, loaded.name, default)
@@ -110,8 +109,8 @@ def _texts_first(loaded: LoadedModel, request: RunRequest) -> dict[str, Any]:
 
 
 def _instruction_length(config: EncodeConfig, instructions: Instructions | None, settings_from: str) -> EncodeConfig:
-    """``config`` with the length mteb's instruction loader sets (``max_seq_length``), which replaces the one of the
-    model's folder as it does in mteb, where the settings are the model's own."""
+    """``config`` with the length mteb's instruction loader sets, in place of the folder's as in mteb (where the
+    settings are the model's own)."""
     if instructions is None or instructions.max_length is None or not settings_from.startswith("model"):
         return config
     return replace(config, max_length=instructions.max_length)
@@ -126,8 +125,7 @@ def _state_plan(loaded: LoadedModel, tasks: list, config: EncodeConfig, vector_c
 
 @dataclass
 class _ModelInMemory:
-    """One model in memory at a time: loaded for its first unit, kept while the next units are its own, and let go
-    of before the next one loads (two models at once would not fit where one barely does)."""
+    """One model in memory at a time, kept while the units are its own: two would not fit where one barely does."""
 
     config: EncodeConfig
     layers: str | Sequence[int]
@@ -149,8 +147,7 @@ class _ModelInMemory:
         return self._current[2], self._current[3]
 
     def _release(self) -> None:
-        """Drop the model held, and hand the memory it took back to the device's pool (a model the caller passed
-        in stays the caller's)."""
+        """Drop the model held and hand its memory back to the device (a model the caller passed stays theirs)."""
         if self._current is None:
             return
         self._current = None
@@ -159,15 +156,14 @@ class _ModelInMemory:
 
 
 def _empty_device_cache() -> None:
-    """Give the GPU memory PyTorch keeps cached back to the device, so the next model and the automatic memory limit
-    (:func:`~layer_mteb.vectors.memory.auto_memory_limit`) see it free."""
+    """Give PyTorch's cached GPU memory back, so the next model and the automatic memory limit see it free."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 
 
 @dataclass
 class _Record:
-    """What a sweep has produced so far, written as it grows: scores after every unit, the log after every task."""
+    """What a sweep has produced, written as it grows: scores after every unit, the log after every task."""
 
     output: Path | None
     shard: tuple[int, int] | None
@@ -183,8 +179,7 @@ class _Record:
         return self._results
 
     def __post_init__(self) -> None:
-        # what the folder holds (other tasks or layers, other writers' rows) stays: each write re-reads it under the
-        # folder's lock and adds or replaces this run's own rows
+        # each write re-reads the folder under its lock and adds or replaces this run's rows; the others stay
         self.folder = RunFolder(self.output, self.shard) if self.output is not None else None
         # the folders this sweep may create, known before it creates any
         self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
@@ -267,8 +262,7 @@ def _sweep_task(
 
 
 def _log_entry(loaded: LoadedModel, task, settings: RunSettings, eval_workers: int, texts_loaded: int) -> dict:
-    """A task's ``run.json`` entry as it starts: what ran, with which settings (and, for a custom task, the task file
-    that declares it); the counts grow as it goes."""
+    """A task's ``run.json`` entry as it starts (what ran, with which settings); the counts grow as it goes."""
     source = declared_in(task)  # a custom task: where to find its declaration again
     return {
         "model": loaded.name,
@@ -296,9 +290,8 @@ COMPUTED_FIELDS = (
 
 
 def merged_log(kept: list[dict], new: list[dict]) -> list[dict]:
-    """``run.json``'s entries ``kept`` updated with ``new``: an entry of the same unit is replaced, every other stays.
-    A new entry that only read stored results back keeps, under ``computed``, the record of the run that computed
-    them (its counts and time breakdown): a resumed sweep must not erase how long the scores took."""
+    """``run.json``'s entries ``kept`` with ``new`` replacing those of the same unit; a new entry that only reused
+    stored results keeps the computing run's record under ``computed``, so a resume erases no timing."""
     earlier = {_unit(entry): entry for entry in kept}
     new = [_with_computed(entry, earlier.get(_unit(entry))) for entry in new]
     redone = {_unit(entry) for entry in new}
@@ -333,10 +326,8 @@ def _score_layers(
     entry: dict,
     request: RunRequest,
 ) -> dict[str, float]:
-    """Every layer of one task, each unit's rows recorded as it finishes, the cache saved as it grows, and
-    ``entry`` counting what was encoded, evaluated and reused, and the evaluators' warnings. Returns the seconds the
-    evaluators took (summed over layers, whichever process ran them), those spent reading stored results back, and
-    the scoring loop's wall time."""
+    """Every layer of one task, rows recorded and the cache saved as they come, ``entry`` counting what was encoded,
+    evaluated and reused; returns the seconds of the evaluators, of reading stored results and of the loop."""
 
     def stored(layer: int) -> bool:
         return has_stored_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
@@ -349,8 +340,7 @@ def _score_layers(
         if cache.path is not None and len(cache) > entry["texts_loaded"]:
             cache.save()
         entry["texts_encoded"] = len(cache) - entry["texts_loaded"]  # saved: the loop below need not save it again
-    # a task whose texts are not known ahead fills the cache while its first layer is scored, here; workers then
-    # find every text in it, and how many the host affords is known only then
+    # texts not known ahead fill the cache while the first layer is scored here; then workers find them all
     first = [] if known is not None else layer_ids[:1]
     rest = layer_ids[len(first) :]
 
@@ -381,8 +371,7 @@ def _score_layers(
 
 
 def _workers(requested: int, n_layers: int, cache: LayerCache) -> int:
-    """Evaluation workers for ``n_layers`` layers, once the task's vectors are in the cache: as many as asked for
-    and the host's memory affords with those vectors in it (forked workers read them from host memory)."""
+    """Evaluation workers for ``n_layers`` layers: as many as asked and host memory affords with the vectors in it."""
     if min(requested, n_layers) <= 1:
         return 1
     cache.to_host()
@@ -390,9 +379,8 @@ def _workers(requested: int, n_layers: int, cache: LayerCache) -> int:
 
 
 def _write_task_metrics(metrics, cache: LayerCache, task, settings: RunSettings, output: Path, progress: bool) -> None:
-    """The task's own-text metrics over every text its evaluator encodes. Token metrics stream through the forward
-    pass that fills the cache; texts whose vectors came from a stored cache (or all of them, when every score was
-    reused and nothing was encoded) get a forward pass of their own here, so a warm cache writes the same rows."""
+    """The task's own-text metrics over every text its evaluator encodes; texts the forward did not stream through
+    (from a stored cache) get a pass of their own, so a warm cache writes the same rows."""
     if not len(cache):
         cache.fill(texts_mteb_encodes(task, settings.prompt_for) or [])  # observed through the cache's observer
     if not len(cache):

@@ -1,17 +1,9 @@
-"""Layers of one task evaluated in parallel processes, results handed back in layer order.
+"""Layers of one task evaluated in forked processes, results handed back in layer order.
 
-Once the forward pass is done, a sweep's time goes to mteb's evaluators, one layer after another. Workers are
-forked from the sweep after the task's vectors are in the cache, so each one reads them from the parent's memory
-(copy-on-write, never written) or from the per-layer files on disk: nothing is pickled but the layer number going
-out and the score rows coming back. Each worker evaluates a layer exactly as the sweep would in-process (same task
-object, same per-layer preparation), so scores are bit-identical to one worker. Ctrl-C stops the workers (they ignore
-the signal themselves and are terminated by the sweep) and leaves the rows of finished layers written.
-
-A worker forked from a process that has used CUDA (or merely asked whether it is available) still sees CUDA as
-available, and its first CUDA call fails ("Cannot re-initialize CUDA in forked subprocess"). mteb asks at call time
-(its similarity functions move their work to ``cuda`` when it is available), so a worker's start-up hides every GPU
-from everything it runs (:func:`~layer_mteb.common.gpus.hide_gpus`): evaluation in a worker is on the CPU, as it is
-in the sweep itself (:func:`~layer_mteb.common.gpus.gpus_hidden`).
+Workers fork once the task's vectors are in the cache and read them from the parent's memory or the layer files: only
+layer numbers and score rows are pickled, and scores are bit-identical to one worker. Ctrl-C keeps finished rows.
+A worker hides every GPU (:func:`~layer_mteb.common.gpus.hide_gpus`): CUDA fails in a fork, and mteb's similarity
+functions move to ``cuda`` whenever it looks available.
 """
 
 from __future__ import annotations
@@ -44,6 +36,7 @@ _show_warnings = False  # likewise
 
 
 def usable_cpus() -> int:
+    """The CPU cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -51,8 +44,7 @@ def usable_cpus() -> int:
 
 
 def check_eval_workers(workers: int | None) -> int:
-    """``--eval-workers``; by default one worker per usable CPU core (each evaluator runs on one thread), so no core
-    runs two evaluator threads; under ``accelerate launch`` this process's share of the cores."""
+    """``--eval-workers``; by default one per usable core (this process's share under ``accelerate launch``)."""
     if workers is None:
         return host_share(usable_cpus())
     if workers < 1:
@@ -61,10 +53,8 @@ def check_eval_workers(workers: int | None) -> int:
 
 
 def affordable_workers(requested: int, n_layers: int, cache) -> int:
-    """At most ``requested`` and one per layer, and no more than host memory holds: a worker holds about one
-    layer's vectors of the task several times over (the rows handed to mteb and the evaluator's own copies). Measured
-    once the task's vectors are in the cache and in host memory (they take their part of it), and from this process's
-    share of the host under ``accelerate launch``."""
+    """At most ``requested``, one per layer, and what this process's share of host memory holds, measured with the
+    vectors in it: a worker holds a layer's vectors ``_COPIES`` times (mteb's rows and the evaluator's copies)."""
     per_worker = _COPIES * store_bytes(max(len(cache), 1), 1, cache.model.hidden_size)
     return max(1, min(requested, n_layers, host_share(host_available()) // per_worker))
 
@@ -73,8 +63,7 @@ _COPIES = 4
 
 
 class ScoredLayer(NamedTuple):
-    """One layer's score rows, the seconds its evaluation took and the warnings it raised (counted in the process
-    that ran it)."""
+    """One layer's score rows, evaluation seconds and the warnings it raised."""
 
     layer: int
     rows: list[dict]
@@ -85,13 +74,8 @@ class ScoredLayer(NamedTuple):
 def score_layers(
     score_layer: ScoreLayer, layers: Sequence[int], workers: int, show_warnings: bool = False
 ) -> Iterator[ScoredLayer]:
-    """A :class:`ScoredLayer` for each of ``layers``, in that order; ``workers`` > 1 evaluates them in forked
-    processes. Warnings are counted (:func:`~.evaluator_warnings.counted_warnings`), and shown too with
-    ``show_warnings``.
-
-    ``score_layer`` must not need anything a forked child lacks (a CUDA context, open GPU tensors): the sweep moves
-    the task's vectors to host memory before asking for more than one worker.
-    """
+    """A :class:`ScoredLayer` per layer, in order; ``workers`` > 1 forks. ``score_layer`` must not need what a fork
+    lacks (a CUDA context, GPU tensors): the sweep moves the vectors to the host first."""
     workers = min(workers, len(layers))
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for layer in layers:
@@ -116,18 +100,13 @@ def score_layers(
 
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """Evaluators on one BLAS/OpenMP and torch thread, whatever the number of workers.
-
-    A logistic regression or similarity matrix can differ in its last bits with the number of BLAS threads (and
-    the difference grows over solver iterations), so every evaluation runs on one thread: scores are then the same
-    for any ``--eval-workers``, and parallelism comes from the workers, not from threads fighting over cores.
-    """
+    """Evaluators on one BLAS/OpenMP and torch thread: results can differ in their last bits with the thread count,
+    so scores are then the same for any ``--eval-workers``."""
     with torch_threads(1), threadpool_limits(1):
         yield
 
 
-#: Held open for a worker's whole life: a forked worker drops to one thread before its first torch op and never
-#: grows the pool back (torch's OpenMP pool, inherited from the parent, can hang a child that sets more threads).
+#: Held open for a worker's life: torch's inherited OpenMP pool can hang a child that sets more threads.
 _WORKER_THREADS = ExitStack()
 
 
@@ -139,8 +118,7 @@ def _start_worker() -> None:
 
 
 def _die_with_parent() -> None:
-    """A sweep killed with SIGKILL takes its workers with it (Linux), so none writes a result after a rerun began."""
-    # not Linux: no prctl; workers still stop once the sweep's pipe to them closes
+    """A sweep killed with SIGKILL takes its workers with it (Linux; elsewhere they stop when the pipe closes)."""
     with suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -161,14 +139,8 @@ def _timed(score_layer: ScoreLayer, layer: int, show_warnings: bool) -> tuple[li
 
 
 def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_encoded: int) -> dict[str, object]:
-    """A task's time breakdown for its ``run.json`` entry.
-
-    ``seconds``: the task's wall time and each phase (``evaluators`` summed over layers, whichever process ran
-    them). ``forward_texts_per_second``: texts encoded per second in the model. ``overhead_ratio``: wall time over
-    the time the two unavoidable parts would take back to back, the model's forward and the evaluators spread over
-    the cores that ran them (1.0 = nothing else costs time); None when nothing was encoded or evaluated.
-    ``peak_rss_bytes``: the process's peak so far (and of its finished evaluation workers), not this task's alone.
-    """
+    """A task's time breakdown for ``run.json``: ``seconds`` per phase, forward throughput, ``overhead_ratio`` (wall
+    over forward plus evaluators spread over their cores; 1.0: nothing else costs) and the process's peak RSS."""
     from layer_mteb.common.timing import peak_rss_bytes  # loads torch: not before the command line's checks
 
     seconds = {"wall": wall, **phases}

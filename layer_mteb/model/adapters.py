@@ -1,9 +1,6 @@
-"""PEFT adapter chains: a model folder or hub id that holds only an adapter, on a base that may be an adapter too.
-
-LLM2Vec publishes its encoders this way: ``…-mntp-unsup-simcse`` is a LoRA adapter whose ``adapter_config.json``
-names ``…-mntp`` as its base, itself a LoRA adapter on ``meta-llama/Meta-Llama-3-8B-Instruct``. Loading follows the
-``base_model_name_or_path`` links down to a plain model, loads it, then applies and merges each adapter with ``peft``
-from the bottom up, so the result is an ordinary transformers model (no adapter code runs at encode time).
+"""PEFT adapter chains: a folder or hub id holding only an adapter, on a base that may be an adapter too (LLM2Vec's
+``…-mntp-unsup-simcse`` on ``…-mntp`` on Llama 3). The ``base_model_name_or_path`` links are followed down to a plain
+model, and each adapter merged with ``peft`` bottom up, so no adapter code runs at encode time.
 """
 
 from __future__ import annotations
@@ -35,6 +32,7 @@ class AdapterLink:
 
     @property
     def is_folder(self) -> bool:
+        """Whether the adapter is a local folder."""
         return Path(self.source).expanduser().is_dir()
 
 
@@ -74,8 +72,8 @@ def find_adapter_chain(source: str, revision: str | None = None) -> AdapterChain
 def merge_adapters(
     base: LoadedModel, chain: AdapterChain, config: EncodeConfig, *, name: str, trust_remote_code: bool = False
 ) -> LoadedModel:
-    """Apply and merge each adapter of ``chain`` in order onto its loaded ``base``, take the nearest tokenizer, and
-    set the attention: ``config.attention`` overrides the chain's own (bidirectional for LLM2Vec, else causal)."""
+    """Merge ``chain``'s adapters in order onto ``base``, with the nearest tokenizer and ``config.attention`` or the
+    chain's own."""
     model = base.model
     for link in chain.adapters:
         model = _merge_adapter(model, link, base.name)
@@ -119,8 +117,8 @@ def _nearest_tokenizer(chain: AdapterChain, trust_remote_code: bool) -> Any | No
 
 
 def _is_llm2vec(source: str, revision: str | None) -> bool:
-    """An LLM2Vec adapter: McGill-NLP's naming, an ``llm2vec_config.json``, or a config whose remote code is their
-    bidirectional encoder class (``LlamaEncoderModel``, ``MistralEncoderModel``, ``…BiModel``)."""
+    """An LLM2Vec adapter: by name, an ``llm2vec_config.json``, or their encoder class (``…EncoderModel``,
+    ``…BiModel``)."""
     if Path(source.rstrip("/")).name.lower().startswith("llm2vec"):
         return True
     if _exists(source, "llm2vec_config.json", revision):

@@ -1,8 +1,5 @@
-"""The one table of architectures, and the loaded model seen through it: blocks, final norm, hidden states.
-
-Everything architecture-specific lives in :data:`ARCHITECTURES`: what kind of model it is, where its blocks are and
-which module is its final norm. An unknown architecture is a clear error, not a guess. :func:`first_blocks` runs
-only the shallow blocks a sweep needs.
+"""The one table of architectures (:data:`ARCHITECTURES`: kind, blocks, final norm), and the loaded model seen through
+it; an unknown architecture is a clear error, not a guess.
 """
 
 from __future__ import annotations
@@ -11,7 +8,6 @@ import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, Literal
 
 import torch
@@ -26,12 +22,8 @@ ModelKind = Literal["causal", "encoder", "ssm"]
 
 @dataclass(frozen=True)
 class Architecture:
-    """Where a base model (``AutoModel``, no LM head) keeps its blocks and its final norm.
-
-    ``embeddings_first``: transformers' ``hidden_states[k]`` is the output of block k, ``hidden_states[0]`` the
-    embeddings. transformers' Mamba and Mamba2 return the outputs of blocks 1..L and then the last one again,
-    normed; :meth:`LoadedModel.hidden_states` rebuilds the usual tuple for them.
-    """
+    """Where a base model (``AutoModel``) keeps its blocks and final norm; ``embeddings_first=False``: Mamba's
+    hidden states start at block 1 (:meth:`LoadedModel.hidden_states` rebuilds the usual tuple)."""
 
     kind: ModelKind
     blocks: str
@@ -76,16 +68,17 @@ class LoadedModel:
     @property
     def blocks(self) -> nn.ModuleList:
         """The model's blocks in order: block k's output is layer k."""
-        return attrgetter(self.architecture.blocks)(self.model)
+        return self.model.get_submodule(self.architecture.blocks)
 
     @property
     def n_layers(self) -> int:
+        """Blocks, so layers 0..n_layers (0: the embeddings)."""
         return len(self.blocks)
 
     @property
     def final_norm(self) -> nn.Module | None:
         path = self.architecture.final_norm
-        return None if path is None else attrgetter(path)(self.model)
+        return None if path is None else self.model.get_submodule(path)
 
     @property
     def hidden_size(self) -> int:
@@ -102,8 +95,8 @@ class LoadedModel:
         return {"use_cache": False} if self.architecture.kind != "encoder" else {}
 
     def hidden_states(self, **inputs: Any) -> tuple[torch.Tensor, ...]:
-        """The L+1 hidden states of one forward pass, the same for every family: ``[0]`` the embeddings (the input
-        of block 1), ``[k]`` the output of block k, the last one after the final norm."""
+        """The L+1 hidden states of one forward, for every family: ``[0]`` the embeddings, ``[k]`` block k's output,
+        the last after the final norm."""
         states = self.model(**inputs, output_hidden_states=True).hidden_states
         if self.architecture.embeddings_first:
             return states
@@ -114,12 +107,8 @@ class LoadedModel:
 
 @contextmanager
 def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
-    """Run only the first ``depth`` blocks, with the final norm switched off (the readout applies it).
-
-    Blocks past the deepest layer a sweep asks for are never computed, and the hidden states 0..depth are the ones
-    the full model gives (right padding, no cache: nothing downstream of a block feeds back into it). The block
-    list and the norm are swapped back on exit, even on error; the weights are shared, never copied.
-    """
+    """Run only the first ``depth`` blocks, the final norm off (the readout applies it): states 0..depth are the full
+    model's (right padding, no cache). Swapped back on exit; the weights are shared."""
     install_output_hooks(model.model)
     blocks_parent, blocks_name = _parent(model.model, model.architecture.blocks)
     blocks = getattr(blocks_parent, blocks_name)
@@ -136,15 +125,14 @@ def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
             setattr(parent, name, original)
 
 
-def _parent(obj: Any, dotted: str) -> tuple[Any, str]:
+def _parent(module: nn.Module, dotted: str) -> tuple[nn.Module, str]:
     parent, _, name = dotted.rpartition(".")
-    return (attrgetter(parent)(obj) if parent else obj), name
+    return module.get_submodule(parent), name
 
 
 def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "no_revision_available") -> LoadedModel:
-    """Wrap an already-built model (e.g. a tiny ``from_config`` model in a test) the way ``load_model`` does.
-
-    The caller's tokenizer is left as it is: one that pads on the left or has no pad token is copied first."""
+    """Wrap an already-built model (e.g. a test's tiny ``from_config`` one) as ``load_model`` does; the caller's
+    tokenizer is copied, not changed, when it needs right padding or a pad token."""
     model = getattr(model, "base_model", model)
     model_type = model.config.model_type
     if model_type not in ARCHITECTURES:
@@ -156,8 +144,7 @@ def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "
 
 
 def _right_padding(tokenizer: Any) -> Any:
-    """A tokenizer that pads on the right with a pad token (a copy when the given one needs changing): right padding
-    keeps absolute-position models exact; causal tokenizers often lack a pad token."""
+    """A tokenizer padding on the right (exact for absolute positions) with a pad token (causal ones often lack it)."""
     if tokenizer.padding_side == "right" and tokenizer.pad_token is not None:
         return tokenizer
     tokenizer = copy.deepcopy(tokenizer)

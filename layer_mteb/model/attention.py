@@ -1,12 +1,9 @@
 """Causal or bidirectional self-attention for decoder models, with transformers' own switch (no model code).
 
-LLM2Vec turns a decoder into an encoder by letting every token attend to every other real token. transformers 5
-supports this as a documented option: ``is_causal=False`` ("use decoder Attention modules as encoders"). Set on the
-config, the forward wrapper of every supported decoder passes it to each attention call, and the mask factory
-(``create_causal_mask`` / ``create_sliding_window_causal_mask``) builds a bidirectional mask that still masks
-padding, for eager and SDPA attention alike. Each attention module's own ``is_causal`` flag is switched as well: it
-is what SDPA falls back on when a batch has no padding and no flag is passed (transformers before the wrapper read
-only that flag). Gemma's ``use_bidirectional_attention`` is left alone: it also resizes Gemma 3's sliding window.
+LLM2Vec makes a decoder an encoder by letting every token attend to every real token: transformers 5's documented
+``is_causal=False`` on the config makes the mask factories build a bidirectional mask that still masks padding (eager
+and SDPA). Each attention module's own ``is_causal`` is switched too: SDPA falls back on it without padding. Gemma's
+``use_bidirectional_attention`` is left alone: it also resizes Gemma 3's sliding window.
 """
 
 from __future__ import annotations
@@ -52,10 +49,8 @@ def set_attention(loaded: LoadedModel, mode: Attention) -> None:
 
 
 def with_model_attention(config: EncodeConfig, loaded: LoadedModel) -> EncodeConfig:
-    """``config`` with ``attention`` filled in from the model, so keys and result rows name what really ran.
-
-    A config that asks for one mode while the model runs the other is a mistake (vectors would be keyed wrongly).
-    """
+    """``config`` with ``attention`` filled in from the model, so keys name what ran; asking for the other mode than
+    the model runs is an error (vectors would be keyed wrongly)."""
     actual = attention_of(loaded)
     if config.attention is not None and config.attention != actual:
         raise UserError(

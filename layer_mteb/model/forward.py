@@ -1,8 +1,6 @@
 """One forward pass per text: tokenise, batch by length, read every layer out and pool it on the device.
 
-:func:`encode_all_layers` turns texts into the [depth+1, n, D] pooled vectors that ``LayerCache``
-keeps; token states live for one batch only (a :data:`BatchObserver` may look at them as they pass). Every hidden
-state of a batch is read out and pooled in one pass (:func:`iter_readout`, :func:`pool`), exact under right padding.
+Only the [depth+1, n, D] pooled vectors are kept; token states live for one batch (a :data:`BatchObserver` may look).
 """
 
 from __future__ import annotations
@@ -29,13 +27,11 @@ logger = logging.getLogger(__name__)
 TOKENIZE_CHUNK = 8192
 
 
-#: Called once per batch with the readout's L+1 token-level states ([B, T, D] each, right-padded), the attention
-#: mask [B, T] and the positions of the batch's texts in the ``texts`` given to :func:`encode_all_layers`.
-#: Token-level metrics stream through this instead of storing token states of all layers.
+#: Called per batch with the L+1 read-out token states ([B, T, D], right-padded), the mask [B, T] and the texts'
+#: positions: token metrics stream through it instead of storing every layer's token states.
 BatchObserver = Callable[[Sequence[torch.Tensor], torch.Tensor, Sequence[int]], None]
 
-#: Receives one batch's pooled vectors of every layer ([depth+1, B, D] float32, on the device of the states), with
-#: the batch's positions in the encoded texts: one call per batch, so a copy to the host is one copy per batch.
+#: Receives a batch's positions and pooled vectors of every layer ([depth+1, B, D] float32, on the states' device).
 PooledSink = Callable[[Sequence[int], torch.Tensor], None]
 
 
@@ -52,12 +48,8 @@ def encode_all_layers(
 ) -> tuple[torch.Tensor | None, int]:
     """One forward pass per text -> ([depth+1, n, D] pooled float32 vectors in the order of ``texts``, n truncated).
 
-    With ``into``, each batch's pooled vectors go there as the batch finishes, and None is returned for the vectors.
-
-    ``depth`` (default: the last block) is the deepest layer wanted; the forward stops after that block. Each layer
-    is read out and pooled on the device, one at a time, and only the pooled vectors are kept: token states live for
-    one batch. ``times`` (when given) adds the seconds spent tokenising, in the model, pooling and in ``on_batch``;
-    the device is waited for once, at the end of the last batch (see :class:`PhaseTimes`).
+    With ``into``, each batch's vectors go there and None is returned for them. The forward stops after block
+    ``depth`` (default: the last). ``times`` adds the seconds per phase (the device is waited for once, at the end).
     """
     times = times if times is not None else PhaseTimes()
     with times.phase("tokenize"):
@@ -81,8 +73,7 @@ def encode_token_ids(
     into: PooledSink | None = None,
     times: PhaseTimes | None = None,
 ) -> torch.Tensor | None:
-    """:func:`encode_all_layers` for prompts given as token ids (special tokens included, fed as they are): for
-    callers that build or perturb the ids themselves, so a prompt's length is exactly what they chose."""
+    """:func:`encode_all_layers` for token ids fed as they are, for callers that build or perturb the ids."""
     times = times if times is not None else PhaseTimes()
     depth = model.n_layers if depth is None else depth
     out = None
@@ -110,8 +101,7 @@ def encode_token_ids(
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
             hidden_states = hidden_states[: depth + 1]
-            # after an early stop the norm was off, so the last state kept is raw like the others
-            last_normed = not stop_early and depth == model.n_layers
+            last_normed = not stop_early and depth == model.n_layers  # an early stop ran with the norm off
             mask = padded["attention_mask"]
             if on_batch is None:
                 states = iter_readout(hidden_states, norm, config.readout, last_normed=last_normed)
@@ -130,9 +120,8 @@ def encode_token_ids(
 def stack_pooled(
     states: Iterable[torch.Tensor], n_states: int, mask: torch.Tensor, config: EncodeConfig
 ) -> torch.Tensor:
-    """The pooled vectors of the ``n_states`` states, [n_states, B, D] float32 on the first state's device (where
-    accelerate returns every state). Each layer's vectors are copied in as it is pooled, so no pooled view keeps a
-    normed [B, T, D] copy alive."""
+    """[n_states, B, D] pooled float32 on the first state's device, each copied in as pooled so no view keeps a
+    normed [B, T, D] state alive."""
     out = None
     for layer, state in enumerate(states):
         pooled = pool(state, mask, config.pooling, normalize=config.normalize)
@@ -147,14 +136,10 @@ def stack_pooled(
 def tokenize(
     tokenizer, texts: Sequence[str], max_length: int, chunk: int = TOKENIZE_CHUNK
 ) -> tuple[list[np.ndarray], int]:
-    """Token ids per text (special tokens included, as in the paper), truncated to ``max_length``.
+    """(token ids per text, special tokens included, cut to ``max_length``; how many texts were cut).
 
-    A text that tokenizes to nothing (an empty string for GPT-2-style tokenizers) gets one padding-free stand-in
-    token, so every text has at least one real token to pool over. Returns the ids and how many texts were cut.
-
-    The texts go through the tokenizer ``chunk`` at a time and each text's ids are kept as one int64 array: a single
-    call on 200,000 texts holds the tokenizer's per-token encodings and Python lists of ints of all of them at once
-    (about 0.9 GB), where the arrays need 8 bytes a token.
+    A text with no tokens (an empty string for GPT-2-style tokenizers) gets one stand-in so there is something to
+    pool. Texts go ``chunk`` at a time into int64 arrays: one call on 200,000 texts held about 0.9 GB of encodings.
     """
     filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
     out: list[np.ndarray] = []
@@ -175,18 +160,15 @@ def tokenize(
 
 
 def _input_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
-    """The tokenizer's input ids only (no attention masks or token type ids to build and drop)."""
+    """The tokenizer's input ids only (no masks or token type ids built to be dropped)."""
     return tokenizer(
         texts, truncation=True, max_length=max_length, return_attention_mask=False, return_token_type_ids=False
     )["input_ids"]
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
-    """Positions grouped into batches, longest first (memory errors show early, padding stays small).
-
-    A batch holds at most ``batch_size`` texts and, with ``max_tokens``, at most that many padded tokens (texts x
-    its longest, which is its first); a text longer than the token limit gets a batch of its own.
-    """
+    """Positions in batches, longest first (memory errors show early, padding stays small), each at most
+    ``batch_size`` texts and ``max_tokens`` padded tokens (a longer text gets a batch of its own)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     for i in order:
@@ -209,13 +191,9 @@ def readout_layers(
     *,
     last_normed: bool = True,
 ) -> list[torch.Tensor]:
-    """The L+1 hidden states as the chosen readout sees them.
-
-    ``hidden_states[-1]`` already passed the model's final norm; every earlier entry is the raw residual stream.
-    ``final_norm`` applies that norm to each earlier entry too (the paper's truncated-model protocol);
-    ``raw`` leaves them as they are. Models without a final norm (BERT) read the same either way.
-    ``last_normed=False`` says the last entry is raw too (a forward stopped early with the norm switched off).
-    """
+    """The L+1 hidden states as the readout sees them: ``final_norm`` applies the model's final norm to every raw
+    state (the paper's truncated-model protocol), ``raw`` none. The last state is normed already unless
+    ``last_normed=False`` (a forward stopped early)."""
     return list(iter_readout(hidden_states, final_norm, readout, last_normed=last_normed))
 
 
@@ -226,8 +204,7 @@ def iter_readout(
     *,
     last_normed: bool = True,
 ) -> Iterator[torch.Tensor]:
-    """:func:`readout_layers` one layer at a time: each normed copy can be pooled and freed before the next. Every
-    state is normed where it is (:class:`ReadoutNorm`)."""
+    """:func:`readout_layers` one layer at a time, so each normed copy is pooled and freed before the next."""
     if readout == "raw" or final_norm is None:
         yield from hidden_states
         return
@@ -238,13 +215,8 @@ def iter_readout(
 
 
 class ReadoutNorm:
-    """A final norm applied on the device where each state already is, never moving a state to the norm and back.
-
-    Under a device map the norm may live on another GPU than the states (accelerate returns every state on the
-    first one), or be offloaded with its weights on ``meta``; then a real copy of it is made once per device the
-    states are on (:class:`~layer_mteb.model.placement.OffloadedModule`). A norm that lives on the states' device
-    without an accelerate hook is used as it is.
-    """
+    """A final norm applied where each state is: under a device map (norm on another GPU, or offloaded) a copy is
+    made once per device, never moving states to the norm and back."""
 
     def __init__(self, norm: nn.Module):
         self.norm = OffloadedModule(norm)
@@ -260,6 +232,6 @@ class ReadoutNorm:
 
 
 def readout_norm(model: LoadedModel) -> ReadoutNorm | None:
-    """The model's final norm for the readout (None for models without one, BERT)."""
+    """The model's final norm for the readout (None without one, as in BERT)."""
     norm = model.final_norm
     return None if norm is None else ReadoutNorm(norm)

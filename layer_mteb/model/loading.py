@@ -94,10 +94,8 @@ def load_model(
 
 
 def device_placement(device_map: str) -> dict[str, Any]:
-    """``from_pretrained``'s placement arguments for ``--device-map``: a strategy accelerate knows (``auto``,
-    ``balanced``, ``sequential``, ...) or a device as it stands, or a JSON file mapping module names to devices (a
-    GPU number, ``"cpu"`` or ``"disk"``), as transformers' ``device_map`` dict takes them. Modules mapped to ``"disk"``
-    are offloaded to a temporary folder under the cache."""
+    """``from_pretrained``'s placement for ``--device-map``: an accelerate strategy (``auto``, ...) or device, or a
+    JSON file of module name -> device (``"disk"``: offloaded to a temporary folder under the cache)."""
     if not device_map.endswith(".json"):
         return {"device_map": device_map}
     try:
@@ -108,21 +106,15 @@ def device_placement(device_map: str) -> dict[str, Any]:
         raise UserError(f"--device-map {device_map}: a device map is a JSON object of module name -> device")
     placement: dict[str, Any] = {"device_map": mapping}
     if "disk" in mapping.values():
-        offload = cache_root() / "offload"
-        offload.mkdir(parents=True, exist_ok=True)
-        folder = tempfile.mkdtemp(dir=offload)
+        folder = tempfile.mkdtemp(dir=_ensure_dir(cache_root() / "offload"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)  # offloaded weights are a copy: gone with us
         placement["offload_folder"] = folder
     return placement
 
 
-# --------------------------------------------------------------------------------------------- packaged models
-
-
 def load_scored_model(name: str, revision: str, config: EncodeConfig, model: str | None = None) -> LoadedModel:
-    """The model a results table names (hub id ``name`` at ``revision``), as the commands that reload a run's model
-    load it: ``model`` when given (a local folder, say), else the packaged model of that hub id and revision, else
-    the hub id at that revision."""
+    """The model a results table names (``name`` at ``revision``): ``model`` when given, else the packaged model of
+    that hub id and revision, else the hub id."""
     source = model or packaged_name(name, revision) or name
     return load_model(source, config, revision=None if model else revision)
 
@@ -155,9 +147,7 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str
 
 
 def offline_packaged(hub_id: str) -> str | None:
-    """With the hub unreachable (``HF_HUB_OFFLINE``, set by the probe), the packaged model whose hub id is ``hub_id``
-    when it is installed: its short name, said in one INFO line; else None (the hub id is loaded from the local
-    hub cache, or fails as it would)."""
+    """Offline, the short name of the installed packaged model with ``hub_id`` (said in one INFO line), else None."""
     short = installed_packaged(hub_id)
     if short is None:
         return None
@@ -227,9 +217,6 @@ def _gguf_as_folder(gguf_path: Path) -> str:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
     return str(target)
-
-
-# --------------------------------------------------------------------------------------------- helpers
 
 
 def _ensure_dir(path: Path) -> Path:

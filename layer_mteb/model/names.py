@@ -1,12 +1,8 @@
-"""What a model name refers to (a packaged model, a GGUF file, a local folder or a hub id), decided from the name and
-the file system alone: the command line checks ``--model`` with it before torch or transformers load, and knows
-whether the hub is needed at all.
+"""What a model name refers to (packaged model, GGUF file, local folder or hub id), decided from the name and the file
+system alone, so ``--model`` is checked before torch loads and the hub is probed only when needed.
 
-When it is, the hub is offline without being told: when it cannot be reached, one INFO line says so and only cached
-files are used. Without ``HF_HUB_OFFLINE``, huggingface_hub retries every request with backoff (five retries, about
-30 s per file, each logged twice), so a hub model id on a machine without network printed some twenty retry lines
-and took a minute before its error. One short probe of the hub's address decides instead; the command line runs it
-only when a model or a task's data may come from the hub, and only once its arguments have been checked.
+Without ``HF_HUB_OFFLINE`` and no network, huggingface_hub retried each file for about 30 s with twenty log lines;
+one short probe (:func:`offline_unless_reachable`) switches to cached files instead, with one INFO line.
 """
 
 from __future__ import annotations
@@ -61,8 +57,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 
 
 def model_kind(name: str) -> ModelKind:
-    """Which of the four kinds ``name`` is; a missing path, an uninstalled packaged model or a name that is none
-    of them is one :class:`UserError`."""
+    """Which of the four kinds ``name`` is; anything else (a missing path, say) is one :class:`UserError`."""
     if name in PACKAGED_MODELS:
         packaged_distributions(name)
         return "packaged"
@@ -93,8 +88,7 @@ def packaged_distributions(name: str) -> list[metadata.Distribution]:
 
 
 def installed_packaged(hub_id: str) -> str | None:
-    """With the hub unreachable (``HF_HUB_OFFLINE``, set by the probe), the short name of the installed packaged model
-    whose hub id is ``hub_id``: what loading reads instead of the hub (and so what its pipeline is read from); else
+    """Offline, the short name of the installed packaged model with ``hub_id``, which loading reads instead; else
     None."""
     from huggingface_hub import constants
 
@@ -109,8 +103,7 @@ def installed_packaged(hub_id: str) -> str | None:
 
 
 def packaged_name(name: str, revision: str) -> str | None:
-    """The packaged short name of a model a results table names by hub id with a packaged revision
-    (``{distribution}-{version}``, what loading a packaged model records), else None."""
+    """The packaged short name for a table's hub id with a packaged revision (``{distribution}-{version}``) or None."""
     for short, packaged in PACKAGED_MODELS.items():
         if packaged.hub_id == name and revision.startswith(f"{packaged.distributions[0]}-"):
             return short
@@ -118,8 +111,8 @@ def packaged_name(name: str, revision: str) -> str | None:
 
 
 def recorded_name(name: str, revision: str | None = None) -> tuple[str, str | None]:
-    """(model, revision) as a results table will record ``name`` once loaded, known without loading it; the revision
-    is None where only loading tells it (a hub id at its main branch, a folder's or GGUF file's content hash)."""
+    """(model, revision) a results table will record for ``name``, without loading it (revision None: only loading
+    tells)."""
     kind = model_kind(name)
     if kind == "packaged":
         packaged = PACKAGED_MODELS[name]
@@ -172,8 +165,8 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
 
 
 def offline_unless_reachable() -> None:
-    """Switch huggingface_hub (and libraries that read ``HF_HUB_OFFLINE`` later) to offline mode when the hub cannot
-    be reached; a no-op when ``HF_HUB_OFFLINE`` is already set either way."""
+    """Switch huggingface_hub (and later readers of ``HF_HUB_OFFLINE``) offline when the hub cannot be reached, unless
+    ``HF_HUB_OFFLINE`` is set either way."""
     if os.environ.get("HF_HUB_OFFLINE", "").strip():
         return
     if hub_reachable():

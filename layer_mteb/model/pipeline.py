@@ -1,11 +1,5 @@
-"""A sentence-transformers model's own pipeline: the pooling mode, ``Normalize`` and maximum length its folder
-declares, read from its files alone (no torch), so that a run scores the model as ``SentenceTransformer(folder)``
-encodes it (the project's default, ``--protocol model``) unless the paper's protocol is asked for.
-
-The files read are the ones sentence-transformers reads: ``modules.json`` (which modules, in which order),
-``1_Pooling/config.json`` (``pooling_mode`` in 6.x, ``pooling_mode_*`` flags before), ``sentence_bert_config.json``
-(``max_seq_length`` up to 5.x) or else the tokenizer's ``model_max_length`` (6.x keeps the length there), capped
-like the library at the model's ``max_position_embeddings``.
+"""A sentence-transformers model's own pipeline (pooling mode, ``Normalize``, maximum length), read from the files
+sentence-transformers reads (no torch), so ``--protocol model`` scores it as ``SentenceTransformer(folder)`` encodes.
 """
 
 from __future__ import annotations
@@ -22,9 +16,7 @@ from layer_mteb.model.names import PACKAGED_MODELS, installed_packaged, model_ki
 
 logger = logging.getLogger(__name__)
 
-#: ``model``: a sentence-transformers model's own pipeline where it has one (else the paper's settings);
-#: ``paper``: the paper's protocol (mean pooling over every token, final norm, 512 tokens, no normalisation, no
-#: instructions) for every model
+#: ``model``: a sentence-transformers model's own pipeline where it has one; ``paper``: the paper's settings for all
 Protocol = Literal["model", "paper"]
 PROTOCOLS: tuple[str, ...] = get_args(Protocol)
 #: tokenizers without a length say so with a huge ``model_max_length`` (transformers' VERY_LARGE_INTEGER)
@@ -36,8 +28,7 @@ _ST_MODE_NAMES = {"mean": "mean", "cls": "first", "lasttoken": "last"}
 
 @dataclass(frozen=True)
 class Pipeline:
-    """What a sentence-transformers folder does after the transformer: ``pooling`` (one of the project's modes),
-    ``normalize`` (a ``Normalize`` module) and ``max_length`` (tokens per text); ``folder`` is where it was read."""
+    """What a sentence-transformers ``folder`` does after the transformer: pooling, normalize, max length."""
 
     folder: str
     pooling: str
@@ -51,9 +42,8 @@ class Pipeline:
 
 
 def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
-    """The pipeline of the model ``--model`` names: a packaged model's or a local folder's own files, a hub model's
-    from the local hub cache (fetched there first when the hub is online); None for a model that is no
-    sentence-transformers model (no ``modules.json``), a GGUF file or a hub model whose files cannot be had."""
+    """The pipeline of the model ``--model`` names (a hub model's via the hub cache); None for a model without
+    ``modules.json``, a GGUF file or a hub model whose files cannot be had."""
     kind = model_kind(name)
     if kind == "gguf":
         return None
@@ -69,8 +59,8 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
 
 
 def read_pipeline(folder: Path) -> Pipeline | None:
-    """The pipeline ``folder`` declares, or None without ``modules.json``. A module the layers cannot reproduce (a
-    ``Dense`` projection, a pooling mode other than mean / first / last) is one :class:`UserError` naming the fix."""
+    """The pipeline ``folder`` declares, or None without ``modules.json``; a module the layers cannot reproduce (a
+    ``Dense`` projection, another pooling mode) is one :class:`UserError`."""
     modules = _json(folder / "modules.json")
     if modules is None:
         return None
@@ -119,8 +109,8 @@ def _pooling_mode(folder: Path, config: dict) -> str:
 
 
 def _max_length(folder: Path) -> int | None:
-    """The tokens per text sentence-transformers truncates at: ``max_seq_length`` (up to 5.x), else the tokenizer's
-    ``model_max_length``, capped at ``max_position_embeddings``; None where neither says one."""
+    """Where sentence-transformers truncates: ``max_seq_length`` (up to 5.x), else the tokenizer's
+    ``model_max_length`` capped at ``max_position_embeddings``; else None."""
     length = (_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
     if not isinstance(length, int):
         length = (_json(folder / "tokenizer_config.json") or {}).get("model_max_length")
@@ -141,8 +131,7 @@ def _json(path: Path) -> Any:
 
 
 def _packaged_model_folder(name: str) -> Path | None:
-    """The folder of a packaged (not GGUF) model's files, found without loading it: in its package, or where its
-    zipped parts were unpacked (unpacked now, once, where they were not yet)."""
+    """The folder of a packaged (not GGUF) model's files, found without loading it (unpacked first if need be)."""
     for distribution in packaged_distributions(name):
         for file in distribution.files or ():
             if file.name == "modules.json":
@@ -157,8 +146,7 @@ PIPELINE_FILES = ("modules.json", "sentence_bert_config.json", "tokenizer_config
 
 
 def _hub_pipeline(name: str, revision: str | None) -> Pipeline | None:
-    """A hub model's pipeline from its files in the local hub cache (downloaded there, small files only, when the
-    hub is online); None when it has no ``modules.json``."""
+    """A hub model's pipeline from its small files in the hub cache; None without ``modules.json``."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
 

@@ -1,9 +1,6 @@
-"""Where a loaded model computes, and real copies of the modules a device map offloaded.
-
-A model split by a device map (``--device-map auto``, accelerate) keeps an offloaded module's parameters on the
-``meta`` device and loads them from the offload (CPU memory or disk) only inside that module's own forward. A
-module used outside its forward (the final norm applied to every layer by the readout) needs a real copy: read
-from the weights map of the accelerate hook that offloaded it, put on the device where the states already are.
+"""Where a loaded model computes, and real copies of the modules a device map offloaded: an offloaded module's
+parameters stay on ``meta`` outside its own forward, so one used elsewhere (the final norm the readout applies to
+every layer) needs a copy, read from its accelerate hook's weights map.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ import copy
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import chain
-from operator import attrgetter
 from typing import Any
 
 import torch
@@ -25,8 +21,8 @@ _OFFLOAD = ("cpu", "disk")
 
 
 def model_devices(model: nn.Module) -> list[torch.device]:
-    """The devices ``model`` computes on, first the one its inputs go to: the accelerators its device map names
-    (offloaded parts run on them too), or the CPU when it names none; without a device map, its parameters' device."""
+    """The devices ``model`` computes on, inputs' first: its device map's accelerators (else the CPU), or without a
+    map its parameters' device."""
     device_map = getattr(model, "hf_device_map", None)
     if device_map:
         devices = dict.fromkeys(_as_device(place) for place in device_map.values() if place not in _OFFLOAD)
@@ -47,9 +43,8 @@ def _as_device(place: Any) -> torch.device:
 
 
 class OffloadedModule:
-    """A module as a device map left it, and real copies of it: accelerate hooks every offloaded module that holds
-    weights with the weights map they are read from in its forward (``weights_map``, an argument of its
-    ``AlignDevicesHook``), and leaves the module's own parameters on ``meta``."""
+    """A module as a device map left it (offloaded weights on ``meta``, read from its hook's ``weights_map`` in its
+    forward), and real copies of it."""
 
     def __init__(self, module: nn.Module):
         self.module = module
@@ -61,17 +56,17 @@ class OffloadedModule:
         return hooked or any(t.device.type == "meta" for _, t in self._tensors())
 
     def devices(self) -> set[torch.device]:
+        """The devices its parameters and buffers are on."""
         return {t.device for _, t in self._tensors()}
 
     def copy_to(self, device: torch.device) -> nn.Module:
-        """A copy of the module on ``device`` with real parameters and buffers and no accelerate hook: what is on
-        ``meta`` is read from the weights map of the hook of the module that owns it."""
+        """A copy on ``device`` with real parameters and buffers (``meta`` ones read from the owner's hook), no hook."""
         values = {name: self._real(name, tensor) for name, tensor in self._tensors()}
         with _hooks_set_aside(self.module):
             clone = copy.deepcopy(self.module)
         for name, value in values.items():
             owner_path, _, leaf = name.rpartition(".")
-            owner = attrgetter(owner_path)(clone) if owner_path else clone
+            owner = clone.get_submodule(owner_path)
             value = value.detach().to(device, copy=True)
             is_parameter = any(own == leaf for own, _ in owner.named_parameters(recurse=False))
             setattr(owner, leaf, nn.Parameter(value, requires_grad=False) if is_parameter else value)
@@ -84,7 +79,7 @@ class OffloadedModule:
         if tensor.device.type != "meta":
             return tensor
         owner_path, _, leaf = name.rpartition(".")
-        weights = _offloaded_weights(attrgetter(owner_path)(self.module) if owner_path else self.module)
+        weights = _offloaded_weights(self.module.get_submodule(owner_path))
         if weights is None or leaf not in weights:
             raise RuntimeError(f"{name} of {type(self.module).__name__} is on the meta device and no offload holds it")
         return weights[leaf]
@@ -101,8 +96,8 @@ def _offloaded_weights(module: nn.Module) -> Any:
 
 @contextmanager
 def _hooks_set_aside(module: nn.Module) -> Iterator[None]:
-    """Take accelerate's hook attributes off ``module`` and its children for a moment (a deep copy must not copy a
-    hook, whose weights map may hold every offloaded weight of the model), and put them back."""
+    """Take accelerate's hook attributes off ``module`` and its children for a moment: a deep copy must not copy a
+    hook's weights map (every offloaded weight of the model)."""
     saved = [(m, {key: m.__dict__.pop(key) for key in _HOOK_ATTRIBUTES if key in m.__dict__}) for m in module.modules()]
     try:
         yield

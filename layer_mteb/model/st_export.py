@@ -1,30 +1,23 @@
 """One scored layer of a model written as a sentence-transformers folder that loads without this project.
 
-Layer K as the sweep scores it is a model cut after block K: the deeper blocks' weights are dropped and the config
-says K layers. A truncated decoder's ``last_hidden_state`` has passed the final norm, which is exactly the
-``final_norm`` readout of layer K; pooling and normalisation become sentence-transformers' own ``Pooling`` and
-``Normalize`` modules. What that format cannot express is refused in one line before anything is written: the
-``raw`` readout of a layer below the last of a model with a final norm (RMSNorm divides each token by its own scale,
-which no weight or config value undoes exactly without also changing every block's norms), and a decoder switched
-to bidirectional attention (a config flag older transformers would silently ignore). The folder is built beside the
-output under a temporary name and renamed into place at the end, so a failure leaves no half-written folder.
+Layer K is the model cut after block K (a truncated decoder's output has passed the final norm: the ``final_norm``
+readout), then ``Pooling`` and ``Normalize``. What the format cannot say exactly is refused in one line before
+anything is written, and the folder is renamed into place only when complete.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 
 from torch import nn
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, topmost_missing
+from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, plain_modes, topmost_missing
 from layer_mteb.common.pooling import sentence_transformers_config
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.model.architectures import LoadedModel
@@ -36,8 +29,7 @@ MODEL_INPUTS = ("input_ids", "attention_mask")
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What the model card says about the run a layer was chosen from: its folder, the selector that chose the
-    layer (None when the layer was given), one line on how the selector's pick compares, and the layer's scores."""
+    """The run a layer was chosen from, for the model card: folder, selector (None: given), a summary, scores."""
 
     folder: str
     selector: str | None = None
@@ -46,7 +38,8 @@ class RunRecord:
 
 
 def check_exportable(model: LoadedModel, layer: int, config: EncodeConfig) -> None:
-    """Refuse, in one line, a layer or settings the sentence-transformers folder could not reproduce exactly."""
+    """Refuse, in one line, a layer or settings the sentence-transformers folder could not reproduce exactly: raw
+    readout below the last layer (a truncated model ends in its norm) or a bidirectional decoder."""
     if not 0 <= layer <= model.n_layers:
         raise UserError(f"--layer {layer} is out of range: {model.name} has layers 0 (embeddings) to {model.n_layers}")
     if config.readout == "raw" and model.final_norm is not None and layer < model.n_layers:
@@ -72,14 +65,9 @@ def export_layer(
     run: RunRecord | None = None,
     prompts: Prompts | None = None,
 ) -> Path:
-    """Write layer ``layer`` of ``model`` read out and pooled as ``config`` says to ``output``, a folder that
-    ``SentenceTransformer(output)`` loads; its ``encode`` gives the vectors ``LayerEncoder`` scores.
-
-    The model's weights are saved in the dtype it was loaded in (float32 unless the settings say otherwise; GGUF
-    sources were dequantised to float32). ``model`` is cut only while it is saved and is whole again afterwards.
-    ``prompts`` (the ones the layer was scored with) go into ``config_sentence_transformers.json``, so mteb and
-    sentence-transformers apply them as the sweep did.
-    """
+    """Write ``layer`` of ``model`` as ``config`` reads it out to ``output``, a folder whose
+    ``SentenceTransformer(output).encode`` gives the vectors ``LayerEncoder`` scores, with the ``prompts`` scored
+    with; weights keep their loaded dtype, and ``model`` is whole again afterwards."""
     output = Path(output)
     check_new_folder(output, overwrite)
     check_exportable(model, layer, config)
@@ -93,21 +81,12 @@ def export_layer(
     return output
 
 
-def plain_modes(folder: Path) -> None:
-    """Every file and folder under ``folder`` with the modes of plain new ones (0644 and 0755 under a usual umask):
-    libraries that write through temporary files leave 0600 behind, which colleagues on a shared disk cannot read."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    for path in [folder, *folder.rglob("*")]:
-        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
-
-
 @contextmanager
 def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
-    """The base model with only its first ``layer`` blocks and a config that says so (Gemma-3's ``layer_types``
-    too, or the saved config fails validation on reload); the blocks and config are restored on exit."""
+    """The base model with its first ``layer`` blocks and a config that says so (Gemma-3's ``layer_types`` too, or
+    reloading fails), restored on exit."""
     parent_path, _, name = model.architecture.blocks.rpartition(".")
-    parent = attrgetter(parent_path)(model.model) if parent_path else model.model
+    parent = model.model.get_submodule(parent_path)
     blocks = getattr(parent, name)
     config = model.model.config
     saved = {"num_hidden_layers": config.num_hidden_layers}
@@ -127,12 +106,8 @@ def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
 
 
 def _save_tokenizer(tokenizer, folder: Path) -> None:
-    """The tokenizer (right padding, as scored), feeding the model only token ids and the attention mask, as the
-    sweep does: a BERT tokenizer's token type ids would otherwise reach a model that embeds them (GPT-2 adds
-    ``wte(token_type_ids)``). ``tokenizer_config.json`` holds the tokenizer's constructor arguments, so the list set
-    there is what every later load uses. The chat template is left out: the sweep encodes plain texts, and a
-    sentence-transformers version that finds a template may wrap each text in it (SmolLM2-Instruct's adds a system
-    prompt)."""
+    """The tokenizer as the sweep uses it: right padding, only ids and mask (GPT-2 would embed a BERT tokenizer's
+    token type ids), and no chat template (sentence-transformers may wrap each text in it)."""
     tokenizer.save_pretrained(folder)
     path = folder / "tokenizer_config.json"
     settings = json.loads(path.read_text())
@@ -144,9 +119,7 @@ def _save_tokenizer(tokenizer, folder: Path) -> None:
         (folder / name).unlink(missing_ok=True)
 
 
-#: The module list every sentence-transformers version reads (3.x to 6.x): the classic ``sentence_transformers.models``
-#: names and their classic settings files. Version 6's own ``save`` names its new module paths, which 5.x and earlier
-#: cannot import, so the list is written here instead of by the library.
+#: The module names every sentence-transformers version (3.x to 6.x) imports; 6's own ``save`` writes paths 5.x cannot.
 ST_MODULES = {
     "transformer": "sentence_transformers.models.Transformer",
     "pooling": "sentence_transformers.models.Pooling",
@@ -155,8 +128,7 @@ ST_MODULES = {
 
 
 def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig, prompts: Prompts | None = None) -> None:
-    """Transformer -> Pooling (-> Normalize) as ``modules.json`` and each module's settings file, in the format of
-    sentence-transformers 3.0, which every later version still loads."""
+    """Transformer -> Pooling (-> Normalize) in sentence-transformers 3.0's format, which every later version loads."""
     modules = [("transformer", ""), ("pooling", "1_Pooling")] + ([("normalize", "2_Normalize")] * config.normalize)
     listed = [
         {"idx": i, "name": str(i), "path": path, "type": ST_MODULES[kind]} for i, (kind, path) in enumerate(modules)

@@ -24,8 +24,7 @@ BUILTIN_SUITES = ("paper32", "paper32-fast", "offline")
 DATA_DIR_ENV = "LAYER_MTEB_DATA"
 # the project's shared task data, one level above a checkout (the README's ``../shared/data``)
 SIBLING_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-#: the demo's tasks shipped inside the package (package data, with each task's provenance and licence), read when
-#: neither the data folder nor the hub has them: see :func:`task_data`
+#: the demo's tasks shipped in the package (with provenance and licence), read when nothing else has them
 EMBEDDED_DATA_DIR = Path(__file__).resolve().parent / "demo_data"
 _implicit: set[Path] = set()  # the folder beside the checkout, when it was taken because nothing named a folder
 _announced: set[Path] = set()
@@ -84,8 +83,7 @@ class _DuplicateKey(yaml.YAMLError):
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error: the plain loader keeps the
-    last one silently, so a block pasted twice (or edited in one copy only) would hide the other."""
+    """PyYAML's safe loader where a key given twice is an error (the plain loader silently keeps the last)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -140,8 +138,7 @@ def _where(*values: Any) -> str:
 
 
 def _load_yaml(path: Path) -> Any:
-    """The file's YAML, read strictly; unreadable files, syntax errors (with line and column) and duplicate keys
-    (with the key and its line) are one line each."""
+    """The file's YAML, read strictly; unreadable files, syntax errors and duplicate keys are one line each."""
     try:
         return yaml.load(path.read_text(), Loader=_StrictLoader)  # a SafeLoader: no arbitrary objects
     except _DuplicateKey as err:
@@ -178,9 +175,8 @@ def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
 
 
 def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
-    """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (said
-    once in the log when a task first reads it, :func:`note_data_read`, so a user knows where the data came from),
-    else None (tasks then load from the hub)."""
+    """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (named
+    once when first read: :func:`note_data_read`), else None (the hub)."""
     chosen = data_dir or os.environ.get(DATA_DIR_ENV)
     if not chosen:
         if not SIBLING_DATA_DIR.is_dir():
@@ -194,10 +190,8 @@ def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
 
 
 def select_tasks(tasks: str, data_dir: Path | None = None) -> tuple[TaskFile, list[TaskSpec]]:
-    """Resolve ``--tasks``: ``FILE.yaml[:SUITE or :TASK]``, or comma-separated suite names, mteb task names and mteb
-    benchmark names (``MTEB(eng, v2)``: its commas are its own); every name that mteb does not know is reported in
-    one error (without importing mteb, see :mod:`.task_names`), and a custom task named like an mteb task is
-    refused."""
+    """Resolve ``--tasks``: ``FILE.yaml[:SUITE or :TASK]``, or comma-separated suite, mteb task and benchmark names;
+    every unknown name is reported in one error, and a custom task named like an mteb task is refused."""
     task_file, specs = _select(tasks, data_dir)
     check_task_names(spec.name for spec in specs if spec.custom is None)
     _check_custom_names([spec for spec in specs if spec.custom is not None])
@@ -214,8 +208,7 @@ def _check_custom_names(specs: list[TaskSpec]) -> None:
 
 
 def file_task(tasks: str) -> str | None:
-    """The task part of a ``FILE.yaml:TASK`` value (a custom task is named this way outside ``run``), else
-    None."""
+    """The task part of a ``FILE.yaml:TASK`` value (how a custom task is named outside ``run``), else None."""
     file_part, _, task = tasks.partition(":")
     return (task.strip() or None) if file_part.endswith((".yaml", ".yml")) else None
 
@@ -243,16 +236,14 @@ def _select(tasks: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskSpec]
             specs += benchmark_specs(name, task_file)
         else:
             specs.append(task_file.spec(name))
-    # a task named twice (by a benchmark and by name, say) runs once, as first named
-    first: dict[str, TaskSpec] = {}
+    first: dict[str, TaskSpec] = {}  # a task named twice (by a benchmark and by name) runs once, as first named
     for spec in specs:
         first.setdefault(spec.name, spec)
     return task_file, list(first.values())
 
 
 def tasks_parts(tasks: str) -> list[str]:
-    """The names of a ``--tasks`` value: the whole of it when it names an mteb benchmark, else its parts between
-    commas outside parentheses (``MTEB(eng, v2),STS12`` is a benchmark and a task)."""
+    """The names of a ``--tasks`` value, split at commas outside parentheses (``MTEB(eng, v2),STS12``: two)."""
     if tasks.strip() in known_benchmarks():
         return [tasks.strip()]
     parts, depth, current = [], 0, ""
@@ -267,10 +258,8 @@ def tasks_parts(tasks: str) -> list[str]:
 
 
 def benchmark_specs(name: str, task_file: TaskFile) -> list[TaskSpec]:
-    """The tasks of mteb's benchmark ``name`` exactly as its benchmark object holds them: each task's evaluation
-    splits and subsets (languages), e.g. ``STS22.v2`` with ``en`` only in ``MTEB(eng, v2)``; a task the task file
-    also lists keeps the file's description of its offline copy, used where the benchmark asks the subsets and split
-    that copy holds."""
+    """The tasks of mteb's benchmark ``name`` with its splits and subsets (``STS22.v2``: ``en`` only in
+    ``MTEB(eng, v2)``); the task file's offline copy is used where it holds exactly those."""
     import mteb
 
     bench = mteb.get_benchmark(name)
@@ -316,8 +305,7 @@ def _suite(task_file: TaskFile, suite: str, data_dir: Path | None) -> list[TaskS
 
 
 def note_data_read(folder: Path) -> None:
-    """Name the data folder in one WARNING line the first time something reads it, when nothing named it (the
-    folder beside the checkout): a command whose tasks are all custom, or that reads no task, says nothing."""
+    """Name the data folder nothing named (the one beside the checkout) in one WARNING when first read."""
     if folder in _implicit and folder not in _announced:
         _announced.add(folder)
         hint = f"--data-dir or ${DATA_DIR_ENV} to choose another"
@@ -325,13 +313,10 @@ def note_data_read(folder: Path) -> None:
 
 
 def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None):
-    """The mteb task for ``spec`` restricted to ``split`` (a benchmark's task: its own splits) and the paper's (or the
-    benchmark's) subsets.
+    """The mteb task for ``spec`` on ``split`` (a benchmark's: its own) and the paper's or benchmark's subsets.
 
-    When ``data_dir`` has a folder for it, or the hub is offline and the package ships its data, the task comes with
-    that folder's data loaded (:func:`task_data`; mteb then neither loads nor unloads it); ``task.unload_data()``
-    drops it for good, and ``load_task`` again reads it anew. A custom task (:mod:`.custom`) comes with its files
-    loaded too; its own ``load_data`` reads them again after an unload.
+    Local or embedded data (:func:`task_data`) and a custom task's files come loaded, so mteb neither loads nor
+    unloads them.
     """
     if spec.custom is not None:  # read now, as local data is: a bad file fails before any model loads
         task = custom_task(spec.custom)
@@ -353,17 +338,9 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
 
 
 def task_data(spec: TaskSpec, data_dir: Path | None) -> tuple[str, Path | None]:
-    """Where the data of ``spec`` comes from, as (origin, folder): the one precedence every command follows.
-
-    1. the task's folder in the data folder (``--data-dir`` / ``$LAYER_MTEB_DATA``): ``local``, or ``local-partial``
-       where ``tasks.yaml`` says the copy differs from mteb's;
-    2. the hub, when it can be reached: ``hub`` (mteb's own copy, which published scores use), no folder;
-    3. with the hub offline, the copy shipped in the package (:data:`EMBEDDED_DATA_DIR`, the demo's tasks only):
-       ``embedded``.
-
-    A task in none of them is ``hub`` with the hub offline: the run names it in one error before any model loads.
-    A custom task reads its own files (``custom``).
-    """
+    """(origin, folder) of ``spec``'s data, the one precedence every command follows: the data folder's copy
+    (``local``, or ``local-partial`` where ``tasks.yaml`` says it differs from mteb's), else the hub (``hub``), else,
+    offline, the packaged copy (``embedded``); a custom task reads its own files (``custom``)."""
     if spec.custom is not None:
         return "custom", None
     if not spec.local_copy:  # a benchmark asks other subsets or splits than a local copy holds
@@ -382,26 +359,21 @@ def embedded_tasks() -> list[str]:
 
 
 def hub_offline() -> bool:
-    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``, set by the user or by the command
-    line's probe when the hub cannot be reached)."""
+    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``, by the user or the CLI's probe)."""
     from huggingface_hub import constants
 
     return bool(constants.HF_HUB_OFFLINE)
 
 
 def task_type(name: str) -> str | None:
-    """mteb's type of the task called ``name`` (``STS``, ``Classification``, ...), or ``None`` for a name the installed
-    mteb does not know (the authors' release names tasks later mteb versions dropped: their scores stay, untyped).
-
-    Only mteb's unknown-name error gives ``None``: any other failure propagates, because the type decides the
-    ``auto`` policy's rules per task type, which must not change silently with the installed mteb."""
+    """mteb's type of task ``name`` (``STS``, ...), or ``None`` for a name mteb dropped; any other failure propagates,
+    as the type decides the ``auto`` policy's rules."""
     task = _known_task(name)
     return None if task is None else task.metadata.type
 
 
 def subtask_names(name: str) -> list[str]:
-    """The subtasks of the mteb aggregate task called ``name`` (``CQADupstackRetrieval``: its 12 forums); empty for
-    any other task and for a name the installed mteb does not know."""
+    """The subtasks of mteb aggregate task ``name`` (``CQADupstackRetrieval``: 12 forums); else empty."""
     task = _known_task(name)
     if task is None or not getattr(task, "is_aggregate", False):
         return []
@@ -434,8 +406,7 @@ def load_named_task(name: str, data_dir: str | Path | None = None):
 
 
 def load_tasks(tasks: str, data_dir: str | Path | None = None) -> list:
-    """The mteb tasks of a ``--tasks`` value, as ``layer-mteb run`` scores them (the paper's split and subsets,
-    local data from the data folder where it has them), ready for ``mteb.evaluate``."""
+    """The mteb tasks of a ``--tasks`` value as ``layer-mteb run`` scores them, ready for ``mteb.evaluate``."""
     folder = data_dir_from_env(data_dir)
     task_file, specs = select_tasks(tasks, folder)
     return [load_task(spec, task_file.split, folder) for spec in specs]

@@ -1,21 +1,10 @@
-"""Custom tasks as real mteb tasks: a subclass of the type's own ``AbsTask*`` class with its own ``TaskMetadata``,
-whose ``load_data`` reads the declared files into the shape that class's evaluator expects.
+"""Custom tasks as real mteb tasks: a subclass of the type's ``AbsTask*`` class with its own ``TaskMetadata``, whose
+``load_data`` reads the declared files into the shape its evaluator expects, so mteb scores and stores them like any
+other task. The metadata's dataset revision fingerprints the files and declaration: a changed file reuses no score.
 
-mteb then scores them with its own evaluator and main score, stores their results in its ``ResultCache`` like any
-other task's, and the rest of the project (sweep, selection, labelled selection, report) treats them alike. The
-dataset revision in the metadata is a fingerprint of the files' contents and the declaration, so a changed file
-never reuses a stored score.
-
-Clustering uses mteb's current ``AbsTaskClustering`` (the "v2" one, main score ``v_measure``), not the legacy class:
-it takes one document per row, which is what a user's file holds, and scores the mean of ten bootstrap k-means runs
-instead of one. Its default of embedding 4 % of the documents is meant for mteb's large published sets; here every
-document is embedded and each bootstrap sample is as large as the file (mteb's cap of 16,384 kept).
-
-The files are read and checked before any model loads: CSV, TSV, JSONL or Parquet rows, the columns the task's type
-needs, texts that are strings, labels with two classes or more, numeric scores, qrels that name known ids. That
-reading is plain Python (the standard library, and pyarrow for Parquet; mteb and datasets are imported inside the
-functions that build the task), so the command line can run the check before torch, mteb or datasets load; every
-mistake is one line naming the file, the row and the fix.
+Clustering uses mteb's v2 ``AbsTaskClustering`` (one document per row, as a user's file holds), embedding every
+document rather than mteb's 4 % meant for its large sets. Files are read in plain Python (mteb and datasets are
+imported inside), so the command line checks them before torch loads; each mistake is one line naming file and row.
 """
 
 from __future__ import annotations
@@ -30,6 +19,7 @@ from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.tasks.local_data import labels_to_ids
 from layer_mteb.tasks.task_file import CustomTask
 
 #: mteb's main score and category of each type, as its own tasks of that type have them
@@ -49,8 +39,7 @@ def custom_task(definition: CustomTask):
 
 
 def declared_in(task) -> Path | None:
-    """The task file (absolute) that declared ``task``, None for an mteb task: a run records it so that later
-    commands (``select --labels``) can build the task again."""
+    """The task file (absolute) that declared ``task``, None for an mteb task: later commands rebuild it from there."""
     definition = getattr(type(task), "definition", None)
     return Path(definition.source).resolve() if isinstance(definition, CustomTask) else None
 
@@ -140,10 +129,7 @@ def _split_dataset(task, definition: CustomTask, data: dict[str, Columns]):
 
     kind = definition.type
     if kind in ("Classification", "Clustering"):
-        names = sorted({str(label) for columns in data.values() for label in columns["label"]})
-        ids = {name: i for i, name in enumerate(names)}
-        for columns in data.values():
-            columns["label"] = [ids[str(label)] for label in columns["label"]]
+        labels_to_ids(data)
     if kind == "Clustering":
         documents = len(data[definition.split]["text"])
         task.max_documents_per_cluster = min(task.max_documents_per_cluster, documents)
@@ -162,8 +148,8 @@ def _split_dataset(task, definition: CustomTask, data: dict[str, Columns]):
 
 
 def _retrieval_split(definition: CustomTask, data: dict[str, Columns]) -> dict[str, Any]:
-    """mteb 2.x's retrieval split: corpus and queries datasets, {query: {document: relevance}}, and for reranking
-    the candidates of each query (every document its qrels name, relevant or not)."""
+    """mteb 2.x's retrieval split: corpus, queries, {query: {document: relevance}}, and for reranking each query's
+    candidates (every document its qrels name)."""
     from datasets import Dataset
 
     corpus = {"id": data["corpus"]["id"], "text": data["corpus"]["text"]}
@@ -210,8 +196,7 @@ def check_custom_files(tasks: Iterable[CustomTask]) -> None:
 
 
 def read_rows(path: Path, what: str = "this file") -> list[dict[str, Any]]:
-    """The rows of one CSV/TSV (first line: the column names), JSONL (one object a line) or Parquet file; ``what``
-    says what the file is for, in the error when it is missing."""
+    """The rows of one CSV/TSV (with a header), JSONL or Parquet file; ``what`` names its use when it is missing."""
     if not path.is_file():
         raise UserError(f"{path}: no such file, for {what}; paths are relative to the task file's folder")
     suffix = path.suffix.lower()

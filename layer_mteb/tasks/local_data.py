@@ -13,13 +13,8 @@ from layer_mteb.tasks.task_file import TaskSpec
 
 
 def load_local_data(task, folder: Path, spec: TaskSpec) -> None:
-    """Load ``folder`` into ``task`` now, as its data: ``task.dataset`` filled and ``task.data_loaded`` set.
-
-    The task keeps its class, metadata, evaluator and main score. mteb's own ``evaluate`` (and ``load_data``) use
-    data a task already holds and unload only data they loaded themselves, so the task is scored on the folder
-    everywhere without any of its methods replaced; it pickles with its data. Reading the whole folder here is
-    also the early check: a missing split or column or an empty file fails in one line before any model loads.
-    """
+    """Load ``folder`` into ``task`` now as its data; mteb uses data a task holds and unloads only what it loaded,
+    so no method is replaced. Reading it all now is the early check: a mistake is one line before any model loads."""
     task.dataset = read_local_dataset(task, folder, spec)
     task.data_loaded = True
 
@@ -33,7 +28,7 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     rows = {split: _read_split(folder, split, spec) for split in _needed_splits(task)}
     shaped = {split: _shape(task, task_type, split_rows, folder, split) for split, split_rows in rows.items()}
     if task_type == "Classification":
-        _labels_to_ids(shaped)
+        labels_to_ids(shaped)
     dataset = DatasetDict({split: Dataset.from_dict(columns) for split, columns in shaped.items()})
     if task.metadata.is_multilingual:
         return {subset: dataset for subset in task.hf_subsets}
@@ -96,7 +91,7 @@ def _clustering_columns(task, rows: list[dict[str, Any]], folder: Path, split: s
     return {"sentences": texts, "labels": labels}
 
 
-def _labels_to_ids(splits: dict[str, dict[str, list]]) -> None:
+def labels_to_ids(splits: dict[str, dict[str, list]]) -> None:
     """Class names -> integer ids, one mapping shared by all splits (sorted names, so it is reproducible)."""
     names = sorted({str(label) for columns in splits.values() for label in columns["label"]})
     ids = {name: i for i, name in enumerate(names)}

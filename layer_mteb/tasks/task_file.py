@@ -1,8 +1,5 @@
-"""What a task file (``tasks.yaml`` or a user's) says: each listed task (``TaskSpec``), the file's split and suites
-(``TaskFile``), and its ``custom:`` section, tasks mteb does not know declared by their type, their files and which
-columns hold what. Plain records read by the catalog, the local-data reader and the custom-task builder alike; the
-``custom:`` entries are parsed here with every schema mistake a one-line error naming the file and the entry, the
-files themselves read and checked by :mod:`.custom`."""
+"""What a task file (``tasks.yaml`` or a user's) says: its tasks (``TaskSpec``), split and suites (``TaskFile``), and
+its ``custom:`` tasks (type, files, columns), each schema mistake one line naming the file and entry."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ SPLIT_ROLES: dict[str, dict[str, str]] = {
     "PairClassification": {"text1": "sentence1", "text2": "sentence2", "label": "label"},
     "STS": {"text1": "sentence1", "text2": "sentence2", "score": "score"},
 }
-#: the same for the three files of a retrieval task; ``title`` is read only when named, a missing qrels ``score``
-#: column means every listed pair is relevant (1)
+#: the same per retrieval file; ``title`` is read only when named, and without a qrels ``score`` every pair is relevant
 RETRIEVAL_ROLES: dict[str, dict[str, str | None]] = {
     "corpus": {"id": "id", "text": "text", "title": None},
     "queries": {"id": "id", "text": "text"},
@@ -71,8 +67,7 @@ class CustomTask:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task as ``tasks.yaml`` lists it; ``custom`` is the declaration of a task mteb does not know. A task of an
-    mteb benchmark names the ``benchmark`` and its ``splits`` (the task file's split otherwise)."""
+    """One task as ``tasks.yaml`` lists it (``custom``: a task mteb does not know; ``benchmark``: its own splits)."""
 
     name: str
     category: str = ""
@@ -83,24 +78,25 @@ class TaskSpec:
     custom: CustomTask | None = None
     splits: tuple[str, ...] | None = None
     benchmark: str | None = None
-    #: whether a local copy (the data folder's, the package's) may serve it: False for a benchmark's task that asks
-    #: other subsets or splits than the task file's entry, which is what a local copy holds
+    #: whether a local copy may serve it: not where a benchmark asks other subsets or splits than the file's entry
     local_copy: bool = True
 
 
 @dataclass(frozen=True)
 class TaskFile:
+    """A task file's evaluation split, tasks and suites."""
+
     split: str
     tasks: tuple[TaskSpec, ...]
     suites: dict[str, tuple[str, ...]]
 
     def spec(self, name: str) -> TaskSpec:
+        """The file's entry for ``name``, or a bare one."""
         return next((t for t in self.tasks if t.name == name), TaskSpec(name))
 
 
 def parse_custom(where: str, entry: Any, source: Path, split: str) -> CustomTask:
-    """One entry of ``custom:``; ``where`` names the file and the entry's position, ``source`` is the task file (file
-    paths are relative to its folder) and ``split`` the evaluation split."""
+    """One entry of ``custom:`` (``where``: its position; file paths are relative to ``source``'s folder)."""
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
         raise UserError(f"{where}: every custom task needs a 'name:' (got {entry!r})")
     name = entry["name"]

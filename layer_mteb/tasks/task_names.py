@@ -1,11 +1,7 @@
-"""Which names are mteb tasks and benchmarks: mteb's own registry, for the installed mteb version. Not the project's
-task catalog (:mod:`.catalog`: which of those tasks it runs, in which suites, with which subsets and data).
+"""Which names are mteb tasks and benchmarks, per the installed mteb's registry (not the project's catalog).
 
-mteb stays the source of truth; importing it takes seconds, so the names are shipped: ``mteb_tasks.txt`` is the list
-of every name the installed mteb's ``get_task`` accepts, written by ``scripts/mteb_task_names.py`` and headed by the
-mteb version it was read from. With that version installed the list *is* mteb's registry, so a mistyped task fails in
-milliseconds; with any other version mteb itself is asked. Every unknown name of a selection is reported at once, each
-with its close matches.
+Importing mteb takes seconds, so ``mteb_tasks.txt`` (written by ``scripts/mteb_task_names.py``, headed by its mteb
+version) ships the names: with that version installed a typo fails in milliseconds; with another, mteb is asked.
 """
 
 from __future__ import annotations
@@ -99,8 +95,8 @@ def check_task_names(names: Iterable[str]) -> None:
 
 
 def unknown_tasks_message(unknown: list[str], known: Iterable[str], benchmarks: Iterable[str] = ()) -> str:
-    """``unknown mteb task 'X' (did you mean Y?)``; several are listed in one line. A name closer to a benchmark
-    (``MTEB(eng, v3)``) is offered the benchmark: ``did you mean the benchmark MTEB(eng, v2)?``."""
+    """``unknown mteb task 'X' (did you mean Y?)``, several in one line; a name closer to a benchmark is offered
+    it (``did you mean the benchmark MTEB(eng, v2)?``)."""
     choices, benches = sorted(known), sorted(benchmarks)
     parts = []
     for name in unknown:

@@ -1,11 +1,8 @@
 """Pooled vectors on disk, one ``.npy`` file per layer, for tasks whose all-layer vectors exceed the memory limit.
 
-A fill of the cache writes one *segment*: a folder with ``layer-000.npy`` .. ``layer-LLL.npy`` ([n, D] float32 each,
-rows in the order the batches finished) and ``texts.json`` (the text of each row). Rows are appended to every
-layer's file as each batch finishes, so no more than one batch of pooled vectors is held in memory; plain appends
-(not a memory map) keep written pages out of the process's resident memory. A segment is built under a temporary
-name and renamed into place after its last file is closed: a killed run leaves a temporary folder that is never
-read (and is removed by the next run), never a torn segment. Reading a layer maps that layer's file only.
+A fill writes one *segment*: ``layer-000.npy`` .. ``layer-LLL.npy`` ([n, D] float32, rows in batch order) and
+``texts.json``. Rows are appended per batch (plain appends, not a memory map, keep pages out of resident memory), and
+the segment is renamed into place when complete, so a killed run leaves a temporary folder, never a torn segment.
 """
 
 from __future__ import annotations
@@ -30,11 +27,8 @@ _TMP = ".tmp-"
 
 
 class SegmentWriter:
-    """Receives the pooled vectors of one fill batch by batch and appends each layer's rows to that layer's file.
-
-    Used as a context manager, any exception (Ctrl-C included) inside the block removes the unfinished segment.
-    A segment that would not fit the free disk is refused before anything is written or encoded.
-    """
+    """Appends one fill's pooled vectors, batch by batch, to each layer's file; refuses a segment the disk cannot
+    hold up front, and as a context manager removes an unfinished one on any exception."""
 
     def __init__(self, folder: Path, texts: Sequence[str], n_layers: int, hidden: int):
         need = store_bytes(len(texts), n_layers, hidden)
@@ -59,8 +53,7 @@ class SegmentWriter:
             self.order += rows
 
     def write_all(self, rows: Sequence[int], vectors: torch.Tensor) -> None:
-        """Append ``vectors`` ([layers, B, D]: every layer of the texts at positions ``rows``) to the layers' files:
-        one copy to the host per batch of the forward pass, not one per layer (each would wait for a GPU)."""
+        """Append ``vectors`` ([layers, B, D]) to the layers' files: one host copy per batch, not per layer."""
         if vectors.shape[0] != len(self.files):
             raise RuntimeError(f"segment got {vectors.shape[0]} layers for {len(self.files)} files")
         host = vectors.detach().to("cpu", torch.float32).numpy()
@@ -87,12 +80,14 @@ class SegmentWriter:
             self.abort()
 
     def abort(self) -> None:
+        """Close the files and remove the unfinished segment."""
         for handle in self.files:
             handle.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def layer_file(layer: int) -> str:
+    """The file name of ``layer`` in a segment."""
     return f"layer-{layer:03d}.npy"
 
 
@@ -144,6 +139,6 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True

@@ -1,11 +1,7 @@
 """How much memory the pooled vectors of a task may take before they go to per-layer files on disk.
 
-A memory limit is a size (``--max-cache-memory 2GB``) or, by default, half of the free memory of the compute device,
-capped by half of the host's available memory (the vectors pass through the host on their way to mteb and to the
-vector cache on disk). On a GPU, free memory includes what PyTorch holds in its cache without using it (a model or
-task freed earlier): that memory is this process's to reuse, and leaving it out would shrink the limit after every
-big task. Under ``accelerate launch`` the host's half is shared by the processes on the host. Sizes are decimal like
-the option (``1GB`` = 10^9 bytes); ``GiB``/``MiB`` are binary.
+A limit is a size (``--max-cache-memory 2GB``; decimal, ``GiB`` binary) or by default half the device's free memory
+(on a GPU counting PyTorch's unused cache, this process's to reuse), at most half this process's share of the host's.
 """
 
 from __future__ import annotations
@@ -67,8 +63,7 @@ def host_available() -> int:
 
 
 def auto_memory_limit(device: str) -> int:
-    """Half the free memory of ``device`` (the rest is for the forward pass and mteb), at most half of this process's
-    share of the host's."""
+    """Half the free memory of ``device`` (the rest: the forward and mteb), at most half this process's host share."""
     import torch  # here: sizes are parsed and checked before the command line loads torch
 
     host = host_share(host_available()) // 2
@@ -85,8 +80,7 @@ _STATED: set[str] = set()
 
 
 def resolve_memory_limit(limit: int | None, device: str) -> int:
-    """The limit in bytes; an automatic one is measured again for every task (free memory changes) and stated in
-    the log the first time only."""
+    """The limit in bytes; an automatic one is measured per task (free memory changes) and logged once."""
     if limit is not None:
         return limit
     chosen = auto_memory_limit(device)

@@ -1,10 +1,7 @@
 """The all-layer pooled cache: each unique text goes through the model once; every layer is read from the cache.
 
-``LayerCache.vectors(texts)`` returns the [L+1, n, D] pooled vectors of ``texts``, running the forward pass only for
-texts it has not seen. A cache made with ``depth=k`` holds layers 0..k only and its forward passes stop after block
-k (where the architecture allows): a sweep of shallow layers never computes the deeper blocks. One cache per
-(model, encode config, task) serves every layer of that task, and can be saved to and reloaded from disk
-(safetensors + JSON; never pickle) in the folder :func:`store_folder` names.
+One cache per (model, encode config, task) serves every layer of that task; ``depth=k`` stops the forward after block
+k. It is saved as safetensors + JSON (never pickle) in the folder :func:`store_folder` names.
 """
 
 from __future__ import annotations
@@ -41,12 +38,9 @@ logger = logging.getLogger(__name__)
 class LayerCache:
     """Pooled vectors of layers 0..``depth`` (default: all L+1) for every text seen so far.
 
-    Within the memory limit (``memory_limit`` bytes: a sweep passes the one its :class:`RunSettings` hold; left out,
-    ``config.max_cache_memory``, else automatic, see :mod:`.memory`) they live on the compute device as one
-    [depth+1, N, D] tensor. A fill that would pass the limit goes to per-layer files on disk instead
-    (:mod:`.layer_files`), written batch by batch, under ``path/layers`` when the cache has a path and in a
-    temporary folder otherwise; reading a layer then reads that layer's files only. ``config`` is kept as given:
-    the attention is whatever the loaded model runs (a sweep's :class:`RunSettings` name it).
+    Within ``memory_limit`` bytes (default: ``config.max_cache_memory``, else automatic) they are one [depth+1, N, D]
+    tensor on the compute device; a fill past it goes to per-layer files (:mod:`.layer_files`) under ``path/layers``,
+    or a temporary folder without a path.
     """
 
     def __init__(
@@ -139,10 +133,8 @@ class LayerCache:
         self.n_truncated += n_truncated
 
     def vectors(self, texts: Sequence[str], layer: int | None = None) -> torch.Tensor:
-        """[depth+1, n, D] (or [n, D] for one ``layer``) float32 vectors of ``texts``, encoding only the unseen ones.
-
-        From the in-memory store they stay on its device; from disk they come to the host.
-        """
+        """[depth+1, n, D] (or [n, D] for one ``layer``) float32 vectors of ``texts``, encoding only the unseen ones;
+        on the store's device, or the host when read from disk."""
         if layer is not None:
             self._check_layer(layer)
         self.fill(texts)
@@ -160,11 +152,8 @@ class LayerCache:
         return LayerStack(self, list(texts))
 
     def layer_rows(self, texts: Sequence[str], layer: int) -> np.ndarray:
-        """[n, D] float32 host array of ``layer`` for ``texts`` (what mteb is handed), encoding the unseen ones.
-
-        Gathered in chunks: a task that asks for millions of rows (MindSmallReranking: 2.36 M per layer) never has
-        them on the compute device at once, only in the host array handed to mteb.
-        """
+        """[n, D] float32 host array of ``layer`` for ``texts`` (what mteb is handed), encoding the unseen ones;
+        gathered in chunks, as MindSmallReranking's 2.36 M rows per layer would not fit on the device."""
         self._check_layer(layer)
         self.fill(texts)
         rows = np.fromiter((self.index[t] for t in texts), dtype=np.int64, count=len(texts))
@@ -188,8 +177,7 @@ class LayerCache:
         self._vectors = self._vectors.cpu()
 
     def save(self, path: Path | None = None) -> None:
-        """Write the in-memory vectors atomically (a killed process leaves the old cache or the new one, never half
-        of one); vectors on disk were written in place when they were encoded."""
+        """Write the in-memory vectors atomically (never half a cache); vectors on disk were written when encoded."""
         path = path or self.path
         if path is None:
             raise ValueError("no path to save the cache to")
@@ -318,13 +306,8 @@ _CHUNK_ROWS = 1 << 16  # rows gathered per step when handing a layer to mteb
 
 
 class LayerStack:
-    """All layers of some texts' vectors, indexed like the [depth+1, n, D] tensor of :meth:`LayerCache.vectors`
-    (``stack[k]`` is layer k's [n, D]) but never built whole: each layer is read from the cache when asked for.
-
-    What reads every layer in turn (the task metrics) then holds one layer at a time. The whole stack would be a
-    second copy of the store beside it on the device, or, when the store is on disk because it passed the memory
-    limit, all of it in host memory (hundreds of GB for a large task on an 8B model).
-    """
+    """Indexed like :meth:`LayerCache.vectors`'s [depth+1, n, D] tensor but read one layer at a time: the whole stack
+    would be a second copy of the store (hundreds of GB for a large task on an 8B model)."""
 
     def __init__(self, cache: LayerCache, texts: list[str]):
         self._cache, self._texts = cache, texts
@@ -338,8 +321,8 @@ class LayerStack:
 
 
 def store_folder(model: LoadedModel, settings: RunSettings, task_name: str) -> Path:
-    """Where a task's pooled vectors are kept. Rows are looked up by exact text, so changed data can never be
-    served stale vectors; the key only has to separate models, revisions and the encode settings that ran."""
+    """Where a task's pooled vectors are kept; rows are looked up by exact text, so the key only separates models,
+    revisions and settings."""
     key = text_hash(model.revision, sorted(settings.key().items()))
     if settings.prompts is not None:  # prompted and unprompted runs never share a store
         key = text_hash(key, settings.prompts.digest())
