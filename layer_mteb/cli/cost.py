@@ -39,10 +39,7 @@ def add_options(cost: argparse.ArgumentParser) -> None:
         help=f"texts per forward pass: the run's, not recorded in scores.csv ({BATCH_DEFAULTS})",
     )
     cost.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        default=None,
-        help=f"the run's padded-token cap per batch ({TOKEN_DEFAULTS})",
+        "--max-batch-tokens", type=int, default=None, help=f"the run's padded-token cap per batch ({TOKEN_DEFAULTS})"
     )
     cost.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
     cost.add_argument(

@@ -153,11 +153,7 @@ def normalize_entropy(
 
 
 def matrix_entropy(
-    z: torch.Tensor,
-    alpha: float = 1.0,
-    *,
-    normalization: Normalization = "raw",
-    center_and_normalize: bool = True,
+    z: torch.Tensor, alpha: float = 1.0, *, normalization: Normalization = "raw", center_and_normalize: bool = True
 ) -> float:
     """S_α(Z) = 1/(1−α) · log Σ (λ_i / tr K)^α for one matrix of rows ``z`` [n, d]."""
     _check_rows(z)

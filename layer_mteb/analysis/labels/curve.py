@@ -17,14 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.labels.budget import (
-    DEFAULT_DRAWS,
-    FULL,
-    TaskLayers,
-    iter_task_layers,
-    judge,
-    pick_layers,
-)
+from layer_mteb.analysis.labels.budget import DEFAULT_DRAWS, FULL, TaskLayers, iter_task_layers, judge, pick_layers
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.agreement import AGREEMENT
 from layer_mteb.analysis.selection.picks import is_selector, leaderboard, select_layers
