@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import settings_of
+from layer_mteb.cli.options import as_keywords, settings_of
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_writable
 
@@ -63,14 +63,4 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.runs.importing import write_import
 
-    lines = write_import(
-        settings.folder,
-        settings.output,
-        model=settings.model,
-        n_layers=settings.n_layers,
-        attention=settings.attention,
-        metrics=settings.metrics,
-        metrics_model=settings.metrics_model,
-        normalization=settings.normalization,
-    )
-    print("\n".join(lines))
+    print("\n".join(write_import(**as_keywords(settings))))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import TASKS_SAVED, print_written
-from layer_mteb.cli.options import DATA_DEFAULT, check_runs, settings_of
+from layer_mteb.cli.options import DATA_DEFAULT, as_keywords, check_runs, settings_of
 from layer_mteb.evaluation.workers import check_eval_workers
 
 NAME = "label-budget"
@@ -54,14 +54,6 @@ def execute(settings: Settings) -> None:
     from layer_mteb.analysis.labels.curve import write_curve
 
     started = time.time()
-    needed = write_curve(
-        settings.run,
-        settings.output,
-        draws=settings.draws,
-        seed=settings.seed,
-        data_dir=settings.data_dir,
-        baselines_only=settings.baselines_only,
-        workers=settings.eval_workers,
-    )
+    needed = write_curve(**as_keywords(settings, run="folders", eval_workers="workers"))
     print(needed.to_string(index=False))
     print_written(settings.output, started)

@@ -59,6 +59,11 @@ def settings_of(cls: type, args: Any, **given: Any) -> Any:
     return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
 
 
+def as_keywords(settings: Any, **renamed: str) -> dict[str, Any]:
+    """A settings dataclass as the keyword arguments of the function it feeds, ``renamed`` mapping field -> name."""
+    return {renamed.get(name, name): value for name, value in vars(settings).items()}
+
+
 # ------------------------------------------------------------------------------------------------------ option groups
 def add_setting_options(
     parser: argparse.ArgumentParser, defaults: Mapping[str, Any], unset: Callable[[Setting], str]

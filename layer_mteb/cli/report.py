@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, check_runs, settings_of
+from layer_mteb.cli.options import RUNS, as_keywords, check_runs, settings_of
 
 NAME = "report"
 HELP = "Table 1, Figure 1, heatmaps and selector leaderboard from run folders"
@@ -63,13 +63,5 @@ def execute(settings: Settings) -> None:
     from layer_mteb.analysis.report.build import write_report
     from layer_mteb.cli.console import print_report
 
-    paths = write_report(
-        settings.run,
-        settings.output,
-        paper_curves=settings.paper_curves,
-        pythia_scores=settings.pythia_scores,
-        paper_tasks=settings.paper_tasks,
-        entropy_selector=settings.entropy_selector,
-        random_runs=settings.random_run,
-    )
+    paths = write_report(**as_keywords(settings, run="runs", random_run="random_runs"))
     print_report(Path(settings.output), paths)
