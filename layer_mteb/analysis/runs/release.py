@@ -1,22 +1,10 @@
-"""The authors' release, read as they published it: a clone of their repository (OFSkean/information_flow), whose
-``experiments/results/<family>/<size>/<revision>/`` folders hold
+"""The authors' release as they published it (a clone of OFSkean/information_flow): from the
+``experiments/results/<family>/<size>/<revision>/`` folders' ``mteb/layer_<k>/<Task>.json`` (mteb 1.14),
+``metrics/mteb/<task folder>/<split>/<metric>.pkl``, ``metrics/wikitext[/<split>]/<metric>.pkl`` and the adhoc
+prompt-length pickle, three long tables shaped as the CSVs once extracted from it, so both sources give the same rows.
 
-- ``mteb/layer_<k>/<Task>.json``: mteb 1.14 result files, one per layer and task (``layer_<L>_last``: a copy of the
-  last layer in some folders);
-- ``metrics/mteb/<task folder>/<split>/<metric>.pkl``: metrics on a task's own texts (the folder is the task's
-  dataset name in mteb 1.x, e.g. ``biosses-sts``);
-- ``metrics/wikitext[/<split>]/<metric>.pkl``: metrics on WikiText-103 prompts (six folders store them without a
-  split folder);
-- ``adhoc/pythia_random_of_differing_lengths.pkl``: the prompt-length stress test of Pythia-410m.
-
-From those files this module builds three long tables in the raw shapes of the CSVs once extracted from the release
-(``official_layer_scores.csv``, ``official_layer_metrics.csv.gz`` plus the WikiText rows, and
-``official_prompt_length_entropy.csv.gz``), so both sources give the same rows. Folders of other kinds (vision
-models, ``mmlu/`` and ``toxigen/`` lens results, ``classification_subsets/``) hold none of those paths and are never
-opened. Where the release lives on this machine: :func:`release_folder` (``$LAYER_MTEB_RELEASE``).
-
-Pickles are read by :class:`NumpyOnlyUnpickler`, which can rebuild numpy arrays and nothing else: a pickle naming any
-other global is refused before anything of it runs.
+Pickles are read by :class:`NumpyOnlyUnpickler`: it rebuilds numpy arrays only; any other global is refused before
+anything of the pickle runs.
 """
 
 from __future__ import annotations
@@ -41,9 +29,8 @@ SCORE_TABLE_COLUMNS = ["model", "layer", "task", "main_score", "mteb_version"]
 METRIC_TABLE_COLUMNS = ["model", "layer", "texts", "split", "metric", "normalization", "value", "file"]
 LENGTH_TABLE_COLUMNS = ["model", "prompt_length", "prompt", "layer", "normalization", "value"]
 
-#: The authors' metric files -> this project's metric names. ``entropy_sentence`` is their older name of prompt
-#: entropy, read only where a folder has no ``entropy_prompt``. Other files (one ``intrinsic_dimension.pkl`` of
-#: Pythia-1.4b, which has no scores) are not part of the table.
+#: The authors' metric files -> this project's names (``entropy_sentence``: their older name, read only where a folder
+#: has no ``entropy_prompt``); other files are not part of the table.
 METRIC_FILES = {
     "entropy_prompt": "prompt_entropy",
     "entropy_sentence": "prompt_entropy",
@@ -59,8 +46,7 @@ LENGTH_PICKLE = Path("adhoc") / "pythia_random_of_differing_lengths.pkl"
 LENGTH_MODEL = "Pythia/410m"
 LENGTH_NORMALIZATIONS = ("raw", "maxEntropy")
 
-#: Task folders named after the dataset as mteb 1.x knew it, where today's mteb renamed the dataset (every other
-#: folder is the last part of the task's ``metadata.dataset['path']``; see :func:`task_folders`).
+#: Task folders named after a dataset today's mteb renamed (the others: the end of ``metadata.dataset['path']``).
 RENAMED_DATASETS = {
     "amazon_reviews_multi": "AmazonReviewsClassification",
     "mtop_domain": "MTOPDomainClassification",
