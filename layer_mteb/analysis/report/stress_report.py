@@ -1,12 +1,6 @@
-"""The stress tests reported: figures in the paper's style (one line per level on a sequential colour scale, with a
-colour bar) and of bimodality (histograms of per-prompt entropy at the first, the most bimodal and the last layer),
-and what the tests say per model, computed from ``stress.csv`` / ``dip.csv`` and the prompt-length curves, so the
-documentation quotes numbers a command wrote rather than numbers read off a figure.
-
-Per model: at how many layers entropy rises with randomness, falls with repetition and rises with length (mean over
-prompts at the strongest level against the weakest); the layer of minimum entropy of the unperturbed prompts; the
-most bimodal layer of the unperturbed prompts (dip, p-value) and how many stress levels × layers reach p < 0.05; and,
-per prompt length, where the normalised entropy is lowest and how far it falls from layer 0 (beside Pythia-410m).
+"""The stress tests reported: figures in the paper's style (a line per level with a colour bar; entropy histograms
+at the first, most bimodal and last layers) and per-model findings computed from ``stress.csv`` / ``dip.csv``, so
+the documentation quotes numbers a command wrote rather than numbers read off a figure.
 """
 
 from __future__ import annotations
