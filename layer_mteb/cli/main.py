@@ -1,11 +1,9 @@
-"""``layer-mteb``: the parser built from the command modules, each command's options checked before anything heavy
-loads (into its settings object), logging set up once, the command executed with those settings, and every user
-mistake turned into one line and exit 2 (:mod:`.console`).
+"""``layer-mteb``: the parser built from the command modules; each command's options are checked before anything
+heavy loads, then it is executed, every user mistake one line and exit 2 (:mod:`.console`).
 
-A command is one module of this package: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its
-settings, every mistake the options and the file system show, before transformers or mteb load and before the
-hub probe; torch only where ``--device cuda`` asks whether there is a GPU), ``execute(settings)`` and
-``INTERRUPTED`` (what Ctrl-C leaves behind)."""
+A command is one module: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its settings; every mistake
+the options and files show, before transformers, mteb or the hub probe), ``execute(settings)`` and ``INTERRUPTED``
+(what Ctrl-C leaves behind)."""
 
 from __future__ import annotations
 
