@@ -39,28 +39,20 @@ MEAN = "mean"  # the selection API's name for the score averaged over tasks
 
 
 def add_options(export: argparse.ArgumentParser) -> None:
-    export.add_argument(
-        "--model", default=None, help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)"
-    )
-    export.add_argument("--revision", default=None, help="hub revision (default: the main branch, or the run's)")
-    export.add_argument("--layer", type=int, default=None, help="the layer: 0 (embeddings) to the number of blocks")
-    export.add_argument(
-        "--run", default=None, help="a run folder: the model, revision and settings its scores.csv was scored with"
-    )
+    export.add_argument("--model", help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)")
+    export.add_argument("--revision", help="hub revision (default: the main branch, or the run's)")
+    export.add_argument("--layer", type=int, help="the layer: 0 (embeddings) to the number of blocks")
+    export.add_argument("--run", help="a run folder: the model, revision and settings its scores.csv was scored with")
     export.add_argument(
         "--by",
-        default=None,
         help="with --run, instead of --layer: the label-free selector that picks the layer, as `select --by` takes "
         "it (auto, prompt_entropy, depth=0.8, ...)",
     )
-    export.add_argument(
-        "--task", default=None, help="with --by: export the layer picked for this task (default: for the mean)"
-    )
+    export.add_argument("--task", help="with --by: export the layer picked for this task (default: for the mean)")
     add_metric_readout(export)
     export.add_argument(
         "--agreement-with",
         dest="reference",
-        default=None,
         help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
         "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
         "from the hub when it is reachable)",

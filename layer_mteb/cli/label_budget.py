@@ -22,10 +22,8 @@ def add_options(budget: argparse.ArgumentParser) -> None:
     budget.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
     budget.add_argument("--draws", type=int, default=10, help="draws of K examples per task and K")
     budget.add_argument("--seed", type=int, default=0, help="seed of the draws")
-    budget.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
-    budget.add_argument(
-        "--eval-workers", type=int, default=None, help="processes scoring layers (default: one per CPU core)"
-    )
+    budget.add_argument("--data-dir", help=f"folder of local task data {DATA_DEFAULT}")
+    budget.add_argument("--eval-workers", type=int, help="processes scoring layers (default: one per CPU core)")
     budget.add_argument(
         "--baselines-only",
         action="store_true",

@@ -90,17 +90,13 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
         ENCODE_DEFAULTS,
         lambda s: OWN_DEFAULT % said(s.default) if s.name in PIPELINE_SETTINGS else f"default: {said(s.default)}",
     )
-    parser.add_argument("--batch-size", type=int, default=None, help=f"texts per forward pass ({BATCH_DEFAULTS})")
+    parser.add_argument("--batch-size", type=int, help=f"texts per forward pass ({BATCH_DEFAULTS})")
     parser.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        default=None,
-        help=f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})",
+        "--max-batch-tokens", type=int, help=f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})"
     )
-    parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument(
         "--device-map",
-        default=None,
         help="split one large model over devices: auto, balanced, sequential (accelerate), or a JSON file of module"
         " -> device (a GPU number, cpu, disk) (default: all on --device)",
     )
@@ -109,10 +105,9 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
 
 def add_model_or_run(parser: argparse.ArgumentParser) -> None:
     """``metrics`` and ``stress`` measure a model given by name, or the model of a run folder with its settings."""
-    parser.add_argument("--model", default=None, help=f"{MODEL_HELP} (or --run)")
+    parser.add_argument("--model", help=f"{MODEL_HELP} (or --run)")
     parser.add_argument(
         "--run",
-        default=None,
         help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
         "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
     )
@@ -124,9 +119,9 @@ def add_measure_options(parser: argparse.ArgumentParser, *, seed_help: str, gzip
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
     if gzip is not None:
         parser.add_argument("--gzip", action="store_true", help=f"write {gzip}.gz instead of {gzip}")
-    parser.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    parser.add_argument("--data-dir", help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
     add_encode_options(parser)
-    parser.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    parser.add_argument("--output", help="run folder (default: runs/<model>)")
 
 
 def add_metric_readout(parser: argparse.ArgumentParser) -> None:

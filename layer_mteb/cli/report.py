@@ -26,7 +26,6 @@ def add_options(report: argparse.ArgumentParser) -> None:
     report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
     report.add_argument(
         "--pythia-scores",
-        default=None,
         help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
         "official_pythia_layer_scores.csv in $LAYER_MTEB_RELEASE, else in ../shared/reference)",
     )
@@ -37,9 +36,7 @@ def add_options(report: argparse.ArgumentParser) -> None:
         help="average the paper curves over the tasks the runs scored (run) or all 32 paper tasks (all)",
     )
     report.add_argument(
-        "--entropy-selector",
-        default=None,
-        help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)",
+        "--entropy-selector", help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)"
     )
 
 
