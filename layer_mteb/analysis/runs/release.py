@@ -131,8 +131,7 @@ def score_table(results: Path, folders: list[ModelFolder] | None = None) -> pd.D
 
 
 def task_folders(names: list[str]) -> dict[str, str]:
-    """Task folder (mteb 1.x dataset name) -> mteb task name: the last part of each paper task's dataset path in the
-    installed mteb's metadata, plus :data:`RENAMED_DATASETS` for the datasets mteb renamed since."""
+    """Task folder (mteb 1.x dataset name) -> mteb task name, from the installed mteb plus :data:`RENAMED_DATASETS`."""
     import mteb
 
     mapping = {task.metadata.dataset["path"].rsplit("/", 1)[-1]: task.metadata.name for task in mteb.get_tasks(names)}
@@ -161,9 +160,8 @@ def _significant(value: float) -> float:
 
 
 def metric_table(results: Path, folders: list[ModelFolder] | None = None) -> pd.DataFrame:
-    """Per-layer metrics of every model folder: each task's own texts (``texts`` = ``task:<Task>``) and WikiText
-    (``texts`` = ``wikitext``; ``split`` empty where the release stores them without a split folder). Values to 8
-    significant digits, ``file`` the pickle's name."""
+    """Per-layer metrics of every model folder on each task's own texts and on WikiText (``split`` empty where the
+    release has no split folder), to 8 significant digits."""
     folders = folders if folders is not None else model_folders(results)
     tasks: dict[str, str] | None = None
     rows: list[tuple] = []
@@ -202,18 +200,13 @@ def prompt_length_table(results: Path) -> pd.DataFrame | None:
         for normalization in LENGTH_NORMALIZATIONS:
             values = np.asarray(by_normalization[normalization], dtype=float)  # prompts x layers
             prompts, layers = np.meshgrid(np.arange(values.shape[0]), np.arange(values.shape[1]), indexing="ij")
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "model": LENGTH_MODEL,
-                        "prompt_length": int(length),
-                        "prompt": prompts.ravel(),
-                        "layer": layers.ravel(),
-                        "normalization": normalization,
-                        "value": [_significant(v) for v in values.ravel()],
-                    }
-                )
-            )
+            rows = {
+                "prompt": prompts.ravel(),
+                "layer": layers.ravel(),
+                "value": [_significant(v) for v in values.ravel()],
+            }
+            about = {"model": LENGTH_MODEL, "prompt_length": int(length), "normalization": normalization}
+            parts.append(pd.DataFrame(rows).assign(**about))
     return pd.concat(parts, ignore_index=True)[LENGTH_TABLE_COLUMNS]
 
 
