@@ -60,18 +60,11 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
     plain = dips[(dips["model"] == model) & (dips["test"] == "none")]
     if plain.empty:
         return []
-    rows = values[
-        (values["model"] == model)
-        & (values["test"].isin(["randomness", "repetition"]))
-        & (values["level"] == 0)
-        & (values["normalization"] == DIP_NORMALIZATION)
-    ].drop_duplicates(["layer", "prompt"])
-    layers = [0, most_bimodal_layer(plain), last_layer_of(rows)]
+    rows = _unperturbed(values[values["model"] == model]).drop_duplicates(["layer", "prompt"])
+    layers = {"first": 0, "most bimodal": most_bimodal_layer(plain), "last": last_layer_of(rows)}
     with style():
         fig = Figure(figsize=(13, 3.6), layout="constrained")
-        for ax, (role, layer) in zip(
-            fig.subplots(1, 3), zip(("first", "most bimodal", "last"), layers, strict=True), strict=True
-        ):
+        for ax, (role, layer) in zip(fig.subplots(1, 3), layers.items(), strict=True):
             ax.hist(rows[rows["layer"] == layer]["value"], bins=30, color="#4c72b0")
             dip = plain[plain["layer"] == layer].iloc[0]
             ax.set(
@@ -81,6 +74,12 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
             )
         fig.suptitle(f"{model}: per-prompt entropy of unperturbed prompts")
         return save(fig, stem)
+
+
+def _unperturbed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the unperturbed prompts (randomness and repetition at level 0) as the dip test reads them."""
+    plain = frame["test"].isin(["randomness", "repetition"]) & (frame["level"] == 0)
+    return frame[plain & (frame["normalization"] == DIP_NORMALIZATION)]
 
 
 def run_figures(folder: Path | RunFolder, output: Path) -> list[Path]:
@@ -123,11 +122,7 @@ def model_summary(values: pd.DataFrame, dips: pd.DataFrame) -> pd.DataFrame:
         for test, normalization, direction in TRENDS:
             moved, layers = trend(curves, test, normalization, direction)
             row[test] = f"{moved}/{layers}" if layers else None
-        plain = curves[
-            curves["test"].isin(["randomness", "repetition"])
-            & (curves["level"] == 0)
-            & (curves["normalization"] == DIP_NORMALIZATION)
-        ].drop_duplicates("layer")
+        plain = _unperturbed(curves).drop_duplicates("layer")
         if not plain.empty:
             low = plain.sort_values(["mean", "layer"], kind="stable").iloc[0]
             row.update(min_layer=int(low["layer"]), min_value=float(low["mean"]))
@@ -153,8 +148,7 @@ def _bimodality(dips: pd.DataFrame) -> dict[str, object]:
 
 
 def length_minima(curves: pd.DataFrame, normalization: str = DIP_NORMALIZATION) -> pd.DataFrame:
-    """model, prompt_length, layers, min_layer, min_depth, first (layer 0), min_value, drop of ``prompt_length.csv``
-    curves: where each length's mean entropy is lowest and how far it falls from layer 0."""
+    """Where each ``prompt_length.csv`` curve's mean entropy is lowest and how far it falls from layer 0."""
     rows = []
     chosen = curves[curves["normalization"] == normalization]
     for (model, length), part in chosen.groupby(["model", "prompt_length"], sort=False):
