@@ -85,8 +85,7 @@ class Settings:
 
 
 def check(args: argparse.Namespace) -> Settings:
-    """What the options say alone: one source, one way to name the layer, a new or empty output (the layer's range
-    is known only once the run or model is read)."""
+    """What the options say alone: one source, one way to name the layer, a new or empty output."""
     if args.run is None and args.model is None:
         raise UserError("give --model M (with --layer K) or --run RUN (with --by SELECTOR or --layer K)")
     if (args.layer is None) == (args.by is None):
@@ -213,8 +212,7 @@ def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
 
 
 def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
-    """The layer ``--by`` picks (for ``--task``, else for the mean) and a line comparing it with the last and best
-    layers; no selection file is written."""
+    """The layer ``--by`` picks (for ``--task``, else the mean) and a line comparing it; writes no selection file."""
     from layer_mteb.analysis.selection.picks import select_layers
     from layer_mteb.metrics.agreement.source import SignalSource
 

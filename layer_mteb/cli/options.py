@@ -53,8 +53,7 @@ OWN_DEFAULT = (
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:
-    """A command's settings dataclass ``cls`` from the options of the same names, ``given`` replacing or adding
-    values; a field no option names keeps its default."""
+    """A settings dataclass ``cls`` from the options of the same names, ``given`` replacing or adding values."""
     names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
     return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
 
@@ -194,8 +193,7 @@ def probe_hub_if(needed: bool) -> None:
 # ------------------------------------------------------------------------------------- --model or --run, measured
 @dataclass(frozen=True)
 class Measured:
-    """What ``metrics`` and ``stress`` measure: ``model`` at ``revision`` on ``texts`` (``sources``, one by one)
-    with ``config``, written to ``output``."""
+    """What ``metrics`` and ``stress`` measure: ``model`` at ``revision`` on ``sources``, into ``output``."""
 
     model: str
     revision: str | None

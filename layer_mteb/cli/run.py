@@ -96,8 +96,7 @@ def add_options(run: argparse.ArgumentParser) -> None:
 
 
 def check(args: argparse.Namespace) -> RunRequest:
-    """``run``'s options as the one settings object the sweep takes as it is; its output folder holds no other
-    model or setting."""
+    """``run``'s options as the one settings object the sweep takes; its output holds no other model or setting."""
     output = output_folder(args.output, None, args.models[0])
     for model in args.models:
         model_kind(model)  # a mistyped model is one line before any file is read

@@ -75,8 +75,7 @@ def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
-    """The run's batches of ``texts`` (its tokenisation, max length, length-sorted batch sizes), padded on the
-    device once, so the timed passes time the model and nothing else."""
+    """The run's batches of ``texts``, padded on the device once, so only the model's forward is timed."""
     token_ids, _ = tokenize(model.tokenizer, texts, config.max_length)
     limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
     batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
@@ -121,8 +120,7 @@ def depth_flops(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) 
 
 
 def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]], repeats: int = 1) -> list[float]:
-    """Seconds of one pass over ``batches`` of the model cut at each depth: the median of ``repeats`` passes after
-    an untimed warm-up (first calls allocate memory and pick kernels)."""
+    """Seconds of one pass per cut depth: the median of ``repeats`` after a warm-up (first calls pick kernels)."""
     devices = model_devices(model.model)
 
     def one_pass() -> float:

@@ -59,8 +59,7 @@ def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: 
 
 
 def progression(scores: pd.DataFrame, wikitext: pd.DataFrame, stem: Path) -> list[Path]:
-    """Pythia-410m from step1 to step128000 and the final model: score and WikiText prompt entropy vs depth (the
-    paper's training analysis measures its metrics on WikiText)."""
+    """Pythia-410m's checkpoints: score and WikiText prompt entropy (as the paper measures it) vs depth."""
     order = sorted(scores["model"].unique(), key=checkpoint_step)
     curves, tasks = curves_of(scores, order, coverage=1.0)
     curves = curves.assign(checkpoint=curves["model"].map(checkpoint_label))

@@ -39,8 +39,7 @@ FULL = "full"  # K meaning every labelled example of the split (one draw)
 
 @dataclass
 class TaskLayers:
-    """One (task, subset) of a run: mteb's full-split score per scored layer, the labelled examples and their
-    pooled vectors ([n_layers_scored, len(examples.texts), D])."""
+    """One (task, subset) of a run: mteb's full-split score per layer, the labelled examples and their vectors."""
 
     model: str
     task: str

@@ -60,8 +60,7 @@ class LabelledExamples:
 
 
 def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
-    """The examples mteb scores for ``task`` on ``subset``/``split`` in the dataset's order (legacy clustering's
-    several cluster sets pooled into one list)."""
+    """The examples mteb scores for ``task`` on ``subset``/``split`` (legacy clustering's sets pooled into one)."""
     if isinstance(task, AbsTaskMultilabelClassification):  # a subclass of classification, whose labels are lists
         raise UserError(
             f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not multilabel "
@@ -234,8 +233,7 @@ def _clustering(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> flo
 
 @dataclass(frozen=True)
 class Search:
-    """A retrieval split as positions into a labelled-examples text list: the corpus, the qrels and, for reranking,
-    each query's ``candidates`` (positions into ``documents``)."""
+    """A retrieval split as positions into the examples' texts: corpus, qrels and reranking ``candidates``."""
 
     document_ids: list[str]
     documents: np.ndarray

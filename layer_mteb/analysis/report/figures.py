@@ -308,8 +308,7 @@ def _mark_missing(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: lis
 
 
 def _star_p_values(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:
-    """Significance stars at the end of each bar; a bar's row is read from its position, so a metric missing for
-    one method cannot shift the others."""
+    """Stars at each bar's end; a bar's row comes from its position, so a metric missing for one method shifts none."""
     for container, method in zip(ax.containers, methods, strict=False):
         rows = data[data["method"] == method].set_index("metric")
         for bar in container:

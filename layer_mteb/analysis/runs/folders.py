@@ -136,8 +136,7 @@ def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFra
 
 
 def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """``selection.csv`` / ``correlation.csv`` -> one row per (selector or metric, scope): a task's own-text rows
-    where present, else WikiText."""
+    """Side tables -> one row per (selector or metric, scope): a task's own-text rows where present, else WikiText."""
     if frame is None or name not in PER_SCOPE or "task" not in frame.columns:
         return frame
     if "texts" in frame.columns:

@@ -292,8 +292,7 @@ def write_import(
     metrics_model: str | None = None,
     normalization: ReleaseNormalization = "paper",
 ) -> list[str]:
-    """Import ``folder`` (and a metrics table) into ``output``; returns what was read and every missing layer.
-    Nothing is written if anything fails."""
+    """Import ``folder`` (and a metrics table) into ``output``, all or nothing; returns the lines to show."""
     scores = import_folder(folder, model=model, n_layers=n_layers, attention=attention)
     names = scores["model"].unique().tolist()
     table = None

@@ -31,8 +31,7 @@ _NOT_RESULTS = {_MODEL_META, "run_settings.json"}
 
 @dataclass(frozen=True)
 class LayerResult:
-    """One mteb result file of one layer: mteb's ``TaskResult`` and the ``model_meta.json`` beside it (``{}`` where
-    there is none, as in the authors' folders)."""
+    """One layer's mteb result file: its ``TaskResult`` and the ``model_meta.json`` beside it (``{}`` if none)."""
 
     path: Path
     layer: int
@@ -81,8 +80,7 @@ def _layer_of(path: Path, meta: dict[str, Any]) -> int | None:
 
 
 def mteb_layer_scores(folder: str | Path) -> pd.DataFrame:
-    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``folder/mteb``, with
-    the experiment's settings as columns, sorted like ``scores.csv``."""
+    """A run's ``mteb/`` results, one row per layer, task, split and subset with its settings, as ``scores.csv``."""
     folder = Path(folder) / MTEB_FOLDER
     if not folder.is_dir():
         raise UserError(f"{folder} does not exist: a run folder written by `layer-mteb run` has its mteb results there")

@@ -160,8 +160,7 @@ def _significant(value: float) -> float:
 
 
 def metric_table(results: Path, folders: list[ModelFolder] | None = None) -> pd.DataFrame:
-    """Per-layer metrics of every model folder on each task's own texts and on WikiText (``split`` empty where the
-    release has no split folder), to 8 significant digits."""
+    """Per-layer metrics of every model folder on task texts and on WikiText, to 8 significant digits."""
     folders = folders if folders is not None else model_folders(results)
     tasks: dict[str, str] | None = None
     rows: list[tuple] = []
