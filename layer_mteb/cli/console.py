@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PROG = "layer-mteb"
-#: What Ctrl-C leaves behind, said in its one line: a sweep's finished units are saved and a rerun resumes them (the
-#: default); a command that writes its file only at the end saves nothing; the paper is rewritten whole.
+#: What Ctrl-C leaves behind, said in its one line (``INTERRUPTED`` of each command module).
 RESUME = "finished units are saved, run the same command again to resume"
 NOTHING_SAVED = "nothing was saved, run the same command again"
 TASKS_SAVED = "finished tasks are saved, run the same command again to resume"
@@ -28,12 +27,9 @@ REWRITE = "files already written stay, run the same command again to write them 
 
 
 def setup_logging(verbose: bool = False) -> None:
-    """Warnings and errors of libraries, INFO lines of layer_mteb; the paper's tasks are superseded in mteb on
-    purpose, which the docs say once. The progress bars of datasets (mteb's "Standardizing text corpus format" and
-    "Map" bars, several per retrieval task) are off unless ``verbose``: the package's own progress lines say how far
-    a command is. Nor are other libraries' tqdm bars (transformers' "Converting and de-quantizing GGUF tensors",
-    redrawn a dozen times per GGUF load in a log): tqdm reads ``TQDM_DISABLE`` when it is imported, which the CLI's
-    checks never do, and the package's own bars pass ``disable`` themselves, so they stay."""
+    """:func:`package_logging`, mteb's "superseded" warnings dropped (the paper's tasks are, on purpose), and other
+    libraries' progress bars off unless ``verbose`` (tqdm reads ``TQDM_DISABLE`` on import, which the checks never
+    do; the package's own bars pass ``disable`` themselves, so they stay)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not verbose:
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # read when datasets is imported, workers too
@@ -57,9 +53,8 @@ def package_logging() -> None:
 
 
 def run_reporting_errors(command: Callable[[], None], interrupted: str = RESUME) -> int:
-    """Run ``command``; a :class:`UserError`, a full disk, a folder without write access or a path too long for the
-    file system is one line, exit 2;
-    Ctrl-C is one line saying what was saved (``interrupted``), exit 130 (128 + SIGINT, as shells report it)."""
+    """Run ``command``; a :class:`UserError`, a full disk, no write access or a path too long is one line, exit 2;
+    Ctrl-C one line saying what was saved (``interrupted``), exit 130 (128 + SIGINT, as shells report it)."""
     try:
         command()
     except UserError as err:
@@ -82,14 +77,14 @@ def run_reporting_errors(command: Callable[[], None], interrupted: str = RESUME)
 
 
 def fail(message: str) -> int:
+    """Print ``message`` as the one error line; the exit status."""
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return 2
 
 
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
-    """Layers as rows, tasks as columns, one table per (model, revision); one summary line each (best and last
-    layer); then where the files are. The run's tasks as mteb counts them (:func:`task_rows`): an aggregate task's
-    subtasks are in ``scores.csv``, not in the table or its means."""
+    """A layer × task table per (model, revision), a best-and-last line each, then where the files are; tasks as
+    mteb counts them (:func:`task_rows`: an aggregate's subtasks stay out)."""
     from layer_mteb.analysis.report.table1 import run_summary
     from layer_mteb.common.run_folder import task_rows
 

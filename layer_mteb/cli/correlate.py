@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import NOTHING_SAVED
-from layer_mteb.cli.options import add_metric_readout, check_runs, settings_of
+from layer_mteb.cli.options import add_metric_readout, as_keywords, check_runs, settings_of
 
 NAME = "correlate"
 HELP = "correlate each metric with the score across layers"
@@ -41,13 +41,6 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.correlation import correlate, correlation_table
     from layer_mteb.cli.console import print_correlation
-    from layer_mteb.common.run_folder import RunFolder
 
-    frame = correlate(
-        RunFolder(settings.run),
-        method=settings.method,
-        n_permutations=settings.permutations,
-        seed=settings.seed,
-        metric_readout=settings.metric_readout,
-    )
+    frame = correlate(**as_keywords(settings, permutations="n_permutations"))
     print_correlation(correlation_table(frame), Path(settings.run))

@@ -21,13 +21,9 @@ INTERRUPTED = RESUME
 
 def add_options(cost: argparse.ArgumentParser) -> None:
     cost.add_argument("--run", required=True, help="run folder: its scores.csv gives model, revision and settings")
+    cost.add_argument("--model", help="how to load the run's model (default: its name in scores.csv; packaged found)")
     cost.add_argument(
-        "--model", default=None, help="how to load the run's model (default: its name in scores.csv; packaged found)"
-    )
-    cost.add_argument(
-        "--texts",
-        default=None,
-        help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)",
+        "--texts", help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)"
     )
     cost.add_argument("--n-texts", type=int, default=256, help="texts drawn (seeded) from --texts and timed per layer")
     cost.add_argument("--seed", type=int, default=0, help="seed of the text sample")
@@ -35,23 +31,16 @@ def add_options(cost: argparse.ArgumentParser) -> None:
     cost.add_argument(
         "--batch-size",
         type=int,
-        default=None,
         help=f"texts per forward pass: the run's, not recorded in scores.csv ({BATCH_DEFAULTS})",
     )
-    cost.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        default=None,
-        help=f"the run's padded-token cap per batch ({TOKEN_DEFAULTS})",
-    )
-    cost.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    cost.add_argument("--max-batch-tokens", type=int, help=f"the run's padded-token cap per batch ({TOKEN_DEFAULTS})")
+    cost.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     cost.add_argument(
         "--device-map",
-        default=None,
         help="split one large model over devices as `run --device-map` does, e.g. auto: the run's placement "
         "(default: all on --device)",
     )
-    cost.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
+    cost.add_argument("--data-dir", help=f"folder of local task data {DATA_DEFAULT}")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,5 @@
-"""``layer-mteb export``: one layer, as it was scored, written as a sentence-transformers model folder.
-
-With ``--run``, the model, its revision and the encode settings are the run's own (``scores.csv``), so the exported
-folder is what was scored; the layer is ``--layer`` or the pick of a label-free selector (``--by``), asked of the
-selection API once (:func:`_selection`). The run folder is only read, never written.
-"""
+"""``layer-mteb export``: one layer, as it was scored, written as a sentence-transformers model folder. With
+``--run`` the model, revision and settings are the run's (only read), the layer ``--layer`` or a selector's pick."""
 
 from __future__ import annotations
 
@@ -43,28 +39,20 @@ MEAN = "mean"  # the selection API's name for the score averaged over tasks
 
 
 def add_options(export: argparse.ArgumentParser) -> None:
-    export.add_argument(
-        "--model", default=None, help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)"
-    )
-    export.add_argument("--revision", default=None, help="hub revision (default: the main branch, or the run's)")
-    export.add_argument("--layer", type=int, default=None, help="the layer: 0 (embeddings) to the number of blocks")
-    export.add_argument(
-        "--run", default=None, help="a run folder: the model, revision and settings its scores.csv was scored with"
-    )
+    export.add_argument("--model", help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)")
+    export.add_argument("--revision", help="hub revision (default: the main branch, or the run's)")
+    export.add_argument("--layer", type=int, help="the layer: 0 (embeddings) to the number of blocks")
+    export.add_argument("--run", help="a run folder: the model, revision and settings its scores.csv was scored with")
     export.add_argument(
         "--by",
-        default=None,
         help="with --run, instead of --layer: the label-free selector that picks the layer, as `select --by` takes "
         "it (auto, prompt_entropy, depth=0.8, ...)",
     )
-    export.add_argument(
-        "--task", default=None, help="with --by: export the layer picked for this task (default: for the mean)"
-    )
+    export.add_argument("--task", help="with --by: export the layer picked for this task (default: for the mean)")
     add_metric_readout(export)
     export.add_argument(
         "--agreement-with",
         dest="reference",
-        default=None,
         help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
         "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
         "from the hub when it is reachable)",
@@ -97,8 +85,7 @@ class Settings:
 
 
 def check(args: argparse.Namespace) -> Settings:
-    """What ``export``'s options say alone: one source and one way to name the layer, an output that is new or
-    empty; the layer's range is known once the run's table or the model is read."""
+    """What the options say alone: one source, one way to name the layer, a new or empty output."""
     if args.run is None and args.model is None:
         raise UserError("give --model M (with --layer K) or --run RUN (with --by SELECTOR or --layer K)")
     if (args.layer is None) == (args.by is None):
@@ -156,8 +143,7 @@ def execute(settings: Settings) -> None:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What to load and export: ``model`` as ``load_model`` takes it, at ``revision``; ``scored_revision`` is the
-    revision the run scored (the loaded model must be that one)."""
+    """What to load and export; ``scored_revision``: the revision the run scored (the loaded model must be it)."""
 
     model: str
     revision: str | None
@@ -191,8 +177,7 @@ def _plan(settings: Settings) -> _Plan:
 
 
 def run_prompts(entries: list[dict]) -> Prompts | None:
-    """The prompts a run's ``run.json`` says its tasks were scored with (None: none), or the instructions it put
-    before them as sentence-transformers prompts (:func:`instruction_prompts`)."""
+    """The prompts (or instructions, :func:`instruction_prompts`) a run's ``run.json`` says it scored with."""
     if any(isinstance(entry.get("instructions"), dict) for entry in entries):
         return instruction_prompts(entries)
     recorded = next((entry["prompts"] for entry in entries if isinstance(entry.get("prompts"), dict)), None)
@@ -200,10 +185,8 @@ def run_prompts(entries: list[dict]) -> Prompts | None:
 
 
 def instruction_prompts(entries: list[dict]) -> Prompts:
-    """The instructions each task of a run was scored with, as far as sentence-transformers prompts say them:
-    ``<task>-query`` / ``<task>-document`` / ``<task>`` (no prompt type) -> the text put before that task's texts,
-    which mteb picks by task name (for the tasks in its registry) as the run did; the template itself and tasks the
-    run did not score have no prompt name to go under."""
+    """A run's instructions as sentence-transformers prompts (``<task>-query``, ``<task>-document``, ``<task>``),
+    which mteb picks by task name as the run did; the template and unscored tasks have no prompt name."""
     mapping: dict[str, str] = {}
     source = ""
     for entry in entries:
@@ -229,8 +212,7 @@ def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
 
 
 def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
-    """The layer ``--by`` picks (for ``--task``, or the one pick for the mean over tasks) and a line saying how it
-    compares with the last and the best layer; no selection file is written."""
+    """The layer ``--by`` picks (for ``--task``, else the mean) and a line comparing it; writes no selection file."""
     from layer_mteb.analysis.selection.picks import select_layers
     from layer_mteb.metrics.agreement.source import SignalSource
 

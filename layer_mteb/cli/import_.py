@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import settings_of
+from layer_mteb.cli.options import as_keywords, settings_of
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_writable
 
@@ -23,16 +23,15 @@ def add_options(imp: argparse.ArgumentParser) -> None:
 
     imp.add_argument("folder", help="folder of layer_<k>/<Task>.json (mteb 1.x) or an mteb 2.x results folder")
     imp.add_argument("--output", required=True, help="run folder to write scores.csv (and metrics.csv) into")
-    imp.add_argument("--model", default=None, help="model name for the rows (default: from the files)")
-    imp.add_argument("--n-layers", type=int, default=None, help="the model's number of layers (default: known/deepest)")
+    imp.add_argument("--model", help="model name for the rows (default: from the files)")
+    imp.add_argument("--n-layers", type=int, help="the model's number of layers (default: known/deepest)")
     imp.add_argument(
         "--attention",
         choices=ATTENTIONS,
-        default=None,
         help="the attention the model ran, where the files do not say (default: the files', else the release's)",
     )
-    imp.add_argument("--metrics", default=None, help="a long-format metrics table (official_layer_metrics.csv.gz)")
-    imp.add_argument("--metrics-model", default=None, help="the model's name in that table (default: --model)")
+    imp.add_argument("--metrics", help="a long-format metrics table (official_layer_metrics.csv.gz)")
+    imp.add_argument("--metrics-model", help="the model's name in that table (default: --model)")
     imp.add_argument(
         "--normalization",
         choices=RELEASE_NORMALIZATIONS,
@@ -63,14 +62,4 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.runs.importing import write_import
 
-    lines = write_import(
-        settings.folder,
-        settings.output,
-        model=settings.model,
-        n_layers=settings.n_layers,
-        attention=settings.attention,
-        metrics=settings.metrics,
-        metrics_model=settings.metrics_model,
-        normalization=settings.normalization,
-    )
-    print("\n".join(lines))
+    print("\n".join(write_import(**as_keywords(settings))))

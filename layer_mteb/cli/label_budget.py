@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import TASKS_SAVED, print_written
-from layer_mteb.cli.options import DATA_DEFAULT, check_runs, settings_of
+from layer_mteb.cli.options import DATA_DEFAULT, as_keywords, check_runs, settings_of
 from layer_mteb.evaluation.workers import check_eval_workers
 
 NAME = "label-budget"
@@ -22,10 +22,8 @@ def add_options(budget: argparse.ArgumentParser) -> None:
     budget.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
     budget.add_argument("--draws", type=int, default=10, help="draws of K examples per task and K")
     budget.add_argument("--seed", type=int, default=0, help="seed of the draws")
-    budget.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
-    budget.add_argument(
-        "--eval-workers", type=int, default=None, help="processes scoring layers (default: one per CPU core)"
-    )
+    budget.add_argument("--data-dir", help=f"folder of local task data {DATA_DEFAULT}")
+    budget.add_argument("--eval-workers", type=int, help="processes scoring layers (default: one per CPU core)")
     budget.add_argument(
         "--baselines-only",
         action="store_true",
@@ -54,14 +52,6 @@ def execute(settings: Settings) -> None:
     from layer_mteb.analysis.labels.curve import write_curve
 
     started = time.time()
-    needed = write_curve(
-        settings.run,
-        settings.output,
-        draws=settings.draws,
-        seed=settings.seed,
-        data_dir=settings.data_dir,
-        baselines_only=settings.baselines_only,
-        workers=settings.eval_workers,
-    )
+    needed = write_curve(**as_keywords(settings, run="folders", eval_workers="workers"))
     print(needed.to_string(index=False))
     print_written(settings.output, started)

@@ -1,11 +1,9 @@
-"""``layer-mteb``: the parser built from the command modules, each command's options checked before anything heavy
-loads (into its settings object), logging set up once, the command executed with those settings, and every user
-mistake turned into one line and exit 2 (:mod:`.console`).
+"""``layer-mteb``: the parser built from the command modules; each command's options are checked before anything
+heavy loads, then it is executed, every user mistake one line and exit 2 (:mod:`.console`).
 
-A command is one module of this package: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its
-settings, every mistake the options and the file system show, before transformers or mteb load and before the
-hub probe; torch only where ``--device cuda`` asks whether there is a GPU), ``execute(settings)`` and
-``INTERRUPTED`` (what Ctrl-C leaves behind)."""
+A command is one module: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its settings; every mistake
+the options and files show, before transformers, mteb or the hub probe), ``execute(settings)`` and ``INTERRUPTED``
+(what Ctrl-C leaves behind)."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ _BY_NAME = {command.NAME: command for command in COMMANDS}
 
 
 class _DefaultsShown(argparse.HelpFormatter):
-    """Every option's help ends with its default, unless the help already names it or there is none to name
-    (a required option, an on/off flag)."""
+    """Every option's help ends with its default, unless it names one already or has none (required, on/off)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -57,8 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """Every command with its options; with ``only`` (a command's name), only that command's options are declared
-    (the others are listed, as ``--help`` shows them, and parse nothing)."""
+    """Every command with its options; ``only`` declares only that command's (the others are listed, parse nothing)."""
     parser = _Parser(prog=PROG, description="Score every layer of a model on MTEB tasks.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:

@@ -22,12 +22,9 @@ INTERRUPTED = RESUME
 
 def add_options(metrics: argparse.ArgumentParser) -> None:
     add_model_or_run(metrics)
-    metrics.add_argument(
-        "--revision", default=None, help="hub revision: branch, tag or commit (default: the main branch)"
-    )
+    metrics.add_argument("--revision", help="hub revision: branch, tag or commit (default: the main branch)")
     metrics.add_argument(
         "--texts",
-        default=None,
         help="wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load "
         "(default: wikitext; with --run, the run's tasks' own texts, task:<Task> each)",
     )
@@ -37,14 +34,12 @@ def add_options(metrics: argparse.ArgumentParser) -> None:
         help="the paper's protocol: 1000 prompts, 16 views x 200 prompts (MiniLM-L6 on 2 CPU cores: about 14 min, "
         "2 GB; the default, 200 prompts and 4 views x 32 prompts, takes about a minute)",
     )
+    metrics.add_argument("--n-prompts", type=int, help="texts to use, seeded sample if more (default 200; paper: 1000)")
     metrics.add_argument(
-        "--n-prompts", type=int, default=None, help="texts to use, seeded sample if more (default 200; paper: 1000)"
+        "--views", type=int, help="augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)"
     )
     metrics.add_argument(
-        "--views", type=int, default=None, help="augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)"
-    )
-    metrics.add_argument(
-        "--augment-prompts", type=int, default=None, help="prompts that get augmented views (default 32; paper: 200)"
+        "--augment-prompts", type=int, help="prompts that get augmented views (default 32; paper: 200)"
     )
     metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
     add_measure_options(metrics, seed_help="seed of the prompt sample and the augmentations")

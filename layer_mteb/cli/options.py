@@ -1,9 +1,5 @@
-"""What several ``layer-mteb`` commands share: option groups declared once (encode options, ``--model``/``--run``,
-the tail of ``metrics`` and ``stress``, vector options, the metric readout), the values made from them (output
-folder, lengths, device, the :class:`EncodeConfig`), the up-front check of run folders and the hub probe.
-
-Nothing here imports torch, transformers or mteb: the commands check their options with it before anything heavy
-loads."""
+"""What several ``layer-mteb`` commands share: option groups declared once, the values made from them and the
+up-front checks. Nothing here imports torch, transformers or mteb: options are checked before anything heavy loads."""
 
 from __future__ import annotations
 
@@ -45,9 +41,8 @@ TOKEN_DEFAULTS = (
     f"{GPU_STATE_BYTES // 2**30} GiB, at most {GPU_BATCH_TOKENS:,}"
 )
 RUNS = "runs"  # default parent of run folders; results/ holds only the committed reproduction
-#: the encode options' defaults on the command line: a pipeline's settings are left unset (None), ``run`` fills them
-#: from the model's own sentence-transformers pipeline (``--protocol model``), every other command from EncodeConfig's
-#: defaults; beside them ``metrics --run`` / ``stress --run`` tell what the user gave (the run's settings replace them)
+#: the encode options' defaults: a pipeline's settings unset (None), filled by ``run`` from the model's own pipeline,
+#: by other commands from EncodeConfig; ``metrics --run`` / ``stress --run`` tell from them what the user gave
 ENCODE_DEFAULTS: dict[str, Any] = {s.name: None if s.name in PIPELINE_SETTINGS else s.default for s in SETTINGS}
 #: the settings ``metrics --run`` / ``stress --run`` take from the run (the readout stays the options')
 RUN_SETTINGS = tuple(name for name in SETTINGS_COLUMNS if name != "readout")
@@ -58,18 +53,22 @@ OWN_DEFAULT = (
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:
-    """A command's settings object ``cls`` (a dataclass) from the options (or the settings) of the same names,
-    ``given`` replacing or adding values the check made; a field no option names keeps its default."""
+    """A settings dataclass ``cls`` from the options of the same names, ``given`` replacing or adding values."""
     names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
     return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
+
+
+def as_keywords(settings: Any, **renamed: str) -> dict[str, Any]:
+    """A settings dataclass as the keyword arguments of the function it feeds, ``renamed`` mapping field -> name."""
+    return {renamed.get(name, name): value for name, value in vars(settings).items()}
 
 
 # ------------------------------------------------------------------------------------------------------ option groups
 def add_setting_options(
     parser: argparse.ArgumentParser, defaults: Mapping[str, Any], unset: Callable[[Setting], str]
 ) -> None:
-    """One option per encode setting (:data:`~layer_mteb.common.config.SETTINGS`), its choices, conversion and help
-    its EncodeConfig field's; ``unset`` says in the help what one left unset (a default of None) becomes."""
+    """One option per encode setting (its EncodeConfig field's choices, type and help); ``unset`` says in the help
+    what one left unset becomes."""
     for setting in SETTINGS:
         default = defaults[setting.name]
         typed = {"type": setting.kind, "choices": setting.choices}
@@ -90,17 +89,13 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
         ENCODE_DEFAULTS,
         lambda s: OWN_DEFAULT % said(s.default) if s.name in PIPELINE_SETTINGS else f"default: {said(s.default)}",
     )
-    parser.add_argument("--batch-size", type=int, default=None, help=f"texts per forward pass ({BATCH_DEFAULTS})")
+    parser.add_argument("--batch-size", type=int, help=f"texts per forward pass ({BATCH_DEFAULTS})")
     parser.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        default=None,
-        help=f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})",
+        "--max-batch-tokens", type=int, help=f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})"
     )
-    parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda if available)")
+    parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
     parser.add_argument(
         "--device-map",
-        default=None,
         help="split one large model over devices: auto, balanced, sequential (accelerate), or a JSON file of module"
         " -> device (a GPU number, cpu, disk) (default: all on --device)",
     )
@@ -109,29 +104,27 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
 
 def add_model_or_run(parser: argparse.ArgumentParser) -> None:
     """``metrics`` and ``stress`` measure a model given by name, or the model of a run folder with its settings."""
-    parser.add_argument("--model", default=None, help=f"{MODEL_HELP} (or --run)")
+    parser.add_argument("--model", help=f"{MODEL_HELP} (or --run)")
     parser.add_argument(
         "--run",
-        default=None,
         help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
         "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
     )
 
 
 def add_measure_options(parser: argparse.ArgumentParser, *, seed_help: str, gzip: str | None = None) -> None:
-    """The options ``metrics`` and ``stress`` share after their own: the entropies' order, the seed (``seed_help``
-    says what it draws), the data folder, the encode options and the output folder; ``gzip``, the table a command
-    may write compressed, adds ``--gzip`` for it."""
+    """The options ``metrics`` and ``stress`` share after their own; ``gzip`` names a table ``--gzip`` compresses."""
     parser.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
     if gzip is not None:
         parser.add_argument("--gzip", action="store_true", help=f"write {gzip}.gz instead of {gzip}")
-    parser.add_argument("--data-dir", default=None, help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    parser.add_argument("--data-dir", help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
     add_encode_options(parser)
-    parser.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    parser.add_argument("--output", help="run folder (default: runs/<model>)")
 
 
 def add_metric_readout(parser: argparse.ArgumentParser) -> None:
+    """``--metric-readout``: which readout's metrics pick among the scores."""
     parser.add_argument(
         "--metric-readout",
         choices=METRIC_READOUTS,
@@ -142,18 +135,16 @@ def add_metric_readout(parser: argparse.ArgumentParser) -> None:
 
 
 def output_folder(output: str | None, run: str | None, model: str | None) -> Path:
-    """``--output``, else the ``--run`` folder a command reads its model from, else ``runs/<model's name>``:
-    outside the committed ``results/``, so a first try never rewrites the project's own tables."""
+    """``--output``, else the ``--run`` folder, else ``runs/<model's name>`` (never the committed ``results/``)."""
     if output is None and run:
         return Path(run)
     return Path(output or Path(RUNS) / Path(str(model)).name.replace("/", "__"))
 
 
 def encode_config(args: argparse.Namespace, models: list[str], own: dict[str, Any] | None = None) -> EncodeConfig:
-    """The encode options as :class:`EncodeConfig` checks them, built once (without ``--device``, on
-    :data:`~layer_mteb.common.config.AUTO`, placed when torch may load); a pooling, max length or normalisation not
-    given is ``own``'s (the model's pipeline, for ``run``) or else EncodeConfig's default. A memory limit is checked
-    against the models whose width is known without loading them."""
+    """The encode options as a checked :class:`EncodeConfig` (device :data:`~layer_mteb.common.config.AUTO` until
+    torch may load); an unset pipeline setting is ``own``'s, else the default. A memory limit is checked against
+    the models whose width is known without loading them."""
     memory_limit = parse_size(args.max_cache_memory) if getattr(args, "max_cache_memory", None) else None
     for model in models if memory_limit is not None else []:
         hidden = known_hidden_size(model)
@@ -194,8 +185,7 @@ def task_texts(sources: list[str]) -> list[str]:
 
 
 def probe_hub_if(needed: bool) -> None:
-    """Probe the hub only when something may come from it; before mteb and datasets import (they read
-    ``HF_HUB_OFFLINE`` once)."""
+    """Probe the hub only when something may come from it, before mteb and datasets read ``HF_HUB_OFFLINE``."""
     if needed:
         offline_unless_reachable()
 
@@ -203,9 +193,7 @@ def probe_hub_if(needed: bool) -> None:
 # ------------------------------------------------------------------------------------- --model or --run, measured
 @dataclass(frozen=True)
 class Measured:
-    """What ``metrics`` and ``stress`` measure: ``model`` as ``load_model`` takes it (at ``revision``), on
-    ``texts`` (``sources``, one by one) read from ``data_dir``, with ``config`` (its device placed once torch may
-    load), written to ``output``."""
+    """What ``metrics`` and ``stress`` measure: ``model`` at ``revision`` on ``sources``, into ``output``."""
 
     model: str
     revision: str | None
@@ -221,8 +209,7 @@ class Measured:
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """What the settings of ``metrics`` and ``stress`` share (:func:`add_measure_options`): the ``target`` measured,
-    the entropies' order ``alpha`` and the ``seed``; the hub is probed when the target may need it."""
+    """What the settings of ``metrics`` and ``stress`` share (:func:`add_measure_options`)."""
 
     target: Measured
     alpha: float
@@ -233,8 +220,8 @@ class MeasureSettings:
 
 
 def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
-    """The model, texts and settings of ``metrics`` / ``stress`` (``several_texts``: comma-separated sources), given
-    or the run's (``--run``); the output writable, the model and every text source there."""
+    """The model, texts and settings of ``metrics`` / ``stress``, given or the run's, checked: the output writable,
+    the model and every text source there (``several_texts``: comma-separated)."""
     model, revision, texts, data_dir = args.model, getattr(args, "revision", None), args.texts, args.data_dir
     taken: dict[str, Any] = {}  # the run's encode settings
     if args.run is not None:
@@ -254,9 +241,8 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
 
 
 def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, dict[str, Any]]:
-    """``--run RUN``: the run's model (its packaged short name, or ``--model`` to say how to load it), revision,
-    texts (its tasks' own) and data folder, and its encode settings (the readout stays the options'); a different
-    setting given beside ``--run`` is refused."""
+    """``--run RUN``: the run's model (``--model`` says how to load it), revision, texts, data folder and encode
+    settings but the readout; a different setting given beside ``--run`` is refused."""
     check_runs([args.run])
     folder = RunFolder(args.run)
     scores = folder.one_setting()

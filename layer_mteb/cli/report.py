@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, check_runs, settings_of
+from layer_mteb.cli.options import RUNS, as_keywords, check_runs, settings_of
 
 NAME = "report"
 HELP = "Table 1, Figure 1, heatmaps and selector leaderboard from run folders"
@@ -26,7 +26,6 @@ def add_options(report: argparse.ArgumentParser) -> None:
     report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
     report.add_argument(
         "--pythia-scores",
-        default=None,
         help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
         "official_pythia_layer_scores.csv in $LAYER_MTEB_RELEASE, else in ../shared/reference)",
     )
@@ -37,9 +36,7 @@ def add_options(report: argparse.ArgumentParser) -> None:
         help="average the paper curves over the tasks the runs scored (run) or all 32 paper tasks (all)",
     )
     report.add_argument(
-        "--entropy-selector",
-        default=None,
-        help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)",
+        "--entropy-selector", help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)"
     )
 
 
@@ -63,13 +60,5 @@ def execute(settings: Settings) -> None:
     from layer_mteb.analysis.report.build import write_report
     from layer_mteb.cli.console import print_report
 
-    paths = write_report(
-        settings.run,
-        settings.output,
-        paper_curves=settings.paper_curves,
-        pythia_scores=settings.pythia_scores,
-        paper_tasks=settings.paper_tasks,
-        entropy_selector=settings.entropy_selector,
-        random_runs=settings.random_run,
-    )
+    paths = write_report(**as_keywords(settings, run="runs", random_run="random_runs"))
     print_report(Path(settings.output), paths)

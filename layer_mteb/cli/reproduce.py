@@ -19,7 +19,6 @@ INTERRUPTED = REWRITE
 def add_options(paper: argparse.ArgumentParser) -> None:
     paper.add_argument(
         "--release",
-        default=None,
         help="a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
         "(default: $LAYER_MTEB_RELEASE/release, else ../shared/reference/release)",
     )

@@ -1,8 +1,5 @@
-"""``layer-mteb run``: score every requested layer on every task, one forward pass per task.
-
-Its options are the fields of :class:`~layer_mteb.evaluation.request.RunRequest` under the same names: the check
-makes that one settings object (its encode settings built once, placed on the device when torch may load) and the
-sweep takes it as it is."""
+"""``layer-mteb run``: score every requested layer on every task, one forward pass per task. Its options are the
+fields of :class:`~layer_mteb.evaluation.request.RunRequest`, which the check builds and the sweep takes as it is."""
 
 from __future__ import annotations
 
@@ -34,8 +31,6 @@ PROMPTS_HELP = (
     "prompts put before the texts, per task and query/document as mteb picks them: a JSON/YAML file mapping prompt "
     "names to prompts, or none (default: the model's own, from its config_sentence_transformers.json)"
 )
-
-
 PROTOCOL_HELP = (
     "what the pooling, max length and normalisation not given are: model, a sentence-transformers model's own "
     "pipeline (its pooling mode, max_seq_length and Normalize) with mteb's instructions for it, so that its last layer "
@@ -56,35 +51,27 @@ def add_options(run: argparse.ArgumentParser) -> None:
         "--model", dest="models", action="append", required=True, help=f"{MODEL_HELP}; repeat for several models"
     )
     run.add_argument(
-        "--revision",
-        default=None,
-        help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)",
+        "--revision", help="hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)"
     )
     run.add_argument("--tasks", default="paper32", help=TASKS_HELP)
-    run.add_argument("--data-dir", default=None, help=f"folder of local task data {DATA_DEFAULT}")
-    run.add_argument("--prompts", default=None, help=PROMPTS_HELP)
-    run.add_argument("--instructions", default=None, help=INSTRUCTIONS_HELP)
+    run.add_argument("--data-dir", help=f"folder of local task data {DATA_DEFAULT}")
+    run.add_argument("--prompts", help=PROMPTS_HELP)
+    run.add_argument("--instructions", help=INSTRUCTIONS_HELP)
     run.add_argument("--protocol", choices=PROTOCOLS, default="model", help=PROTOCOL_HELP)
     run.add_argument("--layers", default="all", help="all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)")
     add_encode_options(run)
     run.add_argument(
-        "--shard",
-        default=None,
-        help="I/N: run the I-th of N shards of the work, for SLURM array jobs (default: all of it)",
+        "--shard", help="I/N: run the I-th of N shards of the work, for SLURM array jobs (default: all of it)"
     )
     run.add_argument(
         "--max-cache-memory",
-        default=None,
         help="memory for a task's pooled vectors of all layers, e.g. 2GB or 256MB; beyond it each layer goes to its "
         "own file on disk (default: half the free memory of the device, at most half the host's)",
     )
     run.add_argument(
-        "--eval-workers",
-        type=int,
-        default=None,
-        help="layers evaluated at once in worker processes (default: one per CPU core)",
+        "--eval-workers", type=int, help="layers evaluated at once in worker processes (default: one per CPU core)"
     )
-    run.add_argument("--output", default=None, help="run folder (default: runs/<model>)")
+    run.add_argument("--output", help="run folder (default: runs/<model>)")
     run.add_argument("--overwrite", action="store_true", help="recompute results that already exist")
     run.add_argument(
         "--no-vector-cache", dest="vector_cache", action="store_false", help="do not keep pooled vectors on disk"
@@ -109,8 +96,7 @@ def add_options(run: argparse.ArgumentParser) -> None:
 
 
 def check(args: argparse.Namespace) -> RunRequest:
-    """``run``'s options as the one settings object the sweep takes as it is; its output folder holds no other
-    model or setting."""
+    """``run``'s options as the one settings object the sweep takes; its output holds no other model or setting."""
     output = output_folder(args.output, None, args.models[0])
     for model in args.models:
         model_kind(model)  # a mistyped model is one line before any file is read

@@ -33,9 +33,9 @@ def add_options(stress: argparse.ArgumentParser) -> None:
         help="the paper's sizes: 1000 prompts per level and per length (default: 16 and 10, about a minute of CPU for "
         "MiniLM-L6)",
     )
-    stress.add_argument("--n-prompts", type=int, default=None, help="prompts per randomness/repetition level")
-    stress.add_argument("--length-prompts", type=int, default=None, help="random prompts per length")
-    stress.add_argument("--lengths", default=None, help="prompt lengths, e.g. 64,128 (default 64 ... 2048)")
+    stress.add_argument("--n-prompts", type=int, help="prompts per randomness/repetition level")
+    stress.add_argument("--length-prompts", type=int, help="random prompts per length")
+    stress.add_argument("--lengths", help="prompt lengths, e.g. 64,128 (default 64 ... 2048)")
     add_measure_options(stress, seed_help="seed of the prompt sample and the perturbations", gzip="stress.csv")
 
 

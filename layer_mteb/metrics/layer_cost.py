@@ -1,21 +1,12 @@
 """What a model cut at each layer costs: measured seconds per 1,000 texts and forward FLOPs, per depth k = 0..L.
 
-A layer is only worth picking for its cost if the cost is measured on the texts and batches the run used, so both
-numbers come from one fixed, seeded sample of the run's own task texts (:func:`sample_texts`), tokenised and padded
-once into the run's length-sorted batches; neither tokenising nor pooling is timed, only the model's forward.
-
-- **Seconds**: after one warm-up pass of the full model, ``repeats`` timed passes of the sample per depth (their
-  median: one pass of 256 texts takes tens of milliseconds on a GPU, where one slow pass would decide), the model
-  cut by :func:`~layer_mteb.model.architectures.first_blocks` (its shallow blocks and embeddings, the final norm off:
-  the norm is a per-token scale, no matrix product, so it changes neither the FLOPs nor measurably the time). A
-  pass ends when every GPU the model computes on has finished its queued work (the model's devices, not the
-  current device: a model on ``cuda:1`` or split by a device map is timed until it is done).
-- **FLOPs**: ``torch.utils.flop_counter.FlopCounterMode`` over one pass of the full model on the same batches, with
-  its per-module breakdown: the model cut at k does everything the full model does except blocks k+1..L, so its
-  FLOPs are the total less those blocks' (:func:`depth_flops`). One counted pass instead of L+1, and exact: the
-  counter sees the same padded shapes the timed passes run (``tests/metrics/test_cost.py`` checks it against
-  counting each cut model directly). The counter counts matrix products (linear layers, attention, convolutions),
-  so embedding look-ups and norms count zero; CPU attention is added here because torch does not count its kernel.
+Both come from one seeded sample of the run's own task texts in the run's batches; only the forward is timed.
+- **Seconds**: after a warm-up, the median of ``repeats`` passes per depth (one slow pass must not decide), the
+  model cut by :func:`~layer_mteb.model.architectures.first_blocks` (final norm off: no matrix product), each pass
+  waiting for every GPU the model computes on.
+- **FLOPs**: one ``FlopCounterMode`` pass of the full model, the cut at k being the total less blocks k+1..L
+  (:func:`depth_flops`; exact, checked in the tests). Only matrix products count; CPU attention is added here
+  because torch does not count its kernel.
 """
 
 from __future__ import annotations
@@ -54,16 +45,9 @@ COST_COLUMNS = [
     "n_texts",
     "seed",
     *SETTINGS_COLUMNS,
-    "batch_size",
-    "max_batch_tokens",
-    "device",
-    "threads",
-    "repeats",
-    "seconds",
-    "seconds_per_1000_texts",
-    "flops",
-    "flops_fraction",
 ]
+COST_COLUMNS += ["batch_size", "max_batch_tokens", "device", "threads", "repeats", "seconds", "seconds_per_1000_texts"]
+COST_COLUMNS += ["flops", "flops_fraction"]
 
 
 @dataclass(frozen=True)
@@ -91,8 +75,7 @@ def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
-    """The run's batches of ``texts`` (its tokenisation, max length, length-sorted batch sizes), padded on the
-    device once, so the timed passes time the model and nothing else."""
+    """The run's batches of ``texts``, padded on the device once, so only the model's forward is timed."""
     token_ids, _ = tokenize(model.tokenizer, texts, config.max_length)
     limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
     batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
@@ -104,10 +87,8 @@ def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfi
 
 
 def _attention_flops(query, key, value, *_, **__) -> int:
-    """FLOPs of one attention call from its shapes: Q·Kᵀ and the weights times V, 2 FLOPs a multiply-add. Keys and
-    values may have fewer heads than queries (grouped-query attention); every query head still does the work.
-    A causal mask is not halved: the kernel computes the whole score matrix. Arguments are shapes (the counter's
-    wrapper turns tensors into shapes); dropout, masks, scale and the output shape change no count."""
+    """FLOPs of one attention call from its shapes (Q·Kᵀ and weights·V, 2 per multiply-add): every query head works
+    (grouped-query too), and a causal mask is not halved (the kernel computes the whole score matrix)."""
     batch, heads, n_query, head_dim = query
     n_key, value_dim = key[-2], value[-1]
     return 2 * batch * heads * n_query * n_key * (head_dim + value_dim)
@@ -139,9 +120,7 @@ def depth_flops(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]) 
 
 
 def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]], repeats: int = 1) -> list[float]:
-    """Seconds of one forward pass over ``batches`` of the model cut at each depth k = 0..L: the median of
-    ``repeats`` passes, after one untimed warm-up pass of the full model (first calls allocate memory and pick
-    kernels). Each pass waits for every device the model computes on."""
+    """Seconds of one pass per cut depth: the median of ``repeats`` after a warm-up (first calls pick kernels)."""
     devices = model_devices(model.model)
 
     def one_pass() -> float:
@@ -203,13 +182,9 @@ def run_cost(
     data_dir: str | Path | None = None,
     **placement,
 ) -> pd.DataFrame:
-    """Measure the cost of every depth of the run's model with its settings, and write ``cost.csv`` in ``folder``.
-
-    The model, revision and encode settings come from the run's ``scores.csv`` (``model`` overrides how to load
-    it, as for ``select --labels``); ``texts`` defaults to the run's tasks' own texts (``task:<Task>`` each);
-    ``placement`` (``batch_size``, ``max_batch_tokens``, ``device``, ``device_map``) is not recorded in the run and
-    so is given.
-    """
+    """Measure the cost of every depth of the run's model with its settings into ``folder``'s ``cost.csv``.
+    ``model`` says how to load it; ``texts`` defaults to the run's tasks' own; ``placement`` (batch sizes, device,
+    device map) is not recorded in the run, so it is given."""
     settings = settings or CostSettings()
     folder = RunFolder(folder)
     scores = folder.one_setting()

@@ -1,31 +1,13 @@
 """The paper's representation metrics of a layer's vectors, in one place.
 
-Matrix-based Rényi entropy of a set of representations: the compression measure behind prompt entropy, dataset
-entropy and effective rank.
-
-For rows ``Z`` (n × d), the entropy is that of the normalised eigenvalues of the Gram matrix ``Z Zᵀ`` (n × n); the
-covariance ``Zᵀ Z`` (d × d) has the same non-zero spectrum, so whichever is smaller is decomposed. Following the
-authors' code, rows are first centred on their mean and then scaled to unit length (:func:`preprocess`), which makes
-the value invariant to translation, scale and rotation of the representation space.
-
-Curvature of a prompt's trajectory through representation space: how sharply it turns from token to token.
-
-With z_1 … z_T the token states of one prompt and v_k = z_{k+1} − z_k, curvature is the mean over k of the angle
-arccos(cos(v_k, v_{k+1})) in radians: 0 for a straight line, π for a path that doubles back. The authors' code took
-|cos| (angles folded into [0, π/2]); ``absolute=True`` reproduces that.
-
-Invariance metrics on pooled vectors of augmented views: how much of a prompt's identity survives noise.
-
-- InfoNCE (τ = 0.1): two views, unit rows, logits A·Bᵀ/τ, cross-entropy to the matching row. Lower is more
-  invariant; log N is chance.
-- LiDAR (Thilak et al. 2023): J views per prompt are one class; the entropy of the spectrum of
-  S_w^{-1/2} S_b S_w^{-1/2} (within-class scatter + δI whitening the between-class scatter). Higher means more
-  directions that separate prompts beyond augmentation noise. Reported as an entropy (nats), as in Skean et al.
-- DiME (Skean et al. 2023): mutual information between two views as a difference of matrix entropies,
-  E_P[S(K_A ∘ P K_B Pᵀ)] − S(K_A ∘ K_B), with P random permutations. Higher means views agree on who is who.
-
-The views (:func:`augment`) are nlpaug's ``Sequential(SplitAug, RandomCharAug, KeyboardAug)`` of each text, seeded
-per (seed, text, view) so a text always gets the same views whatever else is in the batch, and never the clean text.
+- Matrix-based Rényi entropy of rows Z (prompt/dataset entropy, effective rank): the spectrum of the smaller of
+  ``Z Zᵀ`` and ``Zᵀ Z`` after centring and unit-scaling the rows (the authors' code; invariant to translation,
+  scale and rotation).
+- Curvature: mean angle arccos(cos(v_k, v_{k+1})) between token steps (0 straight, π doubling back); the authors
+  took |cos| (``absolute=True``).
+- On augmented views: InfoNCE (τ = 0.1; lower is more invariant, log N is chance), LiDAR (Thilak et al. 2023, the
+  entropy of S_w^{-1/2} S_b S_w^{-1/2}) and DiME (Skean et al. 2023, E_P[S(K_A ∘ P K_B Pᵀ)] − S(K_A ∘ K_B)).
+  Views are nlpaug's ``Sequential(SplitAug, RandomCharAug, KeyboardAug)``, seeded per (seed, text, view).
 """
 
 from __future__ import annotations
@@ -51,11 +33,8 @@ _RETRIES = 5
 
 
 def preprocess(z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Subtract the mean row, then L2-normalise every row (the authors' preprocessing), in float64.
-
-    ``z`` is [n, d] or a right-padded batch [B, T, d] with ``mask`` [B, T]; masked rows are left at zero, so they add
-    only zero eigenvalues. A row equal to the mean has no direction and stays zero rather than becoming NaN.
-    """
+    """Centre, then L2-normalise the rows (the authors' preprocessing) in float64; ``z`` [n, d] or [B, T, d] with
+    ``mask``. Masked rows and rows equal to the mean stay zero (only zero eigenvalues, never NaN)."""
     z = z.double()
     if mask is None:
         mask = torch.ones(z.shape[:-1], dtype=torch.bool, device=z.device)
@@ -93,11 +72,8 @@ def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
 
 
 def renyi_entropy(eigenvalues: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-    """Rényi entropy (nats) of eigenvalues normalised to sum to one, over the last dimension.
-
-    ``alpha = 1`` is the Shannon limit −Σ p log p (the value the α → 1 limit tends to). All-zero spectra raise:
-    an entropy of nothing is undefined, and returning NaN would hide it.
-    """
+    """Rényi entropy (nats) of eigenvalues normalised to sum to one (``alpha = 1``: Shannon). All-zero spectra
+    raise: an entropy of nothing is undefined, and NaN would hide it."""
     if bool((eigenvalues.sum(dim=-1) <= 0).any()):
         raise ValueError("matrix entropy of an all-zero matrix is undefined (e.g. a single row after centring)")
     return _renyi(eigenvalues, alpha)
@@ -106,12 +82,8 @@ def renyi_entropy(eigenvalues: torch.Tensor, alpha: float = 1.0) -> torch.Tensor
 def token_entropies(
     hidden: torch.Tensor, mask: torch.Tensor, alpha: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Prompt entropy of every prompt of a right-padded batch at once: ``hidden`` [B, T, D], ``mask`` [B, T].
-
-    Returns (raw entropies [B], real-token counts [B], valid [B]). Each prompt is preprocessed over its own real
-    tokens; padding adds only zero eigenvalues, so the values equal :func:`matrix_entropy` of each prompt alone.
-    Prompts with fewer than 2 real tokens, or whose tokens are all identical, have no entropy: ``valid`` is False
-    and the value 0 is a placeholder, never a NaN.
+    """Prompt entropy of every prompt of a right-padded batch -> (raw entropies, real-token counts, valid), each [B].
+    Equal to :func:`matrix_entropy` per prompt; under 2 real tokens or all identical: not valid, value 0 (never NaN).
     """
     eigenvalues = spectrum(preprocess(hidden, mask))
     lengths = mask.sum(dim=-1)
@@ -132,10 +104,7 @@ def _renyi(eigenvalues: torch.Tensor, alpha: float) -> torch.Tensor:
 def normalize_entropy(
     entropy: torch.Tensor | float, normalization: Normalization, n: int | torch.Tensor, d: int
 ) -> torch.Tensor | float:
-    """Divide by log N, log D or min(log N, log D) (the maximum possible entropy), or leave raw (nats).
-
-    ``n`` is the number of rows, or a tensor of them (the token count of every prompt, for prompt entropy).
-    """
+    """Divide by log N, log D or min(log N, log D) (the maximum), or leave raw; ``n`` may be a tensor of counts."""
     if normalization == "raw":
         return entropy
     if normalization not in NORMALIZATIONS:
@@ -153,11 +122,7 @@ def normalize_entropy(
 
 
 def matrix_entropy(
-    z: torch.Tensor,
-    alpha: float = 1.0,
-    *,
-    normalization: Normalization = "raw",
-    center_and_normalize: bool = True,
+    z: torch.Tensor, alpha: float = 1.0, *, normalization: Normalization = "raw", center_and_normalize: bool = True
 ) -> float:
     """S_α(Z) = 1/(1−α) · log Σ (λ_i / tr K)^α for one matrix of rows ``z`` [n, d]."""
     _check_rows(z)
@@ -170,11 +135,7 @@ def matrix_entropy(
 
 
 def effective_rank(z: torch.Tensor, *, center_and_normalize: bool = True) -> float:
-    """exp(S_1(Z)): between 1 and rank(K), the number of equally used directions with the same entropy.
-
-    This is the exponential of the Gram-spectrum entropy. Roy & Vetterli's effective rank uses the singular values
-    (the square roots of these eigenvalues); since squaring sharpens a distribution, exp(S_1) never exceeds theirs.
-    """
+    """exp(S_1(Z)), between 1 and rank(K); never above Roy & Vetterli's (on singular values, a flatter spectrum)."""
     return math.exp(matrix_entropy(z, 1.0, center_and_normalize=center_and_normalize))
 
 
@@ -183,18 +144,14 @@ def _check_rows(z: torch.Tensor) -> None:
         raise ValueError(f"expected a matrix of rows [n, d], got shape {tuple(z.shape)}")
     if z.shape[0] < 1 or z.shape[1] < 1:
         raise ValueError(f"matrix entropy of an empty matrix {tuple(z.shape)} is undefined")
-    if not bool(torch.isfinite(z).all()):
-        raise ValueError("representations contain NaN or inf; try --dtype float32")
+    _check_finite(z)
 
 
 def token_curvatures(
     hidden: torch.Tensor, mask: torch.Tensor, *, absolute: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Curvature of every prompt of a right-padded batch: ``hidden`` [B, T, D], ``mask`` [B, T] -> (values, valid).
-
-    A step of length zero (two identical consecutive states) has no direction, so the angles it takes part in are
-    skipped. Prompts with fewer than 3 real tokens, or no angle left, are not valid; their value is a 0 placeholder.
-    """
+    """Curvature of every prompt of a right-padded batch -> (values, valid). Zero-length steps have no direction:
+    their angles are skipped; under 3 real tokens or no angle left: not valid, value 0."""
     z = hidden.double() * mask.unsqueeze(-1).to(torch.float64)
     steps = z[:, 1:] - z[:, :-1]
     lengths = steps.norm(dim=-1)
@@ -217,8 +174,7 @@ def curvature(z: torch.Tensor, *, absolute: bool = False) -> float:
         raise ValueError(f"expected a trajectory [T, D], got shape {tuple(z.shape)}")
     if z.shape[0] < 3:
         raise ValueError(f"curvature needs at least 3 token states (two steps), got {z.shape[0]}")
-    if not bool(torch.isfinite(z).all()):
-        raise ValueError("representations contain NaN or inf; try --dtype float32")
+    _check_finite(z)
     mask = torch.ones(1, z.shape[0], dtype=torch.bool, device=z.device)
     values, valid = token_curvatures(z.unsqueeze(0), mask, absolute=absolute)
     if not bool(valid[0]):
@@ -234,11 +190,8 @@ def infonce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.1) -> float
 
 
 def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> float:
-    """LiDAR entropy (nats) of ``views`` [N prompts, J views, D].
-
-    The eigenvalues of S_w^{-1/2} S_b S_w^{-1/2} equal those of L⁻¹ S_b L⁻ᵀ for the Cholesky factor S_w = L Lᵀ
-    (both are similar to S_w⁻¹ S_b), which is much cheaper than an eigendecomposition of S_w for large D.
-    """
+    """LiDAR entropy (nats) of ``views`` [N, J, D]; uses L⁻¹ S_b L⁻ᵀ (Cholesky S_w = L Lᵀ, the same spectrum as
+    S_w^{-1/2} S_b S_w^{-1/2}), far cheaper than an eigendecomposition of S_w for large D."""
     if views.ndim != 3 or views.shape[0] < 2 or views.shape[1] < 2:
         raise ValueError(f"LiDAR needs views [N ≥ 2 prompts, J ≥ 2 views, D], got shape {tuple(views.shape)}")
     _check_finite(views)
@@ -255,11 +208,8 @@ def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> fl
 
 
 def dime(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, n_permutations: int = 10, seed: int = 0) -> float:
-    """DiME (nats) between paired views ``a``, ``b`` [N, D], averaged over ``n_permutations`` seeded shuffles.
-
-    Kernels are cosine Gram matrices of centred rows (the same preprocessing as the entropies); their Hadamard
-    product is positive semi-definite, so it is a valid joint kernel.
-    """
+    """DiME (nats) between paired views [N, D] over ``n_permutations`` seeded shuffles; the kernels' Hadamard
+    product (cosine Grams of centred rows) is positive semi-definite, a valid joint kernel."""
     a, b = _pair(a, b)
     if n_permutations < 1:
         raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
@@ -298,13 +248,10 @@ def _check_finite(x: torch.Tensor) -> None:
 def augment(
     texts: Sequence[str], n_views: int = 2, *, p: float = 0.3, seed: int = 0, max_words: int | None = None
 ) -> list[list[str]]:
-    """``n_views`` augmented versions of each text -> ``[[view_1, …, view_J] for each text]``.
+    """``n_views`` augmented versions of each text; ``p``: share of words (and of a word's characters) touched.
 
-    ``p`` is the share of words each of the three augmenters touches (and the share of characters changed in a
-    touched word). nlpaug caps every augmenter at 10 words by default, which would make ``p`` meaningless for
-    paragraphs; ``max_words=None`` lifts the cap (pass 10 for nlpaug's default). Words under 4 characters are left
-    alone by nlpaug, so a very short text can come back unchanged: it is retried with new seeds, and if it still
-    equals the clean text one random character is inserted, so no view is ever the clean text.
+    nlpaug caps each augmenter at 10 words, meaningless for paragraphs: ``max_words=None`` lifts it. A view equal to
+    the clean text (nlpaug skips words under 4 characters) is retried, then gets one random character inserted.
     """
     if n_views < 1:
         raise ValueError(f"n_views must be at least 1, got {n_views}")

@@ -1,10 +1,6 @@
-"""All metrics of every layer for one text source, from the same single forward pass that yields pooled vectors.
-
-Token-level metrics (prompt entropy, curvature) are computed batch by batch in :class:`TokenMetrics`, an observer
-of :func:`~layer_mteb.model.forward.encode_all_layers`: only one scalar per (layer, prompt) is kept, never the
-token states of all layers. Dataset entropy and effective rank use the pooled vectors; InfoNCE, LiDAR and DiME use
-the pooled vectors of augmented views (a second pass over the views only).
-"""
+"""All metrics of every layer for one text source, from the single forward pass that yields pooled vectors.
+Token metrics are reduced per batch (:class:`TokenMetrics`: one scalar per layer and prompt, never all token
+states); InfoNCE, LiDAR and DiME need a second pass over augmented views only."""
 
 from __future__ import annotations
 
@@ -96,8 +92,8 @@ class TokenMetrics:
         self.hidden_size = 0
 
     def __call__(self, states: Sequence[torch.Tensor], mask: torch.Tensor, positions: Sequence[int]) -> None:
-        """Every layer's values computed on the device, then brought to the host once per batch (stacked): a check
-        or a copy per layer would each wait for the device."""
+        """Every layer's values computed on the device, then copied to the host once per batch (stacked): a check or
+        a copy per layer would each wait for the device."""
         rows = torch.as_tensor(list(positions), dtype=torch.long)
         self.hidden_size = states[0].shape[-1]
         padding = ~mask.bool().to(states[0].device)
@@ -136,9 +132,8 @@ class TokenMetrics:
 
 
 class TaskTextMetrics:
-    """Label-free metrics of the texts mteb encodes for a task, gathered while the sweep fills its all-layer cache:
-    token metrics through :meth:`observe` (one :class:`TokenMetrics` per fill), dataset entropy and effective rank
-    from the cached pooled vectors of every unique text."""
+    """Label-free metrics of the texts mteb encodes for a task, gathered while the sweep fills its all-layer cache
+    (token metrics via :meth:`observe`, dataset metrics from the cached pooled vectors)."""
 
     def __init__(self, model: LoadedModel, settings: MetricSettings | None = None):
         self.model = model
@@ -146,6 +141,7 @@ class TaskTextMetrics:
         self.parts: list[TokenMetrics] = []
 
     def observe(self, n_texts: int) -> TokenMetrics:
+        """A new observer for one fill of ``n_texts`` texts."""
         part = TokenMetrics(self.model.n_layers + 1, n_texts, self.settings)
         self.parts.append(part)
         return part
@@ -156,15 +152,14 @@ class TaskTextMetrics:
         return sum(part.lengths.shape[0] for part in self.parts)
 
     def observe_again(self, texts: Sequence[str], config: EncodeConfig, progress: bool = False) -> None:
-        """Replace what was observed by one forward pass over ``texts`` (all of them), for when their pooled vectors
-        came from a stored cache and so never went through a forward pass here."""
+        """Observe ``texts`` afresh in one forward pass: their pooled vectors came from a stored cache."""
         self.parts = []
         observer = self.observe(len(texts))
         encode_all_layers(self.model, texts, config, progress=progress, on_batch=observer, into=discard_vectors)
 
     def rows(self, task: str, pooled: torch.Tensor, config: EncodeConfig) -> pd.DataFrame:
-        """Tidy ``metrics.csv`` rows, texts ``encoded:<task>``: every text the task's evaluator encodes, which is
-        not the ``task:<task>`` source (its evaluation splits); empty when this run encoded none of them."""
+        """Tidy ``metrics.csv`` rows of texts ``encoded:<task>`` (all the evaluator encodes, not ``task:<task>``'s
+        splits); empty when this run encoded none of them."""
         if not self.parts:
             return tidy_metrics([])
         source = TextSource(encoded_texts_label(task), (), task, pooled.shape[1])
@@ -193,11 +188,8 @@ def compute_metrics(
     trust_remote_code: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Every metric of every layer of ``model`` on ``texts`` as a tidy frame (see ``metrics.csv``).
-
-    ``texts`` is ``"wikitext"``, ``"task:<TaskName>"``, a file path, or a list of strings. With ``output``, rows are
-    merged into ``output/metrics.csv``.
-    """
+    """Every metric of every layer of ``model`` on ``texts`` (``"wikitext"``, ``"task:<TaskName>"``, a file or a
+    list of strings) as a tidy frame; with ``output``, merged into its ``metrics.csv``."""
     config = config or EncodeConfig(device=default_device())
     settings = settings or MetricSettings()
     if not isinstance(model, LoadedModel):

@@ -1,25 +1,13 @@
 """Prompt-entropy stress tests (the paper's Figure 3) and bimodality (its Figure 4) for any model.
 
-Each perturbed prompt goes through one forward pass, and its token states of every layer stream through
-:class:`~layer_mteb.metrics.runner.TokenMetrics` (the ``metrics`` code: same readout, normalisations and prompt
-sample), which keeps one scalar per (layer, prompt). Written to a run folder:
+Token states stream through the ``metrics`` code (:class:`~layer_mteb.metrics.runner.TokenMetrics`) into
+``stress.csv`` (one row per prompt and layer; ``level`` is p, or the length in tokens), ``dip.csv`` (Hartigan's dip
+test per layer; test ``none``: unperturbed) and ``stress.json`` (settings, wall time). A prompt of identical tokens
+has entropy 0 here (``metrics`` leaves it out): the limit the repetition test moves to.
 
-- ``stress.csv`` (or ``stress.csv.gz``): model, test, level, prompt, layer, normalization, value, texts, readout;
-  one row per prompt. ``level`` is p for randomness and repetition, the prompt length in tokens for length.
-- ``dip.csv``: model, texts, test, level, layer, dip, p_value, n, readout: Hartigan's dip test of the per-prompt
-  entropies (÷ min(log N, log D)) of every layer; test ``none`` is the unperturbed prompts.
-- ``stress.json``: the settings and the wall time.
-
-A prompt whose tokens are all identical (a repeated token before position information enters) has entropy 0, the
-minimum, rather than being left out as ``metrics`` leaves it: here that is the limit the repetition test moves to.
-
-Prompts are perturbed on token ids, not text, so a prompt keeps exactly the length chosen: randomness (each token
-replaced with probability p by a uniform random id from [20, vocabulary size), as the authors drew them), repetition
-(each token replaced with probability p by one token of the prompt chosen at random) and random-token prompts of a
-fixed length. The special tokens at the ends of every prompt ([CLS] … [SEP], <bos>) stay where they are. Every
-prompt draws its random numbers once, from a generator seeded by (seed, test, prompt): the levels of one test perturb
-nested sets of positions (a token replaced at p is also replaced at every larger p), so the curves differ by the
-level alone, and a prompt's perturbation does not depend on which other prompts or levels ran.
+Prompts are perturbed on token ids, so lengths stay exact, and the special tokens at the ends stay put. Each prompt
+draws once from a generator seeded by (seed, test, prompt): levels perturb nested sets of positions, so curves
+differ by the level alone, whatever other prompts or levels ran.
 """
 
 from __future__ import annotations
@@ -131,9 +119,9 @@ def random_prompts(
 RANDOMNESS_LEVELS: tuple[float, ...] = tuple(float(p) for p in np.linspace(0, 1, 10))
 REPETITION_LEVELS: tuple[float, ...] = tuple(float(p) for p in np.linspace(0, 0.9, 9))
 LENGTHS: tuple[int, ...] = (64, 128, 256, 512, 1024, 2048)
+STRESS_RUNS_FILE = "stress.json"
 #: the paper's sample sizes (``stress --paper-sizes``) and the default: about a minute of CPU for MiniLM-L6
 #: (measured: 60 s user+sys on a shared 2-core machine; each WikiText prompt adds 18 forward passes, ~2.5 s)
-STRESS_RUNS_FILE = "stress.json"
 PAPER_STRESS_SIZES = {"n_prompts": 1000, "length_prompts": 1000}
 QUICK_STRESS_SIZES = {"n_prompts": 16, "length_prompts": 10}
 #: padded tokens per batch when the caller sets no cap: 2048-token prompts would otherwise come 32 at a time
@@ -248,12 +236,8 @@ class _Run:
         self.vocab = vocabulary_size(model.tokenizer, rows)
 
     def perturbed(self, texts: str, ids: list[np.ndarray]) -> list[pd.DataFrame]:
-        """Randomness and repetition levels of the prompts ``ids`` (p = 0: the prompts as ``metrics`` sees them).
-
-        The plain prompts go through one pass of their own, batched as ``metrics`` batches them; the perturbed
-        prompts of every level go through one pass together, so batches group prompts of like length across levels
-        (each level alone, a few dozen prompts of very unequal lengths, would be padded to its longest).
-        """
+        """Randomness and repetition levels of ``ids``; p = 0 runs alone (batched as ``metrics`` does), the other
+        levels together, so batches group prompts of like length rather than padding each level to its longest."""
         levels = [
             (t, p) for t in ("randomness", "repetition") if t in self.settings.tests for p in getattr(self.settings, t)
         ]

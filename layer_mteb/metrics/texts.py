@@ -1,11 +1,7 @@
 """Where the texts for representation metrics come from: WikiText paragraphs, an mteb task's own evaluation texts
-(label-free, so usable for per-task layer selection), or a plain text file with one prompt per line.
-
-Each source has one label in ``metrics.csv`` and each label one meaning: ``task:<Task>`` is the texts of the task's
-evaluation split(s) (``metrics --texts task:<Task>``, or ``task:FILE.yaml:<Task>`` for a task a task file declares,
-sampled down to ``--n-prompts``); ``encoded:<Task>`` is every text mteb's evaluator encodes for the task
-(``run --task-metrics``: for classification also its training sample). A task's texts are read without labels:
-every text column of its evaluation split(s) and subsets.
+(label-free, so usable for per-task selection), or a file with one prompt per line. In ``metrics.csv``,
+``task:<Task>`` labels the task's evaluation-split texts, ``encoded:<Task>`` every text mteb's evaluator encodes
+for it (``run --task-metrics``; for classification also its training sample).
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ class TextSource:
 
 
 def text_sources(texts: str) -> list[str]:
-    """``metrics --texts``: one source, or several separated by commas (they share one model load). A path that
-    exists is one source even with a comma in its name."""
+    """``metrics --texts``: one source or several, comma-separated (an existing path is one, commas and all)."""
     if _is_file(texts):
         return [texts]
     sources = [source.strip() for source in texts.split(",")]
@@ -50,8 +45,7 @@ def text_sources(texts: str) -> list[str]:
 
 
 def _is_file(text: str) -> bool:
-    """Whether ``text`` names an existing file; a list of 19 task sources is longer than a file name may be, which
-    the file system reports as an error rather than as no such file."""
+    """Whether ``text`` names an existing file (a long list of sources makes the file system raise, not say no)."""
     try:
         return Path(text).expanduser().is_file()
     except OSError:
@@ -84,10 +78,7 @@ def task_of_texts_option(source: str) -> str:
 def check_texts(source: str, data_dir: str | Path | None = None) -> None:
     """What ``--texts`` names exists: the WikiText file, a task mteb knows, or a file (no text is read)."""
     if source == "wikitext":
-        folder = data_dir_from_env(data_dir)
-        if folder is None or not (folder / WIKITEXT_FILE).is_file():
-            where = f"{folder}/" if folder else ""
-            raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+        _wikitext_folder(data_dir)
     elif source.startswith(TASK_TEXTS) and file_task(task_of_texts_option(source)) is not None:  # task:FILE.yaml:TASK
         check_custom_files(s.custom for s in select_tasks(task_of_texts_option(source))[1] if s.custom is not None)
     elif source.startswith(TASK_TEXTS):
@@ -105,11 +96,8 @@ def load_texts(
     seed: int = 0,
     min_tokens: int = 30,
 ) -> TextSource:
-    """Resolve ``--texts``: ``wikitext``, ``task:<TaskName>`` or a path; sample ``n_prompts`` of them (seeded).
-
-    WikiText drops headings and paragraphs under ``min_tokens`` tokens of ``tokenizer`` (special tokens counted),
-    as in the paper. Every source drops empty texts and duplicates; a sample keeps the source's order.
-    """
+    """Resolve ``--texts`` and sample ``n_prompts`` (seeded, in the source's order), empty texts and duplicates
+    dropped; WikiText also drops headings and paragraphs under ``min_tokens`` tokens, as in the paper."""
     if n_prompts < 2:
         raise UserError(f"--n-prompts must be at least 2 (dataset entropy needs two texts), got {n_prompts}")
     if source == "wikitext":
@@ -135,14 +123,13 @@ def load_texts(
     return TextSource(name, tuple(chosen), task, len(texts))
 
 
-#: the agreement curves' default sample of a task's own texts: its size and seed (read by the curves' computation
-#: and by the selection that reads stored curves back, which must know a sample's size without loading a model)
+#: the agreement curves' default sample of a task's own texts: size and seed (selection reading stored curves back
+#: must know a sample's size without loading a model)
 DEFAULT_N, DEFAULT_SEED = 256, 0
 
 
 def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_dir: str | Path | None = None) -> list:
-    """The agreement sample: the first ``n`` of a ``seed``-permutation of the task's unique evaluation texts (all of
-    them when fewer), so a smaller sample is nested in a larger one."""
+    """The first ``n`` of a ``seed``-permutation of the task's unique evaluation texts: smaller samples nest."""
     import numpy as np  # here: the command line reads this module before anything heavy loads
 
     if n < 2:
@@ -152,11 +139,16 @@ def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_d
     return [texts[i] for i in order[:n]]
 
 
-def _wikitext(data_dir: str | Path | None) -> list[str]:
+def _wikitext_folder(data_dir: str | Path | None) -> Path:
     folder = data_dir_from_env(data_dir)
     if folder is None or not (folder / WIKITEXT_FILE).is_file():
         where = f"{folder}/" if folder else ""
         raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
+    return folder
+
+
+def _wikitext(data_dir: str | Path | None) -> list[str]:
+    folder = _wikitext_folder(data_dir)
     note_data_read(folder)
     with (folder / WIKITEXT_FILE).open(encoding="utf-8") as handle:
         return [json.loads(line)["text"] for line in handle if line.strip()]
@@ -170,8 +162,8 @@ def _long_enough(texts: list[str], tokenizer: Any, min_tokens: int) -> list[str]
 
 
 def task_texts(name: str, data_dir: str | Path | None = None) -> tuple[str, list[str]]:
-    """The task's name and every text of its evaluation split(s) and subsets (labels and ids are skipped); ``name``
-    is an mteb task's name or ``FILE.yaml:TASK`` (a custom task, say)."""
+    """The task's name and every text (no labels, ids) of its evaluation split(s) and subsets; ``name`` may be
+    ``FILE.yaml:TASK``."""
     task = load_named_task(name, data_dir)
     from layer_mteb.tasks.state import data_parts  # here: it loads datasets, and the command line reads this module
 
@@ -185,8 +177,7 @@ def task_texts(name: str, data_dir: str | Path | None = None) -> tuple[str, list
 
 
 def evaluation_split_texts(task) -> list[str]:
-    """Every text of a loaded mteb task's evaluation split(s) and subsets, in the order the data holds them: each
-    text column of each ``datasets.Dataset`` (queries before corpus for retrieval; titles are texts too)."""
+    """Every text column's texts of a loaded task's evaluation split(s) and subsets, in the data's order."""
     name, dataset = task.metadata.name, task.dataset
     # mteb's own lookup (AbsTask.evaluate): a subset's data, or the whole dataset for a single "default" subset
     parts = [

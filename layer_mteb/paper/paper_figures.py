@@ -1,14 +1,7 @@
-"""Figures of the paper regenerated from the release: Figure 1 (score vs relative depth), the metric curves on
-WikiText (the paper's Figure 2 across architectures, Figure 12 across Pythia sizes, and across Pythia-410m's
-training checkpoints) and the training progression (score and WikiText prompt entropy). Every score curve of one
-panel averages the same task set (the library's Figure 1 rule, :func:`.rules.common_tasks`); a layer some of those
-tasks lack is a gap, never averaged over fewer tasks. Saved as PNG and PDF without creation dates.
-
-The WikiText figures draw the metrics the authors measured on WikiText-103 prompts, as the paper draws them. Beside
-them, ``metric_extrema.csv`` places each curve's minimum and maximum (layer and relative depth) for both sources,
-WikiText and the tasks' own texts (mean over the tasks a model has at every layer), so what changes between the two
-is a table, not an impression. The correlations and the selector study stay on the task-text metrics: the paper
-pairs each task's metrics with that task's score.
+"""The paper's figures regenerated from the release: Figure 1, the WikiText metric curves (Figure 2, Figure 12,
+Pythia-410m's checkpoints) and the training progression. A panel's score curves average one task set
+(:func:`.rules.common_tasks`); a layer lacking one is a gap. ``metric_extrema.csv`` puts each curve's extremes on
+WikiText beside those on the tasks' own texts (which the correlations use: the paper pairs them with scores).
 """
 
 from __future__ import annotations
@@ -41,8 +34,7 @@ METRIC_LABELS = {
 def curves_of(
     scores: pd.DataFrame, models: list[str], coverage: float = FIGURE1_COVERAGE
 ) -> tuple[pd.DataFrame, list[str]]:
-    """``models``' Figure 1 curves (score ×100 per layer, over :func:`.rules.common_tasks`, gaps
-    where a layer lacks one of them) and that task set."""
+    """``models``' Figure 1 curves (score ×100 over :func:`.rules.common_tasks`, with gaps) and that task set."""
     headline = headline_tasks(task_scores(scores[scores["model"].isin(models)]), coverage=coverage)
     order = {model: i for i, model in enumerate(models)}
     curves = headline.curves.sort_values(["model", "layer"], key=lambda c: c.map(order) if c.name == "model" else c)
@@ -67,8 +59,7 @@ def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: 
 
 
 def progression(scores: pd.DataFrame, wikitext: pd.DataFrame, stem: Path) -> list[Path]:
-    """Pythia-410m from step1 to step128000 and the final model: score and WikiText prompt entropy vs depth (the
-    paper's training analysis measures its metrics on WikiText)."""
+    """Pythia-410m's checkpoints: score and WikiText prompt entropy (as the paper measures it) vs depth."""
     order = sorted(scores["model"].unique(), key=checkpoint_step)
     curves, tasks = curves_of(scores, order, coverage=1.0)
     curves = curves.assign(checkpoint=curves["model"].map(checkpoint_label))
@@ -104,9 +95,8 @@ def progression(scores: pd.DataFrame, wikitext: pd.DataFrame, stem: Path) -> lis
 def metric_curves(
     wikitext: pd.DataFrame, models: list[str], labels: dict[str, str], title: str, stem: Path
 ) -> list[Path]:
-    """One panel per metric (the paper's six, those any model has), each ``models``' WikiText curve against relative
-    depth, the models named by ``labels`` in that order. A layer the release has no value for is a gap (a curve with
-    gaps also marks its points, so a lone value stays visible), never a line drawn across it."""
+    """One panel per metric, each of ``models``' WikiText curves against relative depth. A missing layer is a gap
+    (such a curve marks its points, so a lone value stays visible), never a line drawn across it."""
     data = wikitext[wikitext["model"].isin(models)]
     shown = [m for m in METRIC_LABELS if m in set(data["metric"])]
     order = [m for m in models if m in set(data["model"])]
@@ -157,8 +147,7 @@ EXTREMA_COLUMNS += ["max_depth", "layers"]
 
 
 def checkpoint_models(models: list[str]) -> dict[str, str]:
-    """Pythia-410m's checkpoints and its final model, in training order, with their labels (none without a
-    checkpoint)."""
+    """Pythia-410m's checkpoints and final model in training order, with labels (none without a checkpoint)."""
     if not any(m.startswith(CHECKPOINT) for m in models):
         return {}
     chosen = [m for m in models if m.startswith(CHECKPOINT) or m == "Pythia/410m"]
@@ -267,8 +256,7 @@ def release_caveats(wikitext: pd.DataFrame) -> list[str]:
 
 
 def sources_markdown(sets: dict[str, dict[str, str]], table: pd.DataFrame, wikitext: pd.DataFrame) -> list[str]:
-    """``summary.md``'s record of which source each figure and table uses, what the release left incomplete there,
-    and where the prompt-entropy curves reach their minimum on WikiText against the tasks' own texts."""
+    """``summary.md``'s sources of each figure and table, the release's gaps, and prompt entropy's minima."""
     listed = {stem: ", ".join(models.values()) or "none in the release" for stem, models in sets.items()}
     lines = [
         "## Sources of each figure and table",

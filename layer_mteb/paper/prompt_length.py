@@ -1,11 +1,6 @@
 """The paper's prompt-length stress test regenerated from the authors' release (Pythia-410m, 1000 random-token
-prompts per length: the release's ``adhoc/pythia_random_of_differing_lengths.pkl``, read by
-:func:`layer_mteb.analysis.runs.release.prompt_length_table`), beside this project's models' length curves.
-
-Writes ``prompt_length.csv`` (model, prompt_length, layer, normalization, mean, std over prompts), the figure
-``prompt_length.png/.pdf`` (raw and ÷ min(log N, log D) entropy against relative depth, one line per length), each
-run's stress and bimodality figures, and ``stress.md``: per model the three trends, the minimum, the most bimodal
-layer, and where each model's length curves reach their minimum beside Pythia-410m's.
+prompts per length) beside this project's models' curves: ``prompt_length.csv``, its figure, each run's stress
+figures and ``stress.md`` (per model the trends, minima and most bimodal layer).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""``layer-mteb reproduce``: the paper's results regenerated from the authors' release (a clone of their repository,
-read by :mod:`layer_mteb.analysis.runs.release`) beside this project's own runs, written to one folder
-(``results/paper``): Table 1, Figure 1, the WikiText metric figures (Figure 2, Figure 12, training progression) and
-the correlations. The selector study and the policy ``select --by auto`` ships are this project's own study
-(``studies/selector_study.py``), written into the same folder by ``make reproduce``.
-
-Offline and deterministic: the same inputs give the same bytes (figures without creation dates, seeded tests).
+"""``layer-mteb reproduce``: the paper's results (Table 1, Figure 1, the WikiText metric figures, the correlations)
+regenerated from the authors' release beside this project's runs, into ``results/paper``. Offline and
+deterministic: the same inputs give the same bytes (figures without creation dates, seeded tests).
 """
 
 from __future__ import annotations
@@ -47,10 +43,8 @@ REASONS = {
 
 
 def scores_and_metrics(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """A run folder's scores, and its metrics paired the paper's way (raw-stream where they exist), if any.
-
-    Only a run without ``metrics.csv`` goes on with its scores alone: a metrics file that does not match the scores
-    (other settings, missing columns) is an error, not a run silently left out of the correlations and the study."""
+    """A run folder's scores and, if any, its metrics paired the paper's way; metrics that do not match the scores
+    are an error, not a run silently left out of the correlations and the study."""
     folder = RunFolder(run)
     if not folder.file(METRICS_FILE).is_file():
         return folder.scores(), None
@@ -67,8 +61,7 @@ def release_tables(source: Path) -> ReleaseTables:
 
 
 def reproduce(source: Path, runs: list[Path], output: Path, permutations: int = PERMUTATIONS) -> list[Path]:
-    """The paper's tables and figures, written into ``output``, one line per step on stdout (what it wrote, in
-    seconds). ``source``: a clone of the authors' repository (or its ``experiments/results``)."""
+    """The paper's tables and figures from the release clone ``source`` into ``output``, a line per step."""
     started = time.perf_counter()
     written: list[Path] = []
     progress = Progress(written)
@@ -111,8 +104,7 @@ def reproduce(source: Path, runs: list[Path], output: Path, permutations: int = 
 def every_model(
     release: pd.DataFrame, release_metrics: pd.DataFrame, runs: list[Path]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The runs' scores, then every model's scores and own-text metrics: the release's beside the runs' (what the
-    correlations and the selector study read)."""
+    """The runs' scores, then every model's (release and runs) scores and own-text metrics."""
     ours = [scores_and_metrics(run) for run in runs]
     our_scores = pd.concat([scores for scores, _ in ours], ignore_index=True)
     own = release_metrics[release_metrics["texts"].map(task_of_label).notna()]
@@ -144,8 +136,7 @@ def _table1(release: pd.DataFrame, our_scores: pd.DataFrame, write: Write) -> tu
 def _figures(
     release: pd.DataFrame, release_wikitext: pd.DataFrame, our_scores: pd.DataFrame, output: Path, written: list[Path]
 ) -> dict[str, list[str]]:
-    """Figure 1 (release and run panels) and the training progression (scores, WikiText prompt entropy); returns the
-    tasks each panel averages."""
+    """Figure 1 and the training progression; returns the tasks each panel averages."""
     written += paper_figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
     figure_tasks = {
         "Figure 1, release panel": paper_figures.curves_of(release, FIGURE1_MODELS)[1],
@@ -174,8 +165,7 @@ class Progress:
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:
-    """The library's correlations (:func:`.correlation.correlate`) of each model's own-text
-    metrics: per task on the task's own texts, and the metric averaged over tasks against the mean score."""
+    """:func:`.correlation.correlate` of each model's own-text metrics, per task and for the mean."""
     own = metrics[metrics["texts"].map(task_of_label).notna()]
     frames = []
     for model, part in own.groupby("model", sort=False):

@@ -56,8 +56,7 @@ def table1(scores: pd.DataFrame, models: list[str] | None = None) -> pd.DataFram
 
 
 def with_last_layer(scores: pd.DataFrame, model: str, last_layer: int) -> pd.DataFrame:
-    """``model``'s scores as if ``last_layer`` were its last (deeper layers dropped): how the paper counted a model
-    whose output layer it did not score."""
+    """``model``'s scores cut at ``last_layer``: how the paper counted a model whose output layer it did not score."""
     part = scores[(scores["model"] == model) & (scores["layer"] <= last_layer)]
     return part.assign(n_layers=last_layer)
 
@@ -84,8 +83,7 @@ def versus_paper(release: pd.DataFrame, reasons: dict[str, str]) -> pd.DataFrame
 def summary_markdown(
     versus: pd.DataFrame, rows: pd.DataFrame, figure_tasks: dict[str, list[str]], permutations: int
 ) -> str:
-    """Table 1 (paper vs release), every model's row and the task sets; the selector study's sections go between
-    the rows and the task sets (``studies.selector_study``)."""
+    """Table 1 (paper vs release), every model's row and the task sets (the selector study adds its sections)."""
     t = [("paper row", "paper row", text), ("paper", "paper", text), ("release", "release", text)]
     t += [("difference", "difference", text), ("why", "why", text)]
     r = [("model", "model", text), ("source", "source", text), ("n_tasks", "tasks", integer)]

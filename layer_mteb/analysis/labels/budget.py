@@ -1,12 +1,7 @@
-"""Layer selection from K labelled examples: score every layer on K examples drawn from the task's test split, pick
-the best, and judge the pick by the full-split score mteb computed for it (the run's ``scores.csv``).
-
-Every layer is scored from the run's pooled-vector store (:mod:`layer_mteb.vectors.store`): no forward pass when it
-is warm, one pass that refills it when it is not. Draws are seeded (draw ``d`` of seed ``s`` takes the same
-examples whatever K's neighbours or the layers are), and every layer of a draw is scored on the same examples.
-``regret = best − chosen`` and ``gain = chosen − last``, in mteb's units, with the last layer, the best layer and
-ties as :mod:`~layer_mteb.analysis.rules` defines them for every selector: a run of fewer layers than the model's has
-no last layer, so no gain.
+"""Layer selection from K labelled examples: score every layer on K seeded draws of the test split (from the run's
+vector store, refilled in one pass when cold), pick the best, and judge the pick by mteb's full-split score.
+``regret = best − chosen``, ``gain = chosen − last`` as :mod:`~layer_mteb.analysis.rules` defines them (a run short
+of the model's last layer has no gain).
 """
 
 from __future__ import annotations
@@ -44,8 +39,7 @@ FULL = "full"  # K meaning every labelled example of the split (one draw)
 
 @dataclass
 class TaskLayers:
-    """One (task, subset) of a run: mteb's full-split score per scored layer, the labelled examples and their
-    pooled vectors of those layers ([n_layers_scored, len(examples.texts), D])."""
+    """One (task, subset) of a run: mteb's full-split score per layer, the labelled examples and their vectors."""
 
     model: str
     task: str
@@ -69,11 +63,8 @@ def iter_task_layers(
     model: str | None = None,
     data_dir: str | Path | None = None,
 ) -> Iterator[TaskLayers]:
-    """The (task, subset) units of the ``scores.csv`` in ``folder`` with their vectors, one at a time.
-
-    ``model`` is how to load the run's model when its name in the table is not loadable as it stands (a local
-    folder, say); a packaged model is found from its hub id and revision.
-    """
+    """The (task, subset) units of the run in ``folder`` with their vectors, one at a time; ``model`` says how to
+    load the run's model where its recorded name does not (a local folder, say)."""
     folder = RunFolder(folder)
     scores = folder.one_setting()
     if tasks is not None:
@@ -108,9 +99,8 @@ def iter_task_layers(
 
 
 def labelled_tasks(scores: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the tasks whose type a labelled pick scores (:data:`~.labelled.LABELLED_TYPES`); every other task
-    is skipped with one line naming it (a table without ``task_type`` keeps every task: the loaded task says). None
-    left is a :class:`UserError`."""
+    """The rows of the tasks whose type a labelled pick scores; each other task is skipped with one line, and none
+    left is a :class:`UserError` (without ``task_type``, all are kept: the loaded task says)."""
     if "task_type" not in scores.columns:
         return scores
     kinds = scores.groupby("task")["task_type"].first().astype(str)
@@ -130,8 +120,7 @@ def check_budget(k: int | str) -> None:
 
 
 def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
-    """The example rows of one draw: ``k`` of ``n`` without replacement, from a generator seeded by (seed, draw);
-    every row for ``k == "full"``. A K larger than the split is a :class:`UserError`."""
+    """The example rows of one draw: ``k`` of ``n`` seeded by (seed, draw), every row for ``"full"``."""
     if k == FULL:
         return np.arange(n)
     check_budget(k)
@@ -148,14 +137,9 @@ def pick_layers(
     workers: int = 1,
     seen: dict[int, LayerWarnings] | None = None,
 ) -> list[int]:
-    """The layer picked in each draw: the best score on the draw's examples, ties to the deeper layer.
-
-    A draw whose examples cannot rank the layers (no finite score, e.g. no positive pair) keeps the last layer
-    (:func:`~layer_mteb.analysis.rules.default_layer`), what a user without usable labels would take.
-    ``workers`` > 1 scores the layers (each in every draw) in forked processes, one thread each, as the sweep
-    evaluates layers: the same scores and picks as one worker.
-    ``seen`` receives the warnings each layer's scoring raised (counted in the process that scored it), by layer.
-    """
+    """The layer picked in each draw: the best score on its examples, ties deeper; a draw that cannot rank the layers
+    keeps the last (:func:`~layer_mteb.analysis.rules.default_layer`). ``workers`` > 1 scores in forked processes
+    (same picks); ``seen`` receives each layer's scoring warnings."""
     layers = unit.scores.index.to_numpy()
     if k != FULL and isinstance(k, int) and k > len(unit.examples):
         raise UserError(f"--labels {k} is more than the {len(unit.examples)} labelled examples of {unit.name}")
@@ -212,16 +196,9 @@ def select_with_labels(
     data_dir: str | Path | None = None,
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """One row per (task, subset) of the run in ``folder``: the layer K labelled examples pick, judged on the full
-    split.
-
-    ``workers`` processes score the layers (default: one per CPU core, as ``--eval-workers``); picks do not
-    depend on it.
-
-    ``seconds`` is the time to score every layer in every draw (vectors in memory); ``texts_encoded`` counts the
-    texts the vector store lacked (0 when it was warm); ``warnings`` the warnings the scorers raised (a logistic
-    regression that did not converge, say), each task's also logged in one line.
-    """
+    """One row per (task, subset) of the run: the layer K labelled examples pick, judged on the full split.
+    ``seconds`` times the scoring of every layer and draw; ``texts_encoded`` counts texts the vector store lacked;
+    ``warnings`` says what the scorers raised (also logged per task)."""
     check_budget(k)
     if draws < 1:
         raise UserError(f"--draws must be at least 1; got {draws}")

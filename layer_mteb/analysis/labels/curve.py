@@ -1,9 +1,5 @@
 """The label-budget curve: mean regret of a labelled layer pick against the number of labels K, per model and task,
-beside the label-free picks (the last layer, the paper's rule, the best label-free selector) of the same runs.
-
-``layer-mteb label-budget --run RUN [--run RUN ...] --output results/paper`` writes
-``label_budget.csv`` (model, task, k, draws, mean_regret, mean_gain, ...), ``label_budget_baselines.csv`` and
-``label_budget.png``; rerunning it with more runs adds their models.
+beside the same runs' label-free picks (``layer-mteb label-budget``; rerun with more runs to add their models).
 """
 
 from __future__ import annotations
@@ -17,14 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from layer_mteb.analysis.labels.budget import (
-    DEFAULT_DRAWS,
-    FULL,
-    TaskLayers,
-    iter_task_layers,
-    judge,
-    pick_layers,
-)
+from layer_mteb.analysis.labels.budget import DEFAULT_DRAWS, FULL, TaskLayers, iter_task_layers, judge, pick_layers
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.agreement import AGREEMENT
 from layer_mteb.analysis.selection.picks import is_selector, leaderboard, select_layers
@@ -54,12 +43,9 @@ def curve_rows(
     model: str | None = None,
     workers: int = 1,
 ) -> pd.DataFrame:
-    """One row per (task, K) of the run in ``folder`` (its ``tasks`` only, when given). A task with fewer examples
-    than K uses all of them (``labels_used``), so every K averages over the same tasks.
-
-    With ``parts`` (a folder), each task's rows are saved there as the task finishes and a later call with the same
-    run, K values, draws and seed reads them back instead of measuring again: an interrupted curve resumes.
-    ``model`` loads the run's model when its name is not loadable as it stands (see :func:`iter_task_layers`)."""
+    """One row per (task, K) of the run; a task with fewer examples than K uses all (``labels_used``), so every K
+    averages the same tasks. With ``parts``, each task's rows are saved as it finishes and read back by a later call
+    with the same run, K values, draws and seed: an interrupted curve resumes."""
     folder = RunFolder(folder)
     scores = folder.one_setting()
     wanted = sorted(set(scores["task"]) if tasks is None else set(tasks))
@@ -120,10 +106,8 @@ def _has_part(folder: Path | None, task: str) -> bool:
 
 
 def baseline_rows(folder: str | Path | RunFolder) -> pd.DataFrame:
-    """Mean regret and gain over the run's tasks of the last layer, the paper's rule, agreement with the reference
-    encoder (where ``agreement.csv`` holds its curves) and the best label-free selector (lowest mean regret, agreement
-    included; the oracle excluded), from the same full-split scores. Without ``metrics.csv`` only the last layer
-    and agreement."""
+    """Mean regret and gain over the run's tasks of the last layer, the paper's rule, agreement (where stored) and
+    the best label-free selector (the oracle excluded); without ``metrics.csv`` only the last layer and agreement."""
     folder = RunFolder(folder)
     scores = folder.one_setting()
     model = str(scores["model"].iloc[0])
@@ -179,14 +163,8 @@ def labels_needed(curve: pd.DataFrame, baselines: pd.DataFrame, within: float = 
             good = [
                 k for k, value in per_k.items() if value < regret or (target.startswith("within") and value <= regret)
             ]
-            rows.append(
-                {
-                    "model": model,
-                    "target": target,
-                    "target_regret": regret,
-                    "labels": good[0] if good else "not reached",
-                }
-            )
+            labels = good[0] if good else "not reached"
+            rows.append({"model": model, "target": target, "target_regret": regret, "labels": labels})
     return pd.DataFrame(rows)
 
 
@@ -226,10 +204,8 @@ def write_curve(
     baselines_only: bool = False,
     workers: int | None = None,
 ) -> pd.DataFrame:
-    """Measure the runs' models and merge them into ``output``'s files (rows of other models stay).
-
-    With ``baselines_only``, only the label-free baselines are read again from the runs (say, once their metrics
-    are in) and the measured curve in ``output`` is kept: the labelled picks do not depend on the metrics."""
+    """Measure the runs' models and merge them into ``output``'s files (other models' rows stay); ``baselines_only``
+    rereads only the label-free baselines (labelled picks do not depend on the metrics)."""
     output, folders = Path(output), [RunFolder(folder) for folder in folders]  # each read once, by every stage
     if baselines_only and not (output / CURVE_FILE).is_file():
         raise UserError(f"--baselines-only needs a measured curve: {output / CURVE_FILE} does not exist")

@@ -1,15 +1,6 @@
-"""A task's labelled test examples, and each layer's score on any subset of them, computed the way mteb scores them.
-
-:func:`labelled_examples` reads the examples of one (subset, split) from a loaded mteb task: pairs with a gold score
-(STS) or label (pair classification), texts with a label (classification, clustering), or queries with their relevant
-documents (retrieval, reranking). :func:`layer_scores`
-scores every layer on the examples ``rows`` picks, from pooled vectors, with mteb's own scoring functions where
-they take vectors or similarities (see each scorer); one array per call, no ``mteb.evaluate``.
-
-Retrieval and reranking from K labelled queries: each drawn query searches the task's whole corpus (reranking: its
-own candidates), ranked by cosine similarity as mteb's encoder search ranks them, and the ranking is scored against
-those queries' qrels with mteb's own retrieval metrics (the task's main score: ``ndcg_at_10``, ``map_at_1000``, ...).
-A labelled example is one query with its relevant documents; the corpus is not a label and is always searched whole.
+"""A task's labelled test examples (pairs, labelled texts, or queries with their qrels) and each layer's score on
+any subset of them, from pooled vectors with mteb's own scoring functions (no ``mteb.evaluate``). A retrieval
+example is one query: the corpus is not a label and is always searched whole (reranking: the query's candidates).
 """
 
 from __future__ import annotations
@@ -69,10 +60,7 @@ class LabelledExamples:
 
 
 def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
-    """The examples mteb scores for ``task`` (data loaded) on ``subset``/``split``, in the dataset's order.
-
-    Legacy clustering keeps mteb's several cluster sets; their (text, label) examples are pooled into one list.
-    """
+    """The examples mteb scores for ``task`` on ``subset``/``split`` (legacy clustering's sets pooled into one)."""
     if isinstance(task, AbsTaskMultilabelClassification):  # a subclass of classification, whose labels are lists
         raise UserError(
             f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not multilabel "
@@ -120,21 +108,15 @@ def _singles(task, texts: Sequence[str], labels: Sequence) -> LabelledExamples:
 
 
 def layer_scores(examples: LabelledExamples, vectors: np.ndarray, rows: np.ndarray, seed: int = 42) -> np.ndarray:
-    """The task's main score for every layer of ``vectors`` ([L+1, len(texts), D]) on the examples ``rows``.
-
-    NaN where the examples cannot score (say, no positive pair among them). ``seed`` drives the classifier's
-    folds and k-means, as ``task.seed`` does in mteb.
-    """
+    """The task's main score for every layer of ``vectors`` ([L+1, len(texts), D]) on the examples ``rows``; NaN
+    where they cannot score (no positive pair, say). ``seed`` plays mteb's ``task.seed``."""
     with threadpool_limits(1):  # small fits: BLAS threads cost 6-15x more than they save (and share the cores)
         return np.array([layer_score(examples, layer, rows, seed) for layer in vectors], dtype=np.float64)
 
 
 def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray, seed: int = 42) -> float:
-    """The task's main score of one layer's vectors ([len(texts), D]) on the examples ``rows`` (see
-    :func:`layer_scores`); independent of every other layer, so layers can be scored in any order or process.
-
-    The caller limits BLAS to one thread, once for many calls (entering the limit costs milliseconds, as much as
-    scoring a few pairs)."""
+    """One layer's :func:`layer_scores`, independent of the others. The caller limits BLAS to one thread once for
+    many calls (entering the limit costs as much as scoring a few pairs)."""
     task = examples.task
     if examples.search is not None:
         return search_score(task, examples.search, layer, examples.items[rows], examples.gold[rows])
@@ -177,15 +159,9 @@ def _pair_classification(task, main: str, pairs: np.ndarray, gold: np.ndarray, s
 
 
 def _classification(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> float:
-    """mteb's cross-validated classification (``_evaluate_subset_cross_validation``) within the given texts:
-    ``task.n_splits`` shuffled folds (fewer when there are fewer texts), each training fold undersampled to
-    ``task.samples_per_label`` per label as mteb does, ``task.evaluator_model`` (logistic regression) fitted on it.
-    The out-of-fold predictions of all texts are scored at once with the main score as mteb's
-    ``_calculate_scores`` defines it (accuracy, or macro / weighted F1, precision, recall): folds of one or two
-    texts, as small K gives, would each be scored on almost nothing.
-
-    A training fold that holds one label predicts that label (a classifier cannot be fitted to one class).
-    """
+    """mteb's cross-validated classification (``_evaluate_subset_cross_validation``) within the given texts, its
+    undersampling and ``task.evaluator_model`` included; out-of-fold predictions are scored at once (small K gives
+    folds of one or two texts). A training fold of one label predicts that label (nothing to fit)."""
     if main not in CLASSIFICATION_SCORES:
         raise UserError(f"{task.metadata.name}: main score {main!r} is not one labelled selection computes")
     folds = KFold(n_splits=min(task.n_splits, len(y)), shuffle=True, random_state=seed)
@@ -205,9 +181,8 @@ SCORERS = {"Classification": "mteb's logistic regression", "Clustering": "scikit
 
 
 def report_scorer_warnings(name: str, task_type: str, per_layer: Mapping[int, LayerWarnings]) -> str:
-    """Log one line for a task whose labelled scoring raised warnings, as a sweep tells its evaluators' warnings,
-    and return them in words for the task's row ('' for none): counted in the scoring processes, they were
-    otherwise dropped there."""
+    """Log one line for a task whose labelled scoring raised warnings (counted in the scoring processes, else lost
+    there), as a sweep does, and return them in words for the task's row ('' for none)."""
     record = task_warnings(per_layer)
     if record:
         source = SCORERS.get(task_type, "the labelled scorers")
@@ -232,10 +207,8 @@ CLASSIFICATION_SCORES = {
 def _undersample(
     rows: np.ndarray, labels: np.ndarray, per_label: int, seed: int, positions: list[int] | None = None
 ) -> tuple[list[int], np.ndarray]:
-    """mteb's ``_undersample_data`` as its cross-validation calls it: the positions (into a fold's training rows) it
-    shuffled for the previous fold are shuffled again with the seed, so fold ``i`` takes the seeded permutation
-    ``i + 1`` times; then at most ``per_label`` rows of each label, in that order. Returns the positions for the
-    next fold and the rows kept."""
+    """mteb's ``_undersample_data`` as its cross-validation calls it: the previous fold's positions are shuffled
+    again with the seed, then at most ``per_label`` rows per label kept. Returns (positions, rows kept)."""
     positions = list(range(len(rows))) if positions is None else positions
     np.random.RandomState(seed).shuffle(positions)
     kept, counts = [], {}
@@ -260,9 +233,7 @@ def _clustering(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> flo
 
 @dataclass(frozen=True)
 class Search:
-    """A retrieval split as positions into a labelled-examples text list: ``documents`` (the corpus, with their ids
-    in ``document_ids``), each query's ``qrels``, and for reranking each query's ``candidates`` (positions into
-    ``documents``)."""
+    """A retrieval split as positions into the examples' texts: corpus, qrels and reranking ``candidates``."""
 
     document_ids: list[str]
     documents: np.ndarray
@@ -271,9 +242,8 @@ class Search:
 
 
 def search_examples(split: dict) -> tuple[list[str], np.ndarray, np.ndarray, Search]:
-    """(texts, query positions, query ids, :class:`Search`) of one split of a loaded retrieval task, the texts as
-    mteb encodes them (title and text of a document, a query with its instruction) and only the queries mteb keeps
-    (those with a relevant document)."""
+    """(texts, query positions, query ids, :class:`Search`) of a retrieval split: texts as mteb encodes them, only
+    the queries mteb keeps (those with a relevant document)."""
     corpus = split["corpus"]
     queries = queries_with_positives(split["relevant_docs"], split["queries"])
     documents, asked = retrieval_texts(corpus, document=True), retrieval_texts(queries, document=False)
@@ -294,9 +264,8 @@ def search_examples(split: dict) -> tuple[list[str], np.ndarray, np.ndarray, Sea
 
 
 def search_score(task, search: Search, vectors: np.ndarray, queries: np.ndarray, query_ids: np.ndarray) -> float:
-    """The task's main score of one layer (``vectors``: [len(texts), D]) on the queries at positions ``queries``
-    (ids ``query_ids``): cosine similarity to every document (reranking: to the query's candidates), each query's
-    top ``task._top_k`` documents, scored by mteb's retrieval metrics against those queries' qrels."""
+    """One layer's main score on ``queries``: each query's top ``task._top_k`` documents by cosine (reranking: of
+    its candidates), scored by mteb's retrieval metrics against those queries' qrels."""
     documents = _unit(vectors[search.documents])
     similarity = _unit(vectors[queries]) @ documents.T
     everything = np.arange(len(documents))

@@ -50,15 +50,12 @@ def write_report(
     entropy_selector: str | None = None,
     random_runs: Sequence[str | Path | RunFolder] = (),
 ) -> list[Path]:
-    """Write Table 1 (CSV + Markdown), Figure 1, heatmaps, and, where the runs hold them, metric panels,
-    correlation bars and the selector leaderboard. Returns the written paths (inside ``output``).
+    """Write Table 1, Figure 1, heatmaps and, where the runs hold them, metric panels, correlation bars and the
+    selector leaderboard; returns the paths written.
 
-    ``pythia_scores``: the authors' Pythia file (or the release folder holding it) the paper curves come from.
-    ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored, so they compare like for
-    like with the run curves; ``"all"`` averages over all 32 paper tasks, as the paper's Figure 1 does.
-    ``random_runs`` are runs of randomly initialised models: in the tables and heatmaps, kept out of Figure 1.
-    Figure 1's curves all average one task set (:func:`~.rules.common_tasks` over the non-random models); its
-    title counts them, its caption names them, and a warning says so when some run scored more.
+    ``paper_tasks="run"`` averages the paper curves over the paper tasks the runs scored (like for like), ``"all"``
+    over all 32 as the paper does. ``random_runs`` (random-weight models) stay out of Figure 1, whose curves all
+    average one task set (:func:`~.rules.common_tasks`), named in its caption.
     """
     if paper_tasks not in PAPER_TASKS:
         raise UserError(f"paper_tasks must be one of {PAPER_TASKS}, not {paper_tasks!r}")

@@ -1,9 +1,6 @@
-"""The report's cost–quality view: mean score against the cost of the model cut at each layer (``cost_quality``
-figure), and per model the cheapest layer within one point of the best, over all tasks and per task type
-(``cost_quality.csv`` and ``.md``).
-
-Only measured costs are drawn: a run without ``cost.csv`` has no FLOPs to plot (counting them needs the model), so it
-is left out of the figure with one line saying why, and its table rows name the layer with empty cost columns.
+"""The report's cost–quality view: mean score against the cost of the model cut at each layer, and per model the
+cheapest layer within one point of the best. Only measured costs are drawn: a run without ``cost.csv`` is left out
+of the figure (one line says why) and its table rows have empty cost columns.
 """
 
 from __future__ import annotations
@@ -70,19 +67,11 @@ def cost_quality(folders: Sequence[RunFolder], stem: Path) -> list[Path]:
 def cost_markdown(picks: pd.DataFrame) -> str:
     """The cheapest layer within one point per model (mean over tasks first, then each task type), and the rule."""
     frame = picks.assign(scope=picks["scope"].where(picks["scope"] != MEAN, "all tasks (mean)"))
-    columns = [
-        ("model", "model", text),
-        ("scope", "tasks", text),
-        ("n_tasks", "n", integer),
-        ("layer", "layer", integer),
-        ("n_layers", "of", integer),
-        ("score", "score", score),
-        ("best_layer", "best layer", integer),
-        ("best_score", "best", score),
-        ("flops_fraction", "FLOPs", _fraction),
-        ("seconds_per_1000_texts", "s / 1k texts", _seconds),
-        ("full_seconds_per_1000_texts", "full model", _seconds),
-    ]
+    columns = [("model", "model", text), ("scope", "tasks", text), ("n_tasks", "n", integer)]
+    columns += [("layer", "layer", integer), ("n_layers", "of", integer), ("score", "score", score)]
+    columns += [("best_layer", "best layer", integer), ("best_score", "best", score)]
+    columns += [("flops_fraction", "FLOPs", _fraction), ("seconds_per_1000_texts", "s / 1k texts", _seconds)]
+    columns += [("full_seconds_per_1000_texts", "full model", _seconds)]
     title = "# Cost against quality: the cheapest layer within 1 point of the best"
     return f"{title}\n\n{markdown_table(frame, columns)}\n\n{RULE}\n"
 
@@ -95,26 +84,16 @@ def cost_figure(curves: pd.DataFrame, picks: pd.DataFrame, stem: Path) -> list[P
     with style():
         fig = Figure(figsize=(11, 4.6))
         axes = fig.subplots(1, 2, sharey=True)
-        palette = dict(
-            zip(sorted(data["model"].unique()), sns.color_palette(n_colors=data["model"].nunique()), strict=True)
-        )
-        for ax, x, label in zip(
-            axes,
-            ("flops_fraction", "seconds_per_1000_texts"),
-            ("fraction of the full model's forward FLOPs", "seconds per 1,000 texts (measured, forward only)"),
-            strict=True,
-        ):
+        models = sorted(data["model"].unique())
+        palette = dict(zip(models, sns.color_palette(n_colors=len(models)), strict=True))
+        labels = {
+            "flops_fraction": "fraction of the full model's forward FLOPs",
+            "seconds_per_1000_texts": "seconds per 1,000 texts (measured, forward only)",
+        }
+        for ax, (x, label) in zip(axes, labels.items(), strict=True):
             # joined in layer order: measured seconds need not rise with every block on a busy machine
             sns.lineplot(
-                data=data,
-                x=x,
-                y="score",
-                hue="model",
-                palette=palette,
-                marker="o",
-                sort=False,
-                ax=ax,
-                legend=ax is axes[0],
+                data, x=x, y="score", hue="model", palette=palette, marker="o", sort=False, ax=ax, legend=ax is axes[0]
             )
             for _, row in chosen.iterrows():
                 ax.scatter(row[x], row["score"], s=180, facecolors="none", edgecolors=palette[row["model"]], lw=2)

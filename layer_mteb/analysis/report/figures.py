@@ -1,8 +1,5 @@
-"""The report's figures (seaborn, each saved as PNG and PDF): Figure 1 (score vs relative depth),
-a task × layer heatmap per model, metric-vs-depth panels and correlation bars when a run has them.
-
-Figures are built on bare ``matplotlib.figure.Figure`` objects (rendered by Agg when saved), never through pyplot:
-no GUI backend, no global figure state, nothing left open in a notebook or a long report."""
+"""The report's figures (seaborn, saved as PNG and PDF): Figure 1, a task × layer heatmap per model, metric panels
+and correlation bars. Built on bare ``Figure`` objects, never pyplot: no GUI backend, no global state left open."""
 
 from __future__ import annotations
 
@@ -64,12 +61,8 @@ def figure1(
     task_note: str = "",
     n_tasks: int | None = None,
 ) -> list[Path]:
-    """Average score ×100 (as Table 1) vs relative depth, one solid line per model; the paper's curves dashed.
-
-    ``curves`` and ``paper`` are :func:`~.table1.layer_means` frames; the title states how many tasks every curve
-    averages (``n_tasks``; 0: each its own), ``task_note`` names them and ``paper_note`` the paper curves' tasks
-    (both printed under the title).
-    """
+    """Average score ×100 vs relative depth, a solid line per model, the paper's curves dashed; the title counts the
+    tasks every curve averages (``n_tasks``; 0: each its own), the notes under it name them."""
     with style():
         fig = Figure(figsize=(7.5, 4.8))
         ax = fig.subplots()
@@ -84,17 +77,9 @@ def figure1(
 
 
 def figure1_panel(ax: Axes, curves: pd.DataFrame, paper: pd.DataFrame | None = None) -> None:
-    """The one Figure 1 drawer (the report's figure and both panels of the paper's): average score ×100 against
-    relative depth, a solid line per model of ``curves``, the reference curves of ``paper`` grey and dashed."""
-    sns.lineplot(
-        data=curves.assign(main_score=curves["main_score"] * 100),
-        x="relative_depth",
-        y="main_score",
-        hue="model",
-        marker="o",
-        linewidth=2,
-        ax=ax,
-    )
+    """The one Figure 1 drawer (report and paper panels): ``curves`` solid per model, ``paper``'s grey and dashed."""
+    data = curves.assign(main_score=curves["main_score"] * 100)
+    sns.lineplot(data, x="relative_depth", y="main_score", hue="model", marker="o", linewidth=2, ax=ax)
     if paper is not None and not paper.empty:
         order = list(paper.groupby("model")["n_layers"].first().sort_values().index)
         greys = sns.color_palette("Greys", len(order) + 3)[3:]
@@ -158,18 +143,14 @@ def _panels(n: int, width: float, height: float, wrap: int) -> tuple[Figure, lis
 
 
 def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
-    """Each representation metric vs relative depth, one panel per metric, one line per model (paper Figure 2).
-
-    Returns no paths when the frame lacks the expected columns; :func:`metric_figure` draws it.
-    """
+    """Each metric vs relative depth, a panel per metric, a line per model (paper Figure 2); no paths without data."""
     fig = metric_figure(metrics)
     return [] if fig is None else save(fig, stem)
 
 
 def metric_figure(metrics: pd.DataFrame) -> Figure | None:
-    """The figure of :func:`metric_panels`; each line's source is chosen by :func:`metric_sources`. What every line
-    shares is named once, in the title; when lines differ in readout, each panel names its readouts (one dash
-    pattern each) and, when they differ in texts, its text sets."""
+    """The figure of :func:`metric_panels` (sources: :func:`metric_sources`): what every line shares is named in the
+    title, readouts or text sets that differ in each panel's (a dash pattern per readout)."""
     if not set(metrics.columns) >= PLOTTED_METRIC_COLUMNS:
         return None
     frame = metrics.dropna(subset=["value"])
@@ -188,22 +169,13 @@ def metric_figure(metrics: pd.DataFrame) -> Figure | None:
     palette = dict(zip(models, sns.color_palette(n_colors=len(models)), strict=True))
     readouts = sorted(curves["readout"].unique(), key=lambda r: (r != "raw", r))
     dashes = dict(zip(readouts, _DASHES, strict=False)) if "readout" in mixed else None
+    drawn = {"hue": "model", "palette": palette, "marker": "o", "legend": False}
+    drawn |= {"style": "readout", "dashes": dashes} if dashes else {}
     with style():
         fig, axes = _panels(len(names), 3.4, 2.8 + 0.3 * len(mixed), wrap=4)
         for ax, name in zip(axes, names, strict=True):
             data = curves[curves["metric"] == name]
-            by_readout = {"style": "readout", "dashes": dashes} if dashes else {}
-            sns.lineplot(
-                data=data,
-                x="relative_depth",
-                y="value",
-                hue="model",
-                palette=palette,
-                marker="o",
-                ax=ax,
-                legend=False,
-                **by_readout,
-            )
+            sns.lineplot(data, x="relative_depth", y="value", ax=ax, **drawn)
             ax.set_title("\n".join([str(name), *_panel_sources(data, mixed, dashes)]), fontsize=9)
             ax.set_xlabel("relative depth")
             ax.set_ylabel("")
@@ -223,9 +195,8 @@ _DASH_NAMES = dict(zip(_DASHES, ("solid", "dashed", "dotted"), strict=True))
 
 
 def metric_sources(frame: pd.DataFrame) -> pd.DataFrame:
-    """One curve per (model, metric): WikiText prompts where measured (as the paper's Figure 2), else the mean over
-    the model's text sets; the raw residual stream where measured (the paper's metrics), else the readout there is.
-    Columns ``model, metric, layer, relative_depth, value, texts, readout`` (``texts`` and ``readout`` as shown)."""
+    """One curve per (model, metric): on WikiText where measured (as the paper), else the mean over text sets; the
+    raw stream where measured, else the readout there is. ``texts`` and ``readout`` say which, as shown."""
     if "texts" not in frame:
         frame = frame.assign(texts="")
     frame = frame.assign(readout=frame["readout"].fillna("").astype(str) if "readout" in frame else "")
@@ -246,8 +217,7 @@ def metric_sources(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _panel_sources(data: pd.DataFrame, mixed: list[str], dashes: dict | None) -> list[str]:
-    """A panel's title lines naming what differs between the figure's lines: its readouts (with their line
-    patterns) and its text sets."""
+    """A panel's title lines naming what differs between lines: its readouts (and patterns) and text sets."""
     lines = []
     if "readout" in mixed and dashes is not None:
         present = [r for r in dashes if r in set(data["readout"])]
@@ -261,13 +231,9 @@ def _panel_sources(data: pd.DataFrame, mixed: list[str], dashes: dict | None) ->
 
 
 def correlation_bars(correlation: pd.DataFrame, stem: Path) -> list[Path]:
-    """Correlation of each metric with the score across layers (Figure 3/8), one row of panels per model: distance
-    correlation (0 to 1, unsigned) apart from the signed Spearman ρ and Kendall τ (−1 to 1); stars give the
-    permutation p-values. Horizontal bars, so every metric name sits beside its own bars.
-
-    Uses the ``mean`` scope (score averaged over tasks) when present, else the mean over per-task scopes. A metric
-    without a value for a model and method (too few layers, a constant curve) is written "n/a" in its row.
-    """
+    """Correlation of each metric with the score across layers (Figure 3/8), a row of panels per model: dCor (0 to 1)
+    apart from the signed Spearman and Kendall; stars give permutation p-values, "n/a" a missing value. The ``mean``
+    scope when present, else the mean over per-task scopes."""
     if not set(correlation.columns) >= PLOTTED_CORRELATION_COLUMNS:
         return []
     frame = correlation
@@ -332,8 +298,7 @@ def _correlation_panel(
 
 
 def _mark_missing(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:
-    """Write "n/a" in each metric's row where a method has no value (naming the methods when only some lack one),
-    so a missing correlation is never read as a zero-length bar."""
+    """Write "n/a" where a method has no value, so a missing correlation is never read as a zero-length bar."""
     present = set(data.dropna(subset=["value"])[["metric", "method"]].itertuples(index=False, name=None))
     for row, metric in enumerate(metrics):
         missing = [m for m in methods if (metric, m) not in present]
@@ -343,8 +308,7 @@ def _mark_missing(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: lis
 
 
 def _star_p_values(ax: Axes, data: pd.DataFrame, metrics: list[str], methods: list[str]) -> None:
-    """Write significance stars at the end of each bar (seaborn draws one container of bars per method; a bar's
-    row is read from its position, so a metric missing for one method cannot shift the others)."""
+    """Stars at each bar's end; a bar's row comes from its position, so a metric missing for one method shifts none."""
     for container, method in zip(ax.containers, methods, strict=False):
         rows = data[data["method"] == method].set_index("metric")
         for bar in container:

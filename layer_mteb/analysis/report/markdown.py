@@ -50,17 +50,10 @@ def markdown_table(frame: pd.DataFrame, columns: Sequence[tuple[str, str, Format
 
 def table1_markdown(table: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """Table 1 (one row per model), then the per-task-type breakdown, the rules and the caveats."""
-    shared = [
-        ("n_tasks", "tasks", integer),
-        ("best_not_last_pct", "best ≠ last", percent),
-        ("avg_last", "avg last", score),
-        ("avg_best", "avg best", score),
-        ("best_layer", "best layer", integer),
-        ("best_layer_avg", "its avg", score),
-        ("entropy_layer", "entropy layer", integer),
-        ("entropy_layer_avg", "its avg", score),
-        ("entropy_per_task_avg", "entropy per task", score),
-    ]
+    shared = [("n_tasks", "tasks", integer), ("best_not_last_pct", "best ≠ last", percent)]
+    shared += [("avg_last", "avg last", score), ("avg_best", "avg best", score), ("best_layer", "best layer", integer)]
+    shared += [("best_layer_avg", "its avg", score), ("entropy_layer", "entropy layer", integer)]
+    shared += [("entropy_layer_avg", "its avg", score), ("entropy_per_task_avg", "entropy per task", score)]
     overall = table[table["task_type"] == ALL_TYPES]
     by_type = table[table["task_type"] != ALL_TYPES]
     model_columns = [("model", "model", text), ("n_layers", "L", integer)]
@@ -85,18 +78,10 @@ def table1_markdown(table: pd.DataFrame, notes: Sequence[str] = ()) -> str:
 
 def leaderboard_markdown(board: pd.DataFrame) -> str:
     """The selectors per model, best average score first (the selection file's own numbers)."""
-    columns = [
-        ("model", "model", text),
-        ("selector", "selector", text),
-        ("scope", "scope", text),
-        ("layer", "layer", integer),
-        ("n_tasks", "tasks", integer),
-        ("score", "score", score),
-        ("last", "last", score),
-        ("best", "best", score),
-        ("gain", "gain vs last", score),
-        ("regret", "regret vs best", score),
-    ]
+    columns = [("model", "model", text), ("selector", "selector", text), ("scope", "scope", text)]
+    columns += [("layer", "layer", integer), ("n_tasks", "tasks", integer), ("score", "score", score)]
+    columns += [("last", "last", score), ("best", "best", score), ("gain", "gain vs last", score)]
+    columns += [("regret", "regret vs best", score)]
     intro = (
         "Scores ×100 from selection.csv. *mean*: one layer for every task, chosen against the mean score; "
         "*per task*: each task's own pick, averaged over tasks. *gain* = chosen − last layer, *regret* = best − chosen."

@@ -1,12 +1,6 @@
-"""The stress tests reported: figures in the paper's style (one line per level on a sequential colour scale, with a
-colour bar) and of bimodality (histograms of per-prompt entropy at the first, the most bimodal and the last layer),
-and what the tests say per model, computed from ``stress.csv`` / ``dip.csv`` and the prompt-length curves, so the
-documentation quotes numbers a command wrote rather than numbers read off a figure.
-
-Per model: at how many layers entropy rises with randomness, falls with repetition and rises with length (mean over
-prompts at the strongest level against the weakest); the layer of minimum entropy of the unperturbed prompts; the
-most bimodal layer of the unperturbed prompts (dip, p-value) and how many stress levels × layers reach p < 0.05; and,
-per prompt length, where the normalised entropy is lowest and how far it falls from layer 0 (beside Pythia-410m).
+"""The stress tests reported: figures in the paper's style (a line per level with a colour bar; entropy histograms
+at the first, most bimodal and last layers) and per-model findings computed from ``stress.csv`` / ``dip.csv``, so
+the documentation quotes numbers a command wrote rather than numbers read off a figure.
 """
 
 from __future__ import annotations
@@ -66,18 +60,11 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
     plain = dips[(dips["model"] == model) & (dips["test"] == "none")]
     if plain.empty:
         return []
-    rows = values[
-        (values["model"] == model)
-        & (values["test"].isin(["randomness", "repetition"]))
-        & (values["level"] == 0)
-        & (values["normalization"] == DIP_NORMALIZATION)
-    ].drop_duplicates(["layer", "prompt"])
-    layers = [0, most_bimodal_layer(plain), last_layer_of(rows)]
+    rows = _unperturbed(values[values["model"] == model]).drop_duplicates(["layer", "prompt"])
+    layers = {"first": 0, "most bimodal": most_bimodal_layer(plain), "last": last_layer_of(rows)}
     with style():
         fig = Figure(figsize=(13, 3.6), layout="constrained")
-        for ax, (role, layer) in zip(
-            fig.subplots(1, 3), zip(("first", "most bimodal", "last"), layers, strict=True), strict=True
-        ):
+        for ax, (role, layer) in zip(fig.subplots(1, 3), layers.items(), strict=True):
             ax.hist(rows[rows["layer"] == layer]["value"], bins=30, color="#4c72b0")
             dip = plain[plain["layer"] == layer].iloc[0]
             ax.set(
@@ -87,6 +74,12 @@ def histograms(values: pd.DataFrame, dips: pd.DataFrame, model: str, stem: Path)
             )
         fig.suptitle(f"{model}: per-prompt entropy of unperturbed prompts")
         return save(fig, stem)
+
+
+def _unperturbed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the unperturbed prompts (randomness and repetition at level 0) as the dip test reads them."""
+    plain = frame["test"].isin(["randomness", "repetition"]) & (frame["level"] == 0)
+    return frame[plain & (frame["normalization"] == DIP_NORMALIZATION)]
 
 
 def run_figures(folder: Path | RunFolder, output: Path) -> list[Path]:
@@ -129,11 +122,7 @@ def model_summary(values: pd.DataFrame, dips: pd.DataFrame) -> pd.DataFrame:
         for test, normalization, direction in TRENDS:
             moved, layers = trend(curves, test, normalization, direction)
             row[test] = f"{moved}/{layers}" if layers else None
-        plain = curves[
-            curves["test"].isin(["randomness", "repetition"])
-            & (curves["level"] == 0)
-            & (curves["normalization"] == DIP_NORMALIZATION)
-        ].drop_duplicates("layer")
+        plain = _unperturbed(curves).drop_duplicates("layer")
         if not plain.empty:
             low = plain.sort_values(["mean", "layer"], kind="stable").iloc[0]
             row.update(min_layer=int(low["layer"]), min_value=float(low["mean"]))
@@ -159,8 +148,7 @@ def _bimodality(dips: pd.DataFrame) -> dict[str, object]:
 
 
 def length_minima(curves: pd.DataFrame, normalization: str = DIP_NORMALIZATION) -> pd.DataFrame:
-    """model, prompt_length, layers, min_layer, min_depth, first (layer 0), min_value, drop of ``prompt_length.csv``
-    curves: where each length's mean entropy is lowest and how far it falls from layer 0."""
+    """Where each ``prompt_length.csv`` curve's mean entropy is lowest and how far it falls from layer 0."""
     rows = []
     chosen = curves[curves["normalization"] == normalization]
     for (model, length), part in chosen.groupby(["model", "prompt_length"], sort=False):

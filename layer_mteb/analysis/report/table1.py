@@ -1,16 +1,7 @@
 """Table 1 of "Layer by Layer" for any set of runs: how often an intermediate layer beats the last one, and by how
-much. Pure pandas, so the numbers can be tested to the last digit without drawing anything.
-
-Rules (also printed under the Markdown table):
-
-- A task counts once: its splits and subsets are averaged first, per layer.
-- The last layer is the model's final hidden state (layer ``n_layers``). Ties go to the deeper layer, so a task's
-  best layer is "not the last" only when some earlier layer is strictly better (by more than ``tol``). Both rules
-  are :mod:`~.rules`', shared with selection, the study and the paper.
-- Table 1 compares tasks that have a last-layer score; a task without one is left out (and named in the notes).
-  A task missing other layers uses the layers it has (per-task best over the layers present).
-- The best single layer is the layer with the highest average over the compared tasks, among the layers scored on
-  all of them.
+much (pure pandas, testable to the last digit). Rules, also printed under the Markdown table: a task counts once
+(splits and subsets averaged first); ties go to the deeper layer (:mod:`~.rules`); tasks without a last-layer score
+are left out and named; the best single layer is among those scored on every compared task.
 """
 
 from __future__ import annotations
@@ -33,21 +24,9 @@ from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.common.errors import UserError
 
 ALL_TYPES = "all"
-TABLE1_COLUMNS = [
-    "model",
-    "task_type",
-    "n_layers",
-    "n_tasks",
-    "best_not_last_pct",
-    "avg_last",
-    "avg_best",
-    "best_layer",
-    "best_layer_avg",
-    "entropy_selector",
-    "entropy_layer",
-    "entropy_layer_avg",
-    "entropy_per_task_avg",
-]
+TABLE1_COLUMNS = ["model", "task_type", "n_layers", "n_tasks", "best_not_last_pct", "avg_last", "avg_best"]
+TABLE1_COLUMNS += ["best_layer", "best_layer_avg", "entropy_selector", "entropy_layer", "entropy_layer_avg"]
+TABLE1_COLUMNS += ["entropy_per_task_avg"]
 
 
 def task_scores(scores: pd.DataFrame) -> pd.DataFrame:
@@ -124,10 +103,8 @@ class Headline(NamedTuple):
 
 
 def headline_tasks(tasks: pd.DataFrame, left_out: Iterable[str] = (), coverage: float = FIGURE1_COVERAGE) -> Headline:
-    """Figure 1's rows, curves and caption, the one path to them (``layer-mteb report``, the notebook and the
-    paper's panels): the models not ``left_out`` (random-weight controls) over the task set of
-    :func:`~layer_mteb.analysis.rules.common_tasks` (named in the caption); a layer lacking one of those tasks is a
-    gap."""
+    """Figure 1's rows, curves and caption, the one path to them: the models not ``left_out`` (random-weight
+    controls) over :func:`~layer_mteb.analysis.rules.common_tasks`; a layer lacking one of those tasks is a gap."""
     frame = tasks[~tasks["model"].isin(set(left_out))]
     if frame.empty:
         frame = tasks

@@ -1,7 +1,5 @@
-"""Run folders for analysis, each read through one :class:`~layer_mteb.common.run_folder.RunFolder` (the command's,
-where it hands one down): one run's scores with the metrics that match its settings (:func:`load_run`, for selection
-and correlation); several runs for a report (``scores.csv`` plus optional ``selection.csv``, ``metrics.csv``,
-``correlation.csv``, :func:`load_runs`), with one label per model; and the authors' published per-layer scores."""
+"""Run folders for analysis: one run's scores with the metrics matching its settings (:func:`load_run`), several
+runs for a report with one label per model (:func:`load_runs`), and the authors' published per-layer scores."""
 
 from __future__ import annotations
 
@@ -39,12 +37,8 @@ def load_run(
     metrics: pd.DataFrame | None,
     metric_readout: str = "auto",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scores and metrics from ``folder`` (unless given as frames), metrics restricted to the scores' settings.
-
-    The metrics' readout may differ from the scores' (``metric_readout``; see :data:`METRIC_READOUTS`): the paper
-    scored every layer with the final norm on top but measured its metrics on the raw stream of one forward pass.
-    The returned metrics keep their own ``readout`` column, so what was paired can be recorded.
-    """
+    """Scores and metrics from ``folder`` (unless given), metrics restricted to the scores' settings. Their readout
+    may differ (``metric_readout``): the paper scored with the final norm but measured metrics on the raw stream."""
     if metric_readout not in METRIC_READOUTS:
         raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
     if scores is None or metrics is None:
@@ -101,13 +95,8 @@ def discover_runs(root: str | Path) -> list[Path]:
 
 
 def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
-    """Read run folders (through the given :class:`RunFolder` objects, where given); a folder without a usable
-    ``scores.csv`` is a :class:`UserError`.
-
-    The same model run with different settings (readout, pooling, ...) gets a label naming the difference, so two
-    runs never silently merge; runs of one model with the same settings (say, tasks split across two runs) merge,
-    and a (task, subset, layer) scored twice keeps the row from the folder given last.
-    """
+    """Read run folders. A model run with different settings gets labels naming the difference, never merging;
+    runs with the same settings merge, a row scored twice kept from the folder given last."""
     folders = list({Path(f): RunFolder(f) for f in folders}.values())  # each folder once, in the order given
     if not folders:
         raise UserError("no run folders given: pass --run results/<run> (a folder holding scores.csv)")
@@ -130,15 +119,14 @@ def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
 
 
 def _runs_in(frame: pd.DataFrame) -> list[pd.DataFrame]:
-    """A folder's table split by model, revision and settings (a ``run`` of several ``--model`` or revisions, or a
-    table written before a folder held one setting): each its own label, never averaged together."""
+    """A folder's table split by model, revision and settings: each its own label, never averaged together."""
     keys = ["model", *[c for c in CONFIG_COLUMNS if c in frame.columns and c != "attention"]]
     return [part for _, part in frame.groupby(keys, sort=False, dropna=False)]
 
 
 def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFrame | None:
-    """The side-file rows of ``model``; a file naming one other model counts as this run's when the run has one
-    model (the metrics code may spell the model as given on the command line rather than its hub id)."""
+    """The side-file rows of ``model``; a file of one other model is this run's when the run has one model (the
+    metrics code may spell the model as given on the command line)."""
     if side is None:
         return None
     names = side["model"].astype(str)
@@ -148,9 +136,7 @@ def _side_rows(side: pd.DataFrame | None, model: str, alone: bool) -> pd.DataFra
 
 
 def _as_report_rows(name: str, frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """``selection.csv`` / ``correlation.csv`` as ``layer-mteb select`` / ``correlate`` write them -> one row per
-    (selector or metric, scope): scope ``mean`` for the score averaged over tasks (its WikiText rows), else a task
-    name (its own-text rows where present, else WikiText)."""
+    """Side tables -> one row per (selector or metric, scope): a task's own-text rows where present, else WikiText."""
     if frame is None or name not in PER_SCOPE or "task" not in frame.columns:
         return frame
     if "texts" in frame.columns:
@@ -186,8 +172,7 @@ def _labels(frames: Sequence[pd.DataFrame]) -> list[str]:
 
 
 def pythia_scores_path(path: str | Path | None = None) -> Path:
-    """The authors' per-layer Pythia scores: ``path`` (that file, or a release folder holding it), else the file in
-    :func:`release_folder`."""
+    """The authors' per-layer Pythia scores: ``path`` (the file or its folder), else :func:`release_folder`'s."""
     chosen = Path(path) if path else release_folder()
     file = chosen / PYTHIA_SCORES_FILE if chosen.is_dir() or not path else chosen
     if not file.is_file():
@@ -199,11 +184,8 @@ def pythia_scores_path(path: str | Path | None = None) -> Path:
 
 
 def load_paper_scores(path: str | Path | None = None) -> pd.DataFrame:
-    """The authors' per-layer scores as a scores-like frame (``model`` = "Pythia-410m (paper)", integer layers).
-
-    Read by :func:`~.importing.release_scores`, the one reader of the release's files: their last layer appears
-    twice (``layer_24`` and ``layer_24_last``, same scores) and the copy is dropped.
-    """
+    """The authors' per-layer scores as a scores-like frame (``model`` = "Pythia-410m (paper)"), read by
+    :func:`~.importing.release_scores` (which drops the ``layer_24_last`` copy)."""
     file = pythia_scores_path(path)
     raw = pd.read_csv(file)
     missing = [c for c in ("model", "layer", "task", "main_score") if c not in raw.columns]

@@ -1,13 +1,6 @@
-"""Per-layer results made elsewhere, as this project's tables: folders of mteb result JSONs (the authors' layout
-``layer_<k>/<Task>.json`` written by mteb 1.x, and mteb 2.x result folders such as a run's own ``mteb/``), the
-authors' released long-format score table, and their long-format metrics table.
-
-Each JSON is read by :func:`~.mteb_results.layer_results`, the one reader of mteb result files (mteb's own
-``TaskResult.from_disk``, which reads 1.x files too); only the paper's subset of a multi-subset task (``tasks.yaml``:
-AmazonCounterfactual ``en``, STS17 ``en-en``, ...) is kept. Layers a task lacks are reported by
-:func:`missing_layers`, never filled in; the mean over tasks uses complete layers only
-(:func:`layer_mteb.analysis.selection.curves.score_curves`).
-"""
+"""Per-layer results made elsewhere as this project's tables: folders of mteb 1.x/2.x result JSONs (the authors'
+``layer_<k>/<Task>.json`` or a run's ``mteb/``) and the authors' released score and metrics tables. Only the paper's
+subset of a multi-subset task is kept; missing layers are reported (:func:`missing_layers`), never filled in."""
 
 from __future__ import annotations
 
@@ -19,20 +12,13 @@ from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import (
-    AGGREGATE_COLUMN,
-    SCORE_COLUMNS,
-    SCORES_FILE,
-    RunFolder,
-    tidy_scores,
-)
+from layer_mteb.common.run_folder import AGGREGATE_COLUMN, SCORE_COLUMNS, SCORES_FILE, RunFolder, tidy_scores
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, subtask_names, task_type
 
-#: The authors' protocol (SOURCE.md of the release): every layer is the model cut at k blocks with its final norm,
-#: mean pooling with special tokens, max length 2048, half precision, no normalisation after pooling; each model
-#: with its own attention (:data:`RELEASE_ATTENTION`).
+#: The authors' protocol (SOURCE.md of the release): the model cut at k blocks with its final norm, mean pooling with
+#: special tokens, max length 2048, half precision, no normalisation after pooling; attention per family below.
 AUTHORS_SETTINGS = {
     "readout": "final_norm",
     "pooling": "mean",
@@ -40,20 +26,12 @@ AUTHORS_SETTINGS = {
     "dtype": "float16",
     "normalize": False,
 }
-#: The attention each family of the release runs (its own: the release does not switch any): the decoders and Mamba
-#: (whose recurrence reads left to right, recorded as causal as a run records it) causal, the encoders and LLM2Vec
+#: Each release family's own attention: decoders and Mamba (left-to-right recurrence) causal; encoders and LLM2Vec
 #: (a decoder made bidirectional) bidirectional.
 RELEASE_ATTENTION = {
-    "Pythia": "causal",
-    "Llama3": "causal",
-    "mamba": "causal",
-    "bert": "bidirectional",
-    "bert_CLS": "bidirectional",
-    "roberta_CLS": "bidirectional",
-    "roberta_mean_pooling": "bidirectional",
-    "LLM2Vec-mntp": "bidirectional",
-    "LLM2Vec-mntp-unsup-simcse": "bidirectional",
-    "LLM2Vec-mntp-supervised": "bidirectional",
+    **dict.fromkeys(["Pythia", "Llama3", "mamba"], "causal"),
+    **dict.fromkeys(["bert", "bert_CLS", "roberta_CLS", "roberta_mean_pooling"], "bidirectional"),
+    **dict.fromkeys(["LLM2Vec-mntp", "LLM2Vec-mntp-unsup-simcse", "LLM2Vec-mntp-supervised"], "bidirectional"),
 }
 #: Hidden-state count of the released models (their configs), for folders that do not reach the last layer.
 RELEASE_DEPTHS = {
@@ -78,9 +56,8 @@ RELEASE_DEPTHS = {
     "LLM2Vec-mntp-supervised/8B": 32,
 }
 
-#: What the paper's figures plot (the authors' plotting notebook, ``layerwise_entropies.ipynb``): entropies and LiDAR
-#: divided by min(ln N, ln D) (``maxEntropy``), DiME, InfoNCE and curvature raw. A constant divisor per source, so
-#: the layer a metric selects is the same under every normalisation.
+#: What the paper's figures plot (``layerwise_entropies.ipynb``): entropies and LiDAR divided by min(ln N, ln D)
+#: (``maxEntropy``), the rest raw; a constant divisor, so the layer a metric selects is the same either way.
 PAPER_NORMALIZATION = {"curvature": "raw", "dime": "raw", "infonce": "raw"}
 
 
@@ -114,13 +91,9 @@ def import_folder(
     attention: str | None = None,
     split: str = "test",
 ) -> pd.DataFrame:
-    """Every ``<Task>.json`` under ``folder`` -> score rows (:data:`layer_mteb.common.run_folder.SCORE_COLUMNS`).
-
-    The layer comes from mteb's ``model_meta.json`` beside the file (``experiment_kwargs['layer']``, this project's
-    runs) or from a ``layer_<k>`` folder (the authors' layout; their ``layer_<L>_last`` copy is used only where
-    ``layer_<L>`` is absent). ``model`` and ``n_layers`` default to what the files say; the attention to what the
-    files say, else ``attention``, else the release's (:data:`RELEASE_ATTENTION`), else it is one line asking for it.
-    """
+    """Every ``<Task>.json`` under ``folder`` -> score rows. The layer comes from ``model_meta.json`` (this project's
+    runs) or a ``layer_<k>`` folder (``layer_<L>_last`` only where ``layer_<L>`` is absent); the attention from the
+    files, else ``attention``, else the release's, else a line asking for it."""
     root = Path(folder)
     if not root.is_dir():
         raise UserError(f"{folder} is not a folder of mteb result JSONs")
@@ -156,8 +129,7 @@ def import_folder(
 
 
 def _aggregate_of(tasks: pd.Series) -> pd.Series:
-    """Each row's aggregate task where the folder holds that aggregate's results too (its subtasks' rows then name
-    it, as a run's do, and means over tasks count the aggregate once); empty for every other row."""
+    """Each row's aggregate task where the folder holds it too (so means count the aggregate once), else empty."""
     names = set(tasks)
     parent = {part: name for name in names for part in subtask_names(name) if part in names}
     return tasks.map(lambda task: parent.get(task, ""))
@@ -175,8 +147,7 @@ def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
 
 
 def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
-    """The one reader of the release's ``layer`` labels: ``layer_<k>`` -> integer ``k``. Rows of other labels are
-    dropped; the ``layer_<L>_last`` copy of a layer is kept only where ``layer_<L>`` itself is absent."""
+    """The release's ``layer_<k>`` labels -> ``k``; other labels dropped, ``layer_<L>_last`` kept only as a stand-in."""
     parsed = raw["layer"].astype(str).str.extract(AUTHORS_LAYER)
     raw = raw.assign(layer=pd.to_numeric(parsed[0]), is_copy=parsed[1].notna()).dropna(subset=["layer"])
     raw = raw.sort_values("is_copy", kind="stable").drop_duplicates(["model", "layer", "task"])
@@ -184,9 +155,7 @@ def release_layers(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def release_scores(path: str | Path | pd.DataFrame, models: list[str] | None = None) -> pd.DataFrame:
-    """The authors' per-layer scores (``model,layer,task,main_score,...``: the table
-    :func:`.release.score_table` builds from their release, or the extracted ``official_layer_scores.csv``) as score
-    rows."""
+    """The authors' per-layer scores (:func:`.release.score_table` or ``official_layer_scores.csv``) as score rows."""
     raw = path if isinstance(path, pd.DataFrame) else pd.read_csv(path)
     if models is not None:
         unknown = sorted(set(models) - set(raw["model"]))
@@ -246,14 +215,10 @@ def import_metrics_table(
     models: dict[str, str] | None = None,
     settings: dict | None = None,
 ) -> pd.DataFrame:
-    """The authors' long metrics table (:func:`.release.metric_table`, or the extracted
-    ``official_layer_metrics.csv.gz``) -> metric rows of ``readout = raw``.
+    """The authors' metrics table (:func:`.release.metric_table` or ``official_layer_metrics.csv.gz``) -> metric rows.
 
-    Their metrics were computed on the raw residual stream of one full forward pass, so the rows say ``raw``; the
-    other settings are the scores' (``settings``, default the authors') so selection pairs them with those scores.
-    ``models`` maps the table's names to the names the rows get (default: every model, names kept). One split per
-    model and texts: a task's own texts use its test split when it has one, WikiText the first of
-    :data:`WIKITEXT_SPLITS` the model has.
+    Measured on the raw residual stream, so ``readout = raw``; other settings are the scores' (``settings``) so
+    selection pairs them. ``models`` renames (default: all, kept). A task's texts use its test split where it has one.
     """
     if normalization not in RELEASE_NORMALIZATIONS:
         raise UserError(f"--normalization must be one of {', '.join(RELEASE_NORMALIZATIONS)}; got {normalization!r}")
@@ -293,9 +258,8 @@ def import_metrics_table(
     return frame[METRIC_COLUMNS].sort_values(["model", "texts", "metric", "layer"], kind="stable")
 
 
-#: The WikiText split whose metrics stand for a model, in order of preference: most folders of the release have
-#: ``train``; six store their metrics without a split folder (empty here); the Pythia-410m checkpoints add a ``test``
-#: folder with one or two metrics.
+#: WikiText splits in order of preference: most release folders have ``train``; six have no split folder (empty);
+#: the Pythia-410m checkpoints add a ``test`` folder with one or two metrics.
 WIKITEXT_SPLITS = ("train", "", "test")
 
 
@@ -328,8 +292,7 @@ def write_import(
     metrics_model: str | None = None,
     normalization: ReleaseNormalization = "paper",
 ) -> list[str]:
-    """Import ``folder`` into ``output/scores.csv`` (and the model's rows of a metrics table into ``metrics.csv``);
-    returns the lines to show: what was read and every missing layer. Nothing is written if anything fails."""
+    """Import ``folder`` (and a metrics table) into ``output``, all or nothing; returns the lines to show."""
     scores = import_folder(folder, model=model, n_layers=n_layers, attention=attention)
     names = scores["model"].unique().tolist()
     table = None

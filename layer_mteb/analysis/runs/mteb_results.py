@@ -1,13 +1,9 @@
-"""The one reader of per-layer mteb result JSONs: a run's own ``mteb/`` folder and result folders made elsewhere (the
-authors' ``layer_<k>/<Task>.json``, written by mteb 1.x), each file read by mteb's own ``TaskResult.from_disk``.
+"""The one reader of per-layer mteb result JSONs (a run's ``mteb/`` folder, the authors' mteb 1.x
+``layer_<k>/<Task>.json``), each file read by mteb's own ``TaskResult.from_disk``.
 
-A run stores each layer as an mteb *experiment* of the model: ``ModelMeta.experiment_kwargs`` (the folder's
-``model_meta.json``) holds the layer and the settings that made its vectors; the authors' folders name the layer
-instead. mteb's ``ResultCache.load_results()`` skips experiments unless asked (``load_experiments="match_name"``),
-and ``BenchmarkResults.to_dataframe()`` then averages experiments of one model into one number, which is no layer's
-score. This reader keeps every layer apart: :func:`layer_results` yields each file with its layer, and
-:func:`mteb_layer_scores` makes a run's one row per (layer, task, split, subset), so what mteb stored can be
-checked against ``scores.csv`` or used without layer_mteb's own tables.
+A run stores each layer as an mteb *experiment* (``experiment_kwargs`` in ``model_meta.json`` holds the layer).
+mteb's ``ResultCache`` skips experiments unless asked and ``BenchmarkResults.to_dataframe()`` averages them into one
+number that is no layer's score; this reader keeps every layer apart.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ _NOT_RESULTS = {_MODEL_META, "run_settings.json"}
 
 @dataclass(frozen=True)
 class LayerResult:
-    """One mteb result file of one layer: mteb's ``TaskResult`` and the ``model_meta.json`` beside it (``{}`` where
-    there is none, as in the authors' folders)."""
+    """One layer's mteb result file: its ``TaskResult`` and the ``model_meta.json`` beside it (``{}`` if none)."""
 
     path: Path
     layer: int
@@ -85,8 +80,7 @@ def _layer_of(path: Path, meta: dict[str, Any]) -> int | None:
 
 
 def mteb_layer_scores(folder: str | Path) -> pd.DataFrame:
-    """One row per (model, revision, layer, task, split, subset) of the mteb result JSONs under ``folder/mteb``, with
-    the experiment's settings as columns, sorted like ``scores.csv``."""
+    """A run's ``mteb/`` results, one row per layer, task, split and subset with its settings, as ``scores.csv``."""
     folder = Path(folder) / MTEB_FOLDER
     if not folder.is_dir():
         raise UserError(f"{folder} does not exist: a run folder written by `layer-mteb run` has its mteb results there")

@@ -1,22 +1,10 @@
-"""The authors' release, read as they published it: a clone of their repository (OFSkean/information_flow), whose
-``experiments/results/<family>/<size>/<revision>/`` folders hold
+"""The authors' release as they published it (a clone of OFSkean/information_flow): from the
+``experiments/results/<family>/<size>/<revision>/`` folders' ``mteb/layer_<k>/<Task>.json`` (mteb 1.14),
+``metrics/mteb/<task folder>/<split>/<metric>.pkl``, ``metrics/wikitext[/<split>]/<metric>.pkl`` and the adhoc
+prompt-length pickle, three long tables shaped as the CSVs once extracted from it, so both sources give the same rows.
 
-- ``mteb/layer_<k>/<Task>.json``: mteb 1.14 result files, one per layer and task (``layer_<L>_last``: a copy of the
-  last layer in some folders);
-- ``metrics/mteb/<task folder>/<split>/<metric>.pkl``: metrics on a task's own texts (the folder is the task's
-  dataset name in mteb 1.x, e.g. ``biosses-sts``);
-- ``metrics/wikitext[/<split>]/<metric>.pkl``: metrics on WikiText-103 prompts (six folders store them without a
-  split folder);
-- ``adhoc/pythia_random_of_differing_lengths.pkl``: the prompt-length stress test of Pythia-410m.
-
-From those files this module builds three long tables in the raw shapes of the CSVs once extracted from the release
-(``official_layer_scores.csv``, ``official_layer_metrics.csv.gz`` plus the WikiText rows, and
-``official_prompt_length_entropy.csv.gz``), so both sources give the same rows. Folders of other kinds (vision
-models, ``mmlu/`` and ``toxigen/`` lens results, ``classification_subsets/``) hold none of those paths and are never
-opened. Where the release lives on this machine: :func:`release_folder` (``$LAYER_MTEB_RELEASE``).
-
-Pickles are read by :class:`NumpyOnlyUnpickler`, which can rebuild numpy arrays and nothing else: a pickle naming any
-other global is refused before anything of it runs.
+Pickles are read by :class:`NumpyOnlyUnpickler`: it rebuilds numpy arrays only; any other global is refused before
+anything of the pickle runs.
 """
 
 from __future__ import annotations
@@ -41,9 +29,8 @@ SCORE_TABLE_COLUMNS = ["model", "layer", "task", "main_score", "mteb_version"]
 METRIC_TABLE_COLUMNS = ["model", "layer", "texts", "split", "metric", "normalization", "value", "file"]
 LENGTH_TABLE_COLUMNS = ["model", "prompt_length", "prompt", "layer", "normalization", "value"]
 
-#: The authors' metric files -> this project's metric names. ``entropy_sentence`` is their older name of prompt
-#: entropy, read only where a folder has no ``entropy_prompt``. Other files (one ``intrinsic_dimension.pkl`` of
-#: Pythia-1.4b, which has no scores) are not part of the table.
+#: The authors' metric files -> this project's names (``entropy_sentence``: their older name, read only where a folder
+#: has no ``entropy_prompt``); other files are not part of the table.
 METRIC_FILES = {
     "entropy_prompt": "prompt_entropy",
     "entropy_sentence": "prompt_entropy",
@@ -59,8 +46,7 @@ LENGTH_PICKLE = Path("adhoc") / "pythia_random_of_differing_lengths.pkl"
 LENGTH_MODEL = "Pythia/410m"
 LENGTH_NORMALIZATIONS = ("raw", "maxEntropy")
 
-#: Task folders named after the dataset as mteb 1.x knew it, where today's mteb renamed the dataset (every other
-#: folder is the last part of the task's ``metadata.dataset['path']``; see :func:`task_folders`).
+#: Task folders named after a dataset today's mteb renamed (the others: the end of ``metadata.dataset['path']``).
 RENAMED_DATASETS = {
     "amazon_reviews_multi": "AmazonReviewsClassification",
     "mtop_domain": "MTOPDomainClassification",
@@ -145,8 +131,7 @@ def score_table(results: Path, folders: list[ModelFolder] | None = None) -> pd.D
 
 
 def task_folders(names: list[str]) -> dict[str, str]:
-    """Task folder (mteb 1.x dataset name) -> mteb task name: the last part of each paper task's dataset path in the
-    installed mteb's metadata, plus :data:`RENAMED_DATASETS` for the datasets mteb renamed since."""
+    """Task folder (mteb 1.x dataset name) -> mteb task name, from the installed mteb plus :data:`RENAMED_DATASETS`."""
     import mteb
 
     mapping = {task.metadata.dataset["path"].rsplit("/", 1)[-1]: task.metadata.name for task in mteb.get_tasks(names)}
@@ -175,9 +160,7 @@ def _significant(value: float) -> float:
 
 
 def metric_table(results: Path, folders: list[ModelFolder] | None = None) -> pd.DataFrame:
-    """Per-layer metrics of every model folder: each task's own texts (``texts`` = ``task:<Task>``) and WikiText
-    (``texts`` = ``wikitext``; ``split`` empty where the release stores them without a split folder). Values to 8
-    significant digits, ``file`` the pickle's name."""
+    """Per-layer metrics of every model folder on task texts and on WikiText, to 8 significant digits."""
     folders = folders if folders is not None else model_folders(results)
     tasks: dict[str, str] | None = None
     rows: list[tuple] = []
@@ -216,18 +199,13 @@ def prompt_length_table(results: Path) -> pd.DataFrame | None:
         for normalization in LENGTH_NORMALIZATIONS:
             values = np.asarray(by_normalization[normalization], dtype=float)  # prompts x layers
             prompts, layers = np.meshgrid(np.arange(values.shape[0]), np.arange(values.shape[1]), indexing="ij")
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "model": LENGTH_MODEL,
-                        "prompt_length": int(length),
-                        "prompt": prompts.ravel(),
-                        "layer": layers.ravel(),
-                        "normalization": normalization,
-                        "value": [_significant(v) for v in values.ravel()],
-                    }
-                )
-            )
+            rows = {
+                "prompt": prompts.ravel(),
+                "layer": layers.ravel(),
+                "value": [_significant(v) for v in values.ravel()],
+            }
+            about = {"model": LENGTH_MODEL, "prompt_length": int(length), "normalization": normalization}
+            parts.append(pd.DataFrame(rows).assign(**about))
     return pd.concat(parts, ignore_index=True)[LENGTH_TABLE_COLUMNS]
 
 

@@ -58,8 +58,7 @@ def results_folder(path: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class ModelFolder:
-    """One ``<family>/<size>/<revision>`` folder and the model name the tables give it (``@<revision>`` for a
-    training checkpoint, nothing for ``main``)."""
+    """One ``<family>/<size>/<revision>`` folder and its model name (``@<revision>`` for a checkpoint)."""
 
     model: str
     path: Path
