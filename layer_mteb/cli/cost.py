@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import BATCH_DEFAULTS, DATA_DEFAULT, TOKEN_DEFAULTS, check_runs, settings_of, task_texts
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.metrics.cost_settings import CostSettings
+from layer_mteb.metrics.cost_table import CostSettings
 from layer_mteb.metrics.texts import check_texts, text_sources
 from layer_mteb.model.names import model_kind
 from layer_mteb.tasks.task_names import check_task_names

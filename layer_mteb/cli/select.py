@@ -119,9 +119,10 @@ def execute(settings: Settings) -> None:
         _select_by_labels(settings)
         return
     from layer_mteb.analysis.selection.picks import explained, run_leaderboard, select_layers
+    from layer_mteb.analysis.selection.selectors import selection_file
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
-    from layer_mteb.common.run_folder import RunFolder, selection_file
+    from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.metrics.agreement.source import SignalSource
 
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
@@ -139,8 +140,8 @@ def execute(settings: Settings) -> None:
 
 
 def _select_by_labels(settings: Settings) -> None:
-    from layer_mteb.analysis.labels.budget import select_with_labels
-    from layer_mteb.common.run_folder import RunFolder, labels_file
+    from layer_mteb.analysis.labels.budget import labels_file, select_with_labels
+    from layer_mteb.common.run_folder import RunFolder
 
     picks = select_with_labels(
         settings.run,

@@ -40,9 +40,10 @@ The tables:
   beside the aggregate's, with the aggregate's name under ``aggregate`` (empty on every other row): the file holds
   them for a reader, and :meth:`RunFolder.scores` leaves them out (:func:`task_rows`), so every mean over a run's tasks
   and every per-task pick counts the aggregate once, as mteb's benchmarks do.
-- a feature's own table (``metrics.csv``, ``agreement.csv``, ``stress.csv``, ``dip.csv``: ``METRICS_TABLE`` in
-  :mod:`layer_mteb.metrics`, ...) is declared beside the code that makes its rows, as a :class:`Table` naming its
-  file and key, and read and updated through :meth:`RunFolder.read` and :meth:`RunFolder.update`.
+- a feature's own table (``metrics.csv``, ``agreement.csv``, ``stress.csv``, ``dip.csv``, ``selection.csv``,
+  ``correlation.csv``, ``cost.csv``: ``METRICS_TABLE`` in :mod:`layer_mteb.metrics`, ...) is declared beside the code
+  that makes its rows, as a :class:`Table` naming its file (named here) and key, and read and updated through
+  :meth:`RunFolder.read` and :meth:`RunFolder.update`.
 
 ``run.json`` has one entry per (model, task) with the settings it ran; the sweep says how a later one merges into it
 (:func:`layer_mteb.evaluation.sweep.merged_log`).
@@ -148,24 +149,6 @@ REQUIRED_SCORE_COLUMNS = ["model", "layer", "n_layers", "task", "main_score"]
 #: was just computed or read back from mteb's result JSON, so a resumed run equals an uninterrupted one exactly.
 MTEB_DECIMALS = 6
 
-PICKS_TABLE = Table(
-    ["model", "selector", "task"],
-    "run `layer-mteb select --run {folder}`",
-    key=("model", "selector", "texts", "task"),
-    file=SELECTION_FILE,
-)
-CORRELATION_TABLE = Table(
-    ["model", "metric", "task", "method"],
-    "run `layer-mteb correlate --run {folder}`",
-    key=("model", "metric", "texts", "task", "method"),
-    file=CORRELATION_FILE,
-)
-COST_TABLE = Table(
-    ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
-    "rerun `layer-mteb cost --run {folder}`",
-    floats="%.6g",
-    file=COST_FILE,
-)
 tidy_scores = SCORES_TABLE.tidy
 
 
@@ -186,19 +169,6 @@ def shard_pattern(name: str) -> str:
     """The glob matching every shard file of ``name`` (``scores.shard-*-of-*.csv``)."""
     stem, _, suffix = name.partition(".")
     return f"{stem}.shard-*-of-*.{suffix}"
-
-
-def selection_file(by: str | list[str] | None = None) -> str:
-    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
-    ``selection.<by>.csv`` (a metric or any selector name), so picking by one never drops the other selectors' picks."""
-    if by is None:
-        return SELECTION_FILE
-    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
-
-
-def labels_file(k: int | str) -> str:
-    """Where ``layer-mteb select --labels K`` writes its picks, one file per K."""
-    return f"selection.labels-{k}.csv"
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from _report_fixtures import (
 from layer_mteb import UserError, build_table1
 from layer_mteb.analysis.report.build import paper_layer_means, write_report
 from layer_mteb.analysis.report.markdown import table1_markdown
+from layer_mteb.analysis.report.merged import load_runs
 from layer_mteb.analysis.report.table1 import per_task_summary, table1_notes, task_scores
 from layer_mteb.analysis.runs.folders import (
     PYTHIA_SCORES_FILE,
     RELEASE_ENV,
     discover_runs,
     load_paper_scores,
-    load_runs,
     pythia_scores_path,
     release_folder,
 )

@@ -89,8 +89,8 @@ def test_a_table_without_n_layers_holds_every_layer_and_its_deepest_is_the_last(
 
 def _printed_select(capsys, folder, *options: str) -> tuple[pd.DataFrame, str]:
     """``layer-mteb select --run folder options``: the selection it wrote and the line naming its bests."""
+    from layer_mteb.analysis.selection.selectors import selection_file
     from layer_mteb.cli import main
-    from layer_mteb.common.run_folder import selection_file
 
     assert main(["select", "--run", str(folder), *options]) == 0
     [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("best of ")]

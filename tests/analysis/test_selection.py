@@ -155,8 +155,8 @@ def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsy
 
 
 def test_select_by_one_metric_writes_beside_the_full_selection_the_report_reads(tmp_path: Path, capsys) -> None:
+    from layer_mteb.analysis.report.merged import load_runs
     from layer_mteb.analysis.report.table1 import entropy_picks
-    from layer_mteb.analysis.runs.folders import load_runs
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, METRICS)

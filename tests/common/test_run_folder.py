@@ -12,7 +12,7 @@ import pytest
 from _metric_fixtures import run_tables
 from conftest import save_tiny_model
 
-from layer_mteb.analysis.runs.folders import load_runs
+from layer_mteb.analysis.report.merged import load_runs
 from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.analysis.selection.tradeoff import run_cheapest
 from layer_mteb.cli import main

@@ -185,6 +185,11 @@ def judge(unit: TaskLayers, picks: Sequence[int]) -> dict:
     }
 
 
+def labels_file(k: int | str) -> str:
+    """Where ``layer-mteb select --labels K`` writes its picks, one file per K."""
+    return f"selection.labels-{k}.csv"
+
+
 def select_with_labels(
     folder: str | Path | RunFolder,
     k: int | str,

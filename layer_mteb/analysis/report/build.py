@@ -18,6 +18,7 @@ from layer_mteb.analysis.report import figures, stress_report
 from layer_mteb.analysis.report.cost_figure import STEM as COST_STEM
 from layer_mteb.analysis.report.cost_figure import cost_quality
 from layer_mteb.analysis.report.markdown import leaderboard_markdown, table1_markdown
+from layer_mteb.analysis.report.merged import Runs, load_runs
 from layer_mteb.analysis.report.table1 import (
     build_table1,
     headline_tasks,
@@ -27,7 +28,7 @@ from layer_mteb.analysis.report.table1 import (
     task_scores,
 )
 from layer_mteb.analysis.rules import fewer_shared_tasks
-from layer_mteb.analysis.runs.folders import Runs, load_paper_scores, load_runs
+from layer_mteb.analysis.runs.folders import load_paper_scores
 from layer_mteb.analysis.selection.picks import selector_leaderboard
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building

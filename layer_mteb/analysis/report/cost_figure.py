@@ -17,7 +17,8 @@ from layer_mteb.analysis.report.figures import save, style
 from layer_mteb.analysis.report.markdown import integer, markdown_table, score, text
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.tradeoff import cheapest_layers, cost_curves
-from layer_mteb.common.run_folder import COST_FILE, COST_TABLE, RunFolder
+from layer_mteb.common.run_folder import COST_FILE, RunFolder
+from layer_mteb.metrics.cost_table import COST_TABLE
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
+from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder, Table
 from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.texts import task_of_label
 
@@ -47,6 +47,12 @@ class CorrelationRow(TypedDict):
 
 
 CORRELATION_COLUMNS = list(CorrelationRow.__annotations__)
+CORRELATION_TABLE = Table(
+    ["model", "metric", "task", "method"],
+    "run `layer-mteb correlate --run {folder}`",
+    key=("model", "metric", "texts", "task", "method"),
+    file=CORRELATION_FILE,
+)
 
 
 def association(x: np.ndarray, y: np.ndarray, method: Method) -> float:
@@ -162,7 +168,7 @@ def correlate(
         raise UserError(f"nothing to correlate: scores and metrics share fewer than {MIN_LAYERS} layers that vary")
     frame = pd.DataFrame(rows, columns=CORRELATION_COLUMNS)
     if folder is not None:
-        folder.write_table(CORRELATION_FILE, frame)
+        folder.write_table(CORRELATION_TABLE.file, frame)
     return frame
 
 

@@ -28,6 +28,7 @@ from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curv
 from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import (
     BASELINES,
+    PICKS_TABLE,
     SELECTION_COLUMNS,
     ModelData,
     Selector,
@@ -35,10 +36,11 @@ from layer_mteb.analysis.selection.selectors import (
     metric_selector,
     metric_selector_named,
     pooling_of,
+    selection_file,
     task_types,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import PICKS_TABLE, RunFolder, selection_file
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_folder import SELECTION_FILE, Table
 from layer_mteb.metrics import DIRECTIONS, SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import task_texts_label
@@ -216,6 +217,20 @@ class SelectionRow(TypedDict):
 
 
 SELECTION_COLUMNS = list(SelectionRow.__annotations__)
+PICKS_TABLE = Table(
+    ["model", "selector", "task"],
+    "run `layer-mteb select --run {folder}`",
+    key=("model", "selector", "texts", "task"),
+    file=SELECTION_FILE,
+)
+
+
+def selection_file(by: str | list[str] | None = None) -> str:
+    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
+    ``selection.<by>.csv``, so picking by one never drops the other selectors' picks."""
+    if by is None:
+        return SELECTION_FILE
+    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
 
 
 def texts_of(source: str | None, task: str) -> str:

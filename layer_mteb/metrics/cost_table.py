@@ -1,11 +1,14 @@
-"""What the ``cost`` measurement is asked (``--n-texts``, ``--seed``, ``--repeats``), checked when the command line is
-read: this module loads no torch, so a wrong value fails before the model does."""
+"""The ``cost.csv`` table (:data:`COST_TABLE`) and what ``layer-mteb cost`` is asked to fill it (``--n-texts``,
+``--seed``, ``--repeats``), checked when the command line is read: no torch here, so a wrong value fails before the
+model loads and the readers of ``cost.csv`` (the tradeoff, the report) never reach the model (:mod:`.layer_cost`
+measures)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.run_folder import COST_FILE, Table
 
 
 @dataclass(frozen=True)
@@ -23,3 +26,11 @@ class CostSettings:
             raise UserError(f"--n-texts must be a positive integer, got {self.n_texts}")
         if self.repeats < 1:
             raise UserError(f"--repeats must be a positive integer, got {self.repeats}")
+
+
+COST_TABLE = Table(
+    ["model", "layer", "flops_fraction", "seconds_per_1000_texts"],
+    "rerun `layer-mteb cost --run {folder}`",
+    floats="%.6g",
+    file=COST_FILE,
+)
