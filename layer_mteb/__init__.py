@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from layer_mteb.analysis.report.table1 import build_table1
     from layer_mteb.analysis.runs.mteb_results import mteb_layer_scores
     from layer_mteb.analysis.selection.correlation import correlate
-    from layer_mteb.analysis.selection.picks import leaderboard, select_layers
+    from layer_mteb.analysis.selection.leaderboard import leaderboard
+    from layer_mteb.analysis.selection.picks import select_layers
     from layer_mteb.common.config import EncodeConfig
     from layer_mteb.common.errors import UserError
     from layer_mteb.common.run_folder import RunFolder
@@ -44,7 +45,7 @@ _HOMES = {
     "compute_metrics": "metrics.runner",
     "write_report": "analysis.report.build",
     "build_table1": "analysis.report.table1",
-    "leaderboard": "analysis.selection.picks",
+    "leaderboard": "analysis.selection.leaderboard",
     "select_layers": "analysis.selection.picks",
     "LayerCache": "vectors.store",
     "load_tasks": "tasks.catalog",

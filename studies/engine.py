@@ -21,7 +21,7 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.auto import family_of, kind_of
-from layer_mteb.analysis.selection.picks import leaderboard
+from layer_mteb.analysis.selection.leaderboard import leaderboard
 from layer_mteb.analysis.selection.selectors import ModelData, Selector, evaluate, pooling_of, selectors
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import task_type
@@ -166,7 +166,7 @@ def study_models(scores: pd.DataFrame, metrics: pd.DataFrame, *, min_tasks: int 
 
 def model_leaderboard(models: list[ModelData], candidates: list[Selector] | None = None) -> pd.DataFrame:
     """(model, selector) -> tasks, mean chosen / last / best score, regret and gain, ranked inside each model by
-    ``select``'s leaderboard (:func:`~layer_mteb.analysis.selection.picks.leaderboard`)."""
+    ``select``'s leaderboard (:func:`~layer_mteb.analysis.selection.leaderboard.leaderboard`)."""
     return leaderboard(evaluate(models, candidates or selectors()), by=("selector",), within=("model",))
 
 

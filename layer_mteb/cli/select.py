@@ -118,8 +118,7 @@ def execute(settings: Settings) -> None:
     if settings.labels is not None:
         _select_by_labels(settings)
         return
-    from layer_mteb.analysis.selection.picks import explained, run_leaderboard, select_layers
-    from layer_mteb.analysis.selection.selectors import selection_file
+    from layer_mteb.analysis.selection.picks import explained, run_leaderboard, select_layers, selection_file
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import RunFolder

@@ -310,7 +310,8 @@ def test_agreement_is_drawn_beside_the_labelled_pick_where_the_run_has_its_curve
     from conftest import REPO
 
     from layer_mteb.analysis.labels.curve import baseline_rows
-    from layer_mteb.analysis.selection.picks import leaderboard, select_layers
+    from layer_mteb.analysis.selection.leaderboard import leaderboard
+    from layer_mteb.analysis.selection.picks import select_layers
 
     run = REPO / "results" / "smollm2-135m"
     rows = baseline_rows(run).set_index("baseline")

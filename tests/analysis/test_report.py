@@ -34,7 +34,7 @@ from layer_mteb.analysis.runs.folders import (
     pythia_scores_path,
     release_folder,
 )
-from layer_mteb.analysis.selection.picks import selector_leaderboard
+from layer_mteb.analysis.selection.leaderboard import selector_leaderboard
 from layer_mteb.cli import main
 
 

@@ -89,7 +89,7 @@ def test_a_table_without_n_layers_holds_every_layer_and_its_deepest_is_the_last(
 
 def _printed_select(capsys, folder, *options: str) -> tuple[pd.DataFrame, str]:
     """``layer-mteb select --run folder options``: the selection it wrote and the line naming its bests."""
-    from layer_mteb.analysis.selection.selectors import selection_file
+    from layer_mteb.analysis.selection.picks import selection_file
     from layer_mteb.cli import main
 
     assert main(["select", "--run", str(folder), *options]) == 0

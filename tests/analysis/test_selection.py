@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from _metric_fixtures import run_tables
 
-from layer_mteb.analysis.selection.picks import leaderboard, select_layers
+from layer_mteb.analysis.selection.leaderboard import leaderboard
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRICS_TABLE

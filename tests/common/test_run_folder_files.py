@@ -13,17 +13,12 @@ from functools import partial
 import pandas as pd
 import pytest
 
+from layer_mteb.analysis.labels.budget import labels_file
+from layer_mteb.analysis.selection.picks import selection_file
+from layer_mteb.analysis.selection.selectors import PICKS_TABLE
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import (
-    PICKS_TABLE,
-    RUN_LOG,
-    SCORES_FILE,
-    RunFolder,
-    labels_file,
-    selection_file,
-    sharded,
-)
+from layer_mteb.common.run_folder import RUN_LOG, SCORES_FILE, RunFolder, sharded
 from layer_mteb.evaluation.sweep import merged_log
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 from layer_mteb.metrics.agreement import AGREEMENT_COLUMNS, AGREEMENT_TABLE

@@ -16,7 +16,8 @@ import pandas as pd
 from layer_mteb.analysis.labels.budget import DEFAULT_DRAWS, FULL, TaskLayers, iter_task_layers, judge, pick_layers
 from layer_mteb.analysis.rules import PAPER_RULE
 from layer_mteb.analysis.selection.agreement import AGREEMENT
-from layer_mteb.analysis.selection.picks import is_selector, leaderboard, select_layers
+from layer_mteb.analysis.selection.leaderboard import is_selector, leaderboard
+from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.common.run_folder import RunFolder

@@ -29,7 +29,7 @@ from layer_mteb.analysis.report.table1 import (
 )
 from layer_mteb.analysis.rules import fewer_shared_tasks
 from layer_mteb.analysis.runs.folders import load_paper_scores
-from layer_mteb.analysis.selection.picks import selector_leaderboard
+from layer_mteb.analysis.selection.leaderboard import selector_leaderboard
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building
 from layer_mteb.common.run_folder import RunFolder

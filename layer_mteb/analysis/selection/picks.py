@@ -8,9 +8,6 @@ layer's real score with the last layer and with the best layer in hindsight.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Collection, Mapping, Sequence
-from itertools import chain
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +22,7 @@ from layer_mteb.analysis.selection.agreement import (
     stored_curves,
 )
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
+from layer_mteb.analysis.selection.leaderboard import leaderboard
 from layer_mteb.analysis.selection.registry import by_name
 from layer_mteb.analysis.selection.selectors import (
     BASELINES,
@@ -36,11 +34,10 @@ from layer_mteb.analysis.selection.selectors import (
     metric_selector,
     metric_selector_named,
     pooling_of,
-    selection_file,
     task_types,
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.run_folder import SELECTION_FILE, RunFolder
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
@@ -88,6 +85,14 @@ def select_layers(
         both = pd.concat([frame, _select(scores, metrics, selector, names, not per_task, stored)], ignore_index=True)
         folder.write_table(selection_file(selector.name if selector else names), both)
     return frame
+
+
+def selection_file(by: str | list[str] | None = None) -> str:
+    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
+    ``selection.<by>.csv``, so picking by one never drops the other selectors' picks."""
+    if by is None:
+        return SELECTION_FILE
+    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
 
 
 def explained(
@@ -144,60 +149,6 @@ def _select(
     return frame[SELECTION_COLUMNS]
 
 
-def leaderboard(
-    picks: pd.DataFrame,
-    by: Sequence[str] = ("selector", "texts"),
-    within: Sequence[str] = (),
-    mean_tasks: Mapping[str, Collection[str]] | None = None,
-) -> pd.DataFrame:
-    """Selectors ranked by mean regret, then mean gain: the one ranking behind ``layer-mteb select`` and the report.
-
-    Rows are grouped by ``within`` + ``by`` and ranked inside each ``within`` group (say, per model and scope);
-    per-task own-text sources (``task:<name>``) are pooled as ``own texts``. ``chosen_layer`` is the layer every
-    grouped row chose, else ``varies``; ``n_tasks`` counts distinct tasks, a model's ``mean`` row counting as the
-    tasks it averages when ``mean_tasks`` (model -> task names, :func:`tasks_in_mean`) gives them; ``beats_last`` is
-    the share with gain > 0.
-    """
-    frame = picks
-    counted = [[t] for t in frame["task"]]
-    if mean_tasks is not None:
-        rows = zip(frame["model"].astype(str), frame["task"], strict=True)
-        counted = [list(mean_tasks.get(m, [t])) if t == MEAN else [t] for m, t in rows]
-    frame = frame.assign(counted=counted)
-    if "texts" in frame.columns:
-        frame = frame.assign(texts=frame["texts"].where(frame["texts"].map(task_of_label).isna(), "own texts"))
-    frame = frame.assign(beats_last=frame["gain"] > 0)
-    board = frame.groupby([*within, *by], sort=False).agg(
-        n_tasks=("counted", lambda s: len(set(chain.from_iterable(s)))),
-        chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
-        chosen_score=("chosen_score", "mean"),
-        last_score=("last_score", "mean"),
-        best_score=("best_score", "mean"),
-        regret=("regret", "mean"),
-        gain=("gain", "mean"),
-        beats_last=("beats_last", "mean"),
-    )
-    board = board.reset_index()
-    order = [*within, "regret", "gain"]
-    ascending = [True] * len(within) + [True, False]
-    return board.sort_values(order, ascending=ascending, kind="stable").reset_index(drop=True)
-
-
-def is_selector(board: pd.DataFrame, name: str) -> pd.Series:
-    """Which rows of a :func:`leaderboard` (``selector``, ``texts``) are the study selector ``name``
-    (``<metric>@<own|source>``, :func:`~.registry.by_name`) or a baseline of that name."""
-    metric, _, source = name.partition("@")
-    if not source:
-        return board["selector"] == name
-    texts = "own texts" if source == "own" else source
-    return (board["selector"] == metric) & (board["texts"] == texts)
-
-
-def tasks_in_mean(scores: pd.DataFrame) -> dict[str, list[str]]:
-    """model -> the tasks its ``mean`` score curve averages (every task it scored, :func:`~.curves.score_curves`)."""
-    return {str(model): sorted(part["task"].astype(str).unique()) for model, part in scores.groupby("model")}
-
-
 def run_leaderboard(
     folder: RunFolder, picks: pd.DataFrame, by: str | list[str] | None = None
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -211,7 +162,7 @@ def run_leaderboard(
     scores = folder.scores()
     both = folder.read(PICKS_TABLE._replace(file=selection_file(by))) if only_baselines else picks.iloc[:0]
     within = ["model"] if picks["model"].nunique() > 1 else []  # a run of several models: ranked per model
-    board = leaderboard(picks, within=within, mean_tasks=tasks_in_mean(scores))
+    board = leaderboard(picks, within=within, scores=scores)
     lines = [
         best_line(str(model), part.pivot_table(index="layer", columns="task", values="main_score"), per_task)
         for model, part in scores.groupby("model", sort=False)
@@ -225,29 +176,3 @@ def run_leaderboard(
         "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
         f"--per-task shows the metric selectors: {names}",
     ]
-
-
-LEADERBOARD_COLUMNS = ["model", "selector", "scope", "layer", "n_tasks", "score", "last", "best", "gain", "regret"]
-
-
-def selector_leaderboard(picks: pd.DataFrame | None) -> pd.DataFrame | None:
-    """:func:`leaderboard` per model: one global layer each (scope ``mean``), and per-task
-    picks averaged over tasks (scope ``per task``), in the report's column names.
-
-    Numbers are the selection file's own (``chosen_score``, ``last_score``, ...); ``None`` when it is absent or lacks
-    ``model, selector, scope, chosen_layer, chosen_score``.
-    """
-    needed = {"model", "selector", "scope", "chosen_layer", "chosen_score"}
-    if picks is None or not needed <= set(picks.columns):
-        return None
-    frame = picks.astype({"scope": str})
-    for column in ("last_score", "best_score", "gain", "regret"):
-        if column not in frame:
-            frame = frame.assign(**{column: math.nan})
-    scope = frame["scope"].where(frame["scope"] == MEAN, "per task")
-    board = leaderboard(frame.assign(task=frame["scope"], scope=scope), by=["selector"], within=["model", "scope"])
-    board = board.rename(columns=dict(chosen_layer="layer", chosen_score="score", last_score="last", best_score="best"))
-    global_pick = board["scope"] == MEAN
-    board["layer"] = pd.to_numeric(board["layer"].where(global_pick), errors="coerce").astype("Int64")
-    board["n_tasks"] = board["n_tasks"].where(~global_pick).astype("Int64")
-    return board[LEADERBOARD_COLUMNS]

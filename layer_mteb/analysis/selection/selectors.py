@@ -225,14 +225,6 @@ PICKS_TABLE = Table(
 )
 
 
-def selection_file(by: str | list[str] | None = None) -> str:
-    """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
-    ``selection.<by>.csv``, so picking by one never drops the other selectors' picks."""
-    if by is None:
-        return SELECTION_FILE
-    return f"selection.{by if isinstance(by, str) else '+'.join(by)}.csv"
-
-
 def texts_of(source: str | None, task: str) -> str:
     """The text source a selector reads for ``task``: ``own`` is the task's own texts, anything else is itself."""
     return task_texts_label(task) if source == "own" else str(source or "-")
