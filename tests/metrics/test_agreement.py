@@ -269,3 +269,30 @@ def test_the_selection_only_reads_curves_and_names_the_stage_that_computes_them(
     with pytest.raises(UserError, match="computes them first"):
         select_layers(tmp_path, by="agreement")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.csv"]
+
+
+def test_a_causal_model_read_at_its_first_token_has_curves_without_an_intrinsic_dimension(
+    tmp_path, data_dir, bert_tokenizer
+):
+    """Every text starts with the same token, so a causal model pooled from its first token gives every text one
+    vector (up to float noise): agreement and CKA are still written, the TwoNN ID has nothing to fit (NaN, or 0 on
+    noise; no ID pick), and the computation ends in its table, not a traceback."""
+    from layer_mteb.analysis.selection.agreement import AgreementOptions
+    from layer_mteb.analysis.selection.picks import select_layers
+
+    run, folder = tmp_path / "run", save_tiny_model("gpt2", bert_tokenizer, tmp_path / "tiny-gpt2")
+    run.mkdir()
+    settings = {"readout": "final_norm", "pooling": "first", "max_length": 64, "dtype": "float32", "normalize": False}
+    row = {"model": "local/tiny-gpt2", "revision": "r1", **settings, "attention": "causal", "task": "BIOSSES"}
+    pd.DataFrame([{**row, "layer": 0, "n_layers": 2, "subset": "default", "split": "test", "main_score": 0.1}]).to_csv(
+        run / "scores.csv", index=False
+    )
+    written = agreement_curves(run, "BIOSSES", n=40, reference="minilm-l6", model=str(folder), data_dir=data_dir)
+    ids = written[written["metric"] == ID_METRIC]
+    assert len(ids) == 3 and ids["value"].isna().any() and ids["value"].fillna(0).abs().max() < 1e-6  # none, or 0
+    assert written.loc[written["metric"] == "mknn", "value"].notna().all()
+    assert (
+        select_layers(run, by="id_min", agreement=AgreementOptions(n=40), write=False)
+        .query("selector == 'id_min'")
+        .empty
+    )

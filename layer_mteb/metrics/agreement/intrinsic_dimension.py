@@ -13,6 +13,7 @@ mean of token embeddings) is never picked. Ties go to the deeper layer, as every
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, get_args
@@ -31,7 +32,9 @@ PEAK_HEIGHT = 0.5
 
 
 def two_nn(x: torch.Tensor | np.ndarray, discard_fraction: float = DISCARD_FRACTION) -> float:
-    """TwoNN intrinsic dimension of the rows of ``x`` ([n, D]); rows at distance 0 from another are dropped."""
+    """TwoNN intrinsic dimension of the rows of ``x`` ([n, D]); rows at distance 0 from another are dropped, and
+    rows too few to fit once they are (every text one vector: a causal model read at its first token) have none
+    (NaN, so no ID selector picks on that curve)."""
     try:
         from skdim.id import TwoNN
     except ImportError:
@@ -39,7 +42,12 @@ def two_nn(x: torch.Tensor | np.ndarray, discard_fraction: float = DISCARD_FRACT
     points = np.asarray(x.cpu() if hasattr(x, "cpu") else x, dtype=np.float64)  # a torch tensor or an array
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Dropping .*duplicate points")
-        return float(TwoNN(discard_fraction=discard_fraction).fit(points).dimension_)
+        try:
+            return float(TwoNN(discard_fraction=discard_fraction).fit(points).dimension_)
+        except ValueError as err:
+            if "Fewer than" not in str(err):  # scikit-dimension's words for too few distinct points
+                raise
+            return math.nan
 
 
 def id_curve(layers: torch.Tensor | np.ndarray) -> np.ndarray:
