@@ -296,3 +296,23 @@ def test_a_causal_model_read_at_its_first_token_has_curves_without_an_intrinsic_
         .query("selector == 'id_min'")
         .empty
     )
+
+
+def test_a_stored_curve_the_run_lacks_is_missing_not_an_empty_pick(tiny_run, data_dir, tmp_path):
+    """A run whose curves were computed before a curve existed lacks it: it counts as missing for a selector that
+    reads it (a handed source computes it), and without a source the pick is one error line, never an empty table."""
+    from layer_mteb.analysis.selection.agreement import AgreementOptions, missing_curves
+    from layer_mteb.analysis.selection.picks import select_layers
+
+    run, folder = tiny_run
+    agreement_curves(run, "BIOSSES", n=40, reference="minilm-l6", model=str(folder), data_dir=data_dir)
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "scores.csv").write_bytes((run / "scores.csv").read_bytes())
+    table = RunFolder(run).read(AGREEMENT_TABLE)
+    RunFolder(older).update(AGREEMENT_TABLE, table[table["metric"] != ID_METRIC])
+    options = AgreementOptions(n=40)
+    assert missing_curves(older, options) == [] and missing_curves(older, options, [ID_METRIC]) == ["BIOSSES"]
+    with pytest.raises(UserError, match=f"has no {ID_METRIC} curves"):
+        select_layers(older, by="id_min", agreement=options, write=False)
+    select_layers(run, by="id_min", agreement=options, write=False)  # the run that holds the curve: no error

@@ -6,7 +6,7 @@ as per-layer signals, so the pick, the tie rule (deeper), regret and gain are ev
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -66,11 +66,15 @@ def options_of(source: SignalSource | None) -> AgreementOptions:  # the curve ``
     )
 
 
-def missing_curves(run: str | Path | RunFolder, options: AgreementOptions) -> list[str]:
-    """The run's scored tasks whose curve under ``options`` is not in ``agreement.csv`` yet."""
+def missing_curves(
+    run: str | Path | RunFolder, options: AgreementOptions, signals: Collection[str] = (AGREEMENT,)
+) -> list[str]:
+    """The run's scored tasks lacking a curve of one of ``signals`` under ``options`` in ``agreement.csv`` (a curve
+    added to the package after the run's were computed is missing too)."""
     folder = RunFolder.of(run)
     table = folder.read(AGREEMENT_TABLE, missing_ok=True)
-    return [task for task in _tasks(folder) if _curve_rows(table, folder, options, task).empty]
+    measures = [MEASURE if signal == AGREEMENT else signal for signal in signals]
+    return [t for t in _tasks(folder) if any(_curve_rows(table, folder, options, t, m).empty for m in measures)]
 
 
 @dataclass(frozen=True)
@@ -95,16 +99,22 @@ def stored_curves(
             raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
         return None
     if source is not None and (reads or needs.wanted):
-        missing = missing_curves(folder, options)
+        missing = missing_curves(folder, options, sorted(reads) or [AGREEMENT])
         if missing:
             source.compute(folder, missing, None if reads else needs.wanted[0])
     if not reads and not folder.file(AGREEMENT_FILE).is_file():
         return None
     found = read_curves(folder, options)
+    held = {signal for curves in found.curves.values() for signal, _ in curves}
     if reads and not found.curves:
         raise UserError(
             f"no agreement curves for these options in {folder.file(AGREEMENT_FILE)}: "
             f"`layer-mteb select --run {folder.path} --by agreement` computes them first"
+        )
+    if reads - held:  # curves the package measures since this run's were computed
+        raise UserError(
+            f"{folder.file(AGREEMENT_FILE)} has no {', '.join(sorted(reads - held))} curves for these options: "
+            f"select_layers(run, by={by!r}, source=SignalSource(...)) computes them with the run's model"
         )
     return found
 
