@@ -64,7 +64,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
+from layer_mteb.common.config import SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import atomic_write, write_json
 
@@ -278,13 +278,17 @@ def _command() -> str:
 
 def read_table(path: Path, columns: Sequence[str], fix: str, **read: Any) -> pd.DataFrame:
     """``path`` read as a table with ``columns``: a torn or undecodable file, or one lacking a column, is one
-    :class:`UserError` line naming the file and ``fix``, never a traceback or a table silently taken as empty."""
+    :class:`UserError` line naming the file and ``fix``, never a traceback or a table silently taken as empty. In a
+    table that records the settings, one added since the file was written reads as its default: the behaviour it was
+    written with (a new setting defaults to what the package did before it)."""
     import pandas as pd
 
     try:
         frame = pd.read_csv(path, **read)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as err:
         raise UserError(f"cannot read {path}: {first_line(err)}; {fix}") from None
+    if any(name in frame.columns for name in SETTINGS_COLUMNS):
+        frame = frame.assign(**{s.name: s.default for s in SETTINGS if s.name not in frame.columns})
     missing = sorted(set(columns) - set(frame.columns))
     if missing:
         raise UserError(f"{path} is missing column(s) {missing}; {fix}")

@@ -260,3 +260,17 @@ def test_the_run_folder_module_loads_no_pandas():
     code = "import sys, layer_mteb.common.run_folder; print('pandas' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_setting_added_since_a_table_was_written_reads_as_its_default(tmp_path):
+    """A run folder written before a setting existed stays readable: in a table that records the settings, the
+    missing one is its default (the behaviour it was written with); a table without settings gains none."""
+    from conftest import write_tiny_gpt2_scores
+
+    run = write_tiny_gpt2_scores(tmp_path / "run")
+    pd.read_csv(run / "scores.csv").drop(columns=["normalize"]).to_csv(run / "scores.csv", index=False)
+    pd.DataFrame({"model": ["m"], "selector": ["oracle"], "task": ["BIOSSES"]}).to_csv(run / "selection.csv")
+    folder = RunFolder(run)
+    assert (folder.scores()["normalize"] == False).all()  # noqa: E712 (a column of booleans)
+    assert folder.held_setting()[1]["normalize"] == "False"
+    assert "normalize" not in folder.read(PICKS_TABLE).columns
