@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = task_texts(Path(args.data_dir), [t.strip() for t in args.tasks.split(",") if t.strip()])
     random.Random(0).shuffle(texts)
     texts = texts[: args.texts]
-    ids, _ = tokenize(loaded.tokenizer, texts, config.max_length)
+    ids, _ = tokenize(loaded.tokenizer, texts, config)
     lengths = [len(i) for i in ids]
     print(machine_line(args.device))
     print(f"model {loaded.name}, {len(texts)} texts, {sum(lengths):,} tokens (longest {max(lengths)})")

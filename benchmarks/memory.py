@@ -98,7 +98,7 @@ def child(spec: dict) -> dict:
     loaded = wrap_model(model, tokenizer, name="bench/tiny-llama")
     texts = wikitext_sentences(Path(spec["data_dir"]), spec["texts"])
     LayerCache(loaded, encode).vectors(texts[:4])  # warm-up: allocator, kernels
-    ids, _ = tokenize(tokenizer, texts, encode.max_length)
+    ids, _ = tokenize(tokenizer, texts, encode)
     tokens = sum(len(i) for i in ids)
     longest_batch_tokens = max(len(i) for i in ids) * min(encode.batch_size, len(ids))
     if extra:

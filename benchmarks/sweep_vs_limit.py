@@ -82,7 +82,7 @@ def bare_forward(loaded: LoadedModel, texts: list[str], config: EncodeConfig) ->
     """-> (seconds in total, seconds of which tokenizing, real tokens, padded tokens), in the sweep's batches."""
     with Timer(config.device) as total:
         with Timer() as tok_timer:
-            ids, _ = tokenize(loaded.tokenizer, texts, config.max_length)
+            ids, _ = tokenize(loaded.tokenizer, texts, config)
         batches = length_sorted_batches([len(i) for i in ids], config.batch_size, config.max_batch_tokens)
         padded_tokens = forward_batches(loaded, ids, batches)
     return total.seconds, tok_timer.seconds, sum(len(i) for i in ids), padded_tokens

@@ -76,7 +76,7 @@ def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
     """The run's batches of ``texts``, padded on the device once, so only the model's forward is timed."""
-    token_ids, _ = tokenize(model.tokenizer, texts, config.max_length)
+    token_ids, _ = tokenize(model.tokenizer, texts, config)
     limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
     batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
     out = []

@@ -196,7 +196,7 @@ def run_stress(
         source = load_texts(
             texts, tokenizer=model.tokenizer, n_prompts=settings.n_prompts, data_dir=data_dir, seed=settings.seed
         )
-        parts += run.perturbed(source.name, tokenize(model.tokenizer, source.texts, config.max_length)[0])
+        parts += run.perturbed(source.name, tokenize(model.tokenizer, source.texts, config)[0])
     if "length" in settings.tests:
         parts += run.lengths()
     values = pd.concat(parts, ignore_index=True)[STRESS_COLUMNS]

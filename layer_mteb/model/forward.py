@@ -53,7 +53,7 @@ def encode_all_layers(
     """
     times = times if times is not None else PhaseTimes()
     with times.phase("tokenize"):
-        token_ids, n_truncated = tokenize(model.tokenizer, texts, config.max_length)
+        token_ids, n_truncated = tokenize(model.tokenizer, texts, config)
     if n_truncated:
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
     out = encode_token_ids(
@@ -134,14 +134,16 @@ def stack_pooled(
 
 
 def tokenize(
-    tokenizer, texts: Sequence[str], max_length: int, chunk: int = TOKENIZE_CHUNK
+    tokenizer, texts: Sequence[str], config: EncodeConfig, chunk: int = TOKENIZE_CHUNK
 ) -> tuple[list[np.ndarray], int]:
-    """(token ids per text, special tokens included, cut to ``max_length``; how many texts were cut).
+    """(token ids per text, special tokens included, cut to the settings' ``max_length``; how many texts were cut):
+    every path that encodes (a run, ``cost``, ``stress``) reads its texts here, as the settings say.
 
     A text with no tokens (an empty string for GPT-2-style tokenizers) gets one stand-in so there is something to
     pool. Texts go ``chunk`` at a time into int64 arrays: one call on 200,000 texts held about 0.9 GB of encodings.
     """
     filler = next(t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None)
+    max_length = config.max_length
     out: list[np.ndarray] = []
     n_truncated = 0
     for start in range(0, len(texts), chunk):

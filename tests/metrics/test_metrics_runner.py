@@ -33,7 +33,7 @@ def _stored_reference(model, texts: list[str], config: EncodeConfig) -> dict[str
     """Every metric from the full token states of each text, run alone (no padding, no streaming)."""
     per_layer: dict[str, list[list[float]]] = {}
     pooled = []
-    ids, _ = tokenize(model.tokenizer, texts, config.max_length)
+    ids, _ = tokenize(model.tokenizer, texts, config)
     with torch.inference_mode():
         for row in ids:
             hidden = block_states(model, row)

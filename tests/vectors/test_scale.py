@@ -130,7 +130,7 @@ def test_union_prefill_encodes_each_unique_text_once_with_the_same_scores(tiny_g
         task = load_task(TaskSpec(name), "test", data_dir)
         task.load_data()
         union = texts_mteb_encodes(task)
-        ids, _ = tokenize(tiny_gpt_neox.tokenizer, union, config.max_length)
+        ids, _ = tokenize(tiny_gpt_neox.tokenizer, union, config)
         texts += len(union)
         batches += len(length_sorted_batches([len(i) for i in ids], config.batch_size))
     counter = ForwardCounter(tiny_gpt_neox.model)
