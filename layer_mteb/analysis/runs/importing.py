@@ -10,7 +10,7 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
-from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.config import SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import AGGREGATE_COLUMN, SCORE_COLUMNS, SCORES_FILE, RunFolder, tidy_scores
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, RELEASE_NORMALIZATIONS, ReleaseNormalization
@@ -18,8 +18,10 @@ from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, subtask_names, task_type
 
 #: The authors' protocol (SOURCE.md of the release): the model cut at k blocks with its final norm, mean pooling with
-#: special tokens, max length 2048, half precision, no normalisation after pooling; attention per family below.
+#: special tokens, max length 2048, half precision, no normalisation after pooling; attention per family below; every
+#: other setting at its default (what the package did before the setting existed).
 AUTHORS_SETTINGS = {
+    **{s.name: s.default for s in SETTINGS if s.name != "attention"},
     "readout": "final_norm",
     "pooling": "mean",
     "max_length": 2048,
