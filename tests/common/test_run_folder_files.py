@@ -16,7 +16,7 @@ import pytest
 from layer_mteb.analysis.labels.budget import labels_file
 from layer_mteb.analysis.selection.picks import selection_file
 from layer_mteb.analysis.selection.selectors import PICKS_TABLE
-from layer_mteb.common.config import EncodeConfig
+from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RUN_LOG, SCORES_FILE, RunFolder, sharded
 from layer_mteb.evaluation.sweep import merged_log
@@ -206,7 +206,8 @@ def test_the_one_model_and_setting_of_a_folder_or_its_one_line_refusal(tmp_path)
     bare = RunFolder(tmp_path / "bare")  # a table made by hand: model, layer, task and score only
     (tmp_path / "bare").mkdir()
     bare.write_scores(pd.DataFrame([{"model": "org/m", "layer": 0, "n_layers": 2, "task": "A", "main_score": 0.5}]))
-    with pytest.raises(UserError, match=r"do not say their revision, readout, .+, normalize \(not written by") as err:
+    said = ", ".join(["revision", *SETTINGS_COLUMNS])  # every setting, however many the package has
+    with pytest.raises(UserError, match=rf"do not say their {said} \(not written by") as err:
         bare.held_setting()
     assert "\n" not in str(err.value)
 
