@@ -67,6 +67,16 @@ def dip_table(values: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DIP_COLUMNS)
 
 
+def stress_tables(values: pd.DataFrame) -> list[tuple[Table, pd.DataFrame]]:
+    """The tables a stress run's ``stress.csv`` values give, written beside them (a table added here is written
+    too): ``dip.csv``, with the unperturbed prompts' dips (level 0 of randomness and repetition) once as test
+    ``none``."""
+    dips = dip_table(values)
+    plain = dips[(dips["level"] == 0) & dips["test"].isin(["randomness", "repetition"])]
+    plain = plain.drop_duplicates(["model", "texts", "readout", "layer"]).assign(test="none")
+    return [(DIPS_TABLE, pd.concat([plain, dips], ignore_index=True) if not plain.empty else dips)]
+
+
 def most_bimodal_layer(dips: pd.DataFrame) -> int:
     """The layer of largest dip (ties: the shallower layer) of one (model, test, level)'s rows."""
     if dips.empty:

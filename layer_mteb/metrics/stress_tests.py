@@ -28,7 +28,7 @@ from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import write_json
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, dip_table
+from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, stress_tables
 from layer_mteb.metrics.representation import normalize_entropy
 from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
 from layer_mteb.metrics.texts import load_texts
@@ -200,20 +200,18 @@ def run_stress(
     if "length" in settings.tests:
         parts += run.lengths()
     values = pd.concat(parts, ignore_index=True)[STRESS_COLUMNS]
-    dips = dip_table(values)
-    plain = dips[(dips["level"] == 0) & dips["test"].isin(["randomness", "repetition"])]
-    plain = plain.drop_duplicates(["model", "texts", "readout", "layer"]).assign(test="none")
-    dips = pd.concat([plain, dips], ignore_index=True) if not plain.empty else dips
+    derived = stress_tables(values)
     if output is not None:
         seconds = time.perf_counter() - started
         folder = RunFolder(output)
         with folder.locked():
             folder.update(STRESS_TABLE, values, gzip=compress)
-            folder.update(DIPS_TABLE, dips)
+            for table, frame in derived:
+                folder.update(table, frame)
         about = {"model": model.name, "revision": model.revision, "texts": texts, "readout": config.readout}
         entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
         record_stress_run(folder, {**entry, "encode": config.key()})
-    return values, dips
+    return values, next(frame for table, frame in derived if table == DIPS_TABLE)
 
 
 def record_stress_run(folder: RunFolder, entry: dict) -> None:
