@@ -429,15 +429,14 @@ class RunFolder:
     def __fspath__(self) -> str:
         return str(self.path)
 
-    def kept(self, key: object, read: Callable[[], Any]) -> Any:
-        """What ``read`` gives (a table, or a fact derived from the folder's files), on the first call only: every
-        reader this folder is handed shares it (a copy each time: a caller may change its frame)."""
+    def _kept(self, key: object, read: Callable[[], Any]) -> Any:
+        """The table ``read`` gives, read on the first call only (a copy each time: a caller may change its frame)."""
         if key not in self._tables:
             self._tables[key] = read()
         kept = self._tables[key]
         if isinstance(kept, list):
             return [dict(entry) for entry in kept]
-        return kept.copy() if hasattr(kept, "copy") else kept
+        return None if kept is None else kept.copy()
 
     def _forget(self, name: str) -> None:
         """Drop the kept copies of ``name``: it is about to be read under the lock, or was just written."""
@@ -504,7 +503,7 @@ class RunFolder:
                 f"no {self.scores_file.name} in {self.path}: run "
                 f"`layer-mteb run --model MODEL --tasks TASKS --output {self.path}` first"
             )
-        frame = self.kept(self.scores_file.name, self._read_scores)
+        frame = self._kept(self.scores_file.name, self._read_scores)
         if frame.empty and not missing_ok:
             raise UserError(f"{self.scores_file} has no scores yet: let `layer-mteb run` finish at least one layer")
         return frame if subtasks else task_rows(frame)
@@ -588,7 +587,7 @@ class RunFolder:
 
     def log(self) -> list[dict]:
         """The entries of ``run.json`` (none when there is none; an unreadable one is named and left)."""
-        return self.kept(self.log_file.name, self._read_log)
+        return self._kept(self.log_file.name, self._read_log)
 
     def _read_log(self) -> list[dict]:
         path = self.log_file
@@ -668,7 +667,7 @@ class RunFolder:
 
                 return pd.DataFrame(columns=table.columns)
             raise UserError(f"no {name} in {self.path}: {fix} first")
-        return self.kept(name, partial(read_table, path, table.columns, fix, **read))
+        return self._kept(name, partial(read_table, path, table.columns, fix, **read))
 
     def side_table(self, name: str) -> pd.DataFrame | None:
         """An optional table a report reads (``selection.csv``, ``metrics.csv``, ...); absent or without rows means
@@ -677,7 +676,7 @@ class RunFolder:
         path = self.file(name)
         if not path.is_file():
             return None
-        frame = self.kept(("side", name), partial(_side_table, path))
+        frame = self._kept(("side", name), partial(_side_table, path))
         return frame if frame is not None and not frame.empty else None
 
     def read(self, table: Table, *, missing_ok: bool = False) -> pd.DataFrame:

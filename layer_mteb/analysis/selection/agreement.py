@@ -6,7 +6,7 @@ as per-layer signals, so the pick, the tie rule (deeper), regret and gain are ev
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -72,9 +72,12 @@ def missing_curves(
     """The run's scored tasks lacking a curve of one of ``signals`` under ``options`` in ``agreement.csv`` (a curve
     added to the package after the run's were computed is missing too)."""
     folder = RunFolder.of(run)
-    table = folder.read(AGREEMENT_TABLE, missing_ok=True)
-    measures = [MEASURE if signal == AGREEMENT else signal for signal in signals]
-    return [t for t in _tasks(folder) if any(_curve_rows(table, folder, options, t, m).empty for m in measures)]
+    return _lacking(folder, read_curves(folder, options), signals)
+
+
+def _lacking(folder: RunFolder, found: StoredCurves, signals: Collection[str]) -> list[str]:
+    held = {key for curves in found.curves.values() for key in curves}
+    return [t for t in _tasks(folder) if any((s, task_texts_label(t)) not in held for s in signals)]
 
 
 @dataclass(frozen=True)
@@ -98,13 +101,14 @@ def stored_curves(
         if reads:
             raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
         return None
+    found = read_curves(folder, options)  # read once; again only after computing what it lacks
     if source is not None and (reads or needs.wanted):
-        missing = missing_curves(folder, options, sorted(reads) or [AGREEMENT])
+        missing = _lacking(folder, found, sorted(reads) or [AGREEMENT])
         if missing:
             source.compute(folder, missing, None if reads else needs.wanted[0])
+            found = read_curves(folder, options)
     if not reads and not folder.file(AGREEMENT_FILE).is_file():
         return None
-    found = read_curves(folder, options)
     held = {signal for curves in found.curves.values() for signal, _ in curves}
     if reads and not found.curves:
         raise UserError(
@@ -126,11 +130,11 @@ def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> Store
     tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}
-    for signal in (name for name, stored in SIGNALS.items() if stored.table == AGREEMENT_FILE):
-        for task in tasks:
-            rows = _curve_rows(table, folder, options, task, MEASURE if signal == AGREEMENT else signal)
+    for task in tasks:
+        texts, size = task_texts_label(task), cache(partial(_sample_size, folder, task, options))  # loaded once
+        for signal in (name for name, stored in SIGNALS.items() if stored.table == AGREEMENT_FILE):
+            rows = _curve_rows(table, options, task, size, MEASURE if signal == AGREEMENT else signal)
             for model, part in rows.groupby("model", sort=False):
-                texts = task_texts_label(task)
                 curves.setdefault(str(model), {})[signal, texts] = part.groupby("layer")["value"].mean().dropna()
                 if "readout" in part:
                     readout.setdefault(str(model), {})[texts] = str(part["readout"].iloc[-1])
@@ -143,11 +147,11 @@ def _tasks(folder: RunFolder) -> list[str]:
 
 
 def _curve_rows(
-    table: pd.DataFrame, folder: RunFolder, options: AgreementOptions, task: str, measure: str = MEASURE
+    table: pd.DataFrame, options: AgreementOptions, task: str, size: Callable[[], int], measure: str = MEASURE
 ) -> pd.DataFrame:
     """``task``'s curve of ``measure`` in the run's ``table`` under ``options``: the reference asked (any stored one
-    when none is), at sample size ``n`` (or at the task's whole size when it has fewer texts), empty when there is
-    none."""
+    when none is), at sample size ``n`` (or at the task's whole size, ``size()``, when it has fewer texts), empty
+    when there is none."""
     rows = table[
         (table["task"] == task)
         & (table["metric"] == measure)
@@ -165,7 +169,7 @@ def _curve_rows(
     if not exact.empty or rows.empty or rows["n"].max() > options.n:
         return exact
     # a task of fewer texts than n is stored at its whole size: accept that size only if it is the sample's
-    return rows[rows["n"] == _sample_size(folder, task, options)]
+    return rows[rows["n"] == size()]
 
 
 def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
@@ -180,15 +184,15 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
 def _sample_size(folder: RunFolder, task: str, options: AgreementOptions) -> int:
     """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
     recorded = folder.recorded_tasks()
-    sample = partial(sample_texts, recorded.tasks_value(task), options.n, options.seed, recorded.data_dir)
-    return folder.kept(("sample size", task, options.n, options.seed), lambda: len(sample()))  # loaded once
+    return len(sample_texts(recorded.tasks_value(task), options.n, options.seed, recorded.data_dir))
 
 
 def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions) -> str:
     """What a pick by agreement read for ``model``: the reference, its revision, metric, n, k and seed."""
     scores = folder.scores()
     task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
-    first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), folder, options, task)
+    size = partial(_sample_size, folder, task, options)
+    first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), options, task, size)
     reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
     what = f"{MEASURE}, outliers none, n={options.n}, k={options.k}, seed {options.seed}"
     return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"
