@@ -119,7 +119,7 @@ class Table(NamedTuple):
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
         import pandas as pd
 
-        frame = pd.DataFrame(rows, columns=self.columns)
+        frame = pd.DataFrame(_with_settings(pd.DataFrame(rows)), columns=self.columns)
         return frame.sort_values(list(self.order), kind="stable").reset_index(drop=True)
 
 
@@ -276,19 +276,25 @@ def _command() -> str:
     return " ".join([name, *sys.argv[1:2]])
 
 
+def _with_settings(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every setting, where it records some: one added since its rows were made is its default, the
+    behaviour they were made with (a new setting defaults to what the package did before it)."""
+    if not any(name in frame.columns for name in SETTINGS_COLUMNS):
+        return frame
+    return frame.assign(**{s.name: s.default for s in SETTINGS if s.name not in frame.columns})
+
+
 def read_table(path: Path, columns: Sequence[str], fix: str, **read: Any) -> pd.DataFrame:
     """``path`` read as a table with ``columns``: a torn or undecodable file, or one lacking a column, is one
-    :class:`UserError` line naming the file and ``fix``, never a traceback or a table silently taken as empty. In a
-    table that records the settings, one added since the file was written reads as its default: the behaviour it was
-    written with (a new setting defaults to what the package did before it)."""
+    :class:`UserError` line naming the file and ``fix``, never a traceback or a table silently taken as empty; a
+    setting added since it was written reads as its default (:func:`_with_settings`)."""
     import pandas as pd
 
     try:
         frame = pd.read_csv(path, **read)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as err:
         raise UserError(f"cannot read {path}: {first_line(err)}; {fix}") from None
-    if any(name in frame.columns for name in SETTINGS_COLUMNS):
-        frame = frame.assign(**{s.name: s.default for s in SETTINGS if s.name not in frame.columns})
+    frame = _with_settings(frame)
     missing = sorted(set(columns) - set(frame.columns))
     if missing:
         raise UserError(f"{path} is missing column(s) {missing}; {fix}")
