@@ -21,8 +21,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-os.environ["HF_HUB_OFFLINE"] = "0"  # planning only: the hub counts as reachable, and nothing is loaded from it
-
 #: the largest difference allowed between the sweep's score and mteb's own
 TOLERANCE = 1e-6
 
@@ -95,13 +93,15 @@ def mock_tasks() -> list:
 
 
 def mteb_scores(model, task_class, layer: int, config) -> dict[tuple[str, str, str], float]:
-    """{(task, split, subset): main score} of ``mteb.evaluate`` of one layer's own encoder on a fresh task."""
+    """{(task, split, subset): main score} of ``mteb.evaluate`` of one layer's own encoder on a fresh task object."""
     import mteb
 
     from layer_mteb.evaluation.encoder import LayerEncoder
 
     encoder = LayerEncoder.from_model(model, layer=layer, config=config)
-    result = mteb.evaluate(encoder, task_class(), cache=None, show_progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = mteb.evaluate(encoder, task_class(), cache=None, show_progress_bar=False)
     return {
         (task_result.task_name, split, scores["hf_subset"]): scores["main_score"]
         for task_result in result.task_results
@@ -110,8 +110,21 @@ def mteb_scores(model, task_class, layer: int, config) -> dict[tuple[str, str, s
     }
 
 
-def count_mocks(layers: list[int]) -> None:
+def differences(model, task_class, layers: list[int], config, **run) -> dict[tuple, float]:
+    """Per (layer, task, split, subset) mteb scores: |the sweep's score - mteb's| (inf where the sweep has none)."""
     from layer_mteb import sweep
+
+    frame = sweep(model, [task_class()], layers=layers, config=config, progress=False, **run)
+    found = {}
+    for layer in layers:
+        rows = frame[frame["layer"] == layer]
+        ours = {(r.task, r.split, r.subset): r.main_score for r in rows.itertuples()}
+        for key, score in mteb_scores(model, task_class, layer, config).items():
+            found[(layer, *key)] = abs(ours[key] - score) if key in ours else float("inf")
+    return found
+
+
+def count_mocks(layers: list[int]) -> None:
     from layer_mteb.common.config import EncodeConfig
     from layer_mteb.model.loading import load_model
 
@@ -120,13 +133,7 @@ def count_mocks(layers: list[int]) -> None:
     classes = mock_tasks()
     matched = 0
     for task_class in classes:
-        frame = sweep(model, [task_class()], layers=layers, config=config, vector_cache=False, progress=False)
-        worst = 0.0
-        for layer in layers:
-            rows = frame[frame["layer"] == layer]
-            ours = {(r.task, r.split, r.subset): r.main_score for r in rows.itertuples()}
-            for key, score in mteb_scores(model, task_class, layer, config).items():
-                worst = max(worst, abs(ours[key] - score) if key in ours else float("inf"))
+        worst = max(differences(model, task_class, layers, config, vector_cache=False).values(), default=0.0)
         matched += worst <= TOLERANCE
         print(f"{'match' if worst <= TOLERANCE else 'DIFFERS'}  {task_class.__name__}: largest difference {worst:.2e}")
     print(f"mock tasks matched at layers {layers}: {matched} of {len(classes)}")
@@ -137,6 +144,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["benchmarks", "mocks"], default=None)
     parser.add_argument("--layers", default="0,3,6", help="layers of all-MiniLM-L6-v2 for the mock tasks")
     args = parser.parse_args()
+    os.environ["HF_HUB_OFFLINE"] = "0"  # planning only: the hub counts as reachable, and nothing is loaded from it
     logging.basicConfig(level=logging.ERROR)
     warnings.simplefilter("ignore")
     if args.only in (None, "benchmarks"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Sequence
 from importlib import metadata
@@ -30,6 +31,14 @@ REQUIRED_IN_CI = (
     (SHARED_REFERENCE / RELEASE_SCORES_FILE, "the tables extracted from the authors' release", "LAYER_MTEB_RELEASE"),
     (SHARED_REFERENCE / "release" / "experiments" / "results", "the authors' release", "LAYER_MTEB_RELEASE"),
 )
+
+
+def script_module(name: str):
+    """A script of ``scripts/`` (a folder of scripts, not a package) as a module: its checks are the tests'."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def missing_required() -> list[str]:

@@ -9,12 +9,10 @@ recorded as mteb records them."""
 from __future__ import annotations
 
 import json
-import warnings
 
-import mteb
 import pandas as pd
 import pytest
-from conftest import tiny_model_of_depth
+from conftest import script_module, tiny_model_of_depth
 from mteb.abstasks.aggregated_task import AbsTaskAggregate
 from mteb.abstasks.multilabel_classification import AbsTaskMultilabelClassification
 from mteb.mocks import MOCK_TASK_TEST_GRID, MOCK_TASK_TEST_GRID_MONOLINGUAL, MOCK_TASK_TEST_GRID_MULTILINGUAL
@@ -26,9 +24,7 @@ from mteb.mocks.mock_tasks import (
 from threadpoolctl import threadpool_limits
 
 from layer_mteb.common.config import EncodeConfig
-from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.evaluation.plan import is_text_task
-from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.model.loading import load_model
 
 CONFIG = EncodeConfig(batch_size=8)
@@ -43,30 +39,16 @@ def _one_thread_evaluators():
         yield
 
 
+#: ``scripts/mteb_coverage.py``'s comparison (the script reports the whole grid; the tests assert it)
+COVERAGE = script_module("mteb_coverage")
+
+
 def mteb_scores(model, task_class, layer: int) -> dict[tuple[str, str, str], float]:
-    """{(task, split, subset): main score} of ``mteb.evaluate`` of one layer's own encoder on a fresh task object."""
-    encoder = LayerEncoder.from_model(model, layer=layer, config=CONFIG)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = mteb.evaluate(encoder, task_class(), cache=None, show_progress_bar=False)
-    return {
-        (task_result.task_name, split, scores["hf_subset"]): scores["main_score"]
-        for task_result in result.task_results
-        for split, subsets in task_result.scores.items()
-        for scores in subsets
-    }
+    return COVERAGE.mteb_scores(model, task_class, layer, CONFIG)
 
 
 def differences(model, task_class, layers: list[int], **run) -> dict[tuple, float]:
-    """Per (layer, task, split, subset) mteb scores: the sweep's score minus mteb's (inf where the sweep has none)."""
-    frame = sweep(model, [task_class()], layers=layers, config=CONFIG, progress=False, **run)
-    found = {}
-    for layer in layers:
-        rows = frame[frame["layer"] == layer]
-        ours = {(r.task, r.split, r.subset): r.main_score for r in rows.itertuples()}
-        for key, score in mteb_scores(model, task_class, layer).items():
-            found[(layer, *key)] = abs(ours[key] - score) if key in ours else float("inf")
-    return found
+    return COVERAGE.differences(model, task_class, layers, CONFIG, **run)
 
 
 def test_the_grid_is_every_text_mock_task_of_mteb():

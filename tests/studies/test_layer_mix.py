@@ -3,11 +3,9 @@ vectors; mteb keeps combinations and single layers apart."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import script_module
 
 from layer_mteb import LayerEncoder
 from layer_mteb.common.config import EncodeConfig
@@ -16,16 +14,7 @@ from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.catalog import TaskSpec, load_task
 from layer_mteb.vectors.store import LayerCache
 
-
-def _script(name: str):
-    """A study script of ``scripts/`` (a folder of scripts, not a package) as a module."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-LayerMixEncoder = _script("layer_mix").LayerMixEncoder
+LayerMixEncoder = script_module("layer_mix").LayerMixEncoder
 
 
 @pytest.fixture(scope="module")
