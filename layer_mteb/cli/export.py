@@ -118,7 +118,7 @@ def execute(settings: Settings) -> None:
     from layer_mteb.model.names import may_need_hub
 
     if may_need_hub(plan.model):
-        from layer_mteb.model.names import offline_unless_reachable
+        from layer_mteb.common.hub import offline_unless_reachable
 
         offline_unless_reachable()
     from layer_mteb.model.loading import load_model

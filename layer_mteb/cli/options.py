@@ -23,12 +23,13 @@ from layer_mteb.common.config import (
     process_device,  # noqa: F401 (`cost` places its device with it, from here)
 )
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.hub import offline_unless_reachable
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import hub_needed
 from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
-from layer_mteb.model.names import known_hidden_size, model_kind, offline_unless_reachable, packaged_name
+from layer_mteb.model.names import known_hidden_size, model_kind, packaged_name
 from layer_mteb.tasks.catalog import data_dir_from_env, file_task
 from layer_mteb.tasks.task_names import check_task_names
 from layer_mteb.vectors.memory import check_one_vector_fits, parse_size

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.common.hub import hub_offline
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
-from layer_mteb.tasks.catalog import TaskSpec, hub_offline, load_task, task_data
+from layer_mteb.tasks.catalog import TaskSpec, load_task, task_data
 
 if TYPE_CHECKING:
     import pandas as pd

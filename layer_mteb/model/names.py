@@ -1,25 +1,19 @@
 """What a model name refers to (packaged model, GGUF file, local folder or hub id), decided from the name and the file
 system alone, so ``--model`` is checked before torch loads and the hub is probed only when needed.
 
-Without ``HF_HUB_OFFLINE`` and no network, huggingface_hub retried each file for about 30 s with twenty log lines;
-one short probe (:func:`offline_unless_reachable`) switches to cached files instead, with one INFO line.
+Whether the hub answers is decided once for the whole package (:mod:`layer_mteb.common.hub`).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import socket
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlparse
 
 from layer_mteb.common.errors import UserError
-
-logger = logging.getLogger(__name__)
+from layer_mteb.common.hub import hub_online
 
 ModelKind = Literal["packaged", "gguf", "folder", "hub"]
 
@@ -90,10 +84,8 @@ def packaged_distributions(name: str) -> list[metadata.Distribution]:
 def installed_packaged(hub_id: str) -> str | None:
     """Offline, the short name of the installed packaged model with ``hub_id``, which loading reads instead; else
     None."""
-    from huggingface_hub import constants
-
     short = next((s for s, p in PACKAGED_MODELS.items() if p.hub_id == hub_id), None)
-    if short is None or not constants.HF_HUB_OFFLINE:
+    if short is None or hub_online():
         return None
     try:
         packaged_distributions(short)
@@ -146,36 +138,3 @@ def known_hidden_size(name: str) -> int | None:
             if isinstance(scope.get(key), int):
                 return scope[key]
     return None
-
-
-PROBE_TIMEOUT_S = 3.0
-
-
-def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether a TCP connection to the hub endpoint (``HF_ENDPOINT``, default huggingface.co) opens in ``timeout``."""
-    from huggingface_hub import constants
-
-    endpoint = urlparse(constants.ENDPOINT)
-    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def offline_unless_reachable() -> None:
-    """Switch huggingface_hub (and later readers of ``HF_HUB_OFFLINE``) offline when the hub cannot be reached, unless
-    ``HF_HUB_OFFLINE`` is set either way."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip():
-        return
-    if hub_reachable():
-        return
-    from huggingface_hub import constants
-
-    logger.info(
-        "the hub (%s) cannot be reached: using locally cached models and data only (HF_HUB_OFFLINE=1 skips this check)",
-        urlparse(constants.ENDPOINT).hostname,
-    )
-    os.environ["HF_HUB_OFFLINE"] = "1"  # worker processes and libraries imported from here on
-    constants.HF_HUB_OFFLINE = True  # huggingface_hub (and transformers through it), imported already

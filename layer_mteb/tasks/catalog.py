@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.hub import hub_offline
 from layer_mteb.tasks.custom import custom_task
 from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.task_file import TaskFile, TaskSpec, parse_custom
@@ -356,13 +357,6 @@ def task_data(spec: TaskSpec, data_dir: Path | None) -> tuple[str, Path | None]:
 def embedded_tasks() -> list[str]:
     """The tasks whose data ships in the package (:data:`EMBEDDED_DATA_DIR`), sorted."""
     return sorted(folder.name for folder in EMBEDDED_DATA_DIR.iterdir() if folder.is_dir())
-
-
-def hub_offline() -> bool:
-    """Whether huggingface_hub was told not to reach the hub (``HF_HUB_OFFLINE=1``, by the user or the CLI's probe)."""
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
 
 
 def task_type(name: str) -> str | None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from layer_mteb.model.names import hub_reachable, offline_unless_reachable
+from layer_mteb.common.hub import hub_reachable, offline_unless_reachable
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import numpy as np
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import atomic_write, content_hash, text_hash
+from layer_mteb.common.hub import hub_offline
 from layer_mteb.metrics.agreement.lexical import is_lexical, parse_lexical
 from layer_mteb.model.loading import cache_root, packaged_folder
 from layer_mteb.model.names import PACKAGED_MODELS, packaged_distributions
@@ -42,7 +43,7 @@ def default_reference(model: str) -> str:
         except UserError:
             continue
         return name
-    if candidates and not _hub_offline():  # not installed, but the hub is there to download it from
+    if candidates and not hub_offline():  # not installed, but the hub is there to download it from
         return PACKAGED_MODELS[candidates[0]].hub_id
     raise UserError(f"no reference encoder is installed for agreement (one of {', '.join(candidates)}): make models")
 
@@ -83,7 +84,7 @@ def check_reference(name: str) -> str:
     else the one line :func:`load_reference` would give."""
     if name in PACKAGED_MODELS:
         packaged_distributions(name)  # one line naming the install where it is not installed
-    elif not Path(name).expanduser().is_dir() and not (_is_hub_id(name) and not _hub_offline()):
+    elif not Path(name).expanduser().is_dir() and not (_is_hub_id(name) and not hub_offline()):
         raise UserError(
             f"--agreement-with {name!r} is neither a packaged model ({', '.join(REFERENCES)}), a model folder, nor a "
             "hub id with the hub reachable"
@@ -95,10 +96,6 @@ def _is_hub_id(name: str) -> bool:
     return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not Path(name).exists()
 
 
-def _hub_offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
 
 
 def load_reference(name: str, device: str = "cpu") -> Reference:
