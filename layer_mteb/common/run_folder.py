@@ -109,6 +109,8 @@ class Table(NamedTuple):
     floats: str | None = "%.8g"  # 8 significant digits keep distinct values distinct (mutual k-NN: steps >= 1e-5)
     file: str = ""  # its file, for a table its feature declares (read with RunFolder.read, updated with .update)
     reading: tuple[tuple[str, Any], ...] = ()  # pandas' read_csv arguments beside the columns
+    #: columns added since the table's first files were written, with the value a row written before reads as
+    added: tuple[tuple[str, Any], ...] = ()
 
     @property
     def row_key(self) -> tuple[str, ...]:
@@ -119,8 +121,12 @@ class Table(NamedTuple):
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
         import pandas as pd
 
-        frame = pd.DataFrame(_with_settings(pd.DataFrame(rows)), columns=self.columns)
+        frame = pd.DataFrame(self.with_added(_with_settings(pd.DataFrame(rows))), columns=self.columns)
         return frame.sort_values(list(self.order), kind="stable").reset_index(drop=True)
+
+    def with_added(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with each :attr:`added` column it lacks, at the value rows written before it read as."""
+        return frame.assign(**{column: value for column, value in self.added if column not in frame.columns})
 
 
 LAYER_COLUMNS = tuple(LayerId.__annotations__)
@@ -673,7 +679,9 @@ class RunFolder:
 
                 return pd.DataFrame(columns=table.columns)
             raise UserError(f"no {name} in {self.path}: {fix} first")
-        return self._kept(name, partial(read_table, path, table.columns, fix, **read))
+        added = {column for column, _ in table.added}
+        required = [column for column in table.columns if column not in added]
+        return self._kept(name, lambda: table.with_added(read_table(path, required, fix, **read)))
 
     def side_table(self, name: str) -> pd.DataFrame | None:
         """An optional table a report reads (``selection.csv``, ``metrics.csv``, ...); absent or without rows means

@@ -16,14 +16,17 @@ from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
 #: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,
-#: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together
+#: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together.
+#: ``data``: where the texts came from where that can differ (WikiText: ``metrics.wikitext.ORIGIN_*``), empty in
+#: rows written before it was recorded
 METRICS_TABLE = Table(
-    [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS],
+    [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS, "data"],
     "run `layer-mteb metrics --run {folder}`",
     ["model", "texts", "metric", "layer"],
     ["model", "revision", "texts", *SETTINGS_COLUMNS],
     None,
     file="metrics.csv",
+    added=(("data", None),),
 )
 METRICS_FILE, METRIC_COLUMNS, tidy_metrics = METRICS_TABLE.file, METRICS_TABLE.columns, METRICS_TABLE.tidy
 

@@ -201,8 +201,9 @@ def compute_metrics(
 
     augmented = min(settings.augment_prompts, len(source.texts)) if settings.views else 0
     logger.info(
-        "metrics of %s: %d prompts%s, %d layers (%d texts to encode)",
+        "metrics of %s%s: %d prompts%s, %d layers (%d texts to encode)",
         source.name,
+        f" [{source.data}]" if source.data else "",
         len(source.texts),
         f", {settings.views} views x {augmented} prompts" if augmented else ", no views (InfoNCE, LiDAR, DiME skipped)",
         model.n_layers + 1,
@@ -277,6 +278,7 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
                 "value": float(value),
                 "n": int(n),
                 **config.key(),
+                "data": source.data,
             }
         )
 

@@ -191,11 +191,13 @@ def run_stress(
     if config.max_batch_tokens is None:
         config = EncodeConfig(**{**asdict(config), "max_batch_tokens": DEFAULT_BATCH_TOKENS})
     run = _Run(model, config, settings, progress)
-    parts = []
+    parts, data = [], None
     if {"randomness", "repetition"} & set(settings.tests):
         source = load_texts(
             texts, tokenizer=model.tokenizer, n_prompts=settings.n_prompts, data_dir=data_dir, seed=settings.seed
         )
+        data = source.data
+        logger.info("stress tests of %s%s: %d prompts", source.name, f" [{data}]" if data else "", len(source.texts))
         parts += run.perturbed(source.name, tokenize(model.tokenizer, source.texts, config)[0])
     if "length" in settings.tests:
         parts += run.lengths()
@@ -208,7 +210,13 @@ def run_stress(
             folder.update(STRESS_TABLE, values, gzip=compress)
             for table, frame in derived:
                 folder.update(table, frame)
-        about = {"model": model.name, "revision": model.revision, "texts": texts, "readout": config.readout}
+        about = {
+            "model": model.name,
+            "revision": model.revision,
+            "texts": texts,
+            "data": data,
+            "readout": config.readout,
+        }
         entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
         record_stress_run(folder, {**entry, "encode": config.key()})
     return values, next(frame for table, frame in derived if table == DIPS_TABLE)

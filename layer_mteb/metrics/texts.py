@@ -1,24 +1,23 @@
-"""Where the texts for representation metrics come from: WikiText paragraphs, an mteb task's own evaluation texts
-(label-free, so usable for per-task selection), or a file with one prompt per line. In ``metrics.csv``,
+"""Where the texts for representation metrics come from: WikiText (:mod:`.wikitext`), an mteb task's own evaluation
+texts (label-free, so usable for per-task selection), or a file with one prompt per line. In ``metrics.csv``,
 ``task:<Task>`` labels the task's evaluation-split texts, ``encoded:<Task>`` every text mteb's evaluator encodes
 for it (``run --task-metrics``; for classification also its training sample).
 """
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.tasks.catalog import data_dir_from_env, file_task, load_named_task, note_data_read, select_tasks
+from layer_mteb.metrics.wikitext import read_wikitext
+from layer_mteb.tasks.catalog import data_dir_from_env, file_task, load_named_task, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
 from layer_mteb.tasks.task_names import check_task_names
 
-WIKITEXT_FILE = Path("WikiText2") / "test_paragraphs.jsonl"
 #: label prefixes of a task's texts: its evaluation split(s), and everything its evaluator encodes
 TASK_TEXTS, ENCODED_TEXTS = "task:", "encoded:"
 _NOT_TEXT = ("label", "lang", "score")
@@ -32,6 +31,7 @@ class TextSource:
     texts: tuple[str, ...]
     task: str | None = None
     n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
+    data: str | None = None  # where the texts came from, where it can differ between runs (WikiText: ORIGIN_*)
 
 
 def text_sources(texts: str) -> list[str]:
@@ -76,10 +76,12 @@ def task_of_texts_option(source: str) -> str:
 
 
 def check_texts(source: str, data_dir: str | Path | None = None) -> None:
-    """What ``--texts`` names exists: the WikiText file, a task mteb knows, or a file (no text is read)."""
+    """What ``--texts`` names exists: a task mteb knows, or a file (no text is read); WikiText always has a copy (the
+    packaged sample at least)."""
     if source == "wikitext":
-        _wikitext_folder(data_dir)
-    elif source.startswith(TASK_TEXTS) and file_task(task_of_texts_option(source)) is not None:  # task:FILE.yaml:TASK
+        data_dir_from_env(data_dir)  # a --data-dir that does not exist is named here
+        return
+    if source.startswith(TASK_TEXTS) and file_task(task_of_texts_option(source)) is not None:  # task:FILE.yaml:TASK
         check_custom_files(s.custom for s in select_tasks(task_of_texts_option(source))[1] if s.custom is not None)
     elif source.startswith(TASK_TEXTS):
         check_task_names([task_of_texts_option(source)])
@@ -97,11 +99,17 @@ def load_texts(
     min_tokens: int = 30,
 ) -> TextSource:
     """Resolve ``--texts`` and sample ``n_prompts`` (seeded, in the source's order), empty texts and duplicates
-    dropped; WikiText also drops headings and paragraphs under ``min_tokens`` tokens, as in the paper."""
+    dropped; WikiText paragraphs (a local copy or the packaged sample) also drop headings and paragraphs under
+    ``min_tokens`` tokens, the hub's WikiText is the authors' selection as it is (:mod:`.wikitext`)."""
     if n_prompts < 2:
         raise UserError(f"--n-prompts must be at least 2 (dataset entropy needs two texts), got {n_prompts}")
+    data = None
     if source == "wikitext":
-        raw, name, task = _wikitext(data_dir), "wikitext", None
+        wikitext = read_wikitext(data_dir)
+        raw, name, task, data = wikitext.texts, "wikitext", None, wikitext.origin
+        if wikitext.selected:  # the authors' texts, unstripped, as their tokenizers saw them
+            usable = list(dict.fromkeys(t for t in raw if t.strip()))
+            return _sampled(source, TextSource(name, tuple(usable), task, len(usable), data), n_prompts, seed)
     elif source.startswith(TASK_TEXTS):
         selection = task_of_texts_option(source)  # a task name, or FILE.yaml:TASK for a custom task
         task, raw = task_texts(selection, data_dir)
@@ -114,13 +122,18 @@ def load_texts(
     texts = list(dict.fromkeys(t.strip() for t in raw if t.strip()))
     if source == "wikitext":
         texts = _long_enough([t for t in texts if not t.startswith("=")], tokenizer, min_tokens)
+    return _sampled(source, TextSource(name, tuple(texts), task, len(texts), data), n_prompts, seed)
+
+
+def _sampled(option: str, usable: TextSource, n_prompts: int, seed: int) -> TextSource:
+    """``usable`` cut to ``n_prompts`` texts, a seeded sample in their order (``option``: the ``--texts`` value)."""
+    texts = usable.texts
     if len(texts) < 2:
-        raise UserError(f"--texts {source}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
-    chosen = texts
-    if len(texts) > n_prompts:
-        keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
-        chosen = [texts[i] for i in keep]
-    return TextSource(name, tuple(chosen), task, len(texts))
+        raise UserError(f"--texts {option}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
+    if len(texts) <= n_prompts:
+        return usable
+    keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
+    return replace(usable, texts=tuple(texts[i] for i in keep))
 
 
 #: the agreement curves' default sample of a task's own texts: size and seed (selection reading stored curves back
@@ -137,21 +150,6 @@ def sample_texts(task: str, n: int = DEFAULT_N, seed: int = DEFAULT_SEED, data_d
     texts = load_texts(f"{TASK_TEXTS}{task}", n_prompts=1 << 62, data_dir=data_dir).texts
     order = np.random.default_rng(seed).permutation(len(texts))
     return [texts[i] for i in order[:n]]
-
-
-def _wikitext_folder(data_dir: str | Path | None) -> Path:
-    folder = data_dir_from_env(data_dir)
-    if folder is None or not (folder / WIKITEXT_FILE).is_file():
-        where = f"{folder}/" if folder else ""
-        raise UserError(f"--texts wikitext needs {where}{WIKITEXT_FILE}: pass --data-dir DIR holding WikiText2/")
-    return folder
-
-
-def _wikitext(data_dir: str | Path | None) -> list[str]:
-    folder = _wikitext_folder(data_dir)
-    note_data_read(folder)
-    with (folder / WIKITEXT_FILE).open(encoding="utf-8") as handle:
-        return [json.loads(line)["text"] for line in handle if line.strip()]
 
 
 def _long_enough(texts: list[str], tokenizer: Any, min_tokens: int) -> list[str]:

@@ -160,8 +160,8 @@ def test_wikitext_source_drops_headings_and_short_prompts(tmp_path: Path) -> Non
 
 
 def test_text_source_errors(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="--data-dir"):
-        load_texts("wikitext", data_dir=tmp_path)
+    with pytest.raises(UserError, match="does not exist"):
+        load_texts("wikitext", data_dir=tmp_path / "nowhere")  # a folder without WikiText2/: the sample (test_wikitext)
     with pytest.raises(UserError, match="not 'wikitext'"):
         load_texts(str(tmp_path / "missing.txt"))
     (tmp_path / "empty.txt").write_text("\n  \n")

@@ -255,6 +255,7 @@ def import_metrics_table(
             "value": table["value"],
             "n": pd.NA,
             **settings,
+            "data": "imported",
         }
     )
     return frame[METRIC_COLUMNS].sort_values(["model", "texts", "metric", "layer"], kind="stable")
