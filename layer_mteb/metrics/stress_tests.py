@@ -2,8 +2,8 @@
 
 Token states stream through the ``metrics`` code (:class:`~layer_mteb.metrics.runner.TokenMetrics`) into
 ``stress.csv`` (one row per prompt and layer; ``level`` is p, or the length in tokens), ``dip.csv`` (Hartigan's dip
-test per layer; test ``none``: unperturbed) and ``stress.json`` (settings, wall time). A prompt of identical tokens
-has entropy 0 here (``metrics`` leaves it out): the limit the repetition test moves to.
+test per layer; test ``none``: unperturbed) and ``stress.json`` (settings, where the texts came from, wall time). A
+prompt of identical tokens has entropy 0 here (``metrics`` leaves it out): the limit the repetition test moves to.
 
 Prompts are perturbed on token ids, so lengths stay exact, and the special tokens at the ends stay put. Each prompt
 draws once from a generator seeded by (seed, test, prompt): levels perturb nested sets of positions, so curves
