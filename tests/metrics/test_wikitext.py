@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -123,6 +124,23 @@ def test_the_data_folder_wins_then_the_hub_then_the_sample(no_data_folder, monke
     assert wikitext_origin() == ORIGIN_LOCAL
     monkeypatch.delenv("LAYER_MTEB_DATA")
     assert wikitext_origin() == ORIGIN_HUB == "wikitext-103-v1 train (hub, authors' recipe)"
+
+
+@pytest.mark.parametrize("answers", [True, False])
+def test_unset_hf_hub_offline_the_one_probe_decides_between_hub_and_sample(answers, no_data_folder, monkeypatch):
+    """``HF_HUB_OFFLINE`` unset: the package's one hub decision (``hub_online``) is asked, once; a hub that refuses
+    connections (a bound port that never listens) sends WikiText to the packaged sample."""
+    with socket.socket() as listening, socket.socket() as refusing:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        refusing.bind(("127.0.0.1", 0))
+        port = (listening if answers else refusing).getsockname()[1]
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("HF_HUB_OFFLINE")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr("layer_mteb.common.hub._probed", False)  # a new process: nothing decided yet
+        assert wikitext_origin() == (ORIGIN_HUB if answers else ORIGIN_PACKAGED)
+        assert constants.HF_HUB_OFFLINE is not answers
 
 
 def test_with_no_data_folder_the_texts_are_the_packaged_samples(no_data_folder):
