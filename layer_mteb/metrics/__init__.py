@@ -17,8 +17,8 @@ from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
 #: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,
 #: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together.
-#: ``data``: where the texts came from where that can differ (WikiText: ``metrics.wikitext.ORIGIN_*``), empty in
-#: rows written before it was recorded
+#: ``data``: which copy of WikiText a ``wikitext`` row measured (``metrics.wikitext.ORIGIN_*``; ``imported`` for the
+#: release's rows), empty for other texts and in rows written before it was recorded
 METRICS_TABLE = Table(
     [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS, "data"],
     "run `layer-mteb metrics --run {folder}`",

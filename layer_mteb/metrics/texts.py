@@ -31,7 +31,7 @@ class TextSource:
     texts: tuple[str, ...]
     task: str | None = None
     n_available: int = 0  # unique usable texts before sampling down to ``n_prompts``
-    data: str | None = None  # where the texts came from, where it can differ between runs (WikiText: ORIGIN_*)
+    data: str | None = None  # which copy of WikiText (``metrics.wikitext.ORIGIN_*``); None for other texts
 
 
 def text_sources(texts: str) -> list[str]:
