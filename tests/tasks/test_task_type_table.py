@@ -5,17 +5,22 @@ and types. A type a new mteb adds fails here as one row; so does a row the other
 from __future__ import annotations
 
 import typing
+import warnings
 from functools import cache
 
 import mteb
 import mteb.abstasks
+import numpy as np
 import pytest
 from mteb.abstasks.aggregated_task import AbsTaskAggregate
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.mocks import MOCK_TASK_TEST_GRID
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.analysis.labels.labelled import LABELLED_SCORERS
 from layer_mteb.analysis.selection.auto import TYPE_ANALOGUES
+from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.evaluation.plan import is_text_task
 from layer_mteb.tasks.task_file import CUSTOM_TYPES
 from layer_mteb.tasks.task_types import TASK_TYPES, task_type_of
@@ -84,3 +89,40 @@ def test_the_stages_read_the_rows_they_say():
         "Classification",
         "Clustering",
     }
+
+
+class _Recorder(AbsEncoder):
+    """Records every text mteb's evaluator asks it to encode; vectors are a fixed function of the text."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+        self.mteb_model_meta = ModelMeta.create_empty(
+            {"name": "test/recorder", "similarity_fn_name": ScoringFunction.COSINE, "framework": ["PyTorch"]}
+        )
+
+    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+        texts = [text for batch in inputs for text in batch["text"]]
+        self.texts += texts
+        return np.stack([np.random.default_rng(sum(map(ord, t))).standard_normal(8) for t in texts]).astype(np.float32)
+
+
+#: every text mock task class of mteb's grid whose row reads its texts ahead
+WALKED = [
+    cls
+    for cls in dict.fromkeys(type(task) for task in MOCK_TASK_TEST_GRID if is_text_task(task))
+    if (row := task_type_of(cls())) is not None and row.texts is not None
+]
+
+
+@pytest.mark.parametrize("task_class", WALKED, ids=[cls.__name__ for cls in WALKED])
+def test_a_rows_texts_read_ahead_are_the_texts_mtebs_evaluator_encodes(task_class):
+    """Every row that reads texts ahead, on each of mteb's mock tasks of its type (regression through the
+    classification walk, instruction retrieval and reranking through retrieval's): exactly what mteb encodes."""
+    task = task_class()
+    task.load_data()
+    ahead = texts_mteb_encodes(task)
+    recorder = _Recorder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mteb.evaluate(recorder, task, cache=None, show_progress_bar=False)
+    assert ahead is not None and set(ahead) == set(recorder.texts)
