@@ -154,13 +154,10 @@ def read_custom_data(task: CustomTask) -> dict[str, Columns]:
     data = {key: _read_checked(task, key, path) for key, path in task.files.items()}
     if task.retrieval:
         _check_qrels(task, data)
-    elif task.type in ("Classification", "Clustering"):
-        fitted = "train" if task.type == "Classification" else task.split
-        _two_or_more(task, fitted, data[fitted]["label"], "class" if fitted == "train" else "cluster")
-    elif task.type == "PairClassification":
-        _two_or_more(task, task.split, data[task.split]["label"], "class")
-    else:  # STS: a correlation needs scores that vary
-        _two_or_more(task, task.split, data[task.split]["score"], "score value", column="score")
+    else:  # a classifier needs two classes, a clustering two clusters, a correlation scores that vary
+        role, what = task.type_row.custom.varies
+        fitted = "train" if task.type_row.fits_on_train else task.split
+        _two_or_more(task, fitted, data[fitted][role], what, column=role)
     return data
 
 

@@ -140,12 +140,14 @@ def _retrieval_texts(task, prompt: Prompter) -> Iterator[object]:
 @dataclass(frozen=True)
 class CustomDeclaration:
     """What a custom task of the type is made with (``custom:`` in a task file): mteb's main score and category as
-    its own tasks of that type have them, and the evaluator settings a task may change (mteb's class attributes of
-    the same name, with their kind)."""
+    its own tasks of that type have them, the evaluator settings a task may change (mteb's class attributes of
+    the same name, with their kind), and ``varies``: the role that must hold two values or more in the split a task
+    is fitted or scored on, and what one value is called (a split-based type's files are checked for it)."""
 
     main_score: str
     category: str
     settings: Mapping[str, type] = field(default_factory=dict)
+    varies: tuple[str, str] = ("label", "class")
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,9 @@ TASK_TYPES: dict[str, TaskType] = {
             ("AbsTaskSTS",),
             _sts_texts,
             columns={**_PAIR, "score": ("score", "score")},
-            custom=CustomDeclaration("cosine_spearman", "t2t", {"min_score": float, "max_score": float}),
+            custom=CustomDeclaration(
+                "cosine_spearman", "t2t", {"min_score": float, "max_score": float}, ("score", "score value")
+            ),
             labelled=True,
         ),
         TaskType(
@@ -231,7 +235,7 @@ TASK_TYPES: dict[str, TaskType] = {
             ("AbsTaskClustering", "AbsTaskClusteringLegacy"),
             columns={"text": ("text", "sentences"), "label": ("label", "labels")},
             sets_in_one_row="AbsTaskClusteringLegacy",
-            custom=CustomDeclaration("v_measure", "t2c"),
+            custom=CustomDeclaration("v_measure", "t2c", varies=("label", "cluster")),
             labelled=True,
         ),
         # the unstudied types below take a studied type's rule: the type mteb scores with the same evaluator and
