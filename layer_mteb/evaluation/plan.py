@@ -90,7 +90,7 @@ def task_units(
         )
         units = [unit for unit in units if unit[1] != "hub"]
         if not units:
-            raise UserError("no task of the selection has a local copy and the hub is offline")
+            raise UserError("none of the tasks asked has a local copy and the hub is offline")
     return units
 
 
@@ -106,7 +106,7 @@ def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]
         return units
     named = ", ".join(f"{t.metadata.name} ({'+'.join(sorted(t.metadata.modalities))})" for t in left_out)
     if len(left_out) == len(units):
-        raise UserError(f"no text task to score: every task of the selection needs non-text inputs: {named}")
+        raise UserError(f"no text task to score: every one of the tasks asked needs non-text inputs: {named}")
     logger.warning("left out %d non-text task(s) (their inputs are not only text): %s", len(left_out), named)
     return [unit for unit in units if is_text_task(unit[0])]
 

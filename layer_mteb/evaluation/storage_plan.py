@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.state import TaskRandomState, hold_label_lists
+from layer_mteb.tasks.task_types import task_type_of
 from layer_mteb.vectors.memory import format_size, store_bytes
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class TaskCost:
 
 def expected_texts(task) -> tuple[int | None, str]:
     """(texts to encode, source): the unique texts of the loaded data, else mteb's descriptive statistics of the
-    splits and subsets it runs (for classification an upper bound: the training split is undersampled)."""
+    splits and subsets it runs (for a type fitted on the training split an upper bound: it is undersampled)."""
     if getattr(task, "is_aggregate", False):  # its texts are its subtasks'
         parts = [expected_texts(subtask) for subtask in task.tasks]
         if any(texts is None for texts, _ in parts):
@@ -53,7 +54,8 @@ def expected_texts(task) -> tuple[int | None, str]:
     except (OSError, ValueError):  # mteb reads them from a file of its package; a task may have none
         return None, "unknown"
     splits = list(task.eval_splits)
-    if task.metadata.type == "Classification" and getattr(task, "train_split", None):
+    kind = task_type_of(task)
+    if kind is not None and kind.fits_on_train and getattr(task, "train_split", None):
         splits.append(task.train_split)
     total, found = 0, False
     for split in dict.fromkeys(splits):

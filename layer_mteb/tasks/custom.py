@@ -22,16 +22,6 @@ from layer_mteb.common.files import content_hash, text_hash
 from layer_mteb.tasks.local_data import labels_to_ids
 from layer_mteb.tasks.task_file import CustomTask
 
-#: mteb's main score and category of each type, as its own tasks of that type have them
-MAIN_SCORES = {
-    "Classification": ("accuracy", "t2c"),
-    "PairClassification": ("max_ap", "t2t"),
-    "STS": ("cosine_spearman", "t2t"),
-    "Clustering": ("v_measure", "t2c"),
-    "Retrieval": ("ndcg_at_10", "t2t"),
-    "Reranking": ("map_at_1000", "t2t"),
-}
-
 
 def custom_task(definition: CustomTask):
     """A new mteb task object of ``definition`` (data not loaded yet: ``load_data`` reads the files)."""
@@ -46,30 +36,20 @@ def declared_in(task) -> Path | None:
 
 def task_class(definition: CustomTask) -> type:
     """The ``AbsTask*`` subclass of ``definition``: its metadata, evaluator settings and file-reading ``load_data``."""
-    from mteb.abstasks import AbsTaskClassification, AbsTaskClustering, AbsTaskPairClassification, AbsTaskRetrieval
-    from mteb.abstasks.sts import AbsTaskSTS
     from mteb.abstasks.task_metadata import TaskMetadata
 
-    bases = {
-        "Classification": AbsTaskClassification,
-        "PairClassification": AbsTaskPairClassification,
-        "STS": AbsTaskSTS,
-        "Clustering": AbsTaskClustering,
-        "Retrieval": AbsTaskRetrieval,
-        "Reranking": AbsTaskRetrieval,
-    }
-    main_score, category = MAIN_SCORES[definition.type]
+    declared = definition.type_row.custom
     try:
         metadata = TaskMetadata(
             name=definition.name,
             description=definition.description,
             dataset={"path": str(definition.source), "revision": fingerprint(definition)},
             type=definition.type,
-            category=category,
+            category=declared.category,
             modalities=["text"],
             eval_splits=[definition.split],
             eval_langs=[definition.language],
-            main_score=main_score,
+            main_score=declared.main_score,
         )
         metadata._validate_metadata()  # the language code: mteb checks it only for its registered tasks
     except ValueError as err:  # pydantic's ValidationError is one
@@ -85,7 +65,7 @@ def task_class(definition: CustomTask) -> type:
     }
     if definition.type == "Clustering":
         namespace["max_fraction_of_documents_to_embed"] = None
-    return type(_class_name(definition.name), (bases[definition.type],), namespace)
+    return type(_class_name(definition.name), (definition.type_row.mteb_class(),), namespace)
 
 
 def fingerprint(definition: CustomTask) -> str:
@@ -137,12 +117,7 @@ def _split_dataset(task, definition: CustomTask, data: dict[str, Columns]):
         scores = [score for columns in data.values() for score in columns["score"]]
         task.min_score = definition.settings.get("min_score", min(scores))
         task.max_score = definition.settings.get("max_score", max(scores))
-    names = {
-        "Classification": {"text": "text", "label": "label"},
-        "Clustering": {"text": "sentences", "label": "labels"},
-        "PairClassification": {"text1": "sentence1", "text2": "sentence2", "label": "labels"},
-        "STS": {"text1": "sentence1", "text2": "sentence2", "score": "score"},
-    }[kind]
+    names = {role: column for role, (_, column) in definition.type_row.columns.items()}
     renamed = {split: {names[role]: values for role, values in columns.items()} for split, columns in data.items()}
     return DatasetDict({split: Dataset.from_dict(columns) for split, columns in renamed.items()})
 
@@ -165,7 +140,7 @@ def _retrieval_split(definition: CustomTask, data: dict[str, Columns]) -> dict[s
         "corpus": Dataset.from_dict(corpus),
         "queries": Dataset.from_dict({"id": data["queries"]["id"], "text": data["queries"]["text"]}),
         "relevant_docs": relevant,
-        "top_ranked": candidates if definition.type == "Reranking" else None,
+        "top_ranked": candidates if definition.type_row.ranks_candidates else None,
     }
 
 
@@ -179,13 +154,10 @@ def read_custom_data(task: CustomTask) -> dict[str, Columns]:
     data = {key: _read_checked(task, key, path) for key, path in task.files.items()}
     if task.retrieval:
         _check_qrels(task, data)
-    elif task.type in ("Classification", "Clustering"):
-        fitted = "train" if task.type == "Classification" else task.split
-        _two_or_more(task, fitted, data[fitted]["label"], "class" if fitted == "train" else "cluster")
-    elif task.type == "PairClassification":
-        _two_or_more(task, task.split, data[task.split]["label"], "class")
-    else:  # STS: a correlation needs scores that vary
-        _two_or_more(task, task.split, data[task.split]["score"], "score value", column="score")
+    else:  # a classifier needs two classes, a clustering two clusters, a correlation scores that vary
+        role, what = task.type_row.custom.varies
+        fitted = "train" if task.type_row.fits_on_train else task.split
+        _two_or_more(task, fitted, data[fitted][role], what, column=role)
     return data
 
 

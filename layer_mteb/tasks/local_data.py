@@ -10,6 +10,7 @@ from typing import Any
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.tasks.task_file import TaskSpec
+from layer_mteb.tasks.task_types import TaskType, is_instance_of, task_type_of
 
 
 def load_local_data(task, folder: Path, spec: TaskSpec) -> None:
@@ -24,10 +25,12 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     from datasets import Dataset, DatasetDict
 
     spec = spec or TaskSpec(task.metadata.name)
-    task_type = task.metadata.type
-    rows = {split: _read_split(folder, split, spec) for split in _needed_splits(task)}
-    shaped = {split: _shape(task, task_type, split_rows, folder, split) for split, split_rows in rows.items()}
-    if task_type == "Classification":
+    kind = task_type_of(task)
+    if kind is None or not kind.columns:
+        raise UserError(f"{folder}: local data for {task.metadata.type} tasks is not supported; use the hub copy")
+    rows = {split: _read_split(folder, split, spec) for split in _needed_splits(task, kind)}
+    shaped = {split: _shape(task, kind, split_rows, folder, split) for split, split_rows in rows.items()}
+    if kind.fits_on_train:
         labels_to_ids(shaped)
     dataset = DatasetDict({split: Dataset.from_dict(columns) for split, columns in shaped.items()})
     if task.metadata.is_multilingual:
@@ -35,9 +38,9 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     return dataset
 
 
-def _needed_splits(task) -> list[str]:
+def _needed_splits(task, kind: TaskType) -> list[str]:
     splits = list(task.eval_splits)
-    if task.metadata.type == "Classification":
+    if kind.fits_on_train:
         splits.append(task.train_split)
     return list(dict.fromkeys(splits))
 
@@ -60,35 +63,16 @@ def _read_split(folder: Path, split: str, spec: TaskSpec) -> list[dict[str, Any]
     return rows
 
 
-_COLUMNS = {
-    "STS": {"sentence1": "sentence1", "sentence2": "sentence2", "score": "score"},
-    "PairClassification": {"sentence1": "sentence1", "sentence2": "sentence2", "labels": "label"},
-    "Classification": {"text": "text", "label": "label"},
-}
-
-
-def _shape(task, task_type: str, rows: list[dict[str, Any]], folder: Path, split: str) -> dict[str, list]:
-    if task_type == "Clustering":
-        return _clustering_columns(task, rows, folder, split)
-    if task_type not in _COLUMNS:
-        raise UserError(f"{folder}: local data for {task_type} tasks is not supported; use the hub copy")
-    columns = _COLUMNS[task_type]
-    missing = {source for source in columns.values() if source not in rows[0]}
+def _shape(task, kind: TaskType, rows: list[dict[str, Any]], folder: Path, split: str) -> dict[str, list]:
+    """The split's rows in mteb's columns (the row's ``columns``); rows of ``{"text", "label"}`` form one cluster set
+    (legacy tasks: ``sets_in_one_row``) or one document each (v2 tasks)."""
+    missing = {source for source, _ in kind.columns.values() if source not in rows[0]}
     if missing:
         raise UserError(f"{folder}/{split}: missing column(s) {sorted(missing)}; have {sorted(rows[0])}")
-    return {target: [row[source] for row in rows] for target, source in columns.items()}
-
-
-def _clustering_columns(task, rows: list[dict[str, Any]], folder: Path, split: str) -> dict[str, list]:
-    """Rows of ``{"text", "label"}`` form one cluster set (legacy tasks) or one document each (v2 tasks)."""
-    if "text" not in rows[0] or "label" not in rows[0]:
-        raise UserError(f"{folder}/{split}: clustering data needs 'text' and 'label' columns; have {sorted(rows[0])}")
-    texts, labels = [row["text"] for row in rows], [row["label"] for row in rows]
-    from mteb.abstasks import AbsTaskClusteringLegacy  # public: in mteb.abstasks.__all__
-
-    if isinstance(task, AbsTaskClusteringLegacy):
-        return {"sentences": [texts], "labels": [labels]}
-    return {"sentences": texts, "labels": labels}
+    columns = {target: [row[source] for row in rows] for source, target in kind.columns.values()}
+    if kind.sets_in_one_row is not None and is_instance_of(task, kind.sets_in_one_row):
+        return {target: [values] for target, values in columns.items()}
+    return columns
 
 
 def labels_to_ids(splits: dict[str, dict[str, list]]) -> None:

@@ -8,33 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.tasks.task_types import RETRIEVAL_PARTS, ROWS, TASK_TYPES, TaskType
 
-#: the task types a custom task may have (mteb's ``TaskMetadata.type`` spelling)
-CUSTOM_TYPES = ("Classification", "PairClassification", "STS", "Clustering", "Retrieval", "Reranking")
-RETRIEVAL_TYPES = ("Retrieval", "Reranking")
-#: the part of a retrieval task each of its three files holds
-RETRIEVAL_PARTS = ("corpus", "queries", "qrels")
-#: what the columns of a split's file are for (role -> default column name, mteb's own names), per task type
-SPLIT_ROLES: dict[str, dict[str, str]] = {
-    "Classification": {"text": "text", "label": "label"},
-    "Clustering": {"text": "text", "label": "label"},
-    "PairClassification": {"text1": "sentence1", "text2": "sentence2", "label": "label"},
-    "STS": {"text1": "sentence1", "text2": "sentence2", "score": "score"},
-}
-#: the same per retrieval file; ``title`` is read only when named, and without a qrels ``score`` every pair is relevant
-RETRIEVAL_ROLES: dict[str, dict[str, str | None]] = {
-    "corpus": {"id": "id", "text": "text", "title": None},
-    "queries": {"id": "id", "text": "text"},
-    "qrels": {"query_id": "query-id", "corpus_id": "corpus-id", "score": "score"},
-}
-#: the evaluator settings a task may change (mteb's class attributes of the same name), with their kind
-SETTINGS: dict[str, dict[str, type]] = {
-    "Classification": {"samples_per_label": int, "n_experiments": int},
-    "STS": {"min_score": float, "max_score": float},
-}
-#: the file kind where rows are read (split-based tasks: every split's file)
-ROWS = "rows"
-KEYS = {"name", "type", "files", "columns", "description", "language", *(k for s in SETTINGS.values() for k in s)}
+#: the task types a custom task may have (mteb's ``TaskMetadata.type`` spelling): those whose row says how
+CUSTOM_TYPES = tuple(name for name, kind in TASK_TYPES.items() if kind.custom is not None)
+#: every evaluator setting some custom type may change (each type's own: its row's ``custom.settings``)
+_ALL_SETTINGS = {key for kind in TASK_TYPES.values() if kind.custom is not None for key in kind.custom.settings}
+KEYS = {"name", "type", "files", "columns", "description", "language", *_ALL_SETTINGS}
 
 
 @dataclass(frozen=True)
@@ -53,8 +33,13 @@ class CustomTask:
     settings: dict[str, int | float] = field(default_factory=dict)
 
     @property
+    def type_row(self) -> TaskType:
+        """The row of its type in :data:`~layer_mteb.tasks.task_types.TASK_TYPES`."""
+        return TASK_TYPES[self.type]
+
+    @property
     def retrieval(self) -> bool:
-        return self.type in RETRIEVAL_TYPES
+        return self.type_row.searched
 
     def file_kind(self, key: str) -> str:
         """Which ``columns`` entry a file of ``files`` is read with."""
@@ -124,7 +109,7 @@ def _files(where: str, name: str, kind: str, files: Any, folder: Path, split: st
     """``files:`` as {split or part: path}, paths resolved against the task file's folder."""
     if not isinstance(files, dict) or not files or not all(isinstance(v, str) and v for v in files.values()):
         raise UserError(f"{where}: custom task {name!r} needs 'files:' mapping each split to one file path")
-    if kind in RETRIEVAL_TYPES:
+    if TASK_TYPES[kind].searched:
         if set(files) != set(RETRIEVAL_PARTS):
             raise UserError(
                 f"{where}: {kind} task {name!r} needs 'files:' with exactly corpus, queries and qrels "
@@ -133,9 +118,9 @@ def _files(where: str, name: str, kind: str, files: Any, folder: Path, split: st
     else:
         if split not in files:
             raise UserError(f"{where}: custom task {name!r} has no file for the evaluation split {split!r}")
-        if kind == "Classification" and "train" not in files:
+        if TASK_TYPES[kind].fits_on_train and "train" not in files:
             raise UserError(
-                f"{where}: Classification task {name!r} has no 'train' file: mteb fits its classifier on a train "
+                f"{where}: {kind} task {name!r} has no 'train' file: mteb fits its classifier on a train "
                 "split; add one under 'files:'"
             )
     return {str(key): folder / value for key, value in files.items()}
@@ -143,17 +128,18 @@ def _files(where: str, name: str, kind: str, files: Any, folder: Path, split: st
 
 def _columns(where: str, name: str, kind: str, given: Any) -> dict[str, dict[str, str | None]]:
     """The defaults of the type with the names ``columns:`` gives (flat for split files, per file for retrieval)."""
-    defaults = RETRIEVAL_ROLES if kind in RETRIEVAL_TYPES else {ROWS: dict(SPLIT_ROLES[kind])}
+    searched = TASK_TYPES[kind].searched
+    defaults = TASK_TYPES[kind].file_roles
     given = given or {}
     if not isinstance(given, dict):
         raise UserError(f"{where}: 'columns:' of custom task {name!r} must map roles to column names")
-    nested = given if kind in RETRIEVAL_TYPES else {ROWS: given}
+    nested = given if searched else {ROWS: given}
     columns: dict[str, dict[str, str | None]] = {}
     for part, roles in defaults.items():
         chosen = nested.get(part) or {}
         unknown = set(chosen) - set(roles) if isinstance(chosen, dict) else None
         if unknown is None or unknown or not all(isinstance(v, str) and v for v in chosen.values()):
-            label = f"columns of {part!r}" if kind in RETRIEVAL_TYPES else "columns"
+            label = f"columns of {part!r}" if searched else "columns"
             raise UserError(
                 f"{where}: {label} of custom task {name!r} must map roles {sorted(roles)} to column names "
                 f"(got {chosen!r})"
@@ -173,9 +159,9 @@ def _text(where: str, name: str, entry: dict, key: str, default: str) -> str:
 
 
 def _settings(where: str, name: str, kind: str, entry: dict) -> dict[str, int | float]:
-    allowed = SETTINGS.get(kind, {})
+    allowed = TASK_TYPES[kind].custom.settings
     settings: dict[str, int | float] = {}
-    for key in set(entry) & {k for s in SETTINGS.values() for k in s}:
+    for key in set(entry) & _ALL_SETTINGS:
         value = entry[key]
         if key not in allowed:
             raise UserError(f"{where}: '{key}:' does not apply to {kind} task {name!r}")

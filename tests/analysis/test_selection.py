@@ -300,3 +300,22 @@ def test_a_selector_says_it_computes_curves_exactly_when_it_reads_a_stored_curve
     stored = {name: any(SIGNALS[s].table == AGREEMENT_FILE for s in sel.signals()) for name, sel in registry().items()}
     assert {name: sel.computes_curves for name, sel in registry().items()} == stored
     assert stored["agreement"] and stored["id_min"] and not stored["prompt_entropy"] and not stored["auto"]
+
+
+def test_by_offers_no_layer_twice_and_the_study_grid_keeps_every_candidate():
+    """``depth=0.5`` is the middle layer and ``depth=1.0`` the last: ``--by`` offers each once (the depths), refuses
+    the baselines' own names in one line naming the depth, and the study grid still scores all of them."""
+    from layer_mteb.analysis.selection import registry
+    from layer_mteb.analysis.selection.selectors import BASELINE_DEPTHS, DEPTHS, selectors
+
+    offered = registry.offered_names()
+    assert len(offered) == len(set(offered)) == 18
+    assert not set(BASELINE_DEPTHS) & set(offered)
+    assert registry.by_name("depth=0.5").depth == registry.by_name("middle_layer").depth == 0.5
+    for baseline, depth in BASELINE_DEPTHS.items():
+        assert depth in offered
+        with pytest.raises(UserError, match=rf"^--by {baseline}: use --by {depth}, the same layer"):
+            registry.check_selector(baseline)
+    grid = [selector.name for selector in selectors()]
+    assert grid[:12] == ["last_layer", "middle_layer", *(f"depth={d:.1f}" for d in DEPTHS)]
+    assert len(grid) == 2 + 10 + 6 * 2 * 4  # the baselines, the depths, each metric on each source and window

@@ -6,19 +6,13 @@ example is one query: the corpus is not a label and is always searched whole (re
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 from datasets import Dataset
-from mteb.abstasks.classification import AbsTaskClassification
-from mteb.abstasks.clustering import AbsTaskClustering
-from mteb.abstasks.clustering_legacy import AbsTaskClusteringLegacy
-from mteb.abstasks.multilabel_classification import AbsTaskMultilabelClassification
-from mteb.abstasks.pair_classification import AbsTaskPairClassification
-from mteb.abstasks.retrieval import AbsTaskRetrieval
-from mteb.abstasks.sts import AbsTaskSTS
 from sklearn.base import clone
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, v_measure_score
@@ -36,9 +30,8 @@ from layer_mteb.tasks.mteb_compat import (
     sts_gold,
     sts_metrics,
 )
+from layer_mteb.tasks.task_types import task_type_of
 
-#: the mteb task types a labelled pick scores (what each example is: a pair, a labelled text, a query and its qrels)
-LABELLED_TYPES = ("STS", "PairClassification", "Classification", "Clustering", "Retrieval", "Reranking")
 #: mteb's k-means batch size for legacy clustering (``ClusteringEvaluator(clustering_batch_size=500)``)
 KMEANS_BATCH = 500
 logger = logging.getLogger(__name__)
@@ -61,36 +54,50 @@ class LabelledExamples:
 
 def labelled_examples(task, subset: str, split: str) -> LabelledExamples:
     """The examples mteb scores for ``task`` on ``subset``/``split`` (legacy clustering's sets pooled into one)."""
-    if isinstance(task, AbsTaskMultilabelClassification):  # a subclass of classification, whose labels are lists
-        raise UserError(
-            f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not multilabel "
-            "classification"
-        )
+    row = task_type_of(task)
+    scorer = LABELLED_SCORERS.get(row.name) if row is not None else None
+    if scorer is None:  # a multilabel task may call itself classification: its row is found by class
+        kind = _in_words(row.name) if row is not None else task.metadata.type
+        raise UserError(f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not {kind}")
     data = task.dataset if subset not in task.dataset and subset == "default" else task.dataset[subset]
-    rows = data[split]
-    if isinstance(task, AbsTaskSTS):
-        first, second = task.column_names
-        gold = [sts_gold(task, x) for x in rows["score"]]  # mteb normalises before correlating
-        return _pairs(task, rows[first], rows[second], gold)
-    if isinstance(task, AbsTaskPairClassification):
-        if len(rows) == 1:  # mteb's v1 layout: all pairs in one row
-            rows = Dataset.from_dict(rows[0])
-        return _pairs(task, rows[task.input1_column_name], rows[task.input2_column_name], rows[task.label_column_name])
-    if isinstance(task, AbsTaskClassification):
-        return _singles(task, rows[task.input_column_name], rows[task.label_column_name])
-    if isinstance(task, AbsTaskRetrieval):  # a query with its qrels is one example; the corpus is searched whole
-        texts, queries, query_ids, search = search_examples(rows)
-        return LabelledExamples(task, texts, queries, query_ids, search)
-    if isinstance(task, AbsTaskClusteringLegacy | AbsTaskClustering):
-        texts, labels = rows[task.input_column_name], rows[task.label_column_name]
-        if texts and isinstance(texts[0], list):  # legacy: one row per cluster set
-            texts = [t for group in texts for t in group]
-            labels = [label for group in labels for label in group]
-        labels = [label[0] if isinstance(label, list) else label for label in labels]  # hierarchical: level 0
-        return _singles(task, texts, labels)
-    raise UserError(
-        f"{task.metadata.name}: labelled selection supports {', '.join(LABELLED_TYPES)}, not {task.metadata.type}"
-    )
+    return scorer.examples(task, data[split])
+
+
+def _in_words(type_name: str) -> str:
+    """``MultilabelClassification`` -> ``multilabel classification`` (an acronym such as ``STS`` kept)."""
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", type_name).split()
+    return " ".join(word if word.isupper() else word.lower() for word in words)
+
+
+def _sts_examples(task, rows) -> LabelledExamples:
+    first, second = task.column_names
+    gold = [sts_gold(task, x) for x in rows["score"]]  # mteb normalises before correlating
+    return _pairs(task, rows[first], rows[second], gold)
+
+
+def _pair_examples(task, rows) -> LabelledExamples:
+    if len(rows) == 1:  # mteb's v1 layout: all pairs in one row
+        rows = Dataset.from_dict(rows[0])
+    return _pairs(task, rows[task.input1_column_name], rows[task.input2_column_name], rows[task.label_column_name])
+
+
+def _classification_examples(task, rows) -> LabelledExamples:
+    return _singles(task, rows[task.input_column_name], rows[task.label_column_name])
+
+
+def _search_examples(task, rows) -> LabelledExamples:
+    """A query with its qrels is one example; the corpus is searched whole."""
+    texts, queries, query_ids, search = search_examples(rows)
+    return LabelledExamples(task, texts, queries, query_ids, search)
+
+
+def _clustering_examples(task, rows) -> LabelledExamples:
+    texts, labels = rows[task.input_column_name], rows[task.label_column_name]
+    if texts and isinstance(texts[0], list):  # legacy: one row per cluster set
+        texts = [t for group in texts for t in group]
+        labels = [label for group in labels for label in group]
+    labels = [label[0] if isinstance(label, list) else label for label in labels]  # hierarchical: level 0
+    return _singles(task, texts, labels)
 
 
 def _pairs(task, first: Sequence[str], second: Sequence[str], gold: Sequence) -> LabelledExamples:
@@ -120,10 +127,7 @@ def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray,
     task = examples.task
     if examples.search is not None:
         return search_score(task, examples.search, layer, examples.items[rows], examples.gold[rows])
-    kind = task.metadata.type
-    scorer = {"STS": _sts, "PairClassification": _pair_classification}.get(kind)
-    if scorer is None:
-        scorer = _clustering if kind == "Clustering" else _classification
+    scorer = LABELLED_SCORERS[task.metadata.type].score
     return scorer(task, task.metadata.main_score, layer[examples.items[rows]], examples.gold[rows], seed)
 
 
@@ -176,16 +180,13 @@ def _classification(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) ->
     return float(CLASSIFICATION_SCORES[main](y, predicted))
 
 
-#: what raises the warnings a task type's scorer may raise (a logistic regression that did not converge, say)
-SCORERS = {"Classification": "mteb's logistic regression", "Clustering": "scikit-learn's k-means"}
-
-
 def report_scorer_warnings(name: str, task_type: str, per_layer: Mapping[int, LayerWarnings]) -> str:
     """Log one line for a task whose labelled scoring raised warnings (counted in the scoring processes, else lost
     there), as a sweep does, and return them in words for the task's row ('' for none)."""
     record = task_warnings(per_layer)
     if record:
-        source = SCORERS.get(task_type, "the labelled scorers")
+        scorer = LABELLED_SCORERS.get(task_type)
+        source = scorer.warns if scorer is not None and scorer.warns else "the labelled scorers"
         logger.warning(
             "%s: %s; the layers were scored with those fits, as mteb scores them", name, counted(record, source)
         )
@@ -282,3 +283,28 @@ def _unit(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms == 0, 1, norms)
+
+
+@dataclass(frozen=True)
+class LabelledScorer:
+    """How a labelled pick reads and scores one task type: ``examples`` (task, the split's rows) -> its labelled
+    examples; ``score`` one layer's main score on some of them (None: a search, :func:`search_score`); ``warns``:
+    what raises the warnings its fits may raise (a logistic regression that did not converge, say)."""
+
+    examples: Callable[[object, object], LabelledExamples]
+    score: Callable[[object, str, np.ndarray, np.ndarray, int], float] | None = None
+    warns: str | None = None
+
+
+_SEARCH = LabelledScorer(_search_examples)
+#: the mteb task types a labelled pick scores, by name (what each example is: a pair, a labelled text, a query and its
+#: qrels); each is a row of ``TASK_TYPES`` marked ``labelled`` (``tests/tasks/test_task_type_table.py``)
+LABELLED_SCORERS: dict[str, LabelledScorer] = {
+    "STS": LabelledScorer(_sts_examples, _sts),
+    "PairClassification": LabelledScorer(_pair_examples, _pair_classification),
+    "Classification": LabelledScorer(_classification_examples, _classification, "mteb's logistic regression"),
+    "Clustering": LabelledScorer(_clustering_examples, _clustering, "scikit-learn's k-means"),
+    "Retrieval": _SEARCH,
+    "Reranking": _SEARCH,
+}
+LABELLED_TYPES = tuple(LABELLED_SCORERS)

@@ -29,6 +29,7 @@ from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors, pooling_of
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.agreement import ID_METRIC
+from layer_mteb.tasks.task_types import TASK_TYPES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,12 +88,9 @@ def _is_pipeline_folder(model: str) -> bool:
         return False
 
 
-#: Task types the study has no scores of, and the studied type whose rule each takes: the type mteb scores with the
-#: same evaluator and score. Reranking and Retrieval both go through mteb's retrieval evaluator (queries ranked
-#: against documents by cosine similarity; Reranking over given candidates); Summarization is, like STS, the Spearman
-#: correlation of cosine similarities with human judgements. An analogy of the measurement, not evidence about layers:
-#: ``describe`` says so, and a policy trained on scores of these types uses its own rule for them.
-TYPE_ANALOGUES = {"Retrieval": "Reranking", "Summarization": "STS"}
+#: Task types the study has no scores of, and the studied type whose rule each takes: each row's ``analogue`` in
+#: ``TASK_TYPES`` (the type mteb scores with the same evaluator and score; the table says why each).
+TYPE_ANALOGUES = {name: row.analogue for name, row in TASK_TYPES.items() if row.analogue is not None}
 
 
 def with_analogues(by_type: dict[str, str]) -> dict[str, str]:

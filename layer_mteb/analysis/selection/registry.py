@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 from layer_mteb.analysis.selection.agreement import curve_selectors
 from layer_mteb.analysis.selection.auto import AUTO_SELECTOR
-from layer_mteb.analysis.selection.selectors import Selector, metric_selectors
+from layer_mteb.analysis.selection.selectors import BASELINE_DEPTHS, Selector, metric_selectors
 from layer_mteb.common.errors import UserError
 
 
@@ -41,6 +41,10 @@ def by_help() -> str:
 
 def unknown_selector_message(name: str) -> str:
     """One line: why ``name`` is refused, the nearest offered names, then the forms ``--by`` takes."""
+    if name in BASELINE_DEPTHS:  # reported beside every pick; offered once, as the depth that picks it
+        return (
+            f"--by {name}: use --by {BASELINE_DEPTHS[name]}, the same layer (select reports {name} beside every pick)"
+        )
     known = registry().get(name)
     if known is not None:  # a studied selector, applied from Python only
         return (

@@ -11,7 +11,7 @@ loads no pandas, so the command line checks a ``--by`` name before anything heav
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
@@ -35,6 +35,15 @@ DEPTHS = tuple(round(tenths / 10, 1) for tenths in range(1, 11))
 SOURCES = ("own", "wikitext")
 #: What ``select`` always reports beside the selector it is asked for.
 BASELINES = ("last_layer", "middle_layer", "oracle")
+#: What ``--by`` offers of the metric selectors, decided apart from the study grid (which scores every candidate):
+#: the fixed depths and the authors' six metrics alone, each applied on every source the run measured it on. The
+#: last and middle layer are not offered again: ``select`` reports them beside every pick, and ``--by`` takes them
+#: as the depths that pick the same layer (:data:`BASELINE_DEPTHS`).
+OFFERED_METRICS = ("prompt_entropy", "dataset_entropy", "curvature", "infonce", "lidar", "dime")
+OFFERED = frozenset([*(f"depth={d:.1f}" for d in DEPTHS), *OFFERED_METRICS])
+#: The baselines ``--by`` offers under a depth's name: the same layer (``depth=1.0`` is the last wherever the run
+#: scored it)
+BASELINE_DEPTHS = {"last_layer": "depth=1.0", "middle_layer": "depth=0.5"}
 
 
 #: Curves a selector has computed first where it can: who asks, for which model, why, and what it does instead.
@@ -165,14 +174,17 @@ def metric_selector(metric: str, source: str | None = None, start: float = 0.0) 
     source, the bare metric, which ``select`` applies on every source the run measured it on (``--by`` offers the
     authors' six; the rest are the studies', applied from Python)."""
     name = metric if source is None else f"{metric}@{source}{f':from={start:.2f}' if start else ''}"
-    offered = source is None and metric in STUDY_METRICS  # the rest are studied (studies/), not offered
-    return Selector(name, extremum, metric, source, start, form="a metric", offered=offered)
+    return Selector(name, extremum, metric, source, start, form="a metric", offered=name in OFFERED)
 
 
 def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
     """Every study candidate: last and middle layer, fixed depths, each metric on each source and depth window."""
-    found = [Selector("last_layer", _last), Selector("middle_layer", _at_depth, depth=0.5)]
-    found += [Selector(f"depth={d:.1f}", _at_depth, depth=d, form="depth=0.1…1.0") for d in DEPTHS]
+    found = [
+        Selector("last_layer", _last, offered=False),
+        Selector("middle_layer", _at_depth, depth=0.5, offered=False),
+    ]
+    depths = [Selector(f"depth={d:.1f}", _at_depth, depth=d, form="depth=0.1…1.0") for d in DEPTHS]
+    found += [replace(selector, offered=selector.name in OFFERED) for selector in depths]
     found += [metric_selector(m, s, start) for m in STUDY_METRICS for s in sources for start in WINDOWS]
     return found
 
