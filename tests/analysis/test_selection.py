@@ -303,8 +303,8 @@ def test_a_selector_says_it_computes_curves_exactly_when_it_reads_a_stored_curve
 
 
 def test_by_offers_no_layer_twice_and_the_study_grid_keeps_every_candidate():
-    """``depth=0.5`` is the middle layer and ``depth=1.0`` the last: ``--by`` offers each once (the depths), refuses
-    the baselines' own names in one line naming the depth, and the study grid still scores all of them."""
+    """``depth=0.5`` is the middle layer and ``depth=1.0`` the last: ``--by`` offers each once (the depths), takes
+    the baselines' own names as second spellings of those depths, and the study grid still scores all of them."""
     from layer_mteb.analysis.selection import registry
     from layer_mteb.analysis.selection.selectors import BASELINE_DEPTHS, DEPTHS, selectors
 
@@ -314,8 +314,7 @@ def test_by_offers_no_layer_twice_and_the_study_grid_keeps_every_candidate():
     assert registry.by_name("depth=0.5").depth == registry.by_name("middle_layer").depth == 0.5
     for baseline, depth in BASELINE_DEPTHS.items():
         assert depth in offered
-        with pytest.raises(UserError, match=rf"^--by {baseline}: use --by {depth}, the same layer"):
-            registry.check_selector(baseline)
+        assert registry.check_selector(baseline) is registry.check_selector(depth)
     grid = [selector.name for selector in selectors()]
     assert grid[:12] == ["last_layer", "middle_layer", *(f"depth={d:.1f}" for d in DEPTHS)]
     assert len(grid) == 2 + 10 + 6 * 2 * 4  # the baselines, the depths, each metric on each source and window

@@ -41,10 +41,6 @@ def by_help() -> str:
 
 def unknown_selector_message(name: str) -> str:
     """One line: why ``name`` is refused, the nearest offered names, then the forms ``--by`` takes."""
-    if name in BASELINE_DEPTHS:  # reported beside every pick; offered once, as the depth that picks it
-        return (
-            f"--by {name}: use --by {BASELINE_DEPTHS[name]}, the same layer (select reports {name} beside every pick)"
-        )
     known = registry().get(name)
     if known is not None:  # a studied selector, applied from Python only
         return (
@@ -56,7 +52,10 @@ def unknown_selector_message(name: str) -> str:
     return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
 
 
-def check_selector(name: str) -> Selector:  # the offered selector ``--by`` names, else one UserError line
+def check_selector(name: str) -> Selector:
+    """The offered selector ``--by`` names, else one UserError line. ``last_layer`` and ``middle_layer`` are second
+    spellings of the depths that pick the same layers (``depth=1.0``, ``depth=0.5``): accepted, offered once."""
+    name = BASELINE_DEPTHS.get(name, name)
     if name not in offered_names():
         raise UserError(unknown_selector_message(name))
     return registry()[name]
