@@ -138,11 +138,13 @@ class OwnSettings:
     source: str
 
     def describe(self, config: EncodeConfig) -> str:
-        """Which protocol ``config`` follows: the model's pipeline, the paper's, or neither (``given``)."""
-        applied = {name: getattr(config, name) for name in PAPER_SETTINGS}
-        if self.settings and applied == {**PAPER_SETTINGS, **self.settings}:
+        """Which protocol ``config`` follows: the model's pipeline, the paper's, or neither (``given``). The dtype
+        counts only where the model's registry entry sets one: a GPU run's ``--dtype bfloat16`` is no other protocol."""
+        paper = {k: v for k, v in PAPER_SETTINGS.items() if k != "dtype" or "dtype" in self.settings}
+        applied = {name: getattr(config, name) for name in paper}
+        if self.settings and applied == {**paper, **self.settings}:
             return self.source
-        return "paper" if applied == PAPER_SETTINGS else "given"
+        return "paper" if applied == paper else "given"
 
 
 def check_instructions(instructions: str | None, prompts: str | None, protocol: str) -> str | None:

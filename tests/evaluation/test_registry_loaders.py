@@ -312,3 +312,15 @@ def test_the_last_layer_with_no_flags_is_mtebs_loader_of_the_same_folder(
         assert next(model.parameters()).dtype == torch.float16
         again = mteb.evaluate(model, load_tasks("STS17", demo_data_dir), cache=None, show_progress_bar=False)
     assert again.task_results[0].get_score() == pytest.approx(theirs["STS17"], abs=1e-6)
+
+
+def test_a_dtype_given_is_the_users_and_counts_against_the_protocol_only_where_the_entry_sets_one(e5_mistral_folder):
+    from layer_mteb.common.instructions import NONE
+    from layer_mteb.evaluation.request import RunRequest
+
+    own = own_settings([str(e5_mistral_folder)], None, "model")
+    assert own.describe(EncodeConfig(**own.settings)) == own.source
+    assert own.describe(EncodeConfig(**{**own.settings, "dtype": "float32"})) == "given"
+    plain = own_settings([str(e5_mistral_folder)], None, "model", NONE)  # the pipeline alone: no dtype of its own
+    assert plain.describe(EncodeConfig(**plain.settings, dtype="bfloat16")) == plain.source
+    assert RunRequest(str(e5_mistral_folder), "STS12").config.dtype == "float16"
