@@ -124,7 +124,13 @@ def execute(settings: Settings) -> None:
     from layer_mteb.model.loading import load_model
     from layer_mteb.model.st_export import export_layer
 
-    model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=settings.trust_remote_code)
+    model = load_model(
+        plan.model,
+        plan.config,
+        revision=plan.revision,
+        trust_remote_code=settings.trust_remote_code,
+        tokenizer=plan.tokenizer,
+    )
     if plan.scored_revision is not None and model.revision != plan.scored_revision:
         raise UserError(
             f"{plan.model} is at revision {model.revision}, but {settings.run} scored revision "
@@ -152,6 +158,7 @@ class _Plan:
     run: RunRecord | None = None
     scored_revision: str | None = None
     prompts: Prompts | None = None  # the prompts the run scored with (a model alone: its own)
+    tokenizer: dict[str, object] | None = None  # the arguments the run's tokenizer was made with (mteb's loader's)
 
 
 def _plan(settings: Settings) -> _Plan:
@@ -173,7 +180,27 @@ def _plan(settings: Settings) -> _Plan:
     record = RunRecord(str(settings.run), settings.by, summary, layer_scores(scores, layer))
     model = settings.model or packaged_name(name, revision) or name
     pinned = None if settings.model else revision
-    return _Plan(model, pinned, config, layer, record, scored_revision=revision, prompts=run_prompts(folder.log()))
+    log = folder.log()
+    return _Plan(
+        model,
+        pinned,
+        config,
+        layer,
+        record,
+        scored_revision=revision,
+        prompts=run_prompts(log),
+        tokenizer=run_tokenizer(log),
+    )
+
+
+def run_tokenizer(entries: list[dict]) -> dict[str, object] | None:
+    """The arguments a run's tokenizer was made with (``run.json``'s instructions: those of mteb's loader, e5-mistral's
+    ``add_eos_token``), so the exported folder's tokenizer makes the token ids the run scored; None: the model's own."""
+    for entry in entries:
+        recorded = entry.get("instructions")
+        if isinstance(recorded, dict) and recorded.get("tokenizer_arguments"):
+            return dict(recorded["tokenizer_arguments"])
+    return None
 
 
 def run_prompts(entries: list[dict]) -> Prompts | None:

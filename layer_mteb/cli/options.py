@@ -51,6 +51,8 @@ RUN_SETTINGS = tuple(name for name in SETTINGS_COLUMNS if name != "readout")
 OWN_DEFAULT = (
     "default: with `run`, the model's own sentence-transformers pipeline where it has one (--protocol model), else %s"
 )
+#: and an unset dtype
+OWN_DTYPE = "default: with `run`, the dtype the model's mteb registry entry loads it in (--protocol model), else %s"
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:
@@ -88,7 +90,11 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
     add_setting_options(
         parser,
         ENCODE_DEFAULTS,
-        lambda s: OWN_DEFAULT % said(s.default) if s.name in PIPELINE_SETTINGS else f"default: {said(s.default)}",
+        lambda s: (
+            (OWN_DTYPE if s.name == "dtype" else OWN_DEFAULT) % said(s.default)
+            if s.name in PIPELINE_SETTINGS
+            else f"default: {said(s.default)}"
+        ),
     )
     parser.add_argument("--batch-size", type=int, help=f"texts per forward pass ({BATCH_DEFAULTS})")
     parser.add_argument(

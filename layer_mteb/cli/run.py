@@ -100,11 +100,11 @@ def check(args: argparse.Namespace) -> RunRequest:
     output = output_folder(args.output, None, args.models[0])
     for model in args.models:
         model_kind(model)  # a mistyped model is one line before any file is read
-    check_instructions(args.instructions, args.prompts, args.protocol)
+    instructions = check_instructions(args.instructions, args.prompts, args.protocol)
     if args.protocol == "model":  # a hub model's pipeline files may be fetched: only once the hub is known reachable
         probe_hub_if(any(model_kind(model) == "hub" for model in args.models))
     revision = args.revision.split(",")[0] if args.revision else None
-    own = own_settings(args.models, revision, args.protocol)
+    own = own_settings(args.models, revision, args.protocol, instructions)
     config = encode_config(args, args.models, own.settings)
     return settings_of(RunRequest, args, config=config, output=output)
 

@@ -31,8 +31,9 @@ DTYPES: tuple[str, ...] = get_args(DType)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
 #: the device "cuda where there is one", decided by :meth:`EncodeConfig.placed` once torch may load
 AUTO = "auto"
-#: the settings a sentence-transformers model's own pipeline decides (``run --protocol model``) and the paper fixes
-PIPELINE_SETTINGS = ("pooling", "max_length", "normalize")
+#: the settings a model's own protocol decides (``run --protocol model``: its sentence-transformers pipeline, the dtype
+#: its mteb registry entry loads it in) and the paper fixes
+PIPELINE_SETTINGS = ("pooling", "max_length", "normalize", "dtype")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,12 @@ text as sentence-transformers puts a ``prompt``.
 mteb's own methods pick every instruction, on a wrapper holding the loader's arguments and no model, so each layer
 reads exactly the text ``mteb.evaluate`` gives the model. A loader function that keeps the arguments inside
 (Qwen3-Embedding's) is called with the wrapper stood in by a recorder that stops before any weights load.
+
+The loader also says how the model reads those texts: the arguments it hands the tokenizer (e5-mistral's and
+gte-Qwen2's ``add_eos_token``, so last-token pooling reads the appended end-of-sequence token; ``tokenizer_kwargs``;
+``padding_side``) and the dtype it loads the weights in (``model_kwargs``). Every layer's input is made with both, as
+mteb's wrapper makes the last layer's; what the layers cannot reproduce (prompt tokens left out of the pooling, a
+truncated embedding, other model or config arguments) is refused in one line.
 """
 
 from __future__ import annotations
@@ -16,16 +22,27 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
-from layer_mteb.common.errors import UserError
+from layer_mteb.common.config import DTYPES
+from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import text_hash
 
 logger = logging.getLogger(__name__)
 
 NONE = "none"
-#: the loader arguments that change the texts or the length; the others (dtype, device, trust_remote_code) do not
+#: the loader arguments that change the texts or the length
 _TEXT_ARGUMENTS = ("instruction_template", "apply_instruction_to_passages", "prompts_dict", "prompt_priority")
-#: loader arguments that change what the tokenizer or the pooling does, which the layers do not reproduce
-_UNSUPPORTED = ("add_eos_token", "tokenizer_kwargs", "include_prompt", "embed_dim", "config_kwargs")
+#: the loader arguments that change how the tokenizer reads the texts (mteb's wrapper hands them to the tokenizer)
+_TOKENIZER_ARGUMENTS = ("add_eos_token", "tokenizer_kwargs", "padding_side")
+#: the loader arguments that change neither the texts nor the vectors, or that the run has its own option for
+_NEUTRAL_ARGUMENTS = ("max_seq_length", "device", "revision", "trust_remote_code", "model_kwargs", "config_kwargs")
+#: ``model_kwargs`` entries: the dtype (applied), and what does not change a vector (remote code is the run's option;
+#: sdpa is transformers' own default attention)
+_DTYPE_KEYS = ("dtype", "torch_dtype")
+_NEUTRAL_MODEL_ARGUMENTS = {"trust_remote_code": None, "attn_implementation": "sdpa"}
+#: ``config_kwargs`` entries that do not change a vector (no KV cache: the forward pass never keeps one)
+_NEUTRAL_CONFIG_ARGUMENTS = {"use_cache": False}
+#: the dtype a loader names for the checkpoint's own
+AUTO_DTYPE = "auto"
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,18 @@ class Instructions:
         length = self.arguments.get("max_seq_length")
         return int(length) if length else None
 
+    @property
+    def tokenizer_arguments(self) -> dict[str, Any]:
+        """What mteb's wrapper hands the tokenizer (``AutoTokenizer.from_pretrained``) besides the length:
+        ``tokenizer_kwargs`` with ``add_eos_token`` and ``padding_side`` laid over them, as the wrapper does."""
+        return tokenizer_arguments(self.arguments)
+
+    @property
+    def dtype(self) -> str | None:
+        """The dtype the loader loads the weights in (``float16``, ``bfloat16``, ``float32``, ``auto``: the
+        checkpoint's), or None (it sets none: sentence-transformers' float32)."""
+        return loader_dtype(self.arguments)
+
     def text_for(self, task_metadata: Any, prompt_type: Any) -> str:
         """What goes before each text of ``task_metadata`` encoded as ``prompt_type``, as mteb's wrapper computes it."""
         from mteb.types import PromptType
@@ -85,7 +114,9 @@ class Instructions:
         source = template if template is None or isinstance(template, str) else _source(template)
         prompts = sorted((self.arguments.get("prompts_dict") or {}).items())
         priority = [str(s) for s in self.arguments.get("prompt_priority") or ()]
-        return text_hash(self.model, source, self.to_passages, prompts, priority, self.default_prompt)
+        # the tokenizer's arguments change the token ids: hashed where there are any (older digests stay as they were)
+        tokenizer = sorted((k, repr(v)) for k, v in self.tokenizer_arguments.items())
+        return text_hash(self.model, source, self.to_passages, prompts, priority, self.default_prompt, *tokenizer)
 
     def record(self, task_metadata: Any = None) -> dict[str, object]:
         """The instructions as ``run.json`` states them; with ``task_metadata``, the text each prompt type gets."""
@@ -102,6 +133,8 @@ class Instructions:
             "apply_instruction_to_passages": self.to_passages,
             "prompts_dict": dict(self.arguments.get("prompts_dict") or {}),
             "default_prompt": self.default_prompt,
+            "tokenizer_arguments": self.tokenizer_arguments,
+            "dtype": self.dtype,
             "digest": self.digest(),
             **texts,
         }
@@ -126,35 +159,77 @@ def _record(*args: Any, **kwargs: Any) -> Any:
     raise _Recorded(kwargs)
 
 
-def loader_arguments(meta: Any) -> dict[str, Any] | None:
-    """The arguments mteb's registry entry ``meta`` gives ``InstructSentenceTransformerModel``, or None (another
-    loader)."""
+def loader_arguments(meta: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(The arguments mteb's registry entry ``meta`` gives ``InstructSentenceTransformerModel``, or None for another
+    loader; why they could not be read, or None): a loader function that fails before it calls the wrapper (it loads
+    a tokenizer or asks the hub first) is said, never taken for a model without instructions."""
     from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
 
     loader = meta.loader
     kwargs = dict(meta.loader_kwargs or {})
     if loader is InstructSentenceTransformerModel:
-        return kwargs
+        return kwargs, None
     code = getattr(loader, "__code__", None)
     if code is None or "InstructSentenceTransformerModel" not in code.co_names:
-        return None
+        return None, None
     scope = loader.__globals__
     if scope.get("InstructSentenceTransformerModel") is not InstructSentenceTransformerModel:
-        return None
+        return None, None
     scope["InstructSentenceTransformerModel"] = _record
     try:
         loader(meta.name, revision=meta.revision, **kwargs)
     except _Recorded as recorded:
-        return recorded.arguments
-    except Exception:  # a loader that does more before calling the wrapper: not one read here
-        return None
+        return recorded.arguments, None
+    except Exception as error:  # anything the loader does before calling the wrapper
+        name = getattr(loader, "__qualname__", repr(loader))
+        return None, f"mteb's loader {name} failed before it reached its instruction wrapper ({first_line(error)})"
     finally:
         scope["InstructSentenceTransformerModel"] = InstructSentenceTransformerModel
-    return None
+    return None, f"mteb's loader {getattr(loader, '__qualname__', repr(loader))} never called its instruction wrapper"
 
 
-def _changes_inputs(argument: str, value: Any) -> bool:
-    return value is False if argument == "include_prompt" else bool(value)
+def tokenizer_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """What mteb's ``InstructSentenceTransformerModel`` hands the tokenizer for loader ``arguments`` (its
+    ``tokenizer_kwargs``, then ``add_eos_token`` and ``padding_side`` where set), the length left out: the run's
+    ``max_length`` truncates as the wrapper's ``model_max_length`` does."""
+    given = dict(arguments.get("tokenizer_kwargs") or {})
+    if arguments.get("add_eos_token"):
+        given["add_eos_token"] = True
+    if arguments.get("padding_side") is not None:
+        given["padding_side"] = arguments["padding_side"]
+    given.pop("model_max_length", None)
+    return given
+
+
+def loader_dtype(arguments: dict[str, Any]) -> str | None:
+    """The dtype in the loader's ``model_kwargs`` (``dtype`` or the older ``torch_dtype``) as a name, or None."""
+    model_arguments = arguments.get("model_kwargs") or {}
+    value = next((model_arguments[k] for k in _DTYPE_KEYS if model_arguments.get(k) is not None), None)
+    if value is None:
+        return None
+    name = str(getattr(value, "value", value)).removeprefix("torch.")
+    return name
+
+
+def _not_reproduced(arguments: dict[str, Any]) -> list[str]:
+    """The loader's arguments that change the vectors in a way the layers cannot reproduce, as ``name=value``."""
+    found = []
+    if arguments.get("include_prompt") is False:
+        found.append("include_prompt=False")
+    if arguments.get("embed_dim"):
+        found.append(f"embed_dim={arguments['embed_dim']}")
+    for group, neutral in (("model_kwargs", _NEUTRAL_MODEL_ARGUMENTS), ("config_kwargs", _NEUTRAL_CONFIG_ARGUMENTS)):
+        for key, value in (arguments.get(group) or {}).items():
+            if key in _DTYPE_KEYS and group == "model_kwargs":
+                continue
+            if key not in neutral or (neutral[key] is not None and value != neutral[key]):
+                found.append(f"{group}[{key!r}]={value!r}")
+    dtype = loader_dtype(arguments)
+    if dtype is not None and dtype not in (*DTYPES, AUTO_DTYPE):
+        found.append(f"dtype={dtype}")
+    known = (*_TEXT_ARGUMENTS, *_TOKENIZER_ARGUMENTS, *_NEUTRAL_ARGUMENTS, "include_prompt", "embed_dim")
+    found += [f"{key}={arguments[key]!r}" for key in arguments if key not in known]
+    return found
 
 
 @lru_cache(maxsize=1)
@@ -194,7 +269,23 @@ def choose_instructions(asked: str | None, model_name: str, default_prompt: str 
         if asked is None:
             return None
         raise UserError(f"--instructions {asked!r} is no model in mteb's registry (`mteb.get_model_meta`)") from None
-    arguments = loader_arguments(meta)
+    return instructions_of(meta, asked, default_prompt)
+
+
+def instructions_of(meta: Any, asked: str | None, default_prompt: str = "") -> Instructions | None:
+    """The instructions of registry entry ``meta`` (``asked``: named by ``--instructions``, so it must have them), or
+    None; a loader not read is one warning line, what the layers cannot reproduce one :class:`UserError`."""
+    arguments, unread = loader_arguments(meta)
+    if unread is not None:
+        if asked is not None:
+            raise UserError(f"--instructions {asked!r}: {unread}; give --instructions none, or --prompts FILE")
+        logger.warning(
+            "%s: %s, so its instructions, template, tokenizer arguments and dtype are not applied: this run's inputs "
+            "may differ from mteb's (--instructions none says so without this line)",
+            meta.name,
+            unread,
+        )
+        return None
     if arguments is None:
         if asked is not None:
             loader = getattr(meta.loader, "__name__", repr(meta.loader))
@@ -203,12 +294,14 @@ def choose_instructions(asked: str | None, model_name: str, default_prompt: str 
                 "(InstructSentenceTransformerModel); give --instructions none, or --prompts FILE"
             )
         return None
-    unsupported = [a for a in _UNSUPPORTED if a in arguments and _changes_inputs(a, arguments[a])]
-    if unsupported:
-        logger.warning(
-            "%s: mteb's loader also sets %s, which this run does not apply: its inputs may differ from mteb's by that",
-            name,
-            ", ".join(unsupported),
+    refused = _not_reproduced(arguments)
+    if refused:
+        raise UserError(
+            f"{meta.name}: mteb's loader sets {', '.join(refused)}, which the layers cannot reproduce: give "
+            "--instructions none (or --protocol paper) to score the model without its registry entry"
         )
-    kept = {k: v for k, v in arguments.items() if k in (*_TEXT_ARGUMENTS, "max_seq_length")}
+    kept = {k: v for k, v in arguments.items() if k in (*_TEXT_ARGUMENTS, *_TOKENIZER_ARGUMENTS, "max_seq_length")}
+    dtype = loader_dtype(arguments)
+    if dtype is not None:
+        kept["model_kwargs"] = {"dtype": dtype}
     return Instructions(meta.name, kept, default_prompt)

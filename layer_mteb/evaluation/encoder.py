@@ -13,6 +13,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.instructions import NONE as NO_INSTRUCTIONS
 from layer_mteb.common.instructions import Instructions
 from layer_mteb.common.prompts import Prompts
 from layer_mteb.common.settings import RunSettings
@@ -79,9 +80,10 @@ class LayerEncoder(AbsEncoder):
         trust_remote_code: bool = False,
     ) -> LayerEncoder:
         """``layer`` of ``model`` (loaded, or a name) over a cache of its own; ``config`` defaults to the model's own
-        sentence-transformers pipeline, as in :func:`~layer_mteb.evaluation.sweep.sweep`."""
+        sentence-transformers pipeline, as in :func:`~layer_mteb.evaluation.sweep.sweep` (no instructions, so neither
+        their registry entry's tokenizer arguments nor its dtype)."""
         if config is None:
-            config = EncodeConfig(**own_settings([model], revision, "model").settings)
+            config = EncodeConfig(**own_settings([model], revision, "model", NO_INSTRUCTIONS).settings)
         if not isinstance(model, LoadedModel):
             model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
         settings = resolve_settings(model, config)

@@ -13,6 +13,7 @@ from typing import Any
 
 from layer_mteb.common.config import AUTO, PIPELINE_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.instructions import AUTO_DTYPE, choose_instructions
 from layer_mteb.common.instructions import NONE as NO_INSTRUCTIONS
 from layer_mteb.common.prompts import NONE as NO_PROMPTS
 from layer_mteb.common.prompts import read_prompts_file
@@ -20,7 +21,7 @@ from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.model.names import may_need_hub, model_kind, recorded_name
-from layer_mteb.model.pipeline import PROTOCOLS, Pipeline, model_pipeline, read_pipeline
+from layer_mteb.model.pipeline import PROTOCOLS, Pipeline, checkpoint_dtype, model_pipeline, read_pipeline
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
 
@@ -104,7 +105,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
     split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
     revisions = tuple(revisions or [None])
     instructions = check_instructions(request.instructions, request.prompts, request.protocol)
-    own = own_settings(models, revisions[0], request.protocol)
+    own = own_settings(models, revisions[0], request.protocol, instructions)
     config = request.config or EncodeConfig(device=AUTO, **own.settings)
     return {
         "models": models,
@@ -137,11 +138,13 @@ class OwnSettings:
     source: str
 
     def describe(self, config: EncodeConfig) -> str:
-        """Which protocol ``config`` follows: the model's pipeline, the paper's, or neither (``given``)."""
-        applied = {name: getattr(config, name) for name in PAPER_SETTINGS}
-        if self.settings and applied == {**PAPER_SETTINGS, **self.settings}:
+        """Which protocol ``config`` follows: the model's pipeline, the paper's, or neither (``given``). The dtype
+        counts only where the model's registry entry sets one: a GPU run's ``--dtype bfloat16`` is no other protocol."""
+        paper = {k: v for k, v in PAPER_SETTINGS.items() if k != "dtype" or "dtype" in self.settings}
+        applied = {name: getattr(config, name) for name in paper}
+        if self.settings and applied == {**paper, **self.settings}:
             return self.source
-        return "paper" if applied == PAPER_SETTINGS else "given"
+        return "paper" if applied == paper else "given"
 
 
 def check_instructions(instructions: str | None, prompts: str | None, protocol: str) -> str | None:
@@ -158,28 +161,55 @@ def check_instructions(instructions: str | None, prompts: str | None, protocol: 
     return instructions
 
 
-def own_settings(models: Sequence[Any], revision: str | None, protocol: str) -> OwnSettings:
+def own_settings(
+    models: Sequence[Any], revision: str | None, protocol: str, instructions: str | None = None
+) -> OwnSettings:
     """The settings ``protocol`` gives ``models``: under ``model`` their sentence-transformers pipeline, read from
-    their files (one for all, else one line says to choose); under ``paper`` (or without a pipeline) none."""
+    their files, and the dtype of the mteb registry entry whose instructions they get (``instructions`` as
+    :func:`check_instructions` leaves it), one for all, else one line says to choose; under ``paper`` (or with
+    neither) none."""
     if protocol == "paper":
         return OwnSettings({}, "paper")
     found: dict[str, tuple[dict[str, Any], str]] = {}
     for model in models:
         pipeline = model_pipeline(model, revision) if isinstance(model, str) else loaded_pipeline(model)
-        if pipeline is None:
+        registry = registry_dtype(model, instructions, pipeline)
+        if pipeline is None and registry is None:
             continue
-        settings = pipeline.settings()
-        found[str(getattr(model, "name", model))] = (settings, f"sentence-transformers pipeline of {pipeline.folder}")
+        settings = {**(pipeline.settings() if pipeline is not None else {}), **(registry[0] if registry else {})}
+        sources = [f"sentence-transformers pipeline of {pipeline.folder}"] if pipeline is not None else []
+        found[str(getattr(model, "name", model))] = (settings, ", ".join(sources + ([registry[1]] if registry else [])))
     kinds = {tuple(sorted(settings.items())) for settings, _ in found.values()}
     if len(kinds) > 1 or (found and len(found) < len(models)):
         raise UserError(
-            f"the models' own pipelines differ ({', '.join(found)} have their own pooling/normalize/length): a run "
-            "folder holds one setting; give --protocol paper, or --pooling, --max-length and --normalize"
+            f"the models' own pipelines differ ({', '.join(found)} have their own pooling/normalize/length/dtype): a "
+            "run folder holds one setting; give --protocol paper, or --pooling, --max-length, --normalize and --dtype"
         )
     if not found:
         return OwnSettings({}, "paper")
     settings, source = next(iter(found.values()))
     return OwnSettings(settings, "model: " + source)
+
+
+def registry_dtype(
+    model: Any, instructions: str | None, pipeline: Pipeline | None
+) -> tuple[dict[str, str], str] | None:
+    """({"dtype": ...}, its source) where the mteb registry entry whose instructions ``model`` gets loads it in a
+    dtype of its own (e5-mistral-7b-instruct: float16), as mteb's wrapper does; else None. A packaged model is no
+    instruction embedder (``tests/evaluation/test_instructions.py`` checks it), so its runs never import mteb here;
+    a model passed loaded keeps the dtype it was loaded in."""
+    if not isinstance(model, str) or (instructions or "").strip().lower() == NO_INSTRUCTIONS:
+        return None
+    if instructions is None and model_kind(model) == "packaged":
+        return None
+    entry = choose_instructions(instructions, recorded_name(model)[0])
+    if entry is None or entry.dtype is None:
+        return None
+    dtype = entry.dtype
+    if dtype == AUTO_DTYPE:  # the checkpoint's own, as transformers reads it from config.json
+        folder = Path(pipeline.folder) if pipeline is not None else Path(model).expanduser()
+        dtype = checkpoint_dtype(folder)
+    return {"dtype": dtype}, f"dtype {dtype} of mteb's registry entry {entry.model}"
 
 
 def loaded_pipeline(model: Any) -> Pipeline | None:

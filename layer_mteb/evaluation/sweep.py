@@ -37,6 +37,7 @@ from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
+from layer_mteb.model.names import recorded_name
 from layer_mteb.tasks.custom import declared_in
 from layer_mteb.tasks.state import TaskRandomState, data_parts, hold_label_lists, load_data_once
 from layer_mteb.vectors.memory import resolve_memory_limit
@@ -69,13 +70,15 @@ def run_request(request: RunRequest) -> pd.DataFrame:
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
         planned_for = None
         for model_ref, model_revision, (task, data, fingerprint) in units:
-            loaded, layer_ids = in_memory.get(model_ref, model_revision)
+            # the registry entry's instructions are known by the model's name, before it loads with their tokenizer
+            instructions = choose_instructions(request.instructions, _name_of(model_ref))
+            loaded, layer_ids = in_memory.get(model_ref, model_revision, instructions)
             if planned_for != (model_ref, model_revision):  # said once per model (units come model by model)
                 planned_for = (model_ref, model_revision)
                 tasks = [t for m, r, (t, _, _) in units if (m, r) == planned_for]
                 _state_plan(loaded, tasks, config, request.vector_cache)
             # every choice the request leaves open is made here, once, and only read from now on
-            first = _texts_first(loaded, request)
+            first = _texts_first(loaded, request, instructions)
             settings = resolve_settings(
                 loaded,
                 _instruction_length(config, first.get("instructions"), request.settings_from),
@@ -99,13 +102,19 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     return tidy_scores(record.rows)
 
 
-def _texts_first(loaded: LoadedModel, request: RunRequest) -> dict[str, Any]:
-    """What goes before a model's texts: mteb's instructions for it (replacing its prompts, as in mteb), else its
-    prompts."""
+def _name_of(model: LoadedModel | str) -> str:
+    """The name a results table records for ``model`` (what its registry entry is found by), before it loads."""
+    return model.name if isinstance(model, LoadedModel) else recorded_name(model)[0]
+
+
+def _texts_first(loaded: LoadedModel, request: RunRequest, instructions: Instructions | None) -> dict[str, Any]:
+    """What goes before a model's texts: mteb's ``instructions`` for it (replacing its prompts, as in mteb; the
+    folder's default prompt before a text that gets none), else its prompts."""
     prompts = choose_prompts(request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name)
     default = prompts.mapping.get(prompts.default_name, "") if prompts and prompts.default_name else ""
-    instructions = choose_instructions(request.instructions, loaded.name, default)
-    return {"instructions": instructions} if instructions is not None else {"prompts": prompts}
+    if instructions is not None:
+        return {"instructions": replace(instructions, default_prompt=default)}
+    return {"prompts": prompts}
 
 
 def _instruction_length(config: EncodeConfig, instructions: Instructions | None, settings_from: str) -> EncodeConfig:
@@ -132,13 +141,24 @@ class _ModelInMemory:
     trust_remote_code: bool
     _current: tuple[object, object, LoadedModel, list[int]] | None = None
 
-    def get(self, ref: LoadedModel | str, revision: str | None) -> tuple[LoadedModel, list[int]]:
-        """The loaded model and the layers to score of it."""
+    def get(
+        self, ref: LoadedModel | str, revision: str | None, instructions: Instructions | None = None
+    ) -> tuple[LoadedModel, list[int]]:
+        """The loaded model (its tokenizer made with the arguments of mteb's ``instructions``) and the layers to
+        score of it."""
         if self._current is None or self._current[:2] != (ref, revision):
             self._release()
             loaded = ref
+            tokenizer = instructions.tokenizer_arguments if instructions is not None else {}
+            if isinstance(loaded, LoadedModel) and tokenizer:
+                raise UserError(
+                    f"mteb's loader of {instructions.model} makes its tokenizer with {tokenizer}, which a model "
+                    "passed loaded was not: pass its name or folder instead, or instructions='none'"
+                )
             if not isinstance(loaded, LoadedModel):
-                loaded = load_model(ref, self.config, revision=revision, trust_remote_code=self.trust_remote_code)
+                loaded = load_model(
+                    ref, self.config, revision=revision, trust_remote_code=self.trust_remote_code, tokenizer=tokenizer
+                )
             if loaded.tokenizer.num_special_tokens_to_add() >= self.config.max_length:
                 raise UserError(
                     f"--max-length {self.config.max_length} leaves no room for this tokenizer's special tokens"

@@ -12,6 +12,7 @@ import logging
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -46,9 +47,11 @@ def load_model(
     *,
     revision: str | None = None,
     trust_remote_code: bool = False,
+    tokenizer: Mapping[str, Any] | None = None,
 ) -> LoadedModel:
     """Load ``name``: a packaged short name (see :data:`PACKAGED_MODELS`), a GGUF file, a local folder or a hub id
-    (a PEFT adapter chain too), with the attention ``config`` asks for."""
+    (a PEFT adapter chain too), with the attention ``config`` asks for; ``tokenizer``: arguments the tokenizer is
+    made with (an mteb loader's, e5-mistral's ``add_eos_token``), as sentence-transformers' ``tokenizer_kwargs``."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from layer_mteb.model.attention import set_attention
@@ -56,6 +59,8 @@ def load_model(
     config = config or EncodeConfig()
     source, gguf_file, display_name, revision = _resolve(name, revision)
     chain = find_adapter_chain(source, revision) if gguf_file is None else None
+    if chain is not None and tokenizer:
+        raise UserError(f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}")
     if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
         base_config = replace(config, attention=None)
         try:
@@ -78,7 +83,7 @@ def load_model(
         known = ", ".join(sorted(ARCHITECTURES))
         raise UserError(f"architecture {model_type!r} of {name!r} is not supported yet (known: {known})")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        made_tokenizer = AutoTokenizer.from_pretrained(source, **kwargs, **dict(tokenizer or {}))
         placement = device_placement(config.device_map) if config.device_map else {}
         model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **placement, **kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
@@ -87,7 +92,7 @@ def load_model(
         model.to(config.device)
     if revision is None:
         revision = commit_hash(model, source) or "no_revision_available"
-    loaded = wrap_model(model, tokenizer, name=display_name, revision=revision)
+    loaded = wrap_model(model, made_tokenizer, name=display_name, revision=revision)
     if config.attention is not None:
         set_attention(loaded, config.attention)
     return loaded

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from layer_mteb.common.config import DTYPES
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.pooling import POOLING_MODES
 from layer_mteb.model.names import PACKAGED_MODELS, installed_packaged, model_kind, packaged_distributions
@@ -119,6 +120,16 @@ def _max_length(folder: Path) -> int | None:
         if length is not None and isinstance(positions, int):
             length = min(length, positions)
     return length if isinstance(length, int) and length > 0 else None
+
+
+def checkpoint_dtype(folder: Path) -> str:
+    """The dtype a checkpoint's ``config.json`` stores its weights in (what ``dtype="auto"`` loads), float32 where it
+    says none; one of the dtypes a run computes in, else one line."""
+    config = _json(folder / "config.json") or {}
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "float32").removeprefix("torch.")
+    if dtype not in DTYPES:
+        raise UserError(f"{folder} stores its weights in {dtype}, which a run cannot compute in: give --dtype")
+    return dtype
 
 
 def _json(path: Path) -> Any:
