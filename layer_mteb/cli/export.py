@@ -115,12 +115,9 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     plan = _plan(settings)
-    from layer_mteb.model.names import may_need_hub
+    from layer_mteb.model.names import check_loadable
 
-    if may_need_hub(plan.model):
-        from layer_mteb.common.hub import offline_unless_reachable
-
-        offline_unless_reachable()
+    check_loadable(plan.model, plan.revision)  # a hub id that cannot load: one line before torch loads
     from layer_mteb.model.loading import load_model
     from layer_mteb.model.st_export import export_layer
 

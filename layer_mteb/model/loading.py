@@ -28,6 +28,7 @@ from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
     PackagedModel,
+    check_loadable,
     installed_packaged,
     model_kind,
     packaged_distributions,
@@ -49,12 +50,12 @@ def load_model(
 ) -> LoadedModel:
     """Load ``name``: a packaged short name (see :data:`PACKAGED_MODELS`), a GGUF file, a local folder or a hub id
     (a PEFT adapter chain too), with the attention ``config`` asks for."""
+    config = config or EncodeConfig()
+    source, gguf_file, display_name, revision = _resolve(name, revision)  # a name that cannot load: before torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from layer_mteb.model.attention import set_attention
 
-    config = config or EncodeConfig()
-    source, gguf_file, display_name, revision = _resolve(name, revision)
     chain = find_adapter_chain(source, revision) if gguf_file is None else None
     if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
         base_config = replace(config, attention=None)
@@ -138,6 +139,8 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str
         short = offline_packaged(name)
         if short is not None:
             return _resolve(short, None)
+    if kind == "hub":
+        check_loadable(name, revision)
     path = Path(name).expanduser()
     if kind == "gguf":
         return str(path.parent), path.name, recorded_name(name)[0], revision or content_hash(path)

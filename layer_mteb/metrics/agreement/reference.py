@@ -96,8 +96,6 @@ def _is_hub_id(name: str) -> bool:
     return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not Path(name).exists()
 
 
-
-
 def load_reference(name: str, device: str = "cpu") -> Reference:
     """Load a reference by packaged name, folder path or hub id (the hub reachable); one :class:`UserError` line
     when it cannot be."""
