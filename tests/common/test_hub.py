@@ -191,9 +191,13 @@ print(sys.argv[1], code, *[m for m in sys.argv[1].split(",") if m in sys.modules
 """
 
 
-def test_a_hub_id_with_the_hub_unreachable_is_one_line_in_seconds_before_torch(endpoints, tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [["run", "--tasks", "demo"], ["metrics", "--texts", "task:STS17"], ["stress"], ["export", "--layer", "1"]],
+)
+def test_a_hub_id_with_the_hub_unreachable_is_one_line_in_seconds_before_torch(command, endpoints, tmp_path):
     env = unreachable_env(endpoints[1], tmp_path)
-    argv = ["run", "--model", "EleutherAI/pythia-14m", "--tasks", "demo", "--output", str(tmp_path / "run")]
+    argv = [*command, "--model", "EleutherAI/pythia-14m", "--output", str(tmp_path / "run")]
     done, seconds = fresh([sys.executable, "-c", REFUSED_RUN, ",".join(HEAVY), *argv], env, tmp_path)
     assert done.stdout.split() == [",".join(HEAVY), "2"], done.stdout + done.stderr  # nothing heavy loaded
     lines = done.stderr.strip().splitlines()
