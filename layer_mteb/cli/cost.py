@@ -11,7 +11,7 @@ from layer_mteb.cli.options import BATCH_DEFAULTS, DATA_DEFAULT, TOKEN_DEFAULTS,
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.metrics.cost_table import CostSettings
 from layer_mteb.metrics.texts import check_texts, text_sources
-from layer_mteb.model.names import model_kind
+from layer_mteb.model.names import check_loadable
 from layer_mteb.tasks.task_names import check_task_names
 
 NAME = "cost"
@@ -62,7 +62,7 @@ def check(args: argparse.Namespace) -> Settings:
     """The run folder exists and is writable, the model and texts exist, the sizes are positive."""
     check_runs([args.run], args.run)
     if args.model is not None:
-        model_kind(args.model)
+        check_loadable(args.model)
     if args.texts is not None:
         sources = text_sources(args.texts)
         check_task_names(task_texts(sources))

@@ -24,7 +24,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
 from layer_mteb.evaluation.plan import check_writable
-from layer_mteb.model.names import model_kind
+from layer_mteb.model.names import check_loadable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,7 +105,7 @@ def check(args: argparse.Namespace) -> Settings:
             given = ", ".join(f"--{name.replace('_', '-')}" for name, _ in encode)
             raise UserError(f"with --run the settings are the run's: drop {given}")
     if args.model is not None:
-        model_kind(args.model)
+        check_loadable(args.model, args.revision)  # a hub id that cannot load: one line before torch loads
     check_writable(Path(args.output))
     check_new_folder(Path(args.output), args.overwrite)
     if args.max_length is not None and args.max_length < 1:
@@ -115,12 +115,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     plan = _plan(settings)
-    from layer_mteb.model.names import may_need_hub
-
-    if may_need_hub(plan.model):
-        from layer_mteb.common.hub import offline_unless_reachable
-
-        offline_unless_reachable()
+    check_loadable(plan.model, plan.revision)  # the run's model, where --model did not name one
     from layer_mteb.model.loading import load_model
     from layer_mteb.model.st_export import export_layer
 

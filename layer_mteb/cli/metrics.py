@@ -11,7 +11,6 @@ from layer_mteb.cli.options import (
     add_measure_options,
     add_model_or_run,
     check_measured,
-    probe_hub_if,
     settings_of,
 )
 
@@ -61,7 +60,6 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     target = settings.target
-    probe_hub_if(settings.hub_needed())
     from layer_mteb.cli.console import print_metrics
     from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
     from layer_mteb.model.loading import load_model

@@ -23,14 +23,12 @@ from layer_mteb.common.config import (
     process_device,  # noqa: F401 (`cost` places its device with it, from here)
 )
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.hub import offline_unless_reachable
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
-from layer_mteb.evaluation.request import hub_needed
 from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
-from layer_mteb.model.names import known_hidden_size, model_kind, packaged_name
-from layer_mteb.tasks.catalog import data_dir_from_env, file_task
+from layer_mteb.model.names import check_loadable, known_hidden_size, packaged_name
+from layer_mteb.tasks.catalog import file_task
 from layer_mteb.tasks.task_names import check_task_names
 from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
 
@@ -191,12 +189,6 @@ def task_texts(sources: list[str]) -> list[str]:
     return [name for name in names if file_task(name) is None]
 
 
-def probe_hub_if(needed: bool) -> None:
-    """Probe the hub only when something may come from it, before mteb and datasets read ``HF_HUB_OFFLINE``."""
-    if needed:
-        offline_unless_reachable()
-
-
 # ------------------------------------------------------------------------------------- --model or --run, measured
 @dataclass(frozen=True)
 class Measured:
@@ -210,9 +202,6 @@ class Measured:
     config: EncodeConfig
     output: Path
 
-    def hub_needed(self) -> bool:
-        return hub_needed([self.model], data_dir_from_env(self.data_dir), task_texts(list(self.sources)))
-
 
 @dataclass(frozen=True)
 class MeasureSettings:
@@ -221,9 +210,6 @@ class MeasureSettings:
     target: Measured
     alpha: float
     seed: int
-
-    def hub_needed(self) -> bool:
-        return self.target.hub_needed()
 
 
 def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
@@ -238,7 +224,7 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     texts = texts or "wikitext"
     output = output_folder(args.output, args.run, model)
     check_writable(output)
-    model_kind(model)
+    check_loadable(model, revision)  # a hub id that cannot load: one line before the texts are read
     sources = text_sources(texts) if several_texts else [texts]
     check_task_names(task_texts(sources))  # every unknown task of a comma-separated --texts in one line
     for source in sources:

@@ -13,7 +13,6 @@ from layer_mteb.cli.options import (
     add_encode_options,
     encode_config,
     output_folder,
-    probe_hub_if,
     settings_of,
 )
 from layer_mteb.evaluation.request import RunRequest, check_instructions, own_settings
@@ -101,8 +100,6 @@ def check(args: argparse.Namespace) -> RunRequest:
     for model in args.models:
         model_kind(model)  # a mistyped model is one line before any file is read
     instructions = check_instructions(args.instructions, args.prompts, args.protocol)
-    if args.protocol == "model":  # a hub model's pipeline files may be fetched: only once the hub is known reachable
-        probe_hub_if(any(model_kind(model) == "hub" for model in args.models))
     revision = args.revision.split(",")[0] if args.revision else None
     own = own_settings(args.models, revision, args.protocol, instructions)
     config = encode_config(args, args.models, own.settings)
@@ -110,8 +107,7 @@ def check(args: argparse.Namespace) -> RunRequest:
 
 
 def execute(request: RunRequest) -> None:
-    probe_hub_if(request.hub_needed())
-    from layer_mteb.evaluation.sweep import run_request  # mteb and torch: after the checks and the hub probe
+    from layer_mteb.evaluation.sweep import run_request  # mteb and torch: after the checks
 
     frame = run_request(request)
     if os.environ.get("RANK", "0") == "0":  # under accelerate/torchrun the main process prints the merged table

@@ -18,6 +18,7 @@ from layer_mteb.cli.options import (
     check_runs,
     settings_of,
 )
+from layer_mteb.model.names import check_loadable
 
 NAME = "select"
 HELP = "pick layers by a metric and score the choice against the truth"
@@ -108,6 +109,8 @@ class Settings:
 
 def check(args: argparse.Namespace) -> Settings:
     check_runs([args.run])
+    if args.model is not None:
+        check_loadable(args.model)  # a hub id that cannot load: one line before torch loads
     # a mistyped --by in a fraction of a second, with the nearest names
     selector = None if args.by is None else check_selector(args.by)
     saves_curves = args.labels is None and selector is not None and selector.computes_curves

@@ -14,7 +14,6 @@ from layer_mteb.cli.options import (
     add_model_or_run,
     check_measured,
     parse_lengths,
-    probe_hub_if,
     settings_of,
 )
 
@@ -59,7 +58,6 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     target = settings.target
-    probe_hub_if(settings.hub_needed())
     from layer_mteb.metrics.stress_tests import (
         LENGTHS,
         PAPER_STRESS_SIZES,

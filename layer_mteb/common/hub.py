@@ -19,6 +19,9 @@ logger = logging.getLogger(__name__)
 
 #: long enough for a real connection across the world, short enough that a dropped packet costs a few seconds
 PROBE_TIMEOUT_S = 3.0
+_probed = False
+#: the probe found the hub unreachable (not the user's ``HF_HUB_OFFLINE``): what an error line says
+_unreachable = False
 
 
 def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
@@ -32,6 +35,13 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
             return True
     except OSError:
         return False
+
+
+def _host() -> str:
+    from huggingface_hub import constants
+
+    endpoint = urlparse(constants.ENDPOINT)
+    return endpoint.netloc or constants.ENDPOINT
 
 
 def _offline_set() -> bool | None:
@@ -56,17 +66,14 @@ def offline_unless_reachable() -> None:
     does not answer."""
     if _offline_set() is not None or hub_reachable():
         return
-    from huggingface_hub import constants
-
     logger.info(
         "the hub (%s) cannot be reached: using the packaged, local and cached copies only (HF_HUB_OFFLINE=1 skips "
         "this check)",
-        urlparse(constants.ENDPOINT).hostname,
+        _host(),
     )
+    global _unreachable
+    _unreachable = True
     _go_offline()
-
-
-_probed = False
 
 
 def hub_online() -> bool:
@@ -84,3 +91,14 @@ def hub_online() -> bool:
 def hub_offline() -> bool:
     """``not hub_online()``: the packaged or local copy of a task or model is to be used, the hub never asked."""
     return not hub_online()
+
+
+def offline_reason() -> str:
+    """Why the hub is not asked, for an error line that says what to do: the user's ``HF_HUB_OFFLINE``, or the
+    probe."""
+    return f"the hub ({_host()}) cannot be reached" if _unreachable else "HF_HUB_OFFLINE is set"
+
+
+def online_advice() -> str:
+    """How to let the hub be asked again, matching :func:`offline_reason`."""
+    return "run where the hub answers" if _unreachable else "unset HF_HUB_OFFLINE where the hub answers"

@@ -16,7 +16,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
 from layer_mteb.common.hub import hub_offline
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
-from layer_mteb.tasks.catalog import TaskSpec, load_task, task_data
+from layer_mteb.tasks.catalog import TaskSpec, load_task, task_data, unavailable_message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,7 +81,8 @@ def task_units(
             fingerprint = task.metadata.revision
         units.append((task, origin, fingerprint))
     units = _text_units(units)  # before the hub check: a task left out needs no data
-    unavailable = [task.metadata.name for task, origin, _ in units if origin == "hub"] if hub_offline() else []
+    from_hub = [task.metadata.name for task, origin, _ in units if origin == "hub"]
+    unavailable = from_hub if from_hub and hub_offline() else []  # the hub asked only where a task needs it
     if unavailable and not skip_unavailable:
         raise UserError(unavailable_message(unavailable, data_dir, len(units) - len(unavailable)))
     if unavailable:
@@ -109,18 +110,6 @@ def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]
         raise UserError(f"no text task to score: every one of the tasks asked needs non-text inputs: {named}")
     logger.warning("left out %d non-text task(s) (their inputs are not only text): %s", len(left_out), named)
     return [unit for unit in units if is_text_task(unit[0])]
-
-
-def unavailable_message(names: Sequence[str], data_dir: Path | None, n_others: int) -> str:
-    """The one line for tasks neither the data folder nor the hub can give, naming both fixes (and
-    ``--skip-unavailable`` when other tasks would run)."""
-    where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
-    others = f", or --skip-unavailable to run the other {n_others}" if n_others else ""
-    return (
-        f"the hub is offline and {len(names)} task(s) have no local copy {where}: {', '.join(names)}; "
-        "give a data folder holding a folder per task (--data-dir DIR or $LAYER_MTEB_DATA), "
-        f"or run where the hub can be reached (without HF_HUB_OFFLINE=1){others}"
-    )
 
 
 def check_writable(folder: Path) -> None:

@@ -20,7 +20,7 @@ from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.model.names import may_need_hub, model_kind, recorded_name
+from layer_mteb.model.names import check_loadable, model_kind, recorded_name
 from layer_mteb.model.pipeline import PROTOCOLS, Pipeline, checkpoint_dtype, model_pipeline, read_pipeline
 from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
@@ -72,11 +72,6 @@ class RunRequest:
         for name, value in resolved.items():
             object.__setattr__(self, name, value)
 
-    def hub_needed(self) -> bool:
-        """A hub model id, or a task with no local copy (custom tasks are read from their files)."""
-        names = [spec.name for spec in self.tasks if isinstance(spec, TaskSpec) and spec.custom is None]
-        return hub_needed(self.models, self.data_dir, names)
-
     def benchmark_of(self, task: str) -> str | None:
         """The mteb benchmark the selection took ``task`` from (``run.json`` records it), or None."""
         specs = (spec for spec in self.tasks if isinstance(spec, TaskSpec) and spec.name == task)
@@ -90,6 +85,10 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         if isinstance(name, str):
             model_kind(name)
     revisions = request.revision.split(",") if isinstance(request.revision, str) else request.revision
+    for name in models:  # a hub id that cannot load is one line now, not after the tasks and the model's libraries
+        for revision in revisions or [None]:
+            if isinstance(name, str):
+                check_loadable(name, revision)
     shard = parse_shard(request.shard) if isinstance(request.shard, str) else request.shard
     launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
     output = Path(request.output) if request.output is not None else None
@@ -216,14 +215,6 @@ def loaded_pipeline(model: Any) -> Pipeline | None:
     """The pipeline of an already loaded model's folder (a sentence-transformers folder it was loaded from)."""
     folder = Path(str(getattr(getattr(model, "model", None), "name_or_path", "") or ""))
     return read_pipeline(folder) if str(folder) not in ("", ".") and folder.is_dir() else None
-
-
-def hub_needed(models: Sequence[Any], data_dir: Path | None, task_names: Sequence[str]) -> bool:
-    """Whether a command may fetch from the hub (only then is it probed): a hub model id, or a task without local
-    data."""
-    if any(may_need_hub(model) for model in models):
-        return True
-    return any(data_dir is None or not (data_dir / name).is_dir() for name in task_names)
 
 
 def parse_shard(text: str) -> tuple[int, int]:

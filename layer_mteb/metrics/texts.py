@@ -12,9 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.errors import UserError, first_line
+from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.wikitext import read_wikitext
-from layer_mteb.tasks.catalog import data_dir_from_env, file_task, load_named_task, select_tasks
+from layer_mteb.tasks.catalog import (
+    data_dir_from_env,
+    file_task,
+    load_named_task,
+    load_task_data,
+    select_tasks,
+)
 from layer_mteb.tasks.custom import check_custom_files
 from layer_mteb.tasks.task_names import check_task_names
 
@@ -166,11 +172,8 @@ def task_texts(name: str, data_dir: str | Path | None = None) -> tuple[str, list
     from layer_mteb.tasks.state import data_parts  # here: it loads datasets, and the command line reads this module
 
     parts = data_parts(task)  # an aggregate task's texts are its subtasks'
-    try:
-        for part in parts:
-            part.load_data()
-    except (OSError, ConnectionError, ValueError) as err:
-        raise UserError(f"cannot load task {name!r} ({first_line(err)}); pass --data-dir DIR holding {name}/") from None
+    for part in parts:
+        load_task_data(part)
     return task.metadata.name, [text for part in parts for text in evaluation_split_texts(part)]
 
 

@@ -29,6 +29,7 @@ from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
     PackagedModel,
+    check_loadable,
     installed_packaged,
     model_kind,
     packaged_distributions,
@@ -52,12 +53,12 @@ def load_model(
     """Load ``name``: a packaged short name (see :data:`PACKAGED_MODELS`), a GGUF file, a local folder or a hub id
     (a PEFT adapter chain too), with the attention ``config`` asks for; ``tokenizer``: arguments the tokenizer is
     made with (an mteb loader's, e5-mistral's ``add_eos_token``), as sentence-transformers' ``tokenizer_kwargs``."""
+    config = config or EncodeConfig()
+    source, gguf_file, display_name, revision = _resolve(name, revision)  # a name that cannot load: before torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from layer_mteb.model.attention import set_attention
 
-    config = config or EncodeConfig()
-    source, gguf_file, display_name, revision = _resolve(name, revision)
     chain = find_adapter_chain(source, revision) if gguf_file is None else None
     if chain is not None and tokenizer:
         raise UserError(f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}")
@@ -143,6 +144,8 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str
         short = offline_packaged(name)
         if short is not None:
             return _resolve(short, None)
+    if kind == "hub":
+        check_loadable(name, revision)
     path = Path(name).expanduser()
     if kind == "gguf":
         return str(path.parent), path.name, recorded_name(name)[0], revision or content_hash(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.hub import hub_online
+from layer_mteb.common.hub import hub_online, offline_reason, online_advice
 
 ModelKind = Literal["packaged", "gguf", "folder", "hub"]
 
@@ -117,10 +117,28 @@ def recorded_name(name: str, revision: str | None = None) -> tuple[str, str | No
     return name, revision
 
 
-def may_need_hub(name: str) -> bool:
-    """Whether loading ``name`` may reach the hub: a hub id, or a local PEFT adapter whose base may be one."""
-    kind = model_kind(name)
-    return kind == "hub" or (kind == "folder" and (Path(name).expanduser() / "adapter_config.json").is_file())
+#: a file every hub model (``config.json``) or PEFT adapter (``adapter_config.json``) repo has: cached, it loads offline
+HUB_MODEL_FILES = ("config.json", "adapter_config.json")
+
+
+def check_loadable(name: str, revision: str | None = None) -> None:
+    """``name`` is a model this process can load: a hub id (no installed packaged model in its place) with the hub
+    offline must be in the hub cache, else one :class:`UserError` saying what to do, decided from the name and the
+    cache before torch loads (huggingface_hub's own error comes after the model's libraries have loaded)."""
+    if model_kind(name) != "hub" or hub_online() or (revision is None and installed_packaged(name)):
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if any(isinstance(try_to_load_from_cache(name, f, revision=revision), str) for f in HUB_MODEL_FILES):
+        return
+    from huggingface_hub import constants
+
+    at = f" at {revision}" if revision else ""
+    raise UserError(
+        f"cannot load model {name!r}{at}: {offline_reason()} and it is not in the hub cache ({constants.HF_HUB_CACHE});"
+        f" use a packaged model ({', '.join(PACKAGED_MODELS)}) or a local folder, or {online_advice()} (`hf download "
+        f"{name}{f' --revision {revision}' if revision else ''}` fetches it into the cache)"
+    )
 
 
 def known_hidden_size(name: str) -> int | None:

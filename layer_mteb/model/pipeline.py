@@ -4,6 +4,7 @@ sentence-transformers reads (no torch), so ``--protocol model`` scores it as ``S
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -13,7 +14,13 @@ from typing import Any, Literal, get_args
 from layer_mteb.common.config import DTYPES
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.pooling import POOLING_MODES
-from layer_mteb.model.names import PACKAGED_MODELS, installed_packaged, model_kind, packaged_distributions
+from layer_mteb.model.names import (
+    PACKAGED_MODELS,
+    check_loadable,
+    installed_packaged,
+    model_kind,
+    packaged_distributions,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +63,10 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
     if kind == "folder":
         return read_pipeline(Path(name).expanduser())
     short = installed_packaged(name) if revision is None else None
-    return model_pipeline(short) if short is not None else _hub_pipeline(name, revision)
+    if short is not None:
+        return model_pipeline(short)
+    check_loadable(name, revision)  # a hub id that cannot load is one line here, before its files are asked for
+    return _hub_pipeline(name, revision)
 
 
 def read_pipeline(folder: Path) -> Pipeline | None:
@@ -156,6 +166,7 @@ def _packaged_model_folder(name: str) -> Path | None:
 PIPELINE_FILES = ("modules.json", "sentence_bert_config.json", "tokenizer_config.json", "config.json")
 
 
+@functools.cache  # a command resolves its settings more than once: the hub is asked, and the lack said, once
 def _hub_pipeline(name: str, revision: str | None) -> Pipeline | None:
     """A hub model's pipeline from its small files in the hub cache; None without ``modules.json``."""
     from huggingface_hub import hf_hub_download

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from layer_mteb.common.errors import UserError, first_line
-from layer_mteb.common.hub import hub_offline
+from layer_mteb.common.hub import hub_offline, offline_reason, online_advice
 from layer_mteb.tasks.custom import custom_task
 from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.task_file import TaskFile, TaskSpec, parse_custom
@@ -354,6 +354,41 @@ def task_data(spec: TaskSpec, data_dir: Path | None) -> tuple[str, Path | None]:
     return "hub", None
 
 
+def unavailable_message(names: Sequence[str], data_dir: Path | None, n_others: int = 0) -> str:
+    """The one line for tasks neither the data folder nor the hub can give, naming the fixes (and
+    ``--skip-unavailable`` when other tasks would run)."""
+    where = f"in {data_dir}" if data_dir is not None else "(no --data-dir / $LAYER_MTEB_DATA)"
+    others = f", or --skip-unavailable to run the other {n_others}" if n_others else ""
+    return (
+        f"{offline_reason()} and {len(names)} task(s) have no local copy {where}: {', '.join(names)}; "
+        "give a data folder holding a folder per task (--data-dir DIR or $LAYER_MTEB_DATA), "
+        f"or {online_advice()} (the package ships the data of the demo suite only){others}"
+    )
+
+
+def check_available(specs: Sequence[TaskSpec], data_dir: Path | None) -> None:
+    """Every task of ``specs`` has data to load: a copy (local, shipped, a custom task's files) or the hub answering;
+    else one :class:`UserError` naming them all, before anything asks the hub (which would retry, then fail)."""
+    from_hub = [spec.name for spec in specs if task_data(spec, data_dir)[0] == "hub"]
+    if from_hub and hub_offline():
+        raise UserError(unavailable_message(from_hub, data_dir))
+
+
+def load_task_data(task) -> None:
+    """Load a task's data where :func:`load_task` left it to mteb (the hub's); the hub failing is one
+    :class:`UserError` saying where else the data can come from."""
+    if task.data_loaded:
+        return
+    try:
+        task.load_data()
+    except (OSError, ConnectionError, ValueError) as err:
+        name = task.metadata.name
+        shipped = " or HF_HUB_OFFLINE=1 for the copy the package ships" if (EMBEDDED_DATA_DIR / name).is_dir() else ""
+        raise UserError(
+            f"cannot load task {name!r} from the hub ({first_line(err)}); pass --data-dir DIR holding {name}/{shipped}"
+        ) from None
+
+
 def embedded_tasks() -> list[str]:
     """The tasks whose data ships in the package (:data:`EMBEDDED_DATA_DIR`), sorted."""
     return sorted(folder.name for folder in EMBEDDED_DATA_DIR.iterdir() if folder.is_dir())
@@ -388,11 +423,14 @@ def _known_task(name: str):
 
 def load_named_task(name: str, data_dir: str | Path | None = None):
     """The one mteb task ``name`` names (an mteb task, or ``FILE.yaml:TASK`` for a task a file declares), as
-    ``layer-mteb run`` loads it; a suite is refused."""
+    ``layer-mteb run`` loads it; a suite, or a task with no copy while the hub is offline, is refused."""
     folder = data_dir_from_env(data_dir)
     if file_task(name) is None:
         task_file = read_task_file()
-        return load_task(task_file.spec(name), task_file.split, folder)
+        spec = task_file.spec(name)
+        task = load_task(spec, task_file.split, folder)  # an unknown name is named as such first
+        check_available([spec], folder)
+        return task
     task_file, specs = select_tasks(name, folder)
     if len(specs) != 1 or specs[0].name != file_task(name):
         raise UserError(f"{name!r} names a suite; name one task of the file: FILE.yaml:TASK")
@@ -400,7 +438,9 @@ def load_named_task(name: str, data_dir: str | Path | None = None):
 
 
 def load_tasks(tasks: str, data_dir: str | Path | None = None) -> list:
-    """The mteb tasks of a ``--tasks`` value as ``layer-mteb run`` scores them, ready for ``mteb.evaluate``."""
+    """The mteb tasks of a ``--tasks`` value as ``layer-mteb run`` scores them, ready for ``mteb.evaluate``; with the
+    hub unreachable, a task without a copy is one :class:`UserError` now, not mteb's traceback in the evaluation."""
     folder = data_dir_from_env(data_dir)
     task_file, specs = select_tasks(tasks, folder)
+    check_available(specs, folder)
     return [load_task(spec, task_file.split, folder) for spec in specs]

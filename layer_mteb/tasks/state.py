@@ -12,6 +12,8 @@ from typing import Any
 
 from datasets import Dataset
 
+from layer_mteb.tasks.catalog import load_task_data
+
 #: The generators ``AbsTask.__init__`` seeds on the task (v2 clustering samples with ``rng_state``, multilabel
 #: classification shuffles with ``np_rng``); the rest is seeded per evaluation (``EVALUATORS_SEED_THEMSELVES``).
 TASK_RNG_ATTRIBUTES = ("rng_state", "np_rng")
@@ -54,7 +56,7 @@ def load_data_once(task) -> bool:
     :func:`~layer_mteb.tasks.catalog.load_task` loads, stays: the hub would be the only way back)."""
     if task.data_loaded:
         return False
-    task.load_data()
+    load_task_data(task)  # the hub failing mid-run: one line saying where else the data can come from
     return True
 
 

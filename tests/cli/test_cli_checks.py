@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from _fresh_process import fresh_mains
-from conftest import REPO, minilm_folder
+from conftest import REPO
 
 from layer_mteb.cli.main import build_parser, check
 from layer_mteb.common.errors import UserError
@@ -183,25 +183,6 @@ def test_the_shipped_task_names_are_the_installed_mteb_s():
 
 def _args(*argv: str):
     return build_parser().parse_args(list(argv))
-
-
-@pytest.mark.parametrize(
-    ("argv", "needed"),
-    [
-        (["run", "--model", "minilm-l6", "--tasks", "STS12,BIOSSES"], False),
-        (["run", "--model", str(minilm_folder()), "--tasks", "STS12"], False),
-        (["run", "--model", "org/name", "--tasks", "STS12"], True),
-        (["run", "--model", "minilm-l6", "--tasks", "SciFact"], True),  # no local copy of its data
-        (["metrics", "--model", "minilm-l6"], False),
-        (["metrics", "--model", "minilm-l6", "--texts", "task:SciFact"], True),
-        (["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:SciFact"], True),
-        (["metrics", "--model", "minilm-l6", "--texts", "wikitext,task:STS12"], False),
-    ],
-)
-def test_the_hub_is_probed_only_when_something_may_come_from_it(argv, needed, data_dir, tmp_path):
-    assert not (data_dir / "SciFact").exists()
-    args = _args(*argv, "--data-dir", str(data_dir), "--output", str(tmp_path))
-    assert check(args).hub_needed() is needed  # the settings the checks return: `run`'s hold its resolved request
 
 
 @pytest.mark.parametrize(

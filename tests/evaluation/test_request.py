@@ -4,6 +4,7 @@ settings'), the command line and the Python API make the same object, and its ou
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 from conftest import save_tiny_model
@@ -31,13 +32,16 @@ def test_every_run_option_is_a_field_of_the_request_or_of_its_encode_settings():
 
 
 def test_the_command_line_and_the_python_api_make_the_same_request(demo_data_dir, tmp_path):
-    argv = ["run", "--model", "org/a", "--model", "org/b", "--tasks", "STS17", "--data-dir"]
+    a, b = (str(tmp_path / name) for name in ("a", "b"))  # model folders: nothing loads while the request is made
+    for folder in (a, b):
+        Path(folder).mkdir()
+    argv = ["run", "--model", a, "--model", b, "--tasks", "STS17", "--data-dir"]
     argv += [str(demo_data_dir), "--output", str(tmp_path / "out"), "--revision", "a,b", "--shard", "1/2"]
     argv += ["--no-vector-cache", "--pooling", "last", "--max-cache-memory", "1GB", "-v"]
     from_cli = check(build_parser("run").parse_args(argv))
     config = EncodeConfig(pooling="last", max_cache_memory=10**9, device=AUTO)
     from_python = RunRequest(
-        ["org/a", "org/b"],
+        [a, b],
         "STS17",
         data_dir=demo_data_dir,
         output=tmp_path / "out",
@@ -48,7 +52,7 @@ def test_the_command_line_and_the_python_api_make_the_same_request(demo_data_dir
         verbose=True,
     )
     assert from_cli == from_python
-    assert from_cli.models == ("org/a", "org/b") and from_cli.revision == ("a", "b")
+    assert from_cli.models == (a, b) and from_cli.revision == ("a", "b")
     assert from_cli.shard == (1, 2) and from_cli.split == "test" and [s.name for s in from_cli.tasks] == ["STS17"]
 
 

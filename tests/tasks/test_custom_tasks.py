@@ -16,7 +16,7 @@ from conftest import REPO
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.sweep import sweep
-from layer_mteb.tasks.catalog import load_tasks, select_tasks
+from layer_mteb.tasks.catalog import load_tasks, select_tasks, task_data
 from layer_mteb.tasks.custom import declared_in, read_custom_data
 
 EXAMPLE = REPO / "docs" / "examples" / "support_intents.yaml"
@@ -89,8 +89,8 @@ def test_a_custom_task_is_selected_from_its_file_alone_and_never_waits_on_the_hu
     assert [s.name for s in select_tasks(f"{path}:MySTS")[1]] == ["MySTS"]
     assert len(select_tasks(str(path))[1]) == 6
     argv = ["run", "--model", "minilm-l6", "--tasks", str(path), "--data-dir", str(tmp_path), "--output", str(tmp_path)]
-    args = build_parser().parse_args(argv)
-    assert check(args).hub_needed() is False
+    request = check(build_parser().parse_args(argv))
+    assert {task_data(spec, request.data_dir)[0] for spec in request.tasks} == {"custom"}  # read from its files
 
 
 def test_the_same_rows_read_alike_from_csv_jsonl_and_parquet(tmp_path):

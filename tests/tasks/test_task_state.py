@@ -289,5 +289,6 @@ def test_a_bad_local_folder_fails_before_the_task_is_used(tmp_path):
 def test_a_bad_local_folder_fails_a_sweep_before_any_model_loads(tmp_path):
     (tmp_path / "STS12").mkdir()
     (tmp_path / "STS12" / "test.jsonl").write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{"text": ')
-    with pytest.raises(UserError, match="not valid JSON"):  # the model name would fail to load, were it tried
-        sweep("no-such-org/no-such-model", "STS12", data_dir=tmp_path, progress=False)
+    (tmp_path / "no-model").mkdir()  # a folder with no model in it: it would fail to load, were it tried
+    with pytest.raises(UserError, match="not valid JSON"):
+        sweep(str(tmp_path / "no-model"), "STS12", data_dir=tmp_path, progress=False)

@@ -29,7 +29,7 @@ from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings
 from layer_mteb.evaluation.workers import check_eval_workers, score_layers
 from layer_mteb.model.loading import load_scored_model
-from layer_mteb.tasks.catalog import data_dir_from_env, load_task, select_tasks
+from layer_mteb.tasks.catalog import check_available, data_dir_from_env, load_task, load_task_data, select_tasks
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 DEFAULT_DRAWS = 10
@@ -76,14 +76,15 @@ def iter_task_layers(
     recorded = folder.recorded_tasks()  # custom tasks: the task file that declared each
     scores = labelled_tasks(scores)  # before the model loads: a type K examples cannot score is skipped at once
     name, revision, config = scored.model, scored.revision, scored.config
+    data = data_dir_from_env(data_dir or recorded.data_dir)
+    specs = {task: select_tasks(recorded.tasks_value(task), data)[1][0] for task in set(scores["task"].astype(str))}
+    check_available(list(specs.values()), data)  # a task with no data and no hub: said before the model loads
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
-    data = data_dir_from_env(data_dir or recorded.data_dir)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
         started = time.perf_counter()
-        _, (spec,) = select_tasks(recorded.tasks_value(str(task_name)), data)
-        task = load_task(spec, str(split), data)
-        task.load_data()
+        task = load_task(specs[str(task_name)], str(split), data)
+        load_task_data(task)
         examples = labelled_examples(task, str(subset), str(split))
         curve = rows.drop_duplicates("layer", keep="last").set_index("layer")["main_score"].sort_index()
         depth = int(curve.index.max())
