@@ -139,6 +139,7 @@ def test_unset_hf_hub_offline_the_one_probe_decides_between_hub_and_sample(answe
         monkeypatch.delenv("HF_HUB_OFFLINE")
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.setattr("layer_mteb.common.hub._probed", False)  # a new process: nothing decided yet
+        monkeypatch.setattr("layer_mteb.common.hub._unreachable", False)
         assert wikitext_origin() == (ORIGIN_HUB if answers else ORIGIN_PACKAGED)
         assert constants.HF_HUB_OFFLINE is not answers
 
