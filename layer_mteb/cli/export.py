@@ -24,6 +24,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
 from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.model.depth import known_depth
 from layer_mteb.model.names import model_kind
 
 if TYPE_CHECKING:
@@ -104,7 +105,11 @@ def check(args: argparse.Namespace) -> Settings:
         if encode:
             given = ", ".join(f"--{name.replace('_', '-')}" for name, _ in encode)
             raise UserError(f"with --run the settings are the run's: drop {given}")
-    if args.model is not None:
+    if args.model is not None and args.run is None:
+        depth = known_depth(args.model)  # a layer the model lacks, from its config: before the weights load
+        if depth is not None and args.layer is not None and args.layer > depth:
+            raise UserError(f"--layer {args.layer} is out of range: {args.model} has layers 0 (embeddings) to {depth}")
+    elif args.model is not None:
         model_kind(args.model)
     check_writable(Path(args.output))
     check_new_folder(Path(args.output), args.overwrite)
@@ -122,7 +127,7 @@ def execute(settings: Settings) -> None:
 
         offline_unless_reachable()
     from layer_mteb.model.loading import load_model
-    from layer_mteb.model.st_export import export_layer
+    from layer_mteb.model.st_export import export_layer, exported_readout
 
     model = load_model(plan.model, plan.config, revision=plan.revision, trust_remote_code=settings.trust_remote_code)
     if plan.scored_revision is not None and model.revision != plan.scored_revision:
@@ -136,8 +141,8 @@ def execute(settings: Settings) -> None:
         model, plan.layer, plan.config, settings.output, overwrite=settings.overwrite, run=plan.run, prompts=prompts
     )
     print(
-        f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
-        f"written to {output}"
+        f"layer {plan.layer} of {model.name} (readout: {exported_readout(model, plan.config)}, pooling: "
+        f"{plan.config.pooling}) written to {output}"
     )
 
 
