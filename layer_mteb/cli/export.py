@@ -16,16 +16,19 @@ from layer_mteb.cli.options import (
     add_no_reference,
     add_setting_options,
     check_runs,
+    probe_hub_if,
     said,
     settings_of,
 )
-from layer_mteb.common.config import SETTINGS, EncodeConfig
+from layer_mteb.common.config import PIPELINE_SETTINGS, SETTINGS, EncodeConfig, Setting
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
 from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.evaluation.request import own_settings
 from layer_mteb.model.depth import known_depth
 from layer_mteb.model.names import model_kind
+from layer_mteb.model.pipeline import PROTOCOLS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,6 +40,12 @@ NAME = "export"
 HELP = "write one layer, as it was scored, as a sentence-transformers model folder"
 INTERRUPTED = RESUME
 MEAN = "mean"  # the selection API's name for the score averaged over tasks
+
+
+def _unset_said(setting: Setting) -> str:
+    """What an encode option left unset is: the run's, else the model's own pipeline's where it decides it."""
+    own = "the model's own pipeline's (--protocol model), else " if setting.name in PIPELINE_SETTINGS else ""
+    return f"default: the run's with --run, else {own}{said(setting.default)}"
 
 
 def add_options(export: argparse.ArgumentParser) -> None:
@@ -62,7 +71,14 @@ def add_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--output", required=True, help="the folder to write (new or empty)")
     export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
     unset = {setting.name: None for setting in SETTINGS}  # with --run the settings are the run's
-    add_setting_options(export, unset, lambda s: f"default: the run's with --run, else {said(s.default)}")
+    add_setting_options(export, unset, _unset_said)
+    export.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="with --model: what the pooling, max length and normalisation not given are, as for `run`: model, the "
+        "model's own sentence-transformers pipeline (other models: the paper's settings), or paper (default: model, "
+        "so the folder is the layer as `run --model` scores it; with --run, the run's settings)",
+    )
     export.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
 
 
@@ -83,6 +99,8 @@ class Settings:
     overwrite: bool
     encode: tuple[tuple[str, object], ...]
     trust_remote_code: bool
+    #: with --model: the settings ``--protocol`` gives the model where no option says one (its own pipeline's)
+    own: tuple[tuple[str, object], ...] = ()
 
 
 def check(args: argparse.Namespace) -> Settings:
@@ -102,9 +120,9 @@ def check(args: argparse.Namespace) -> Settings:
         check_runs([args.run])
         if args.by is not None:
             check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
-        if encode:
-            given = ", ".join(f"--{name.replace('_', '-')}" for name, _ in encode)
-            raise UserError(f"with --run the settings are the run's: drop {given}")
+        given = [f"--{name.replace('_', '-')}" for name, _ in encode] + (["--protocol"] if args.protocol else [])
+        if given:
+            raise UserError(f"with --run the settings are the run's: drop {', '.join(given)}")
     if args.model is not None and args.run is None:
         depth = known_depth(args.model)  # a layer the model lacks, from its config: before the weights load
         if depth is not None and args.layer is not None and args.layer > depth:
@@ -115,7 +133,12 @@ def check(args: argparse.Namespace) -> Settings:
     check_new_folder(Path(args.output), args.overwrite)
     if args.max_length is not None and args.max_length < 1:
         raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
-    return settings_of(Settings, args, encode=encode)
+    own: dict[str, object] = {}
+    if args.run is None:  # the layer as `run --model` scores it: the protocol's settings, the model's own by default
+        protocol = args.protocol or "model"
+        probe_hub_if(protocol == "model" and model_kind(args.model) == "hub")  # its pipeline files may be fetched
+        own = own_settings([args.model], args.revision, protocol).settings
+    return settings_of(Settings, args, encode=encode, own=tuple(own.items()))
 
 
 def execute(settings: Settings) -> None:
@@ -165,7 +188,8 @@ def _plan(settings: Settings) -> _Plan:
     from layer_mteb.model.st_export import RunRecord
 
     if settings.run is None:
-        return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
+        config = EncodeConfig(**{**dict(settings.own), **dict(settings.encode)})
+        return _Plan(str(settings.model), settings.revision, config, int(settings.layer))
     from layer_mteb.common.run_folder import RunFolder, one_setting
 
     folder = RunFolder(settings.run)
