@@ -19,12 +19,15 @@ from layer_mteb.cli.options import (
     said,
     settings_of,
 )
-from layer_mteb.common.config import SETTINGS, EncodeConfig
+from layer_mteb.common.config import PIPELINE_SETTINGS, SETTINGS, EncodeConfig, Setting
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
 from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.evaluation.request import own_settings
+from layer_mteb.model.depth import known_depth
 from layer_mteb.model.names import check_loadable
+from layer_mteb.model.pipeline import PROTOCOLS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,6 +39,12 @@ NAME = "export"
 HELP = "write one layer, as it was scored, as a sentence-transformers model folder"
 INTERRUPTED = RESUME
 MEAN = "mean"  # the selection API's name for the score averaged over tasks
+
+
+def _unset_said(setting: Setting) -> str:
+    """What an encode option left unset is: the run's, else the model's own pipeline's where it decides it."""
+    own = "the model's own pipeline's (--protocol model), else " if setting.name in PIPELINE_SETTINGS else ""
+    return f"default: the run's with --run, else {own}{said(setting.default)}"
 
 
 def add_options(export: argparse.ArgumentParser) -> None:
@@ -61,7 +70,14 @@ def add_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--output", required=True, help="the folder to write (new or empty)")
     export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
     unset = {setting.name: None for setting in SETTINGS}  # with --run the settings are the run's
-    add_setting_options(export, unset, lambda s: f"default: the run's with --run, else {said(s.default)}")
+    add_setting_options(export, unset, _unset_said)
+    export.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="with --model: what the pooling, max length and normalisation not given are, as for `run`: model, the "
+        "model's own sentence-transformers pipeline (other models: the paper's settings), or paper (default: model, "
+        "so the folder is the layer as `run --model` scores it; with --run, the run's settings)",
+    )
     export.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
 
 
@@ -82,6 +98,8 @@ class Settings:
     overwrite: bool
     encode: tuple[tuple[str, object], ...]
     trust_remote_code: bool
+    #: with --model: the settings ``--protocol`` gives the model where no option says one (its own pipeline's)
+    own: tuple[tuple[str, object], ...] = ()
 
 
 def check(args: argparse.Namespace) -> Settings:
@@ -101,23 +119,31 @@ def check(args: argparse.Namespace) -> Settings:
         check_runs([args.run])
         if args.by is not None:
             check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
-        if encode:
-            given = ", ".join(f"--{name.replace('_', '-')}" for name, _ in encode)
-            raise UserError(f"with --run the settings are the run's: drop {given}")
+        given = [f"--{name.replace('_', '-')}" for name, _ in encode] + (["--protocol"] if args.protocol else [])
+        if given:
+            raise UserError(f"with --run the settings are the run's: drop {', '.join(given)}")
     if args.model is not None:
         check_loadable(args.model, args.revision)  # a hub id that cannot load: one line before torch loads
+    if args.model is not None and args.run is None:
+        depth = known_depth(args.model)  # a layer the model lacks, from its config: before the weights load
+        if depth is not None and args.layer is not None and args.layer > depth:
+            raise UserError(f"--layer {args.layer} is out of range: {args.model} has layers 0 (embeddings) to {depth}")
     check_writable(Path(args.output))
     check_new_folder(Path(args.output), args.overwrite)
     if args.max_length is not None and args.max_length < 1:
         raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
-    return settings_of(Settings, args, encode=encode)
+    own: dict[str, object] = {}
+    if args.run is None:  # the layer as `run --model` scores it: the protocol's settings, the model's own by default
+        protocol = args.protocol or "model"
+        own = own_settings([args.model], args.revision, protocol).settings
+    return settings_of(Settings, args, encode=encode, own=tuple(own.items()))
 
 
 def execute(settings: Settings) -> None:
     plan = _plan(settings)
     check_loadable(plan.model, plan.revision)  # the run's model, where --model did not name one
     from layer_mteb.model.loading import load_model
-    from layer_mteb.model.st_export import export_layer
+    from layer_mteb.model.st_export import export_layer, exported_readout
 
     model = load_model(
         plan.model,
@@ -137,8 +163,8 @@ def execute(settings: Settings) -> None:
         model, plan.layer, plan.config, settings.output, overwrite=settings.overwrite, run=plan.run, prompts=prompts
     )
     print(
-        f"layer {plan.layer} of {model.name} ({plan.config.readout} readout, {plan.config.pooling} pooling) "
-        f"written to {output}"
+        f"layer {plan.layer} of {model.name} (readout: {exported_readout(model, plan.config)}, pooling: "
+        f"{plan.config.pooling}) written to {output}"
     )
 
 
@@ -162,7 +188,8 @@ def _plan(settings: Settings) -> _Plan:
     from layer_mteb.model.st_export import RunRecord
 
     if settings.run is None:
-        return _Plan(str(settings.model), settings.revision, EncodeConfig(**dict(settings.encode)), int(settings.layer))
+        config = EncodeConfig(**{**dict(settings.own), **dict(settings.encode)})
+        return _Plan(str(settings.model), settings.revision, config, int(settings.layer))
     from layer_mteb.common.run_folder import RunFolder, one_setting
 
     folder = RunFolder(settings.run)

@@ -8,6 +8,7 @@ the options and files show, before transformers, mteb or the hub probe), ``execu
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -30,6 +31,9 @@ from layer_mteb.cli.console import PROG, package_logging, run_reporting_errors, 
 #: the commands, in the order ``--help`` lists them
 COMMANDS = (run, merge, report, metrics, stress, select, correlate, import_, label_budget, reproduce, export, cost)
 _BY_NAME = {command.NAME: command for command in COMMANDS}
+#: the commands whose first slow step, once checked, is importing torch, transformers and mteb (half a minute on a
+#: busy 2-core machine, the first start longer): they say so first, so a terminal is never silent for it
+_IMPORTS_FIRST = (run.NAME, metrics.NAME, stress.NAME)
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         return failed
     [settings] = checked
+    if command.NAME in _IMPORTS_FIRST:
+        logging.getLogger("layer_mteb.cli").info("loading torch, transformers and mteb")
     setup_logging(verbose=getattr(settings, "verbose", False))
     interrupted = getattr(settings, "interrupted", command.INTERRUPTED)
     return run_reporting_errors(lambda: command.execute(settings), interrupted)

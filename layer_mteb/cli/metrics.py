@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME
@@ -68,6 +69,7 @@ def execute(settings: Settings) -> None:
     sizes = {name: size if getattr(settings, name) is None else getattr(settings, name) for name, size in sizes.items()}
     measure = MetricSettings(**sizes, p=settings.augment_p, alpha=settings.alpha, seed=settings.seed)
     config = target.config.placed()
+    logging.getLogger(__name__).info("loading model %s on %s", target.model, config.device)
     model = load_model(target.model, config, revision=target.revision, trust_remote_code=settings.trust_remote_code)
     for source in target.sources:  # one model load for every source; each is saved as it finishes
         frame = compute_metrics(

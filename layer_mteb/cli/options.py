@@ -25,9 +25,11 @@ from layer_mteb.common.config import (
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
+from layer_mteb.evaluation.request import own_settings
 from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
-from layer_mteb.model.names import check_loadable, known_hidden_size, packaged_name
+from layer_mteb.model.names import check_loadable, known_hidden_size, packaged_name, recorded_name
+from layer_mteb.model.pipeline import PROTOCOLS
 from layer_mteb.tasks.catalog import file_task
 from layer_mteb.tasks.task_names import check_task_names
 from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
@@ -114,6 +116,14 @@ def add_model_or_run(parser: argparse.ArgumentParser) -> None:
         "--run",
         help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
         "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="what the pooling, max length and normalisation not given are, as for `run`: model, the model's own "
+        "sentence-transformers pipeline (other models: the paper's settings), or paper, the paper's protocol "
+        "(default: the setting of the run folder measured into, --run or an --output holding the model's scores; "
+        "else model, as `run`)",
     )
 
 
@@ -216,7 +226,7 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     """The model, texts and settings of ``metrics`` / ``stress``, given or the run's, checked: the output writable,
     the model and every text source there (``several_texts``: comma-separated)."""
     model, revision, texts, data_dir = args.model, getattr(args, "revision", None), args.texts, args.data_dir
-    taken: dict[str, Any] = {}  # the run's encode settings
+    taken: dict[str, Any] = {}  # the run folder's encode settings
     if args.run is not None:
         model, revision, texts, data_dir, taken = _run_model(args)
     elif model is None:
@@ -225,12 +235,69 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     output = output_folder(args.output, args.run, model)
     check_writable(output)
     check_loadable(model, revision)  # a hub id that cannot load: one line before the texts are read
+    if args.run is None:
+        taken = folder_setting(output, model, revision)  # a run folder measured into: its setting, as --run
+    if taken:
+        check_setting_given(args, taken, Path(args.run or output), model, revision)
     sources = text_sources(texts) if several_texts else [texts]
     check_task_names(task_texts(sources))  # every unknown task of a comma-separated --texts in one line
     for source in sources:
         check_texts(source, data_dir)
-    config = replace(encode_config(args, []), **taken)
+    own: dict[str, Any] = {}
+    if not taken:  # a new folder: the protocol's settings, the model's own pipeline by default (as `run`)
+        own = own_settings([model], revision, args.protocol or "model").settings
+    config = replace(encode_config(args, [], own), **taken)
     return Measured(model, revision, texts, tuple(sources), data_dir, config, output)
+
+
+def folder_setting(output: Path, model: str, revision: str | None) -> dict[str, Any]:
+    """The encode settings (all but the readout) of the run folder ``output`` where it holds ``model``'s scores, so
+    what is measured into it pairs with them; none for a new or empty folder. A folder of another model is one line:
+    its ``select`` would pair the measurement with nothing."""
+    held = RunFolder(output).held_setting() if output.is_dir() else None
+    if held is None:
+        return {}
+    runs, setting = held
+    name = recorded_name(model, revision)[0]
+    if name not in {held_model for held_model, _ in runs}:
+        listed = ", ".join(sorted({held_model for held_model, _ in runs}))
+        raise UserError(
+            f"{output} holds the scores of {listed}, not of {name}: measure {model} into its own run folder "
+            "(--output), or give --run to measure the folder's model"
+        )
+    config = EncodeConfig.from_key(setting)
+    return {option: getattr(config, option) for option in RUN_SETTINGS}
+
+
+def check_setting_given(
+    args: argparse.Namespace, taken: Mapping[str, Any], folder: Path, model: str, revision: str | None
+) -> None:
+    """The settings given beside a run folder's agree with it: an option or ``--protocol`` asking for another
+    pooling, max length, normalisation, dtype or attention is one line before any model loads (the folder holds one
+    setting, and metrics of another pair with none of its scores). An option that says the folder's value is fine."""
+    options = {o: getattr(args, o) for o in RUN_SETTINGS if getattr(args, o) != ENCODE_DEFAULTS[o]}
+    protocol: dict[str, Any] = {}
+    if args.protocol is not None:  # the protocol's pooling, max length and normalisation, where no option says one
+        paper = {s.name: s.default for s in SETTINGS if s.name in PIPELINE_SETTINGS}
+        protocol = {**paper, **own_settings([model], revision, args.protocol).settings}
+        protocol = {name: value for name, value in protocol.items() if name not in options}
+    asked = {**options, **protocol}
+    differ = [name for name, value in asked.items() if taken.get(name) != value]
+    if not differ:
+        return
+    given = [_option_as_given(name, options[name]) for name in differ if name in options]
+    given += [f"--protocol {args.protocol}"] if any(name in protocol for name in differ) else []
+    held = ", ".join(f"{name}={taken.get(name)}" for name in differ)
+    wanted = ", ".join(f"{name}={asked[name]}" for name in differ)
+    raise UserError(
+        f"{folder} holds scores with {held}; this asks {wanted}: drop {' and '.join(given)} (what is measured into a "
+        "run folder takes its setting), or measure into another --output"
+    )
+
+
+def _option_as_given(name: str, value: Any) -> str:
+    """``--pooling``, or ``--no-normalize`` for an on/off setting given off."""
+    return f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
 
 
 def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, dict[str, Any]]:
@@ -241,11 +308,8 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
     scores = folder.one_setting()
     row = scores.iloc[-1]
     name, revision = str(row["model"]), str(row["revision"])
-    given = [f"--{o.replace('_', '-')}" for o in RUN_SETTINGS if getattr(args, o) != ENCODE_DEFAULTS[o]]
     if getattr(args, "revision", None) is not None:
-        given.append("--revision")
-    if given:
-        raise UserError(f"with --run the model's settings are the run's: drop {', '.join(given)}")
+        raise UserError("with --run the model's revision is the run's: drop --revision")
     run_config = EncodeConfig.from_key(row)
     recorded = folder.recorded_tasks()  # a custom task's texts are found through the file declaring it
     texts = args.texts or ",".join(f"{TASK_TEXTS}{task}" for task in sorted(set(scores["task"].astype(str))))

@@ -33,7 +33,13 @@ def add_options(select: argparse.ArgumentParser) -> None:
         help=f"the selector (default: every metric): {by_help()}; one on each task's own texts (agreement, "
         "auto) picks per task; writes selection.<by>.csv",
     )
-    select.add_argument("--per-task", action="store_true", help="choose a layer per task, not once for the mean")
+    select.add_argument(
+        "--per-task",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="choose a layer per task, not once for the mean over tasks (default: per task without --by where the "
+        "run has metrics on its tasks' own texts, which pick only per task; else once for the mean)",
+    )
     add_metric_readout(select)
     select.add_argument(
         "--labels",
@@ -90,7 +96,7 @@ def _labels_budget(value: str) -> int | str:
 class Settings:
     run: str
     by: str | None
-    per_task: bool
+    per_task: bool | None
     metric_readout: str
     labels: int | str | None
     draws: int
@@ -121,7 +127,13 @@ def execute(settings: Settings) -> None:
     if settings.labels is not None:
         _select_by_labels(settings)
         return
-    from layer_mteb.analysis.selection.picks import explained, run_leaderboard, select_layers, selection_file
+    from layer_mteb.analysis.selection.picks import (
+        explained,
+        metric_texts,
+        run_leaderboard,
+        select_layers,
+        selection_file,
+    )
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
     from layer_mteb.cli.console import print_leaderboard
     from layer_mteb.common.run_folder import RunFolder
@@ -130,9 +142,20 @@ def execute(settings: Settings) -> None:
     folder, by = RunFolder(settings.run), settings.by  # the one folder every reader below is handed
     selector = None if by is None else by_name(by)
     source = settings_of(SignalSource, settings)  # --agreement-with, --model, --sample, --neighbours, --seed
-    picks = select_layers(
-        folder, by=selector, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
-    )
+    per_task = bool(settings.per_task)
+    own, shared = metric_texts(folder) if settings.per_task is None and by is None else (False, False)
+    if own and not shared:  # the metric picks the run has are all per task: shown, and said first
+        per_task = True
+        print(
+            "a layer per task: this run's metrics are on its tasks' own texts, which pick per task (--no-per-task: "
+            "one layer for the mean over tasks, which only the baselines then pick)\n"
+        )
+    elif own:
+        print(
+            "one layer for the mean over tasks, by the metrics of shared texts; --per-task also shows the picks of "
+            "the metrics on each task's own texts\n"
+        )
+    picks = select_layers(folder, by=selector, per_task=per_task, metric_readout=settings.metric_readout, source=source)
     for line in explained(folder, picks, selector, source):  # what the selector read, why, where its curves are
         print(line)
     board, lines = run_leaderboard(folder, picks, by)

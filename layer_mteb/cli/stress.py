@@ -4,6 +4,7 @@ the dip test of its distribution."""
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from dataclasses import dataclass
 
@@ -71,10 +72,12 @@ def execute(settings: Settings) -> None:
     lengths = settings.lengths or LENGTHS
     measure = StressSettings(settings.tests, **sizes, lengths=lengths, alpha=settings.alpha, seed=settings.seed)
     started = time.time()
+    config = target.config.placed()
+    logging.getLogger(__name__).info("loading model %s on %s, then the stress tests", target.model, config.device)
     values, dips = run_stress(
         target.model,
         target.texts,
-        config=target.config.placed(),
+        config=config,
         settings=measure,
         data_dir=target.data_dir,
         output=target.output,

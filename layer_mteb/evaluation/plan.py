@@ -16,6 +16,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import content_hash, text_hash
 from layer_mteb.common.hub import hub_offline
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
+from layer_mteb.model.depth import known_depth
 from layer_mteb.tasks.catalog import TaskSpec, load_task, task_data, unavailable_message
 
 if TYPE_CHECKING:
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
-    """``all`` | ``0,3,-1`` | ``0:12`` | ``0:25:2`` (Python slice, end exclusive) -> sorted hidden-state indices."""
+def parse_layers(layers: str | Sequence[int], n_layers: int, model: str = "this model") -> list[int]:
+    """``all`` | ``0,3,-1`` | ``0:12`` | ``0:25:2`` (Python slice, end exclusive) -> sorted hidden-state indices
+    (``model``: how a layer out of range names the model)."""
     if isinstance(layers, str):
         text = layers.strip()
         if text == "all":
@@ -42,7 +44,7 @@ def parse_layers(layers: str | Sequence[int], n_layers: int) -> list[int]:
         layers = picked
     if not layers:
         raise UserError("--layers is empty")
-    return sorted({resolve_layer(int(layer), n_layers) for layer in layers})
+    return sorted({resolve_layer(int(layer), n_layers, model) for layer in layers})
 
 
 #: deeper than any model: ``--layers`` parsed against it is checked for form alone, before the model is known
@@ -54,11 +56,20 @@ def check_layers(layers: str) -> None:
     parse_layers(layers, _ANY_DEPTH)
 
 
-def resolve_layer(layer: int, n_layers: int) -> int:
+def check_model_layers(layers: str | Sequence[int], model: str) -> None:
+    """``--layers`` against ``model``'s depth where it is known without loading the weights (a packaged model, a
+    folder's config.json, a GGUF header: :func:`~layer_mteb.model.depth.known_depth`), so a layer it lacks is one line
+    in a fraction of a second instead of after the model loads; otherwise the sweep checks it once loaded."""
+    depth = known_depth(model)
+    if depth is not None:
+        parse_layers(layers, depth, model)
+
+
+def resolve_layer(layer: int, n_layers: int, model: str = "this model") -> int:
     """Map a possibly negative hidden-state index to 0..n_layers, or explain the valid range."""
     if not -(n_layers + 1) <= layer <= n_layers:
         valid = f"0..{n_layers} (or -{n_layers + 1}..-1)"
-        raise UserError(f"layer {layer} is out of range: this model has hidden states {valid}")
+        raise UserError(f"layer {layer} is out of range: {model} has hidden states {valid}")
     return layer % (n_layers + 1)
 
 

@@ -18,7 +18,7 @@ from layer_mteb.common.instructions import NONE as NO_INSTRUCTIONS
 from layer_mteb.common.prompts import NONE as NO_PROMPTS
 from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.evaluation.plan import check_layers, check_writable, distributed_shard
+from layer_mteb.evaluation.plan import check_layers, check_model_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
 from layer_mteb.model.names import check_loadable, model_kind, recorded_name
 from layer_mteb.model.pipeline import PROTOCOLS, Pipeline, checkpoint_dtype, model_pipeline, read_pipeline
@@ -101,6 +101,8 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         )
     if isinstance(request.layers, str):
         check_layers(request.layers)
+    for name in (model for model in models if isinstance(model, str)):
+        check_model_layers(request.layers, name)  # a layer the model lacks, from its config: before it loads
     split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
     revisions = tuple(revisions or [None])
     instructions = check_instructions(request.instructions, request.prompts, request.protocol)

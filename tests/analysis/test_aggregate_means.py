@@ -77,7 +77,7 @@ def test_the_runs_closing_line_is_the_mean_of_the_plain_task_and_the_aggregate(s
     counted = per_task(pd.read_csv(run / "scores.csv")).mean(axis=1)  # the subtasks counted too
     assert not (means - counted).abs().lt(1e-4).all()  # the two ways differ: the line tells which it took
     best = int(means[means == means.max()].index.max())  # ties go to the deeper layer
-    line = f"best layer {best} (mean {100 * means.max():.1f} over 2 tasks), last layer 2: {100 * means[2]:.1f}"
+    line = f"best layer {best} (mean {means.max():.4f} over 2 tasks), last layer 2: {means[2]:.4f}"
     assert line in out, out
     assert not any(task in out for task in SUBTASKS)  # the layer table's columns are the run's two tasks
 

@@ -229,6 +229,41 @@ def test_select_by_auto_prints_the_rule_it_used_and_the_policy_provenance(tmp_pa
     assert (tmp_path / "selection.auto.csv").is_file()
 
 
+@pytest.mark.parametrize(
+    ("model", "rule"),
+    [
+        ("sentence-transformers/all-MiniLM-L6-v2", "-> last_layer"),
+        ("EleutherAI/pythia-70m", "-> by task type (Classification depth=0.6; else depth=0.8)"),
+    ],
+)
+def test_select_by_auto_s_first_line_speaks_only_of_the_run_s_task_types(model, rule, tmp_path, capsys) -> None:
+    """A run of an STS and a Classification task (the demo's two types): the line names no type the run lacks
+    (Retrieval, Summarization, Clustering, ...), and an embedding model's rule, with no per-type pick, no analogy."""
+    from layer_mteb.cli import main
+
+    scores, metrics = run_tables(SCORES, METRICS, model=model)
+    scores["task_type"] = scores["task"].map({"A": "STS", "B": "Classification"})
+    RunFolder(tmp_path).write_scores(scores)
+    RunFolder(tmp_path).update(METRICS_TABLE, metrics)
+    assert main(["select", "--run", str(tmp_path), "--by", "auto", "--no-reference"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"auto (v{auto.VERSION}, trained on ") and f": {model}: " in first
+    assert f"{rule};" in f"{first};", first  # the rule, then the end of the line or its next clause
+    other_types = ["Retrieval", "Summarization", "Clustering", "Reranking", "PairClassification", "analogy"]
+    assert not [word for word in other_types if word in first], first
+
+
+def test_the_policy_line_names_an_analogue_only_for_a_type_the_run_has() -> None:
+    """Retrieval takes the Reranking rule by analogy: said where the run has a Retrieval task, never otherwise."""
+    policy = auto.load_policy()
+    with_retrieval = policy.describe("EleutherAI/pythia-70m", types=frozenset({"Retrieval", "STS"}))
+    assert with_retrieval.endswith(
+        "-> by task type (Retrieval depth=0.2; else depth=0.8); Retrieval as Reranking (not studied: the same mteb "
+        "evaluator and score)"
+    )
+    assert "Retrieval" not in policy.describe("EleutherAI/pythia-70m", types=frozenset({"STS"}))
+
+
 def test_the_shipped_policy_says_what_it_was_trained_on() -> None:
     policy = auto.load_policy()
     assert set(policy.rules) == set(auto.KINDS) and policy.version == auto.VERSION

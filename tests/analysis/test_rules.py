@@ -104,7 +104,7 @@ def test_every_mode_of_select_reports_the_same_bests_and_says_which_its_regret_i
     folder.mkdir()
     scores.to_csv(folder / "scores.csv", index=False)
     metrics.to_csv(folder / "metrics.csv", index=False)
-    plain, plain_line = _printed_select(capsys, folder)
+    plain, plain_line = _printed_select(capsys, folder, "--no-per-task")  # own-text metrics alone: per task unasked
     per_task, per_task_line = _printed_select(capsys, folder, "--per-task")
     auto, auto_line = _printed_select(capsys, folder, "--by", "auto")
 

@@ -130,14 +130,18 @@ def test_cli_select_counts_the_tasks_the_mean_averages(tmp_path: Path, capsys: p
     RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    table = pd.read_fwf(io.StringIO(out.split("\n\n")[0]))
+    first, table = out.split("\n\n")[:2]
+    table = pd.read_fwf(io.StringIO(table))
     assert set(table["n_tasks"]) == {2}  # A and B, not the one "mean" row
-    assert "--per-task" not in out  # WikiText metrics pick for the mean as well
+    # WikiText metrics pick for the mean as well; the first line says where task A's own-text pick is
+    assert first.endswith("--per-task also shows the picks of the metrics on each task's own texts")
+    assert "--per-task" not in out.removeprefix(first)
 
 
 def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsys) -> None:
     """A run whose metrics are all on each task's own texts (like an imported release) has only baselines for the
-    mean over tasks; select says where the metric selectors are, and that is true."""
+    mean over tasks: select shows a layer per task unless asked not to, and then says where the metric selectors
+    are, and that is true."""
     from layer_mteb.cli import main
 
     scores, metrics = run_tables(SCORES, {("prompt_entropy", "task:A"): [0.5] * 5, **METRICS})
@@ -145,6 +149,9 @@ def test_cli_select_says_per_task_shows_own_text_selectors(tmp_path: Path, capsy
     RunFolder(tmp_path).write_scores(scores)
     RunFolder(tmp_path).update(METRICS_TABLE, metrics)
     assert main(["select", "--run", str(tmp_path)]) == 0
+    first, default = capsys.readouterr().out.split("\n\n")[:2]
+    assert first.startswith("a layer per task: ") and "prompt_entropy own texts" in default
+    assert main(["select", "--run", str(tmp_path), "--no-per-task"]) == 0
     out = capsys.readouterr().out
     shown = set(pd.read_fwf(io.StringIO(out.split("\n\n")[0]))["selector"])
     assert shown == {"last_layer", "middle_layer", "oracle"}

@@ -96,8 +96,10 @@ def test_metrics_of_a_run_takes_its_model_settings_and_tasks(scored_run):
     measured = (target.model, target.texts, target.config.pooling, target.config.max_length)
     assert measured == ("minilm-l6", "task:BIOSSES", "mean", 256)  # the run's: all-MiniLM-L6-v2's own pipeline
     given = build_parser().parse_args(["metrics", "--run", str(scored_run), "--pooling", "last"])
-    with pytest.raises(Exception, match="with --run the model's settings are the run's: drop --pooling"):
+    with pytest.raises(Exception, match="holds scores with pooling=mean; this asks pooling=last: drop --pooling "):
         check(given)
+    same = build_parser().parse_args(["metrics", "--run", str(scored_run), "--max-length", "256"])
+    assert check(same).target.config.max_length == 256  # an option saying the run's value is no contradiction
 
 
 def test_a_custom_task_of_a_run_is_found_through_its_file(tmp_path):

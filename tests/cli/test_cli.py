@@ -40,11 +40,14 @@ def test_run_writes_scores_and_prints_a_layer_table(tiny_folder, data_dir, tmp_p
     assert set(frame["readout"]) == {"raw"} and set(frame["data"]) == {"local"}
     printed = capsys.readouterr().out
     assert "STS17" in printed and "mean" in printed
-    means = frame.groupby("layer")["main_score"].mean() * 100  # one subset per task here
+    means = frame.groupby("layer")["main_score"].mean()  # one subset per task here
     best = means.idxmax()
     [summary] = [line for line in printed.splitlines() if "best layer" in line]
     model = frame["model"].iloc[0]
-    assert summary == f"{model}: best layer {best} (mean {means[best]:.1f} over 2 tasks), last layer 2: {means[2]:.1f}"
+    # on the table's scale (0-1, four decimals): the table's mean column holds the same two numbers
+    assert summary == f"{model}: best layer {best} (mean {means[best]:.4f} over 2 tasks), last layer 2: {means[2]:.4f}"
+    table_means = {line.split()[0]: line.split()[-1] for line in printed.splitlines() if line[:1].isdigit()}
+    assert table_means[str(best)] == f"{means[best]:.4f}" and table_means["2"] == f"{means[2]:.4f}"
 
 
 def test_default_output_is_runs_not_the_committed_results(tiny_folder, demo_data_dir, tmp_path, monkeypatch):

@@ -35,6 +35,14 @@ CASES = {
         "while parsing a flow sequence started at line 2, column 8: expected ',' or ']'",
     ),
     "malformed layers": (["run", "--model", "minilm-l6", "--tasks", "STS12", "--layers", "1-3"], "--layers"),
+    "a layer the packaged model lacks": (
+        ["run", "--model", "minilm-l6", "--tasks", "demo", "--layers", "99"],
+        "layer 99 is out of range: minilm-l6 has hidden states 0..6 (or -7..-1)",
+    ),
+    "export a layer the packaged model lacks": (
+        ["export", "--model", "minilm-l6", "--layer", "7", "--output", "{tmp}/out"],
+        "--layer 7 is out of range: minilm-l6 has layers 0 (embeddings) to 6",
+    ),
     "budget below one vector": (
         ["run", "--model", "minilm-l6", "--tasks", "STS12", "--max-cache-memory", "1KB"],
         "--max-cache-memory 1KB is smaller than one pooled vector of minilm-l6 (384 floats, 1.6KB)",
@@ -113,6 +121,10 @@ CASES = {
         "unknown suite 'paper32-fats' (did you mean paper32-fast?)",
     ),
     "a mistyped selector": (["select", "--run", "{tmp}/run", "--by", "agreemnt"], "(did you mean agreement?)"),
+    "a selector mistyped in one word of its name": (
+        ["select", "--run", "{tmp}/run", "--by", "entorpy"],
+        "unknown metric or selector 'entorpy' (did you mean prompt_entropy, dataset_entropy?): use last_layer",
+    ),
     "a mistyped export selector": (
         ["export", "--run", "{tmp}/run", "--by", "autto", "--output", "{tmp}/out"],
         "(did you mean auto?)",

@@ -122,3 +122,20 @@ def test_a_run_draws_transformers_gguf_bar_only_when_verbose(tmp_path, verbose):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "False"  # tqdm is not imported by the checks, so it reads TQDM_DISABLE when it is
     assert ("Converting and de-quantizing GGUF tensors" in done.stderr) == verbose
+
+
+@pytest.mark.slow  # the demo's sweep of the packaged MiniLM's last layer, in a subprocess: ~30 s
+def test_the_demo_says_what_it_loads_before_each_slow_step(tmp_path):
+    """No silent minute before the first progress line: once the options are checked, the imports of torch,
+    transformers and mteb are said first, then the model's load, each before it starts."""
+    done = _cli(["run", "--model", "minilm-l6", "--tasks", "demo", "--layers", "-1", "--output", "run"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    said = [
+        "INFO layer_mteb.cli: loading torch, transformers and mteb",
+        "INFO layer_mteb.evaluation.sweep: loading model minilm-l6 on cpu",
+    ]
+    checked = [line for line in lines if "data folder:" not in line]  # said by the checks, where a folder is found
+    assert checked[0] == said[0], lines
+    first_progress = next(i for i, line in enumerate(lines) if "layer_mteb.common.progress" in line)
+    assert said[1] in lines[:first_progress], lines

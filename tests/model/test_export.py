@@ -277,7 +277,7 @@ def llama_folder(bert_tokenizer, tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--layer", "3"], "--layer 3 is out of range: local/tiny-llama has layers 0 (embeddings) to 2"),
+        (["--layer", "3"], "tiny-llama has layers 0 (embeddings) to 2"),  # the folder's config says, before loading
         (["--layer", "1", "--readout", "raw"], "--readout raw cannot be exported for layer 1"),
         (["--layer", "1", "--attention", "bidirectional"], "bidirectional attention"),
     ],
@@ -320,3 +320,15 @@ def test_a_run_s_pick_is_exported_with_its_settings_and_scores(tmp_path, cli):
         "with --run the settings are the run's: drop --pooling",
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run"]
+
+
+@pytest.mark.parametrize(
+    ("family", "readout"), [("bert", "none (the model has no final norm)"), ("llama", "final_norm")]
+)
+def test_the_printed_line_and_the_model_card_say_the_same_readout(family, readout, bert_tokenizer, tmp_path, cli):
+    """An encoder has no final norm: the command's line says so as the card does (it said "final_norm readout")."""
+    folder = save_tiny_model(family, bert_tokenizer, tmp_path / f"tiny-{family}")
+    done = cli("--model", str(folder), "--layer", "1", "--output", "out")
+    assert done.returncode == 0, done.stderr
+    assert f"layer 1 of local/tiny-{family} (readout: {readout}, pooling: mean) written to " in done.stdout
+    assert f"| readout | {readout} |" in (tmp_path / "out" / "README.md").read_text()

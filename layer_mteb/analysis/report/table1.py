@@ -221,7 +221,8 @@ def table1_notes(summary: pd.DataFrame) -> list[str]:
 
 def run_summary(scores: pd.DataFrame) -> list[str]:
     """One line per (model, revision) of a run: the best single layer by mean score over the run's tasks
-    (:func:`best_single_layer`) and the last layer's mean over the same tasks, both ×100 as in Table 1."""
+    (:func:`best_single_layer`) and the last layer's mean over the same tasks, on the scale of the layer table printed
+    above it (mteb's 0–1 main scores, four decimals), so the line and the table read the same numbers."""
     lines = []
     scored = scores.dropna(subset=["main_score"])
     by = [c for c in ("model", "revision") if c in scored.columns]
@@ -237,9 +238,9 @@ def run_summary(scores: pd.DataFrame) -> list[str]:
         n_layers = int(tasks["n_layers"].iloc[0])
         last = tasks[tasks["layer"] == n_layers]
         complete = last["task"].nunique() == tasks["task"].nunique()
-        last_text = f"{100 * last['main_score'].mean():.1f}" if complete else "not scored on every task"
+        last_text = f"{last['main_score'].mean():.4f}" if complete else "not scored on every task"
         lines.append(
-            f"{label}: best layer {int(layer)} (mean {100 * mean:.1f} over {tasks['task'].nunique()} tasks), "
+            f"{label}: best layer {int(layer)} (mean {mean:.4f} over {tasks['task'].nunique()} tasks), "
             f"last layer {n_layers}: {last_text}"
         )
     return lines

@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING
 
 from layer_mteb.analysis.selection.agreement import AGREEMENT, agreement_line, curve_selectors
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, metric_selectors, pooling_of
+from layer_mteb.analysis.selection.selectors import (
+    ModelData,
+    Needs,
+    Selector,
+    Wanted,
+    metric_selectors,
+    pooling_of,
+    task_types,
+)
 from layer_mteb.common.errors import UserError
 from layer_mteb.metrics.agreement import ID_METRIC
 from layer_mteb.tasks.task_types import TASK_TYPES
@@ -131,10 +139,19 @@ class Rule:
     @property
     def label(self) -> str:
         """The rule in one phrase: ``depth=0.8``, or ``by task type (Clustering depth=0.9, …; else depth=0.8)``."""
-        if not self.by_type:
+        return self.label_for(None)
+
+    def label_for(self, types: frozenset[str] | None) -> str:
+        """:attr:`label` naming only the task types ``types`` (a run's; None: every type the rule has): a run's line
+        speaks of the tasks it holds."""
+        by_type = with_analogues(self.by_type)
+        kept = {t: name for t, name in sorted(by_type.items()) if (t in self.by_type if types is None else t in types)}
+        if not kept:
             return self.selector
-        types = ", ".join(f"{t} {name}" for t, name in sorted(self.by_type.items()))
-        return f"by task type ({types}; else {self.selector})"
+        named = ", ".join(f"{t} {name}" for t, name in kept.items())
+        if types is not None and types <= set(kept):  # every task of the run has its type's rule
+            return f"by task type ({named})"
+        return f"by task type ({named}; else {self.selector})"
 
     def selector_names(self) -> list[str]:
         return list(dict.fromkeys([self.selector, *self.by_type.values()]))
@@ -165,15 +182,16 @@ class Policy:
         by_type = tuple(sorted(with_analogues(rule.by_type).items()))
         return dataclasses.replace(chosen, name=AUTO, by_type=by_type)
 
-    def describe(self, model: str, pooling: str = "mean") -> str:
-        """One line: which rule was used for ``model`` and why, with the policy's provenance."""
+    def describe(self, model: str, pooling: str = "mean", types: frozenset[str] | None = None) -> str:
+        """One line: which rule was used for ``model`` and why, with the policy's provenance; ``types``: the task
+        types of the run it picks for, the only ones the line names (None: every type the policy knows)."""
         family = family_of(model)
         rule = self.rule_for(model, pooling)
         kinds = {"embedding": f"embedding model ({family.why})", "cls": "first-token ([CLS]) pooling"}
         kind = kinds.get(kind_of(model, pooling), "base language model")
         trained = f"trained on {len(self.models)} models of {len(self.families)} families"
-        line = f"{AUTO} (v{self.version}, {trained}): {model}: {kind}: {rule.reason} -> {rule.label}"
-        return line + _analogues_note(rule)
+        line = f"{AUTO} (v{self.version}, {trained}): {model}: {kind}: {rule.reason} -> {rule.label_for(types)}"
+        return line + _analogues_note(rule, types)
 
     def to_json(self) -> dict:
         return {
@@ -188,9 +206,14 @@ class Policy:
         }
 
 
-def _analogues_note(rule: Rule) -> str:
-    """``; Retrieval as Reranking (…)``: the unstudied types the rule covers by analogy, or nothing."""
-    taken = [f"{t} as {src}" for t, src in TYPE_ANALOGUES.items() if t not in rule.by_type]
+def _analogues_note(rule: Rule, types: frozenset[str] | None = None) -> str:
+    """``; Retrieval as Reranking (…)``: the unstudied types the rule covers by analogy (of ``types``, a run's,
+    where given), or nothing: a rule without a per-type pick covers no type by analogy."""
+    taken = [
+        f"{t} as {src}"
+        for t, src in TYPE_ANALOGUES.items()
+        if t not in rule.by_type and src in rule.by_type and (types is None or t in types)
+    ]
     if not taken:
         return ""
     return f"; {', '.join(taken)} (not studied: the same mteb evaluator and score)"
@@ -277,7 +300,8 @@ class AutoSelector(Selector):
                 why = "base language model: the layer of most agreement"
                 lines.append(agreement_line(folder, model, self.name, why, options))
                 continue
-            line = shipped_policy().describe(model, pooling)
+            types = frozenset(task_types(scores[scores["model"] == model]).values())
+            line = shipped_policy().describe(model, pooling, types)
             if kind_of(model, pooling) == "base":
                 line += "; no agreement curves in this run (`select --by agreement` computes them; auto then uses them)"
                 line += "; a lexical reference (--agreement-with tfidf-lsa, no other model) was studied for auto and "

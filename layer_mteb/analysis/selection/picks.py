@@ -87,6 +87,16 @@ def select_layers(
     return frame
 
 
+def metric_texts(folder: RunFolder) -> tuple[bool, bool]:
+    """Whether the run's metrics are on its tasks' own texts (``metrics --run``'s default), and whether on shared
+    texts (WikiText, a file): the own texts' selectors pick only per task, so ``select`` without ``--by`` shows a
+    layer per task where they are all there is, rather than the baselines alone (``encoded:`` rows are no source)."""
+    texts = folder.read(METRICS_TABLE)["texts"].astype(str)
+    texts = texts[~texts.str.startswith(ENCODED_TEXTS)]
+    own = texts.map(task_of_label).notna()
+    return bool(own.any()), bool((~own).any())
+
+
 def selection_file(by: str | list[str] | None = None) -> str:
     """``selection.csv`` for every metric (what the report reads); a narrower ``by`` writes beside it, as
     ``selection.<by>.csv``, so picking by one never drops the other selectors' picks."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
@@ -47,9 +48,23 @@ def unknown_selector_message(name: str) -> str:
             f"--by {name} is a studied selector (docs/paper.md, docs/agreement.md), not offered on the command "
             f"line; layer_mteb.select_layers(run, by={name!r}) applies it"
         )
-    close = difflib.get_close_matches(name, offered_names(), n=3)
+    close = nearest_names(name, offered_names())
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     return f"unknown metric or selector {name!r}{hint}: use {by_help()}"
+
+
+def nearest_names(name: str, names: list[str], n: int = 3) -> list[str]:
+    """The names nearest ``name`` (any case), as difflib finds them for the task names; a name matched as a whole
+    first, then the names with a word near it (``entorpy`` is far from ``prompt_entropy`` as a whole, near its
+    ``entropy``)."""
+    lowered = name.lower()
+    words: dict[str, list[str]] = {}
+    for full in names:
+        for word in re.split(r"[_=]", full):
+            words.setdefault(word, []).append(full)
+    near_words = difflib.get_close_matches(lowered, list(words), n=n, cutoff=0.75)
+    found = [*difflib.get_close_matches(lowered, names, n=n), *(full for word in near_words for full in words[word])]
+    return list(dict.fromkeys(found))[:n]
 
 
 def check_selector(name: str) -> Selector:
