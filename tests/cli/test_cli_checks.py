@@ -123,7 +123,7 @@ CASES = {
     "a mistyped selector": (["select", "--run", "{tmp}/run", "--by", "agreemnt"], "(did you mean agreement?)"),
     "a selector mistyped in one word of its name": (
         ["select", "--run", "{tmp}/run", "--by", "entorpy"],
-        "unknown metric or selector 'entorpy' (did you mean prompt_entropy, dataset_entropy?): use last_layer",
+        "unknown metric or selector 'entorpy' (did you mean prompt_entropy, dataset_entropy?): use depth=0.1",
     ),
     "a mistyped export selector": (
         ["export", "--run", "{tmp}/run", "--by", "autto", "--output", "{tmp}/out"],
