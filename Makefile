@@ -141,11 +141,12 @@ demo: setup  ## every layer of all-MiniLM-L6-v2 on two real tasks shipped in the
 # the venv's bin/ on PATH: the tests start `layer-mteb` and `accelerate launch` as real processes
 # CI and `make test`: every test, the slow ones included (minutes: README's Development says how many); the venv's bin/
 # on PATH so the two-process `accelerate launch` test finds its launcher. `make test-fast`: the default quick run.
+# PYTEST_ARGS: more pytest arguments (.ci/run leaves the README walk to its bare-copy leg)
 test: setup
 	$(BIN)/ruff check layer_mteb tests benchmarks scripts studies
 	$(BIN)/vulture
 	$(BIN)/lint-imports
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow" --durations=15
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "slow or not slow" --durations=15 $(PYTEST_ARGS)
 
 test-fast: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest

@@ -87,6 +87,7 @@ def shell_command(command: str, venv: Path) -> list[str]:
 
 
 @pytest.mark.slow  # the demo, a second run, metrics, stress, cost and a report of MiniLM: minutes on 2 cores
+@pytest.mark.timeout(2400)
 def test_every_readme_line_runs_on_a_bare_clone_with_the_hub_unreachable(tmp_path):
     steps = readme_steps()
     assert any(kind == "python" for kind, _, _ in steps) and len(steps) > 10, steps
