@@ -14,13 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SELECTION_FILE, Table
-from layer_mteb.metrics import DIRECTIONS, SIGNALS
-from layer_mteb.metrics.agreement import AGREEMENT_FILE
+from layer_mteb.metrics import DIRECTIONS, METRICS_FILE, stored_in
 from layer_mteb.metrics.texts import task_texts_label
 
 if TYPE_CHECKING:
@@ -37,21 +36,30 @@ SOURCES = ("own", "wikitext")
 BASELINES = ("last_layer", "middle_layer", "oracle")
 
 
-#: Curves a selector has computed first where it can: who asks, for which model, why, and what it does instead.
-class Wanted(NamedTuple):
-    by: str
-    model: str
-    why: str
-    instead: str
-
-
 @dataclass(frozen=True)
 class Needs:
-    """The signals a selector reads on a run: ``reads`` (needed), ``uses`` (if stored), ``wanted`` (computed first)."""
+    """The signals a selector reads on a run: ``reads`` (needed), ``uses`` (if stored), ``wants`` (it has the curves
+    computed first where it can, through :meth:`Selector.compute_first`, though it picks without them)."""
 
     reads: frozenset[str] = frozenset()
     uses: frozenset[str] = frozenset()
-    wanted: tuple[Wanted, ...] = ()
+    wants: bool = False
+
+
+class CurveSource(Protocol):
+    """What computes the ``agreement.csv`` curves a pick needs and the run lacks, with the sample it draws
+    (:class:`layer_mteb.metrics.agreement.source.SignalSource` is the one a command hands the selection)."""
+
+    n: int
+    k: int
+    seed: int
+    no_reference: bool
+    reference: str | None  # as given (a packaged name, hub id, folder or lexical name); None: the model's default
+    stored_reference: str | None  # as agreement.csv names it
+
+    def reference_for(self, model: str) -> str: ...
+
+    def compute(self, folder: RunFolder, tasks: list[str], reference: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,11 @@ class Selector:
     def for_model(self, model: ModelData) -> Selector:  # who picks for ``model`` (auto: its kind's rule)
         return self
 
+    def compute_first(self, source: CurveSource, folder: RunFolder, tasks: list[str]) -> None:
+        """The curves of ``tasks`` it reads, computed into the run's ``agreement.csv`` (auto: where a reference
+        loads)."""
+        source.compute(folder, tasks)
+
     def per_task(self) -> bool:
         """Whether it can pick only per task: it reads each task's own texts, or picks per task type."""
         return self.source == "own" or bool(self.by_type)
@@ -183,7 +196,7 @@ def metric_selectors() -> Mapping[str, Selector]:
     (the curves' are :mod:`~.agreement`'s, ``auto`` :mod:`~.auto`'s; all of them: :func:`~.registry.registry`)."""
     found = [
         *selectors(),
-        *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != AGREEMENT_FILE),
+        *(metric_selector(name) for name in stored_in(METRICS_FILE)),
         Selector("oracle", _best_score, offered=False),  # the best layer in hindsight: a baseline, not a choice
     ]
     return MappingProxyType({selector.name: selector for selector in found})
