@@ -159,13 +159,17 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["reference"] == stored[0]] if stored else rows.iloc[:0]
 
 
-def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions) -> str:
-    """What a pick by agreement read for ``model``: the reference, its revision, metric, n, k and seed."""
-    scores, signal = folder.scores(), SIGNALS[AGREEMENT]
+def agreement_line(
+    folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions, curve: str = AGREEMENT
+) -> str:
+    """What a pick by a reference-needing ``curve`` read for ``model``: the reference, its revision, measure, n, k
+    (where it has neighbours) and seed."""
+    scores, signal = folder.scores(), SIGNALS[curve]
     task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
     first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), signal, options, task)
     reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-    what = f"{signal.metric}, outliers none, n={options.n}, k={options.k}, seed {options.seed}"
+    k = signal.key.get("k", options.k)
+    what = f"{signal.metric}, outliers none, n={options.n}{f', k={k}' if k else ''}, seed {options.seed}"
     return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"
 
 
@@ -177,7 +181,8 @@ class AgreementSelector(Selector):
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
         models = picks["model"].astype(str).unique()
-        return [agreement_line(folder, m, self.name, "the layer of most agreement", options) for m in models]
+        why = "the layer of most agreement"
+        return [agreement_line(folder, m, self.name, why, options, str(self.metric)) for m in models]
 
 
 def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
