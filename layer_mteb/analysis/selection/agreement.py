@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selectors import CurveSource, ModelData, Needs, Selector, extremum
+from layer_mteb.analysis.selection.selectors import CurveSource, ModelData, Needs, Selector
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import SIGNALS, Signal, stored_in
@@ -185,12 +185,14 @@ class AgreementSelector(Selector):
         return [agreement_line(folder, m, self.name, why, options, str(self.metric)) for m in models]
 
 
-def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
-    """A published intrinsic-dimension selector on the task's whole TwoNN curve 0..L (a missing layer: no pick)."""
-    values = model.curve(ID_METRIC, "own", task)
-    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
-        return None
-    return id_pick(values.sort_index().to_numpy(), name)
+class IdSelector(Selector):
+    def choose(self, model: ModelData, task: str) -> int | None:
+        """The published intrinsic-dimension rule it is named after, on the task's whole TwoNN curve 0..L (a
+        missing layer: no pick)."""
+        values = model.curve(ID_METRIC, "own", task)
+        if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
+            return None
+        return id_pick(values.sort_index().to_numpy(), self.name)
 
 
 @cache
@@ -199,8 +201,8 @@ def curve_selectors() -> Mapping[str, Selector]:
     other = [name for name in stored_in(AGREEMENT_FILE) if name not in (AGREEMENT, ID_METRIC)]
     stored = {"offered": False, "computes_curves": True}
     found = [
-        AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
-        *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", **stored) for name in ID_SELECTORS),
-        *(Selector(name, extremum, name, "own", **stored) for name in other),
+        AgreementSelector(AGREEMENT, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
+        *(IdSelector(name, ID_METRIC, "own", **stored) for name in ID_SELECTORS),
+        *(Selector(name, name, "own", **stored) for name in other),
     ]
     return MappingProxyType({selector.name: selector for selector in found})

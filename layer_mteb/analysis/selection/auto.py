@@ -248,11 +248,6 @@ def known(name: str) -> Selector:  # the selector a rule names: a metric's or th
     return found
 
 
-def _by_rule(selector: Selector, model: ModelData, task: str) -> int | None:
-    """The pick of the selector :meth:`AutoSelector.for_model` applies to ``model`` (the engine asks it directly)."""
-    return selector.for_model(model).pick(model, task)
-
-
 @dataclass(frozen=True)
 class AutoSelector(Selector):
     """``--by auto``: for a base language model whose run has agreement curves on every task, the layer of most
@@ -291,6 +286,9 @@ class AutoSelector(Selector):
             instead = "gets the depth rule for base models instead of agreement"
             print(f"{self.name}: {model} {instead}: {first_line(err)}", flush=True)
 
+    def choose(self, model: ModelData, task: str) -> int | None:  # the engine asks the selector for_model gives
+        return self.for_model(model).pick(model, task)
+
     def for_model(self, model: ModelData) -> Selector:
         if kind_of(model.name, model.pooling) == "base" and _has_agreement(model):
             return dataclasses.replace(curve_selectors()[AGREEMENT], name=self.name)
@@ -323,4 +321,4 @@ def _has_agreement(data: ModelData) -> bool:  # every task of ``data`` has an ag
     return bool(tasks) and all(data.curve(AGREEMENT, "own", task) is not None for task in tasks)
 
 
-AUTO_SELECTOR = AutoSelector(AUTO, _by_rule, form="auto (the study's choice per kind of model; docs/selection.md)")
+AUTO_SELECTOR = AutoSelector(AUTO, form="auto (the study's choice per kind of model; docs/selection.md)")

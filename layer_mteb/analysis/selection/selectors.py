@@ -10,7 +10,7 @@ loads no pandas, so the command line checks a ``--by`` name before anything heav
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
@@ -98,20 +98,17 @@ def pooling_of(scores: pd.DataFrame) -> str:
     return str(found.iloc[0]) if len(found) else "mean"
 
 
-Pick = Callable[["Selector", ModelData, str], "int | None"]
-
-
 @dataclass(frozen=True)
 class Selector:
-    """One selector: ``name`` (what ``--by`` and the tables call it) and ``how`` it picks a task's layer (called with
-    the selector itself, so ``metric`` (the signal it reads, if any), ``source``, ``from_depth`` and ``depth`` tune
-    it). ``form``: how ``--help`` and the did-you-mean write its family (default: the name); ``offered``: whether
-    ``--by`` takes it. ``by_type``: (task type, selector name) pairs that pick instead on tasks of that type (the type
-    is known without labels). A selector is a pure function of the loaded run; one that reads more than one signal,
-    or decides per model what it applies (``auto``), says so by overriding :meth:`needs` and :meth:`for_model`."""
+    """One selector: ``name`` (what ``--by`` and the tables call it); a kind of selector is a subclass overriding the
+    hooks below, the one interface (:meth:`choose` how it picks a task's layer, by default the extremum of the signal
+    ``metric`` on ``source`` from relative depth ``from_depth``; ``depth`` tunes a fixed depth). ``form``: how
+    ``--help`` and the did-you-mean write its family (default: the name); ``offered``: whether ``--by`` takes it.
+    ``by_type``: (task type, selector name) pairs that pick instead on tasks of that type (the type is known without
+    labels). A selector is a pure function of the loaded run; one that reads more than one signal, or decides per
+    model what it applies (``auto``), says so by overriding :meth:`needs` and :meth:`for_model`."""
 
     name: str
-    how: Pick
     metric: str | None = None
     source: str | None = None
     from_depth: float = 0.0
@@ -127,7 +124,15 @@ class Selector:
         instead = dict(self.by_type).get(model.task_types.get(task, ""))
         if instead is not None:
             return metric_selector_named(instead).pick(model, task)
-        return None if model.layers(task).empty else self.how(self, model, task)
+        return None if model.layers(task).empty else self.choose(model, task)
+
+    def choose(self, model: ModelData, task: str) -> int | None:
+        """The metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``."""
+        values = model.curve(str(self.metric), str(self.source), task)
+        if values is None:
+            return None
+        values = values[from_depth(values.index, model.n_layers, self.from_depth)].dropna()
+        return None if values.empty else extremum_layer(values, DIRECTIONS[str(self.metric)])
 
     def signals(self) -> frozenset[str]:  # the signals its picks read, on every task type
         names = [self.metric, *(metric_selector_named(name).metric for _, name in self.by_type)]
@@ -152,25 +157,19 @@ class Selector:
         return []  # what it read and why it picked so, per model (none: the table says it)
 
 
-def _last(_: Selector, model: ModelData, task: str) -> int | None:
-    return model.n_layers if model.n_layers in model.layers(task) else None
+class LastLayer(Selector):
+    def choose(self, model: ModelData, task: str) -> int | None:
+        return model.n_layers if model.n_layers in model.layers(task) else None
 
 
-def _at_depth(selector: Selector, model: ModelData, task: str) -> int:
-    return nearest_layer(model.layers(task), (selector.depth or 0.0) * model.n_layers)
+class AtDepth(Selector):
+    def choose(self, model: ModelData, task: str) -> int:
+        return nearest_layer(model.layers(task), (self.depth or 0.0) * model.n_layers)
 
 
-def _best_score(_: Selector, model: ModelData, task: str) -> int:
-    return extremum_layer(model.scores[task].dropna(), "max")
-
-
-def extremum(selector: Selector, model: ModelData, task: str) -> int | None:
-    """The metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``."""
-    values = model.curve(str(selector.metric), str(selector.source), task)
-    if values is None:
-        return None
-    values = values[from_depth(values.index, model.n_layers, selector.from_depth)].dropna()
-    return None if values.empty else extremum_layer(values, DIRECTIONS[str(selector.metric)])
+class BestScore(Selector):
+    def choose(self, model: ModelData, task: str) -> int:
+        return extremum_layer(model.scores[task].dropna(), "max")
 
 
 def metric_selector(metric: str, source: str | None = None, start: float = 0.0) -> Selector:
@@ -179,13 +178,13 @@ def metric_selector(metric: str, source: str | None = None, start: float = 0.0) 
     authors' six; the rest are the studies', applied from Python)."""
     name = metric if source is None else f"{metric}@{source}{f':from={start:.2f}' if start else ''}"
     offered = source is None and metric in STUDY_METRICS  # the rest are studied (studies/), not offered
-    return Selector(name, extremum, metric, source, start, form="a metric", offered=offered)
+    return Selector(name, metric, source, start, form="a metric", offered=offered)
 
 
 def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
     """Every study candidate: last and middle layer, fixed depths, each metric on each source and depth window."""
-    found = [Selector("last_layer", _last), Selector("middle_layer", _at_depth, depth=0.5)]
-    found += [Selector(f"depth={d:.1f}", _at_depth, depth=d, form="depth=0.1…1.0") for d in DEPTHS]
+    found = [LastLayer("last_layer"), AtDepth("middle_layer", depth=0.5)]
+    found += [AtDepth(f"depth={d:.1f}", depth=d, form="depth=0.1…1.0") for d in DEPTHS]
     found += [metric_selector(m, s, start) for m in STUDY_METRICS for s in sources for start in WINDOWS]
     return found
 
@@ -197,7 +196,7 @@ def metric_selectors() -> Mapping[str, Selector]:
     found = [
         *selectors(),
         *(metric_selector(name) for name in stored_in(METRICS_FILE)),
-        Selector("oracle", _best_score, offered=False),  # the best layer in hindsight: a baseline, not a choice
+        BestScore("oracle", offered=False),  # the best layer in hindsight: a baseline, not a choice
     ]
     return MappingProxyType({selector.name: selector for selector in found})
 
