@@ -253,10 +253,7 @@ class AutoSelector(Selector):
     """``--by auto``: for a base language model whose run has agreement curves on every task, the layer of most
     agreement (the study: docs/agreement.md); otherwise the shipped policy's rule for the model's kind, in rows named
     ``auto``. For a run of one base model it wants the curves computed first where a reference encoder loads: the
-    depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md).
-    So it computes curves (``computes_curves``: what ``select`` says Ctrl-C leaves)."""
-
-    computes_curves: bool = True
+    depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md)."""
 
     def needs(self, scores: pd.DataFrame) -> Needs:
         policy, models = shipped_policy(), scores.groupby("model", sort=False)

@@ -95,7 +95,7 @@ def explained(
 ) -> list[str]:
     """What ``selector`` read and why it picked so, per model, and where the curves it computed (or read back) are
     kept."""
-    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and _reads_only_curves(selector) else []
+    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.computes_curves else []
     return [] if selector is None else [*selector.describe(folder, picks, options_of(source)), *kept]
 
 
@@ -114,7 +114,7 @@ def _select(
         curves = score_curves(model_scores)
         own = metrics[metrics["model"] == model]
         readout = dict(zip(own["texts"], own["readout"], strict=True))
-        metric_by = {} if selector is not None and _reads_only_curves(selector) else metric_curves(own, names)
+        metric_by = metric_curves(own, names) if selector is None or not selector.computes_curves else {}
         if stored is not None:
             metric_by |= stored.curves.get(str(model), {})
             readout |= stored.readout.get(str(model), {})
@@ -141,10 +141,6 @@ def _select(
         frames.append(evaluate([data], candidates, tasks))
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SELECTION_COLUMNS)
     return frame[SELECTION_COLUMNS]
-
-
-def _reads_only_curves(selector: Selector) -> bool:  # it reads signals, every one of them stored in agreement.csv
-    return bool(selector.signals()) and selector.signals() <= set(stored_in(AGREEMENT_FILE))
 
 
 def run_leaderboard(

@@ -117,7 +117,7 @@ class Selector:
     offered: bool = True
     by_type: tuple[tuple[str, str], ...] = ()
     #: whether it reads curves of ``agreement.csv``, computed first where the run lacks them (:mod:`~.agreement`
-    #: builds those selectors; ``auto`` has them computed for a base model): ``select`` asks before anything loads
+    #: builds those selectors): ``select`` asks before anything loads
     computes_curves: bool = False
 
     def pick(self, model: ModelData, task: str) -> int | None:
