@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
-from layer_mteb.metrics.agreement import AGREEMENT_FILE
+from layer_mteb.metrics.agreement import AGREEMENT_FILE, ID_METRIC, NO_REFERENCE
 
 #: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,
 #: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together.
@@ -37,23 +37,39 @@ Input = Literal["model", "reference"]
 
 @dataclass(frozen=True)
 class Signal:
-    """A per-layer signal: its better end, the table storing it (``metrics.csv``, made by ``layer-mteb metrics``;
-    ``agreement.csv``, made on demand by the source a command hands the selection), what computing it needs, and the
-    parameters keying a stored value besides the layer."""
+    """A per-layer signal, declared once so that one reader serves it wherever it is stored: its better end, the
+    table storing it (``metrics.csv``, made by ``layer-mteb metrics``; ``agreement.csv``, made on demand by the source
+    a command hands the selection), what computing it needs, the parameters keying a stored value besides the layer
+    (read from the options a pick is given), the name its rows carry in the table's ``metric`` column (``stored_as``,
+    default its own) and the key columns it holds at one value (``fixed``: agreement reads untreated outliers)."""
 
     name: str
     direction: Direction
     table: str = METRICS_FILE
     needs: Input = "model"
     parameters: tuple[str, ...] = ("texts", "readout")
+    stored_as: str = ""
+    fixed: tuple[tuple[str, object], ...] = ()
 
+    @property
+    def metric(self) -> str:  # the value of its rows' ``metric`` column
+        return self.stored_as or self.name
+
+    @property
+    def key(self) -> dict[str, object]:
+        """The key columns held at one value; a curve that reads no reference is stored with :data:`NO_REFERENCE`."""
+        return {**({} if self.needs == "reference" else {"reference": NO_REFERENCE}), **dict(self.fixed)}
+
+
+#: the curves of ``agreement.csv`` are keyed by these besides the task; ``k`` only where the measure has neighbours
+CURVE_PARAMETERS = ("reference", "n", "k", "seed")
 
 #: Every signal by name. Prompt entropy: the paper's rule, a compressed (low-entropy) prompt means the layer has
 #: distilled the prompt to a few directions. Dataset entropy / effective rank: spread-out, non-collapsed pooled
 #: vectors separate texts. Curvature: straighter token trajectories. InfoNCE: lower loss is more augmentation-
 #: invariant. LiDAR, DiME: more discriminative directions / more information shared by views. Agreement (with a trusted
-#: sentence encoder, on a task's own texts): nearer to an embedding model's geometry. TwoNN intrinsic dimension:
-#: lower (KV-Embedding's rule; ``--by id_min`` and the other published rules skip layer 0).
+#: sentence encoder, on a task's own texts; mutual k-NN, untreated): nearer to an embedding model's geometry. TwoNN
+#: intrinsic dimension: lower (KV-Embedding's rule; ``--by id_min`` and the other published rules skip layer 0).
 SIGNALS: dict[str, Signal] = {
     signal.name: signal
     for signal in (
@@ -62,10 +78,17 @@ SIGNALS: dict[str, Signal] = {
         *(Signal(name, "max") for name in ("dataset_entropy", "dataset_entropy_raw", "effective_rank")),
         *(Signal(name, "min") for name in ("curvature", "infonce")),
         *(Signal(name, "max") for name in ("lidar", "dime")),
-        Signal("agreement", "max", AGREEMENT_FILE, "reference", ("reference", "metric", "outlier", "n", "k", "seed")),
-        Signal("two_nn_id", "min", AGREEMENT_FILE, "model", ("n", "seed")),
+        Signal("agreement", "max", AGREEMENT_FILE, "reference", CURVE_PARAMETERS, "mknn", (("outlier", "none"),)),
+        Signal(ID_METRIC, "min", AGREEMENT_FILE, "model", ("n", "seed"), fixed=(("outlier", "none"), ("k", 0))),
     )
 }
+
+
+def stored_in(table: str) -> list[str]:
+    """The signals ``table`` stores (``metrics.csv`` or ``agreement.csv``), in the registry's order."""
+    return [name for name, signal in SIGNALS.items() if signal.table == table]
+
+
 #: metric -> the better end, for every signal.
 DIRECTIONS: dict[str, Direction] = {name: signal.direction for name, signal in SIGNALS.items()}
 

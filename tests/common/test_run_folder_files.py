@@ -136,6 +136,7 @@ def test_agreement_curves_replace_their_key_and_rewrite_to_the_same_bytes(tmp_pa
     def curve(metric: str, values: list[float]) -> pd.DataFrame:
         key = {"task": "A", "reference": "ref", "reference_revision": "x", "metric": metric, "outlier": "none"}
         rows = [{**_score("A", k, 0.0), **key, "n": 8, "k": 2, "seed": 0, "value": v} for k, v in enumerate(values)]
+        rows = [{**row, "all_texts": False} for row in rows]
         return pd.DataFrame(rows)[AGREEMENT_COLUMNS]
 
     folder.update(AGREEMENT_TABLE, curve("mknn", [0.1, 0.2, 0.3]))

@@ -1,39 +1,38 @@
 """``select --by agreement``: per task, the layer whose geometry agrees most with a trusted sentence encoder on the
 task's own unlabelled texts (mutual k-NN, Huh et al. 2024; docs/agreement.md), and the published intrinsic-dimension
 selectors on the TwoNN curve beside it. This module only reads ``agreement.csv``; the curves a pick needs and the run
-lacks are computed first through the :class:`SignalSource` a command hands the selection, then enter the one engine
-as per-layer signals, so the pick, the tie rule (deeper), regret and gain are every other selector's."""
+lacks are computed first through the :class:`~.selectors.CurveSource` a command hands the selection, then enter the
+one engine as per-layer signals, so the pick, the tie rule (deeper), regret and gain are every other selector's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from layer_mteb.analysis.selection.selectors import ModelData, Needs, Selector, Wanted, extremum
+from layer_mteb.analysis.selection.selectors import CurveSource, ModelData, Needs, Selector
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.metrics import SIGNALS
-from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, DEFAULT_K, ID_METRIC, NO_REFERENCE
+from layer_mteb.metrics import SIGNALS, Signal, stored_in
+from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_TABLE, DEFAULT_K, ID_METRIC
 from layer_mteb.metrics.agreement.intrinsic_dimension import ID_SELECTORS, id_pick
 from layer_mteb.metrics.agreement.lexical import LEXICAL_KINDS
-from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts, task_texts_label
+from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, task_texts_label
 
 if TYPE_CHECKING:
     import pandas as pd
 
 AGREEMENT = "agreement"
-#: the agreement measure a pick reads (the study's choice, docs/agreement.md)
-MEASURE = "mknn"
 
 
 @dataclass(frozen=True)
 class AgreementOptions:
-    """The curve a pick reads: :data:`MEASURE` untreated (the study's other measures: ``scripts/``), with the command
-    line's reference, n, k and seed; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
+    """The curve a pick reads: each stored signal as :data:`~layer_mteb.metrics.SIGNALS` declares it (agreement:
+    mutual k-NN untreated; the study's other measures: ``scripts/``), at the command line's reference, n, k and seed
+    where the signal is keyed by them; the defaults were fixed before the study (docs/agreement.md) and kept by it."""
 
     # as agreement.csv names it (hub id, local/<folder> or lexical name); None: all-mpnet-base-v2's, else any trained
     reference: str | None = None
@@ -46,19 +45,7 @@ class AgreementOptions:
             raise UserError(f"--sample {self.n} and --neighbours {self.k} need k >= 1 and n >= 2 (k + 1)")
 
 
-class SignalSource(Protocol):
-    """What computes the curves a pick needs (:class:`layer_mteb.metrics.agreement.source.SignalSource`)."""
-
-    n: int
-    k: int
-    seed: int
-
-    stored_reference: str | None
-
-    def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Wanted | None = None) -> None: ...
-
-
-def options_of(source: SignalSource | None) -> AgreementOptions:  # the curve ``source`` computes, else the defaults
+def options_of(source: CurveSource | None) -> AgreementOptions:  # the curve ``source`` computes, else the defaults
     return (
         AgreementOptions()
         if source is None
@@ -89,11 +76,13 @@ class StoredCurves:
 
 
 def stored_curves(
-    folder: RunFolder | None, by: str, needs: Needs, options: AgreementOptions, source: SignalSource | None
+    folder: RunFolder | None, selector: Selector, needs: Needs, options: AgreementOptions, source: CurveSource | None
 ) -> StoredCurves | None:
     """The curves of ``agreement.csv`` that ``needs`` reads or uses, the missing computed first through ``source``
-    (without one, a pick that reads them fails in one line naming the command); ``None`` where it reads none."""
-    stored = {name for name, signal in SIGNALS.items() if signal.table == AGREEMENT_FILE}
+    as the selector has them computed (without one, a pick that reads them fails in one line naming the command);
+    ``None`` where it reads none."""
+    by = selector.name
+    stored = set(stored_in(AGREEMENT_FILE))
     reads, uses = needs.reads & stored, needs.uses & stored
     if not reads and not uses:
         return None
@@ -102,10 +91,10 @@ def stored_curves(
             raise UserError(f"--by {by} needs a run folder: it reads the run's vectors of each task's texts")
         return None
     found = read_curves(folder, options)  # read once; again only after computing what it lacks
-    if source is not None and (reads or needs.wanted):
+    if source is not None and (reads or needs.wants):
         missing = _lacking(folder, found, sorted(reads) or [AGREEMENT])
         if missing:
-            source.compute(folder, missing, None if reads else needs.wanted[0])
+            selector.compute_first(source, folder, missing)
             found = read_curves(folder, options)
     if not reads and not folder.file(AGREEMENT_FILE).is_file():
         return None
@@ -125,15 +114,16 @@ def stored_curves(
 
 def read_curves(run: str | Path | RunFolder, options: AgreementOptions) -> StoredCurves:
     """Every signal ``agreement.csv`` stores (:data:`~layer_mteb.metrics.SIGNALS`: agreement, the TwoNN curve, ...)
-    under ``options``, texts ``task:<Task>``, per scored task that has it (:func:`missing_curves`: those without)."""
+    under ``options``, texts ``task:<Task>``, per scored task that has it (:func:`missing_curves`: those without);
+    from the table alone (no task is loaded)."""
     folder = RunFolder.of(run)
     tasks, table = _tasks(folder), folder.read(AGREEMENT_TABLE, missing_ok=True)
     curves: dict[str, dict[tuple[str, str], pd.Series]] = {}
     readout: dict[str, dict[str, str]] = {}
     for task in tasks:
-        texts, size = task_texts_label(task), cache(partial(_sample_size, folder, task, options))  # loaded once
-        for signal in (name for name, stored in SIGNALS.items() if stored.table == AGREEMENT_FILE):
-            rows = _curve_rows(table, options, task, size, MEASURE if signal == AGREEMENT else signal)
+        texts = task_texts_label(task)
+        for signal in stored_in(AGREEMENT_FILE):
+            rows = _curve_rows(table, SIGNALS[signal], options, task)
             for model, part in rows.groupby("model", sort=False):
                 curves.setdefault(str(model), {})[signal, texts] = part.groupby("layer")["value"].mean().dropna()
                 if "readout" in part:
@@ -146,30 +136,18 @@ def _tasks(folder: RunFolder) -> list[str]:
     return sorted(set(folder.scores()["task"].astype(str)))
 
 
-def _curve_rows(
-    table: pd.DataFrame, options: AgreementOptions, task: str, size: Callable[[], int], measure: str = MEASURE
-) -> pd.DataFrame:
-    """``task``'s curve of ``measure`` in the run's ``table`` under ``options``: the reference asked (any stored one
-    when none is), at sample size ``n`` (or at the task's whole size, ``size()``, when it has fewer texts), empty
-    when there is none."""
-    rows = table[
-        (table["task"] == task)
-        & (table["metric"] == measure)
-        & (table["outlier"] == "none")
-        & (table["seed"] == options.seed)
-        & (table["k"] == (options.k if measure == MEASURE else 0))
-    ]
-    if measure != MEASURE:  # a curve of the layers alone (the intrinsic dimension) reads no reference
-        rows = rows[rows["reference"] == NO_REFERENCE]
-    elif options.reference:
-        rows = rows[rows["reference"] == options.reference]
-    else:
-        rows = _first_reference(rows)
-    exact = rows[rows["n"] == options.n]
-    if not exact.empty or rows.empty or rows["n"].max() > options.n:
-        return exact
-    # a task of fewer texts than n is stored at its whole size: accept that size only if it is the sample's
-    return rows[rows["n"] == size()]
+def _curve_rows(table: pd.DataFrame, signal: Signal, options: AgreementOptions, task: str) -> pd.DataFrame:
+    """``task``'s curve of ``signal`` in the run's ``table``, as the signal declares it: rows of its stored name and
+    fixed key, at the options' value of each parameter it is keyed by (the reference asked, any stored one when none
+    is), at sample size ``n`` or where the sample held all the task's texts, fewer; empty when there is none."""
+    rows = table[(table["task"] == task) & (table["metric"] == signal.metric)]
+    for column, value in signal.key.items():
+        rows = rows[rows[column] == value]
+    for column in sorted(set(signal.parameters) - {"reference", "n"}):
+        rows = rows[rows[column] == getattr(options, column)]
+    if "reference" in signal.parameters:
+        rows = rows[rows["reference"] == options.reference] if options.reference else _first_reference(rows)
+    return rows[(rows["n"] == options.n) | (rows["all_texts"] & (rows["n"] < options.n))]
 
 
 def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
@@ -181,20 +159,17 @@ def _first_reference(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["reference"] == stored[0]] if stored else rows.iloc[:0]
 
 
-def _sample_size(folder: RunFolder, task: str, options: AgreementOptions) -> int:
-    """How many texts the seeded sample of ``task`` holds: ``n``, or all of them when the task has fewer."""
-    recorded = folder.recorded_tasks()
-    return len(sample_texts(recorded.tasks_value(task), options.n, options.seed, recorded.data_dir))
-
-
-def agreement_line(folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions) -> str:
-    """What a pick by agreement read for ``model``: the reference, its revision, metric, n, k and seed."""
-    scores = folder.scores()
+def agreement_line(
+    folder: RunFolder, model: str, by: str, why: str, options: AgreementOptions, curve: str = AGREEMENT
+) -> str:
+    """What a pick by a reference-needing ``curve`` read for ``model``: the reference, its revision, measure, n, k
+    (where it has neighbours) and seed."""
+    scores, signal = folder.scores(), SIGNALS[curve]
     task = str(scores.loc[scores["model"] == model, "task"].iloc[0])
-    size = partial(_sample_size, folder, task, options)
-    first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), options, task, size)
+    first = _curve_rows(folder.read(AGREEMENT_TABLE, missing_ok=True), signal, options, task)
     reference = f"{first['reference'].iloc[0]} ({first['reference_revision'].iloc[0]})" if len(first) else "?"
-    what = f"{MEASURE}, outliers none, n={options.n}, k={options.k}, seed {options.seed}"
+    k = signal.key.get("k", options.k)
+    what = f"{signal.metric}, outliers none, n={options.n}{f', k={k}' if k else ''}, seed {options.seed}"
     return f"{by}: {model}: {why} with {reference} on each task's own texts ({what}); {AGREEMENT_FILE}"
 
 
@@ -206,25 +181,28 @@ class AgreementSelector(Selector):
 
     def describe(self, folder: RunFolder, picks: pd.DataFrame, options: object) -> list[str]:
         models = picks["model"].astype(str).unique()
-        return [agreement_line(folder, m, self.name, "the layer of most agreement", options) for m in models]
+        why = "the layer of most agreement"
+        return [agreement_line(folder, m, self.name, why, options, str(self.metric)) for m in models]
 
 
-def _id_curve(name: str, _: Selector, model: ModelData, task: str) -> int | None:
-    """A published intrinsic-dimension selector on the task's whole TwoNN curve 0..L (a missing layer: no pick)."""
-    values = model.curve(ID_METRIC, "own", task)
-    if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
-        return None
-    return id_pick(values.sort_index().to_numpy(), name)
+class IdSelector(Selector):
+    def choose(self, model: ModelData, task: str) -> int | None:
+        """The published intrinsic-dimension rule it is named after, on the task's whole TwoNN curve 0..L (a
+        missing layer: no pick)."""
+        values = model.curve(ID_METRIC, "own", task)
+        if values is None or list(values.sort_index().index) != list(range(model.n_layers + 1)):
+            return None
+        return id_pick(values.sort_index().to_numpy(), self.name)
 
 
 @cache
 def curve_selectors() -> Mapping[str, Selector]:
     """Agreement with a reference encoder; the ID selectors and any other stored curve's extremum (studied)."""
-    other = [s for s, v in SIGNALS.items() if v.table == AGREEMENT_FILE and s not in (AGREEMENT, ID_METRIC)]
+    other = [name for name in stored_in(AGREEMENT_FILE) if name not in (AGREEMENT, ID_METRIC)]
     stored = {"offered": False, "computes_curves": True}
     found = [
-        AgreementSelector(AGREEMENT, extremum, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
-        *(Selector(name, partial(_id_curve, name), ID_METRIC, "own", **stored) for name in ID_SELECTORS),
-        *(Selector(name, extremum, name, "own", **stored) for name in other),
+        AgreementSelector(AGREEMENT, AGREEMENT, "own", form="agreement (with a sentence encoder)"),
+        *(IdSelector(name, ID_METRIC, "own", **stored) for name in ID_SELECTORS),
+        *(Selector(name, name, "own", **stored) for name in other),
     ]
     return MappingProxyType({selector.name: selector for selector in found})

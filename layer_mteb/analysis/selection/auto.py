@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING
 from layer_mteb.analysis.selection.agreement import AGREEMENT, agreement_line, curve_selectors
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.selectors import (
+    CurveSource,
     ModelData,
     Needs,
     Selector,
-    Wanted,
     metric_selectors,
     pooling_of,
     task_types,
 )
-from layer_mteb.common.errors import UserError
+from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.metrics.agreement import ID_METRIC
+from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.tasks.task_types import TASK_TYPES
 
 if TYPE_CHECKING:
@@ -261,10 +262,6 @@ def known(name: str) -> Selector:  # the selector a rule names: a metric's or th
     return found
 
 
-def _never(*_: object) -> int | None:
-    raise AssertionError("auto picks through the selector for_model returns")
-
-
 @dataclass(frozen=True)
 class AutoSelector(Selector):
     """``--by auto``: for a base language model whose run has agreement curves on every task, the layer of most
@@ -278,9 +275,33 @@ class AutoSelector(Selector):
         reads = frozenset().union(*(known(name).signals() for rule in rules for name in rule.selector_names()))
         names = scores["model"].astype(str).unique()
         base = len(names) == 1 and kind_of(names[0], pooling_of(scores)) == "base"
-        why, instead = "is a base language model", "gets the depth rule for base models instead of agreement"
-        wanted = (Wanted(self.name, names[0], why, instead),) if base else ()
-        return Needs(reads=reads, uses=frozenset({AGREEMENT, ID_METRIC}), wanted=wanted)
+        return Needs(reads=reads, uses=frozenset({AGREEMENT, ID_METRIC}), wants=base)
+
+    def compute_first(self, source: CurveSource, folder: RunFolder, tasks: list[str]) -> None:
+        """The run of one base model lacking agreement curves: computed first, said first, with a trained reference
+        (a lexical one fails on unseen tasks); where none loads, one line and the depth rule; ``no_reference``:
+        never computed."""
+        if source.no_reference:
+            return
+        model = str(folder.scores()["model"].iloc[0])
+        try:
+            if source.reference is not None and is_lexical(source.reference):
+                raise UserError(f"{source.reference} is a lexical reference, which {self.name} does not use")
+            reference = source.reference_for(model)
+            print(
+                f"{self.name}: {model} is a base language model and its run has no agreement curves for {len(tasks)} "
+                f"task(s): encoding up to {source.n} texts of each with the model's every layer and with {reference} "
+                "(roughly 5 to 40 s a task for a 135M-parameter model on 2 CPU cores, more for bigger ones; "
+                "--no-reference skips this)",
+                flush=True,
+            )
+            source.compute(folder, tasks, reference)
+        except UserError as err:
+            instead = "gets the depth rule for base models instead of agreement"
+            print(f"{self.name}: {model} {instead}: {first_line(err)}", flush=True)
+
+    def choose(self, model: ModelData, task: str) -> int | None:  # the engine asks the selector for_model gives
+        return self.for_model(model).pick(model, task)
 
     def for_model(self, model: ModelData) -> Selector:
         if kind_of(model.name, model.pooling) == "base" and _has_agreement(model):
@@ -315,4 +336,4 @@ def _has_agreement(data: ModelData) -> bool:  # every task of ``data`` has an ag
     return bool(tasks) and all(data.curve(AGREEMENT, "own", task) is not None for task in tasks)
 
 
-AUTO_SELECTOR = AutoSelector(AUTO, _never, form="auto (the study's choice per kind of model; docs/selection.md)")
+AUTO_SELECTOR = AutoSelector(AUTO, form="auto (the study's choice per kind of model; docs/selection.md)")

@@ -14,13 +14,7 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import best_line
 from layer_mteb.analysis.runs.folders import load_run
-from layer_mteb.analysis.selection.agreement import (
-    AgreementOptions,
-    SignalSource,
-    StoredCurves,
-    options_of,
-    stored_curves,
-)
+from layer_mteb.analysis.selection.agreement import AgreementOptions, StoredCurves, options_of, stored_curves
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves
 from layer_mteb.analysis.selection.leaderboard import leaderboard
 from layer_mteb.analysis.selection.registry import by_name
@@ -28,6 +22,7 @@ from layer_mteb.analysis.selection.selectors import (
     BASELINES,
     PICKS_TABLE,
     SELECTION_COLUMNS,
+    CurveSource,
     ModelData,
     Selector,
     evaluate,
@@ -38,7 +33,7 @@ from layer_mteb.analysis.selection.selectors import (
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SELECTION_FILE, RunFolder
-from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, SIGNALS
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, stored_in
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 from layer_mteb.metrics.texts import ENCODED_TEXTS, task_of_label
 
@@ -52,7 +47,7 @@ def select_layers(
     per_task: bool = False,
     metric_readout: str = "auto",
     agreement: AgreementOptions | None = None,
-    source: SignalSource | None = None,
+    source: CurveSource | None = None,
     write: bool = True,
 ) -> pd.DataFrame:
     """One row per (task, selector, text source): the chosen layer and how it scores, beside the baselines
@@ -74,9 +69,9 @@ def select_layers(
     names = list(by) if isinstance(by, list) else None  # metrics picking, each on every source it was measured on
     needs = selector.needs(scores) if selector is not None else None
     options = agreement or options_of(source)
-    stored = None if selector is None or needs is None else stored_curves(folder, selector.name, needs, options, source)
+    stored = None if selector is None or needs is None else stored_curves(folder, selector, needs, options, source)
     if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
-        reads = needs is None or any(SIGNALS[name].table == METRICS_FILE for name in needs.reads)
+        reads = needs is None or bool(needs.reads & set(stored_in(METRICS_FILE)))
         metrics = folder.read(METRICS_TABLE) if reads else pd.DataFrame(columns=METRIC_COLUMNS)
     scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
     per_task = per_task or (selector is not None and selector.per_task())
@@ -106,7 +101,7 @@ def selection_file(by: str | list[str] | None = None) -> str:
 
 
 def explained(
-    folder: RunFolder, picks: pd.DataFrame, selector: Selector | None, source: SignalSource | None
+    folder: RunFolder, picks: pd.DataFrame, selector: Selector | None, source: CurveSource | None
 ) -> list[str]:
     """What ``selector`` read and why it picked so, per model, and where the curves it computed (or read back) are
     kept."""
@@ -122,8 +117,7 @@ def _select(
     per_task: bool,
     stored: StoredCurves | None = None,
 ) -> pd.DataFrame:
-    signal = None if selector is None else SIGNALS.get(str(selector.metric))
-    bare = selector is None or (selector.source is None and signal is not None and signal.table == METRICS_FILE)
+    bare = selector is None or (selector.source is None and selector.metric in stored_in(METRICS_FILE))
     names = [str(selector.metric)] if selector is not None and bare else None if selector else names
     frames = []
     for model, model_scores in scores.groupby("model", sort=False):

@@ -10,17 +10,16 @@ loads no pandas, so the command line checks a ``--by`` name before anything heav
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SELECTION_FILE, Table
-from layer_mteb.metrics import DIRECTIONS, SIGNALS
-from layer_mteb.metrics.agreement import AGREEMENT_FILE
+from layer_mteb.metrics import DIRECTIONS, METRICS_FILE, stored_in
 from layer_mteb.metrics.texts import task_texts_label
 
 if TYPE_CHECKING:
@@ -46,21 +45,30 @@ OFFERED = frozenset([*(f"depth={d:.1f}" for d in DEPTHS), *OFFERED_METRICS])
 BASELINE_DEPTHS = {"last_layer": "depth=1.0", "middle_layer": "depth=0.5"}
 
 
-#: Curves a selector has computed first where it can: who asks, for which model, why, and what it does instead.
-class Wanted(NamedTuple):
-    by: str
-    model: str
-    why: str
-    instead: str
-
-
 @dataclass(frozen=True)
 class Needs:
-    """The signals a selector reads on a run: ``reads`` (needed), ``uses`` (if stored), ``wanted`` (computed first)."""
+    """The signals a selector reads on a run: ``reads`` (needed), ``uses`` (if stored), ``wants`` (it has the curves
+    computed first where it can, through :meth:`Selector.compute_first`, though it picks without them)."""
 
     reads: frozenset[str] = frozenset()
     uses: frozenset[str] = frozenset()
-    wanted: tuple[Wanted, ...] = ()
+    wants: bool = False
+
+
+class CurveSource(Protocol):
+    """What computes the ``agreement.csv`` curves a pick needs and the run lacks, with the sample it draws
+    (:class:`layer_mteb.metrics.agreement.source.SignalSource` is the one a command hands the selection)."""
+
+    n: int
+    k: int
+    seed: int
+    no_reference: bool
+    reference: str | None  # as given (a packaged name, hub id, folder or lexical name); None: the model's default
+    stored_reference: str | None  # as agreement.csv names it
+
+    def reference_for(self, model: str) -> str: ...
+
+    def compute(self, folder: RunFolder, tasks: list[str], reference: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -99,20 +107,17 @@ def pooling_of(scores: pd.DataFrame) -> str:
     return str(found.iloc[0]) if len(found) else "mean"
 
 
-Pick = Callable[["Selector", ModelData, str], "int | None"]
-
-
 @dataclass(frozen=True)
 class Selector:
-    """One selector: ``name`` (what ``--by`` and the tables call it) and ``how`` it picks a task's layer (called with
-    the selector itself, so ``metric`` (the signal it reads, if any), ``source``, ``from_depth`` and ``depth`` tune
-    it). ``form``: how ``--help`` and the did-you-mean write its family (default: the name); ``offered``: whether
-    ``--by`` takes it. ``by_type``: (task type, selector name) pairs that pick instead on tasks of that type (the type
-    is known without labels). A selector is a pure function of the loaded run; one that reads more than one signal,
-    or decides per model what it applies (``auto``), says so by overriding :meth:`needs` and :meth:`for_model`."""
+    """One selector: ``name`` (what ``--by`` and the tables call it); a kind of selector is a subclass overriding the
+    hooks below, the one interface (:meth:`choose` how it picks a task's layer, by default the extremum of the signal
+    ``metric`` on ``source`` from relative depth ``from_depth``; ``depth`` tunes a fixed depth). ``form``: how
+    ``--help`` and the did-you-mean write its family (default: the name); ``offered``: whether ``--by`` takes it.
+    ``by_type``: (task type, selector name) pairs that pick instead on tasks of that type (the type is known without
+    labels). A selector is a pure function of the loaded run; one that reads more than one signal, or decides per
+    model what it applies (``auto``), says so by overriding :meth:`needs` and :meth:`for_model`."""
 
     name: str
-    how: Pick
     metric: str | None = None
     source: str | None = None
     from_depth: float = 0.0
@@ -128,7 +133,15 @@ class Selector:
         instead = dict(self.by_type).get(model.task_types.get(task, ""))
         if instead is not None:
             return metric_selector_named(instead).pick(model, task)
-        return None if model.layers(task).empty else self.how(self, model, task)
+        return None if model.layers(task).empty else self.choose(model, task)
+
+    def choose(self, model: ModelData, task: str) -> int | None:
+        """The metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``."""
+        values = model.curve(str(self.metric), str(self.source), task)
+        if values is None:
+            return None
+        values = values[from_depth(values.index, model.n_layers, self.from_depth)].dropna()
+        return None if values.empty else extremum_layer(values, DIRECTIONS[str(self.metric)])
 
     def signals(self) -> frozenset[str]:  # the signals its picks read, on every task type
         names = [self.metric, *(metric_selector_named(name).metric for _, name in self.by_type)]
@@ -140,6 +153,11 @@ class Selector:
     def for_model(self, model: ModelData) -> Selector:  # who picks for ``model`` (auto: its kind's rule)
         return self
 
+    def compute_first(self, source: CurveSource, folder: RunFolder, tasks: list[str]) -> None:
+        """The curves of ``tasks`` it reads, computed into the run's ``agreement.csv`` (auto: where a reference
+        loads)."""
+        source.compute(folder, tasks)
+
     def per_task(self) -> bool:
         """Whether it can pick only per task: it reads each task's own texts, or picks per task type."""
         return self.source == "own" or bool(self.by_type)
@@ -148,25 +166,19 @@ class Selector:
         return []  # what it read and why it picked so, per model (none: the table says it)
 
 
-def _last(_: Selector, model: ModelData, task: str) -> int | None:
-    return model.n_layers if model.n_layers in model.layers(task) else None
+class LastLayer(Selector):
+    def choose(self, model: ModelData, task: str) -> int | None:
+        return model.n_layers if model.n_layers in model.layers(task) else None
 
 
-def _at_depth(selector: Selector, model: ModelData, task: str) -> int:
-    return nearest_layer(model.layers(task), (selector.depth or 0.0) * model.n_layers)
+class AtDepth(Selector):
+    def choose(self, model: ModelData, task: str) -> int:
+        return nearest_layer(model.layers(task), (self.depth or 0.0) * model.n_layers)
 
 
-def _best_score(_: Selector, model: ModelData, task: str) -> int:
-    return extremum_layer(model.scores[task].dropna(), "max")
-
-
-def extremum(selector: Selector, model: ModelData, task: str) -> int | None:
-    """The metric's extremum (in its direction) on layers at relative depth ≥ ``from_depth``."""
-    values = model.curve(str(selector.metric), str(selector.source), task)
-    if values is None:
-        return None
-    values = values[from_depth(values.index, model.n_layers, selector.from_depth)].dropna()
-    return None if values.empty else extremum_layer(values, DIRECTIONS[str(selector.metric)])
+class BestScore(Selector):
+    def choose(self, model: ModelData, task: str) -> int:
+        return extremum_layer(model.scores[task].dropna(), "max")
 
 
 def metric_selector(metric: str, source: str | None = None, start: float = 0.0) -> Selector:
@@ -174,17 +186,13 @@ def metric_selector(metric: str, source: str | None = None, start: float = 0.0) 
     source, the bare metric, which ``select`` applies on every source the run measured it on (``--by`` offers the
     authors' six; the rest are the studies', applied from Python)."""
     name = metric if source is None else f"{metric}@{source}{f':from={start:.2f}' if start else ''}"
-    return Selector(name, extremum, metric, source, start, form="a metric", offered=name in OFFERED)
+    return Selector(name, metric, source, start, form="a metric", offered=name in OFFERED)
 
 
 def selectors(sources: tuple[str, ...] = SOURCES) -> list[Selector]:
     """Every study candidate: last and middle layer, fixed depths, each metric on each source and depth window."""
-    found = [
-        Selector("last_layer", _last, offered=False),
-        Selector("middle_layer", _at_depth, depth=0.5, offered=False),
-    ]
-    depths = [Selector(f"depth={d:.1f}", _at_depth, depth=d, form="depth=0.1…1.0") for d in DEPTHS]
-    found += [replace(selector, offered=selector.name in OFFERED) for selector in depths]
+    found = [LastLayer("last_layer", offered=False), AtDepth("middle_layer", depth=0.5, offered=False)]
+    found += [AtDepth(f"depth={d:.1f}", depth=d, form="depth=0.1…1.0") for d in DEPTHS]  # each offered
     found += [metric_selector(m, s, start) for m in STUDY_METRICS for s in sources for start in WINDOWS]
     return found
 
@@ -195,8 +203,8 @@ def metric_selectors() -> Mapping[str, Selector]:
     (the curves' are :mod:`~.agreement`'s, ``auto`` :mod:`~.auto`'s; all of them: :func:`~.registry.registry`)."""
     found = [
         *selectors(),
-        *(metric_selector(name) for name, signal in SIGNALS.items() if signal.table != AGREEMENT_FILE),
-        Selector("oracle", _best_score, offered=False),  # the best layer in hindsight: a baseline, not a choice
+        *(metric_selector(name) for name in stored_in(METRICS_FILE)),
+        BestScore("oracle", offered=False),  # the best layer in hindsight: a baseline, not a choice
     ]
     return MappingProxyType({selector.name: selector for selector in found})
 

@@ -25,14 +25,26 @@ ID_METRIC = "two_nn_id"
 #: the ``reference`` of rows that read no reference
 NO_REFERENCE = "-"
 CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
-#: ``agreement.csv``: curves per layer and CURVE_KEY (+ settings); ``k`` is 0 and the ID's reference ``-`` where unused
+#: ``agreement.csv``: curves per layer and CURVE_KEY (+ settings); ``k`` is 0 and the ID's reference ``-`` where unused.
+#: ``all_texts``: the sample is every text of the task, which has fewer than were asked for (stored at ``n`` = their
+#: count), so a reader knows the curve answers any larger ``n`` without loading the task; False in older files
 AGREEMENT_TABLE = Table(
-    [*LAYER_COLUMNS, "task", "reference", "reference_revision", *CURVE_KEY[2:], "value", *SETTINGS_COLUMNS],
+    [
+        *LAYER_COLUMNS,
+        "task",
+        "reference",
+        "reference_revision",
+        *CURVE_KEY[2:],
+        "value",
+        *SETTINGS_COLUMNS,
+        "all_texts",
+    ],
     "compute the curves with layer_mteb.metrics.agreement.compute",
     ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"],
     ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS],
     file="agreement.csv",
     reading=(("keep_default_na", False), ("na_values", {"value": [""]})),
+    added=(("all_texts", False),),
 )
 AGREEMENT_FILE, AGREEMENT_COLUMNS, tidy_agreement = AGREEMENT_TABLE.file, AGREEMENT_TABLE.columns, AGREEMENT_TABLE.tidy
 

@@ -26,6 +26,7 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder, ScoredSetting, layer_columns
 from layer_mteb.common.settings import RunSettings
+from layer_mteb.metrics import SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_TABLE, ID_METRIC, NO_REFERENCE, tidy_agreement
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
 from layer_mteb.metrics.agreement.lexical import LexicalReference, is_lexical, parse_lexical
@@ -79,13 +80,15 @@ def layer_vectors(model: LoadedModel, config: EncodeConfig, task: str, texts: Se
 
 @dataclass
 class TaskSample:
-    """One seeded sample of a task: its texts, every layer's vectors and each reference's vectors of them."""
+    """One seeded sample of a task: its texts, every layer's vectors and each reference's vectors of them;
+    ``all_texts``: the texts are all the task has, fewer than were asked for."""
 
     task: str
     seed: int
     texts: list[str]
     layers: torch.Tensor
     references: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)  # name -> (revision, [N, D'])
+    all_texts: bool = False
 
 
 def curve_rows(
@@ -129,7 +132,15 @@ def _rows(model: LoadedModel, config: EncodeConfig, sample: TaskSample, key: tup
     reference, revision, metric, outlier, n, k = key
     fixed = {"task": sample.task, "reference": reference, "reference_revision": revision, "metric": metric}
     fixed |= {"outlier": outlier, "n": n, "k": k, "seed": sample.seed, **config.key()}
+    fixed["all_texts"] = sample.all_texts and n == len(sample.texts)
     return [{**layer_columns(model, layer), **fixed, "value": float(v)} for layer, v in enumerate(values)]
+
+
+def neighbourhoods(k: int) -> list[int]:
+    """The neighbourhood sizes the curves are computed at: ``k`` (the pick's) and each one a signal of
+    ``agreement.csv`` fixes (:data:`~layer_mteb.metrics.SIGNALS`), so every stored signal is computed with the rest."""
+    fixed = {signal.key.get("k", 0) for signal in SIGNALS.values() if signal.needs == "reference"}
+    return sorted({k, *fixed} - {0})
 
 
 def references_for(
@@ -183,12 +194,13 @@ def agreement_curves(
         lexical = {
             ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
         }
-        sample = TaskSample(task, seed, texts, layer_vectors(loaded, scored.config, task, texts), lexical)
+        vectors = layer_vectors(loaded, scored.config, task, texts)
+        sample = TaskSample(task, seed, texts, vectors, lexical, all_texts=len(texts) < n)
         for ref in references:
             if isinstance(ref, LexicalReference):
                 continue
             sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
-        frames.append(tidy_agreement(curve_rows(loaded, scored.config, sample, sizes=[n], ks=[k])))
+        frames.append(tidy_agreement(curve_rows(loaded, scored.config, sample, sizes=[n], ks=neighbourhoods(k))))
         if write:
             folder.update(AGREEMENT_TABLE, frames[-1])
     return tidy_agreement(pd.concat(frames, ignore_index=True))

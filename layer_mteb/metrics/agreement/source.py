@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.metrics.agreement import DEFAULT_K
-from layer_mteb.metrics.agreement.lexical import is_lexical
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -35,31 +33,18 @@ class SignalSource:
 
             object.__setattr__(self, "stored_reference", reference_name(self.reference))
 
-    def compute(self, folder: RunFolder, tasks: Sequence[str], wanted: Any = None) -> None:
-        """The curves of ``tasks`` into ``agreement.csv``: where a pick needs them, what does not load is one
-        :class:`UserError` line; ``wanted`` (:class:`~layer_mteb.analysis.selection.selectors.Wanted`), only with a
-        trained reference (a lexical one fails on unseen tasks), said first, and one line where nothing loads."""
+    def reference_for(self, model: str) -> str:
+        """The reference to compute with for ``model``: the one given, checked, else the model's default (one
+        :class:`UserError` line where none loads)."""
+        from layer_mteb.metrics.agreement.reference import check_reference, default_reference
+
+        return default_reference(model) if self.reference is None else check_reference(self.reference)
+
+    def compute(self, folder: RunFolder, tasks: Sequence[str], reference: str | None = None) -> None:
+        """The curves of ``tasks`` into ``agreement.csv``, with ``reference`` (default: the one given, else the
+        model's); what does not load is one :class:`UserError` line. Who asks decides what a failure means
+        (:meth:`~layer_mteb.analysis.selection.auto.AutoSelector.compute_first`: the depth rule instead)."""
         from layer_mteb.metrics.agreement.compute import agreement_curves
 
         sample = {"n": self.n, "k": self.k, "seed": self.seed, "model": self.model}
-        if wanted is None:
-            agreement_curves(folder, tasks, **sample, reference=self.reference)
-            return
-        if self.no_reference:
-            return
-        from layer_mteb.metrics.agreement.reference import check_reference, default_reference
-
-        try:
-            if self.reference is not None and is_lexical(self.reference):
-                raise UserError(f"{self.reference} is a lexical reference, which {wanted.by} does not use")
-            reference = default_reference(wanted.model) if self.reference is None else check_reference(self.reference)
-            print(
-                f"{wanted.by}: {wanted.model} {wanted.why} and its run has no agreement curves for {len(tasks)} "
-                f"task(s): encoding up to {self.n} texts of each with the model's every layer and with {reference} "
-                "(roughly 5 to 40 s a task for a 135M-parameter model on 2 CPU cores, more for bigger ones; "
-                "--no-reference skips this)",
-                flush=True,
-            )
-            agreement_curves(folder, tasks, **sample, reference=reference)
-        except UserError as err:
-            print(f"{wanted.by}: {wanted.model} {wanted.instead}: {first_line(err)}", flush=True)
+        agreement_curves(folder, tasks, **sample, reference=reference or self.reference)
