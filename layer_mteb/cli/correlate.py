@@ -31,6 +31,7 @@ class Settings:
     permutations: int
     seed: int
     metric_readout: str
+    arithmetic: str | None
 
 
 def check(args: argparse.Namespace) -> Settings:

@@ -91,6 +91,7 @@ class Settings:
     by: str | None
     per_task: bool
     metric_readout: str
+    arithmetic: str | None
     labels: int | str | None
     draws: int
     seed: int
@@ -128,7 +129,12 @@ def execute(settings: Settings) -> None:
     selector = None if by is None else by_name(by)
     source = settings_of(SignalSource, settings)  # --agreement-with, --model, --sample, --neighbours, --seed
     picks = select_layers(
-        folder, by=selector, per_task=settings.per_task, metric_readout=settings.metric_readout, source=source
+        folder,
+        by=selector,
+        per_task=settings.per_task,
+        metric_readout=settings.metric_readout,
+        arithmetic=settings.arithmetic,
+        source=source,
     )
     for line in explained(folder, picks, selector, source):  # what the selector read, why, where its curves are
         print(line)

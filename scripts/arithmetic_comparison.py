@@ -1,0 +1,137 @@
+"""What the authors' metric arithmetic changes (docs/selection.md, "The paper's formulas and the authors' code"):
+every WikiText metric of the committed runs' models under ``--arithmetic paper`` and ``--arithmetic authors``, side
+by side against the committed scores: each metric's layer ordering (Kendall τ between the two curves), its pick
+(min/max as selection reads it) and its correlations with the mean score (dCor / Spearman / Kendall).
+
+    python scripts/arithmetic_comparison.py compute results/minilm-l6 [...] --out results/paper/arithmetic.csv
+    python scripts/arithmetic_comparison.py table [--out results/paper/arithmetic.csv] > table.md
+
+``compute`` loads each run's model with the run's own settings and measures what the run's ``metrics.csv`` was
+measured with (``make results``: 200 WikiText prompts, 4 views × 32 prompts; a decoder's metrics on the raw residual
+stream, which selection pairs with its final-norm scores, an encoder's on its one readout), once per arithmetic,
+and merges the rows into ``--out`` (one model at a time; the decoders take minutes on two cores). ``table`` reads
+only that file and the runs' ``scores.csv``: picks and correlations through the package's own selection and
+correlation (1000 permutations, seed 0), so it is remade without a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+from scipy.stats import kendalltau
+
+from layer_mteb.analysis.selection.correlation import correlate
+from layer_mteb.analysis.selection.curves import metric_curves
+from layer_mteb.analysis.selection.picks import select_layers
+from layer_mteb.common.config import ARITHMETICS
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import DIRECTIONS, METRICS_TABLE
+
+OUT = Path("results/paper/arithmetic.csv")
+#: the committed runs' WikiText metric sizes (Makefile, ``results/%/correlation.csv``)
+SIZES = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
+TEXTS = "wikitext"
+#: the architectures whose last hidden state passed a final norm: their metrics are measured raw, as selection reads
+DECODER_READOUT = "raw"
+
+
+def compute(runs: list[Path], out: Path, data_dir: str) -> None:
+    """Every WikiText metric of each run's model under both arithmetics, merged into ``out``."""
+    from dataclasses import replace
+
+    from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+    from layer_mteb.model.loading import load_model
+
+    for run in runs:
+        folder = RunFolder(run)
+        setting = folder.setting(device="cpu")
+        stored = folder.read(METRICS_TABLE)
+        readouts = set(stored.loc[stored["texts"] == TEXTS, "readout"])
+        config = replace(setting.config, readout=DECODER_READOUT if DECODER_READOUT in readouts else "final_norm")
+        model = load_model(setting.model, config)
+        for arithmetic in ARITHMETICS:
+            print(f"{run.name}: {arithmetic} arithmetic, readout {config.readout}", file=sys.stderr, flush=True)
+            frame = compute_metrics(
+                model,
+                TEXTS,
+                config=config,
+                settings=MetricSettings(**SIZES, arithmetic=arithmetic),
+                data_dir=data_dir,
+                progress=False,
+            )
+            held = pd.read_csv(out) if out.is_file() else frame.iloc[:0]
+            merged = METRICS_TABLE.tidy(pd.concat([held, frame], ignore_index=True))
+            merged = merged.drop_duplicates([*METRICS_TABLE.key, "metric", "layer"], keep="last")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            METRICS_TABLE.tidy(merged).to_csv(out, index=False, float_format="%.10g")
+
+
+def table(runs: list[Path], out: Path) -> str:
+    """The side-by-side markdown: per model and metric, the ordering change, both picks, both correlations."""
+    metrics = METRICS_TABLE.tidy(pd.read_csv(out))
+    lines = [
+        "| model | metric | τ(paper, authors) | pick paper → authors (score) | dCor | Spearman | Kendall |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    moved = total = 0
+    for run in runs:
+        scores = RunFolder(run).scores()
+        model = str(scores["model"].iloc[0])
+        own = metrics[metrics["model"] == model]
+        if own.empty:
+            continue
+        picks, correlations, curves = {}, {}, {}
+        for arithmetic in ARITHMETICS:
+            part = own[own["arithmetic"] == arithmetic]
+            curves[arithmetic] = metric_curves(part)
+            chosen = select_layers(scores=scores, metrics=part, write=False)
+            chosen = chosen[(chosen["task"] == "mean") & (chosen["texts"] == TEXTS)]
+            picks[arithmetic] = {
+                row.selector: (row.chosen_layer, row.chosen_score) for row in chosen.itertuples(index=False)
+            }
+            found = correlate(scores=scores, metrics=part)
+            found = found[(found["task"] == "mean") & (found["texts"] == TEXTS)]
+            correlations[arithmetic] = {(r.metric, r.method): r.statistic for r in found.itertuples()}
+        for metric in DIRECTIONS:
+            key = (metric, TEXTS)
+            if key not in curves["paper"] or key not in curves["authors"]:
+                continue
+            paper, authors = curves["paper"][key], curves["authors"][key]
+            tau = kendalltau(paper, authors.reindex(paper.index)).statistic
+            before, after = (picks[a].get(metric) for a in ARITHMETICS)
+            total += 1
+            moved += before[0] != after[0]
+            pick = f"{before[0]} → {after[0]} ({100 * before[1]:.1f} → {100 * after[1]:.1f})"
+            if before[0] == after[0]:
+                pick = f"{before[0]} = {after[0]} ({100 * before[1]:.1f})"
+            cells = [
+                " → ".join(f"{correlations[a].get((metric, method), float('nan')):+.2f}" for a in ARITHMETICS)
+                for method in ("dcor", "spearman", "kendall")
+            ]
+            lines.append(f"| {model.split('/')[-1]} | {metric} | {tau:+.2f} | {pick} | {' | '.join(cells)} |")
+    lines.append("")
+    lines.append(f"{moved} of {total} picks move.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("compute", "table"))
+    parser.add_argument(
+        "runs", nargs="*", type=Path, help="committed run folders (default: the four real models' under results/)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help=f"the two arithmetics' metrics (default {OUT})")
+    parser.add_argument("--data-dir", default="../shared/data", help="the folder holding WikiText")
+    args = parser.parse_args(argv)
+    runs = args.runs or [Path("results") / name for name in ("minilm-l6", "mpnet-base", "smollm2-135m", "gemma3-270m")]
+    if args.action == "compute":
+        compute(runs, args.out, args.data_dir)
+    else:
+        print(table(runs, args.out))
+
+
+if __name__ == "__main__":
+    main()
