@@ -11,15 +11,21 @@ import pandas as pd
 import pytest
 import torch
 from _metric_fixtures import TEXTS, tiny_gpt2
+from conftest import write_tiny_gpt2_scores
 
+from layer_mteb.analysis.report.build import arithmetic_notes
+from layer_mteb.analysis.report.merged import Runs
 from layer_mteb.analysis.runs.folders import one_arithmetic
-from layer_mteb.common.config import EncodeConfig
+from layer_mteb.analysis.selection.correlation import correlate
+from layer_mteb.analysis.selection.picks import select_layers
+from layer_mteb.common.config import ARITHMETICS, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics import authors_arithmetic as authors
 from layer_mteb.metrics import representation as paper
 from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+from layer_mteb.paper.regenerate import arithmetic_line
 
 SQRT3 = math.sqrt(3)
 #: three unit vectors 120° apart (mean zero, so centring and unit rows leave them as they are)
@@ -253,3 +259,24 @@ def test_a_metrics_table_written_before_the_setting_reads_as_the_papers(tmp_path
         one_arithmetic(stored, "authors", tmp_path)
     with pytest.raises(UserError, match="--arithmetic"):
         MetricSettings(arithmetic="mine")
+
+
+def test_picks_correlations_report_and_reproduce_name_the_arithmetic(tmp_path) -> None:
+    run = write_tiny_gpt2_scores(tmp_path / "run")
+    scores = pd.read_csv(run / "scores.csv")
+    scores.assign(model=tiny_gpt2().name).to_csv(run / "scores.csv", index=False)
+    for arithmetic in ARITHMETICS:
+        settings = MetricSettings(views=0, arithmetic=arithmetic)
+        compute_metrics(tiny_gpt2(), TEXTS, config=EncodeConfig(max_length=64), settings=settings, output=run)
+    for arithmetic in ARITHMETICS:
+        picks = select_layers(run, arithmetic=arithmetic, write=False)
+        assert set(picks.loc[picks["texts"] == "custom", "arithmetic"]) == {arithmetic}
+        assert set(picks.loc[picks["texts"] == "-", "arithmetic"]) == {"-"}  # the baselines read no metric
+        assert set(correlate(run, arithmetic=arithmetic, n_permutations=10)["arithmetic"]) == {arithmetic}
+    stored = RunFolder(run).read(METRICS_TABLE)
+    runs = Runs(scores=RunFolder(run).scores(), metrics=stored[stored["arithmetic"] == "authors"])
+    assert arithmetic_notes(runs) == [
+        "Metrics, metric picks and correlations: authors arithmetic (paper: the paper's formulas; authors: the "
+        "authors' code's arithmetic, docs/metrics.md)"
+    ]
+    assert "this project's runs' as their metrics.csv says (tiny: authors and paper;" in arithmetic_line(stored)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.runs.folders import one_arithmetic
 from layer_mteb.analysis.selection.correlation import CORRELATION_TABLE
 from layer_mteb.analysis.selection.selectors import PICKS_TABLE
 from layer_mteb.common.config import SETTINGS_COLUMNS
@@ -50,6 +51,8 @@ def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
         for side_name, table in SIDE_TABLES.items():
             rows = _as_report_rows(side_name, folder.side_table(table.file))
             side = _side_rows(rows, str(part["model"].iloc[0]), alone)
+            if side is not None and side_name == "metrics":  # one arithmetic per run, as its picks read them
+                side = one_arithmetic(side, None, folder.path)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
     merged = pd.concat(scores, ignore_index=True)
