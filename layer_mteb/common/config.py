@@ -17,7 +17,7 @@ Readout = Literal["final_norm", "raw"]
 DType = Literal["float32", "bfloat16", "float16"]
 Attention = Literal["bidirectional", "causal"]
 #: how the representation metrics are computed from the vectors: ``paper``, the paper's formulas exactly; ``authors``,
-#: as the authors' final code computes them (its preprocessing and its departures from the formulas, docs/metrics.md)
+#: as the authors' final code computes them (its preprocessing and its departures from the formulas, docs/selection.md)
 Arithmetic = Literal["paper", "authors"]
 
 #: bytes per element of each dtype
@@ -164,7 +164,7 @@ METRIC_SETTINGS: tuple[Setting, ...] = (
         False,
         "paper",
         "paper: the paper's formulas; authors: as the authors' final code computes them (centred unit rows, "
-        "elementwise-clamped Gram, |cos| curvature, ...; docs/metrics.md)",
+        "elementwise-clamped Gram, |cos| curvature, ...; docs/selection.md)",
     ),
 )
 METRIC_SETTINGS_COLUMNS: tuple[str, ...] = tuple(s.name for s in METRIC_SETTINGS)

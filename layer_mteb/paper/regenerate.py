@@ -174,7 +174,7 @@ def arithmetic_line(metrics: pd.DataFrame) -> str:
         "Metric arithmetic: the release's metrics are as the authors' code computed them when it was published "
         "(per-batch centring of pooled vectors, the two-view NT-Xent InfoNCE of most Pythia files, ...); this "
         f"project's runs' as their metrics.csv says ({runs or 'none'}; paper: the paper's formulas, authors: the "
-        "authors' final code, docs/metrics.md)."
+        "authors' final code, docs/selection.md)."
     )
 
 

@@ -277,6 +277,6 @@ def test_picks_correlations_report_and_reproduce_name_the_arithmetic(tmp_path) -
     runs = Runs(scores=RunFolder(run).scores(), metrics=stored[stored["arithmetic"] == "authors"])
     assert arithmetic_notes(runs) == [
         "Metrics, metric picks and correlations: authors arithmetic (paper: the paper's formulas; authors: the "
-        "authors' code's arithmetic, docs/metrics.md)"
+        "authors' code's arithmetic, docs/selection.md)"
     ]
     assert "this project's runs' as their metrics.csv says (tiny: authors and paper;" in arithmetic_line(stored)

@@ -119,7 +119,7 @@ def arithmetic_notes(data: Runs) -> list[str]:
     if not used:
         return []
     described = {model: " and ".join(sorted(a)) for model, a in used.items()}
-    meaning = "paper: the paper's formulas; authors: the authors' code's arithmetic, docs/metrics.md"
+    meaning = "paper: the paper's formulas; authors: the authors' code's arithmetic, docs/selection.md"
     if len(set(described.values())) == 1:
         return [f"Metrics, metric picks and correlations: {next(iter(described.values()))} arithmetic ({meaning})"]
     per_model = "; ".join(f"{model}: {arithmetic}" for model, arithmetic in sorted(described.items()))

@@ -133,12 +133,7 @@ def correlate(
     Pairs with fewer than :data:`~.rules.MIN_LAYERS` layers, or a metric or score that does not vary across layers
     (correlation undefined), are skipped with a warning rather than written as NaN.
     """
-    methods = list(METHODS) if method == "all" else [method]
-    for name in methods:
-        if name not in METHODS:
-            raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
-    if n_permutations < 1:
-        raise UserError(f"--permutations must be at least 1, got {n_permutations}")
+    methods = _methods(method, n_permutations)
     folder = None if run is None else RunFolder.of(run)
     if folder is not None:
         scores = folder.scores() if scores is None else scores
@@ -175,6 +170,17 @@ def correlate(
     if folder is not None:
         folder.write_table(CORRELATION_TABLE.file, frame)
     return frame
+
+
+def _methods(method: str, n_permutations: int) -> list[str]:
+    """The methods ``method`` names (``all``: every one), the options checked."""
+    methods = list(METHODS) if method == "all" else [method]
+    for name in methods:
+        if name not in METHODS:
+            raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
+    if n_permutations < 1:
+        raise UserError(f"--permutations must be at least 1, got {n_permutations}")
+    return methods
 
 
 def _pairs(scores: pd.DataFrame, metrics: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.Series, pd.Series]]:
