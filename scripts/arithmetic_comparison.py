@@ -42,7 +42,6 @@ def compute(runs: list[Path], out: Path, data_dir: str) -> None:
     """Every WikiText metric of each run's model under both arithmetics, merged into ``out``."""
     from dataclasses import replace
 
-    from layer_mteb.metrics.runner import MetricSettings, compute_metrics
     from layer_mteb.model.loading import load_model
 
     for run in runs:
@@ -51,22 +50,44 @@ def compute(runs: list[Path], out: Path, data_dir: str) -> None:
         stored = folder.read(METRICS_TABLE)
         readouts = set(stored.loc[stored["texts"] == TEXTS, "readout"])
         config = replace(setting.config, readout=DECODER_READOUT if DECODER_READOUT in readouts else "final_norm")
-        model = load_model(setting.model, config)
-        for arithmetic in ARITHMETICS:
-            print(f"{run.name}: {arithmetic} arithmetic, readout {config.readout}", file=sys.stderr, flush=True)
-            frame = compute_metrics(
-                model,
-                TEXTS,
-                config=config,
-                settings=MetricSettings(**SIZES, arithmetic=arithmetic),
-                data_dir=data_dir,
-                progress=False,
-            )
-            held = pd.read_csv(out) if out.is_file() else frame.iloc[:0]
-            merged = METRICS_TABLE.tidy(pd.concat([held, frame], ignore_index=True))
-            merged = merged.drop_duplicates([*METRICS_TABLE.key, "metric", "layer"], keep="last")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            METRICS_TABLE.tidy(merged).to_csv(out, index=False, float_format="%.10g")
+        print(f"{run.name}: both arithmetics, readout {config.readout}", file=sys.stderr, flush=True)
+        frame = both_arithmetics(load_model(setting.model, config), config, data_dir)
+        held = pd.read_csv(out) if out.is_file() else frame.iloc[:0]
+        merged = METRICS_TABLE.tidy(pd.concat([held, frame], ignore_index=True))
+        merged = merged.drop_duplicates([*METRICS_TABLE.key, "metric", "layer"], keep="last")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        METRICS_TABLE.tidy(merged).to_csv(out, index=False, float_format="%.10g")
+
+
+def both_arithmetics(model, config, data_dir: str) -> pd.DataFrame:
+    """``compute_metrics`` under each arithmetic, from one forward pass over the prompts and one over their views
+    (each arithmetic's observer sees the same batches): the decoders' passes are most of the cost."""
+    from layer_mteb.metrics import runner
+    from layer_mteb.model.attention import with_model_attention
+    from layer_mteb.model.forward import encode_all_layers
+
+    config = with_model_attention(config, model)
+    settings = {a: runner.MetricSettings(**SIZES, arithmetic=a) for a in ARITHMETICS}
+    source = runner._source(TEXTS, model, settings["paper"], data_dir)
+    rows: list[dict] = []
+    adders = {a: runner._row_adder(rows, model, config, source, s) for a, s in settings.items()}
+    observers = {a: runner.TokenMetrics(model.n_layers + 1, len(source.texts), s) for a, s in settings.items()}
+
+    def observe(*batch) -> None:
+        for observer in observers.values():
+            observer(*batch)
+
+    pooled, _ = encode_all_layers(model, source.texts, config, progress=False, on_batch=observe)
+    for arithmetic, observer in observers.items():
+        for name, per_layer in observer.summary().items():
+            for layer, entry in enumerate(per_layer):
+                if entry is not None:
+                    adders[arithmetic](layer, name, *entry)
+        runner._dataset_metrics(pooled, settings[arithmetic], adders[arithmetic])
+    views = runner.view_vectors(model, config, settings["paper"], source, False)
+    for arithmetic in ARITHMETICS:
+        runner._view_metrics(views, settings[arithmetic], adders[arithmetic])
+    return runner.tidy_metrics(rows)
 
 
 def table(runs: list[Path], out: Path) -> str:

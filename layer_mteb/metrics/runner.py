@@ -254,14 +254,24 @@ def _dataset_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callab
 
 
 def _invariance_metrics(model, config, settings: MetricSettings, source: TextSource, add, progress: bool) -> None:
+    _view_metrics(view_vectors(model, config, settings, source, progress), settings, add)
+
+
+def view_vectors(model, config, settings: MetricSettings, source: TextSource, progress: bool) -> torch.Tensor:
+    """The pooled vectors [L+1, prompts, views, D] of ``settings.views`` seeded views of a seeded sample of
+    ``settings.augment_prompts`` prompts: the same for both arithmetics, so they may share one pass."""
     prompts = list(source.texts)
     if len(prompts) > settings.augment_prompts:
         prompts = random.Random(settings.seed).sample(prompts, settings.augment_prompts)
     views = augment(prompts, settings.views, p=settings.p, seed=settings.seed)
     flat = [view for per_prompt in views for view in per_prompt]
     pooled, _ = encode_all_layers(model, flat, config, progress=progress)
-    pooled = pooled.reshape(pooled.shape[0], len(prompts), settings.views, pooled.shape[-1])
-    n = len(prompts)
+    return pooled.reshape(pooled.shape[0], len(prompts), settings.views, pooled.shape[-1])
+
+
+def _view_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:
+    """InfoNCE, LiDAR and DiME of every layer's views, in ``settings``' arithmetic."""
+    n = pooled.shape[1]
     if settings.authors:
         infonce_of, lidar_of, dime_of = (
             authors_arithmetic.infonce_of_views,
