@@ -94,8 +94,8 @@ def table(runs: list[Path], out: Path) -> str:
     """The side-by-side markdown: per model and metric, the ordering change, both picks, both correlations."""
     metrics = METRICS_TABLE.tidy(pd.read_csv(out))
     lines = [
-        "| model | metric | τ(paper, authors) | pick paper → authors (score) | dCor | Spearman | Kendall |",
-        "|---|---|---|---|---|---|---|",
+        "| model | metric | median Δ | τ | pick paper → authors (score) | dCor | Spearman | Kendall |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     moved = total = 0
     for run in runs:
@@ -121,7 +121,9 @@ def table(runs: list[Path], out: Path) -> str:
             if key not in curves["paper"] or key not in curves["authors"]:
                 continue
             paper, authors = curves["paper"][key], curves["authors"][key]
-            tau = kendalltau(paper, authors.reindex(paper.index)).statistic
+            authors = authors.reindex(paper.index)
+            tau = kendalltau(paper, authors).statistic
+            change = ((authors - paper).abs() / paper.abs()).median()
             before, after = (picks[a].get(metric) for a in ARITHMETICS)
             total += 1
             moved += before[0] != after[0]
@@ -132,7 +134,8 @@ def table(runs: list[Path], out: Path) -> str:
                 " → ".join(f"{correlations[a].get((metric, method), float('nan')):+.2f}" for a in ARITHMETICS)
                 for method in ("dcor", "spearman", "kendall")
             ]
-            lines.append(f"| {model.split('/')[-1]} | {metric} | {tau:+.2f} | {pick} | {' | '.join(cells)} |")
+            row = [model.split("/")[-1], metric, f"{100 * change:.0f} %", f"{tau:+.2f}", pick, *cells]
+            lines.append(f"| {' | '.join(row)} |")
     lines.append("")
     lines.append(f"{moved} of {total} picks move.")
     return "\n".join(lines)

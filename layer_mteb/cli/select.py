@@ -121,7 +121,7 @@ def execute(settings: Settings) -> None:
         return
     from layer_mteb.analysis.selection.picks import explained, run_leaderboard, select_layers, selection_file
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
-    from layer_mteb.cli.console import print_leaderboard
+    from layer_mteb.cli.console import arithmetics_of, print_leaderboard
     from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.metrics.agreement.source import SignalSource
 
@@ -139,6 +139,7 @@ def execute(settings: Settings) -> None:
     for line in explained(folder, picks, selector, source):  # what the selector read, why, where its curves are
         print(line)
     board, lines = run_leaderboard(folder, picks, by)
+    lines += [f"metrics computed by the {a} arithmetic (`metrics --arithmetic`)" for a in arithmetics_of(picks)]
     print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
     for line in cheapest_lines(folder):
         print(line)
