@@ -14,7 +14,7 @@ from _metric_fixtures import TEXTS, tiny_gpt2
 from conftest import write_tiny_gpt2_scores
 
 from layer_mteb.analysis.report.build import arithmetic_notes
-from layer_mteb.analysis.report.merged import Runs
+from layer_mteb.analysis.report.merged import Runs, load_runs
 from layer_mteb.analysis.runs.folders import one_arithmetic
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.analysis.selection.picks import select_layers
@@ -280,3 +280,6 @@ def test_picks_correlations_report_and_reproduce_name_the_arithmetic(tmp_path) -
         "authors' code's arithmetic, docs/selection.md)"
     ]
     assert "this project's runs' as their metrics.csv says (tiny: authors and paper;" in arithmetic_line(stored)
+    assert set(load_runs([run]).metrics["arithmetic"]) == {"paper"}  # both held, no picks: the paper's
+    select_layers(run, arithmetic="authors")  # selection.csv: picks of the authors' metrics
+    assert set(load_runs([run]).metrics["arithmetic"]) == {"authors"}  # the report draws what the picks read
