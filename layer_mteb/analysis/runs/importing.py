@@ -255,6 +255,8 @@ def import_metrics_table(
             "value": table["value"],
             "n": pd.NA,
             **settings,
+            # made by the authors' code as released: its arithmetic, not the paper's formulas (docs/selection.md)
+            "arithmetic": "authors",
         }
     )
     return frame[METRIC_COLUMNS].sort_values(["model", "texts", "metric", "layer"], kind="stable")
