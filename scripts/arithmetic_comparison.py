@@ -8,8 +8,9 @@ by side against the committed scores: each metric's layer ordering (Kendall τ b
 
 ``compute`` loads each run's model with the run's own settings and measures what the run's ``metrics.csv`` was
 measured with (``make results``: 200 WikiText prompts, 4 views × 32 prompts; a decoder's metrics on the raw residual
-stream, which selection pairs with its final-norm scores, an encoder's on its one readout), once per arithmetic,
-and merges the rows into ``--out`` (one model at a time; the decoders take minutes on two cores). ``table`` reads
+stream, which selection pairs with its final-norm scores, an encoder's on its one readout) under both arithmetics
+from one forward pass over the prompts and one over their views, and merges the rows into ``--out`` (one model at a
+time; MiniLM about 3 min, the decoders 9–28 min on two busy cores). ``table`` reads
 only that file and the runs' ``scores.csv``: picks and correlations through the package's own selection and
 correlation (1000 permutations, seed 0), so it is remade without a model.
 """
