@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,8 +116,14 @@ def print_leaderboard(board: pd.DataFrame, path: Path, note: str | None = None) 
     print(f"\nselection: {path}")
 
 
-def print_correlation(table: pd.DataFrame, run: Path) -> None:
-    print("across layers, metric vs score averaged over tasks:")
+def arithmetics_of(frame: pd.DataFrame) -> list[str]:
+    """The metric arithmetics a table of picks or correlations names (a baseline's ``-`` is none)."""
+    return sorted(set(frame["arithmetic"].astype(str)) - {"-"}) if "arithmetic" in frame.columns else []
+
+
+def print_correlation(table: pd.DataFrame, run: Path, arithmetics: Sequence[str] = ()) -> None:
+    by = f" ({' and '.join(arithmetics)} arithmetic)" if arithmetics else ""
+    print(f"across layers, metric vs score averaged over tasks{by}:")
     print(table.round(4).to_string())
     print(f"\ncorrelation (also per task): {run / 'correlation.csv'}")
 

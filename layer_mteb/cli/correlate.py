@@ -31,6 +31,7 @@ class Settings:
     permutations: int
     seed: int
     metric_readout: str
+    arithmetic: str | None
 
 
 def check(args: argparse.Namespace) -> Settings:
@@ -40,7 +41,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.correlation import correlate, correlation_table
-    from layer_mteb.cli.console import print_correlation
+    from layer_mteb.cli.console import arithmetics_of, print_correlation
 
     frame = correlate(**as_keywords(settings, permutations="n_permutations"))
-    print_correlation(correlation_table(frame), Path(settings.run))
+    print_correlation(correlation_table(frame), Path(settings.run), arithmetics_of(frame))

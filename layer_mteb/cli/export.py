@@ -92,6 +92,7 @@ class Settings:
     by: str | None
     task: str | None
     metric_readout: str
+    arithmetic: str | None
     reference: str | None
     no_reference: bool
     output: str
@@ -268,7 +269,13 @@ def _selection(settings: Settings, folder: RunFolder) -> tuple[int, str]:
     by, task = str(settings.by), settings.task
     source = settings_of(SignalSource, settings)  # --agreement-with, --model, --no-reference
     picks = select_layers(
-        folder, by=by, per_task=task is not None, metric_readout=settings.metric_readout, source=source, write=False
+        folder,
+        by=by,
+        per_task=task is not None,
+        metric_readout=settings.metric_readout,
+        arithmetic=settings.arithmetic,
+        source=source,
+        write=False,
     )
     picks = picks[picks["selector"] == by]
     if task is not None:

@@ -14,6 +14,7 @@ from layer_mteb.cli.options import (
     check_measured,
     settings_of,
 )
+from layer_mteb.common.config import METRIC_SETTINGS
 
 NAME = "metrics"
 HELP = "representation metrics of every layer (label-free)"
@@ -42,6 +43,8 @@ def add_options(metrics: argparse.ArgumentParser) -> None:
         "--augment-prompts", type=int, help="prompts that get augmented views (default 32; paper: 200)"
     )
     metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
+    for setting in METRIC_SETTINGS:
+        metrics.add_argument(setting.option, choices=setting.choices, default=setting.default, help=setting.help)
     add_measure_options(metrics, seed_help="seed of the prompt sample and the augmentations")
 
 
@@ -52,6 +55,7 @@ class Settings(MeasureSettings):
     views: int | None
     augment_prompts: int | None
     augment_p: float
+    arithmetic: str
     trust_remote_code: bool
 
 
@@ -67,7 +71,9 @@ def execute(settings: Settings) -> None:
 
     sizes = PAPER_METRIC_SIZES if settings.full_protocol else QUICK_METRIC_SIZES
     sizes = {name: size if getattr(settings, name) is None else getattr(settings, name) for name, size in sizes.items()}
-    measure = MetricSettings(**sizes, p=settings.augment_p, alpha=settings.alpha, seed=settings.seed)
+    measure = MetricSettings(
+        **sizes, p=settings.augment_p, alpha=settings.alpha, seed=settings.seed, arithmetic=settings.arithmetic
+    )
     config = target.config.placed()
     logging.getLogger(__name__).info("loading model %s on %s", target.model, config.device)
     model = load_model(target.model, config, revision=target.revision, trust_remote_code=settings.trust_remote_code)

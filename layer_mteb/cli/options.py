@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from layer_mteb.common.config import (
+    ARITHMETICS,
     AUTO,
     CPU_BATCH_SIZE,
     GPU_BATCH_SIZE,
@@ -146,6 +147,11 @@ def add_metric_readout(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
         "final_norm, or same (the scores' readout)",
+    )
+    parser.add_argument(
+        "--arithmetic",
+        choices=ARITHMETICS,
+        help="metrics of this arithmetic (metrics --arithmetic; default: the one the run holds, paper where both)",
     )
 
 

@@ -98,6 +98,7 @@ class Settings:
     by: str | None
     per_task: bool | None
     metric_readout: str
+    arithmetic: str | None
     labels: int | str | None
     draws: int
     seed: int
@@ -135,7 +136,7 @@ def execute(settings: Settings) -> None:
         selection_file,
     )
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
-    from layer_mteb.cli.console import print_leaderboard
+    from layer_mteb.cli.console import arithmetics_of, print_leaderboard
     from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.metrics.agreement.source import SignalSource
 
@@ -155,10 +156,18 @@ def execute(settings: Settings) -> None:
             "one layer for the mean over tasks, by the metrics of shared texts; --per-task also shows the picks of "
             "the metrics on each task's own texts\n"
         )
-    picks = select_layers(folder, by=selector, per_task=per_task, metric_readout=settings.metric_readout, source=source)
+    picks = select_layers(
+        folder,
+        by=selector,
+        per_task=per_task,
+        metric_readout=settings.metric_readout,
+        arithmetic=settings.arithmetic,
+        source=source,
+    )
     for line in explained(folder, picks, selector, source):  # what the selector read, why, where its curves are
         print(line)
     board, lines = run_leaderboard(folder, picks, by)
+    lines += [f"metrics computed by the {a} arithmetic (`metrics --arithmetic`)" for a in arithmetics_of(picks)]
     print_leaderboard(board, folder.file(selection_file(by)), "\n".join(lines))
     for line in cheapest_lines(folder):
         print(line)

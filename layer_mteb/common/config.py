@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 Readout = Literal["final_norm", "raw"]
 DType = Literal["float32", "bfloat16", "float16"]
 Attention = Literal["bidirectional", "causal"]
+#: how the representation metrics are computed from the vectors: ``paper``, the paper's formulas exactly; ``authors``,
+#: as the authors' final code computes them (its preprocessing and its departures from the formulas, docs/selection.md)
+Arithmetic = Literal["paper", "authors"]
 
 #: bytes per element of each dtype
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -29,6 +32,7 @@ GPU_BATCH_TOKENS = 65536
 READOUTS: tuple[str, ...] = get_args(Readout)
 DTYPES: tuple[str, ...] = get_args(DType)
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
+ARITHMETICS: tuple[str, ...] = get_args(Arithmetic)
 #: the device "cuda where there is one", decided by :meth:`EncodeConfig.placed` once torch may load
 AUTO = "auto"
 #: the settings a model's own protocol decides (``run --protocol model``: its sentence-transformers pipeline, the dtype
@@ -150,6 +154,21 @@ def _settings() -> tuple[Setting, ...]:
 SETTINGS: tuple[Setting, ...] = _settings()
 #: their names: columns of every table (scores, metrics, cost) and parts of every key
 SETTINGS_COLUMNS: tuple[str, ...] = tuple(s.name for s in SETTINGS)
+
+#: The settings that change a metric computed from the same vectors (not the vectors): an option of ``metrics``, a
+#: column of ``metrics.csv`` and of every table made from it (a table written before one existed reads as its default).
+METRIC_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "arithmetic",
+        str,
+        ARITHMETICS,
+        False,
+        "paper",
+        "paper: the paper's formulas; authors: as the authors' final code computes them (centred unit rows, "
+        "elementwise-clamped Gram, |cos| curvature, ...; docs/selection.md)",
+    ),
+)
+METRIC_SETTINGS_COLUMNS: tuple[str, ...] = tuple(s.name for s in METRIC_SETTINGS)
 
 
 def default_device() -> str:

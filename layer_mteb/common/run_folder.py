@@ -64,7 +64,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from layer_mteb.common.config import SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
+from layer_mteb.common.config import METRIC_SETTINGS, SETTINGS, SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import atomic_write, write_json
 
@@ -121,7 +121,7 @@ class Table(NamedTuple):
         """Rows -> the table's frame: its columns in order, rows sorted so reruns write identical files."""
         import pandas as pd
 
-        frame = pd.DataFrame(self.with_added(_with_settings(pd.DataFrame(rows))), columns=self.columns)
+        frame = pd.DataFrame(self.with_added(_with_settings(pd.DataFrame(rows), self.columns)), columns=self.columns)
         return frame.sort_values(list(self.order), kind="stable").reset_index(drop=True)
 
     def with_added(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -282,12 +282,14 @@ def _command() -> str:
     return " ".join([name, *sys.argv[1:2]])
 
 
-def _with_settings(frame: pd.DataFrame) -> pd.DataFrame:
+def _with_settings(frame: pd.DataFrame, columns: Sequence[str] = ()) -> pd.DataFrame:
     """``frame`` with every setting, where it records some: one added since its rows were made is its default, the
-    behaviour they were made with (a new setting defaults to what the package did before it)."""
+    behaviour they were made with (a new setting defaults to what the package did before it). A metric setting
+    (:data:`~.config.METRIC_SETTINGS`) is added only to a table whose ``columns`` hold it."""
     if not any(name in frame.columns for name in SETTINGS_COLUMNS):
         return frame
-    return frame.assign(**{s.name: s.default for s in SETTINGS if s.name not in frame.columns})
+    wanted = [*SETTINGS, *(s for s in METRIC_SETTINGS if s.name in columns)]
+    return frame.assign(**{s.name: s.default for s in wanted if s.name not in frame.columns})
 
 
 def read_table(path: Path, columns: Sequence[str], fix: str, **read: Any) -> pd.DataFrame:
@@ -300,7 +302,7 @@ def read_table(path: Path, columns: Sequence[str], fix: str, **read: Any) -> pd.
         frame = pd.read_csv(path, **read)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, EOFError, OSError) as err:
         raise UserError(f"cannot read {path}: {first_line(err)}; {fix}") from None
-    frame = _with_settings(frame)
+    frame = _with_settings(frame, columns)
     missing = sorted(set(columns) - set(frame.columns))
     if missing:
         raise UserError(f"{path} is missing column(s) {missing}; {fix}")

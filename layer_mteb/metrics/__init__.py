@@ -11,19 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.config import METRIC_SETTINGS_COLUMNS, SETTINGS_COLUMNS
 from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
 from layer_mteb.metrics.agreement import AGREEMENT_FILE, ID_METRIC, NO_REFERENCE
 
 #: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,
-#: metric) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced together.
-#: ``data``: which copy of WikiText a ``wikitext`` row measured (``metrics.wikitext.ORIGIN_*``; ``imported`` for the
-#: release's rows), empty for other texts and in rows written before it was recorded
+#: metric, arithmetic) over ``n`` prompts; its key: the rows of one source and setting are one computation, replaced
+#: together (the two arithmetics of one source are two computations, kept side by side). ``data``: which copy of
+#: WikiText a ``wikitext`` row measured (``metrics.wikitext.ORIGIN_*``; ``imported`` for the release's rows), empty
+#: for other texts and in rows written before it was recorded
 METRICS_TABLE = Table(
-    [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS, "data"],
+    [*LAYER_COLUMNS, "texts", "task", "metric", "value", "n", *SETTINGS_COLUMNS, *METRIC_SETTINGS_COLUMNS, "data"],
     "run `layer-mteb metrics --run {folder}`",
-    ["model", "texts", "metric", "layer"],
-    ["model", "revision", "texts", *SETTINGS_COLUMNS],
+    ["model", "texts", "metric", "layer", *METRIC_SETTINGS_COLUMNS],
+    ["model", "revision", "texts", *SETTINGS_COLUMNS, *METRIC_SETTINGS_COLUMNS],
     None,
     file="metrics.csv",
     added=(("data", None),),

@@ -1,10 +1,11 @@
-"""The paper's representation metrics of a layer's vectors, in one place.
+"""The paper's representation metrics of a layer's vectors, by the paper's formulas (``--arithmetic paper``; the
+authors' code computes several otherwise: :mod:`.authors_arithmetic`, docs/selection.md).
 
 - Matrix-based Rényi entropy of rows Z (prompt/dataset entropy, effective rank): the spectrum of the smaller of
-  ``Z Zᵀ`` and ``Zᵀ Z`` after centring and unit-scaling the rows (the authors' code; invariant to translation,
-  scale and rotation).
-- Curvature: mean angle arccos(cos(v_k, v_{k+1})) between token steps (0 straight, π doubling back); the authors
-  took |cos| (``absolute=True``).
+  ``Z Zᵀ`` and ``Zᵀ Z`` (the same non-zero spectrum) after centring and unit-scaling the rows (invariant to
+  translation, scale and rotation); the authors' code also clamps the kernel at 0 elementwise, which changes it.
+- Curvature: mean angle arccos(cos(v_k, v_{k+1})) between raw token steps (0 straight, π doubling back);
+  ``absolute=True`` takes |cos| alone (the authors' code also centres and unit-scales the tokens first).
 - On augmented views: InfoNCE (τ = 0.1; lower is more invariant, log N is chance), LiDAR (Thilak et al. 2023, the
   entropy of S_w^{-1/2} S_b S_w^{-1/2}) and DiME (Skean et al. 2023, E_P[S(K_A ∘ P K_B Pᵀ)] − S(K_A ∘ K_B)).
   Views are nlpaug's ``Sequential(SplitAug, RandomCharAug, KeyboardAug)``, seeded per (seed, text, view).
@@ -33,7 +34,7 @@ _RETRIES = 5
 
 
 def preprocess(z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Centre, then L2-normalise the rows (the authors' preprocessing) in float64; ``z`` [n, d] or [B, T, d] with
+    """Centre, then L2-normalise the rows (the authors' code does the same) in float64; ``z`` [n, d] or [B, T, d] with
     ``mask``. Masked rows and rows equal to the mean stay zero (only zero eigenvalues, never NaN)."""
     z = z.double()
     if mask is None:

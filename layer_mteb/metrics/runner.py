@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import ARITHMETICS, Arithmetic, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder, layer_columns
-from layer_mteb.metrics import METRICS_TABLE, tidy_metrics
+from layer_mteb.metrics import METRICS_TABLE, authors_arithmetic, tidy_metrics
 from layer_mteb.metrics.representation import (
     Normalization,
     augment,
@@ -54,7 +54,9 @@ QUICK_METRIC_SIZES = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
 @dataclass(frozen=True)
 class MetricSettings:
     """Knobs of the metrics (defaults: the paper's). ``views`` = J views per prompt for LiDAR; InfoNCE and DiME use
-    the first two of them; 0 skips all three. ``augment_prompts`` caps how many prompts get views (J passes each)."""
+    the first two of them; 0 skips all three. ``augment_prompts`` caps how many prompts get views (J passes each).
+    ``arithmetic``: the paper's formulas, or the authors' code's (:mod:`.authors_arithmetic`; its curvature is |cos|
+    whatever ``absolute_curvature`` says)."""
 
     n_prompts: int = 1000
     views: int = 16
@@ -66,6 +68,7 @@ class MetricSettings:
     dime_permutations: int = 10
     absolute_curvature: bool = False
     seed: int = 0
+    arithmetic: Arithmetic = "paper"
 
     def __post_init__(self) -> None:
         if self.views == 1 or self.views < 0:
@@ -76,6 +79,13 @@ class MetricSettings:
             raise UserError(f"--alpha must be positive, got {self.alpha}")
         if not 0 < self.p <= 1:
             raise UserError(f"--augment-p must be in (0, 1], got {self.p}")
+        if self.arithmetic not in ARITHMETICS:
+            raise UserError(f"--arithmetic must be one of {', '.join(ARITHMETICS)}; got {self.arithmetic!r}")
+
+    @property
+    def authors(self) -> bool:
+        """Whether the metrics follow the authors' code rather than the paper's formulas."""
+        return self.arithmetic == "authors"
 
 
 class TokenMetrics:
@@ -102,11 +112,15 @@ class TokenMetrics:
         for hidden in states:
             # every real token's state finite; a boolean-mask gather would wait for the device to count the tokens
             finite.append((torch.isfinite(hidden).all(dim=-1) | padding).all())
-            entropy, lengths, valid = token_entropies(hidden, mask, self.settings.alpha)
+            entropy_of = authors_arithmetic.token_entropies if self.settings.authors else token_entropies
+            entropy, lengths, valid = entropy_of(hidden, mask, self.settings.alpha)
             entropies.append(entropy)
             entropies_valid.append(valid)
-            if self.with_curvature:
+            if self.with_curvature and self.settings.authors:
+                bend, bend_valid = authors_arithmetic.token_curvatures(hidden, mask)
+            elif self.with_curvature:
                 bend, bend_valid = token_curvatures(hidden, mask, absolute=self.settings.absolute_curvature)
+            if self.with_curvature:
                 bends.append(bend)
                 bends_valid.append(bend_valid)
         bad = [layer for layer, ok in enumerate(torch.stack(finite).tolist()) if not ok]
@@ -164,7 +178,7 @@ class TaskTextMetrics:
             return tidy_metrics([])
         source = TextSource(encoded_texts_label(task), (), task, pooled.shape[1])
         rows: list[dict] = []
-        add = _row_adder(rows, self.model, config, source)
+        add = _row_adder(rows, self.model, config, source, self.settings)
         summaries = [part.summary() for part in self.parts]
         for name in summaries[0]:
             for layer in range(self.model.n_layers + 1):
@@ -197,7 +211,7 @@ def compute_metrics(
     config = with_model_attention(config, model)
     source = _source(texts, model, settings, data_dir)
     rows: list[dict] = []
-    add = _row_adder(rows, model, config, source)
+    add = _row_adder(rows, model, config, source, settings)
 
     augmented = min(settings.augment_prompts, len(source.texts)) if settings.views else 0
     logger.info(
@@ -231,29 +245,49 @@ def compute_metrics(
 def _dataset_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:
     """Dataset entropy (raw and ÷ min(log N, log D)) and effective rank of the [L+1, N, D] pooled vectors."""
     n, d = pooled.shape[1], pooled.shape[2]
+    entropy_of = authors_arithmetic.matrix_entropy if settings.authors else matrix_entropy
     for layer in range(pooled.shape[0]):
-        raw = _guard("dataset entropy", layer, matrix_entropy, pooled[layer], settings.alpha)
-        shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, matrix_entropy, pooled[layer])
+        raw = _guard("dataset entropy", layer, entropy_of, pooled[layer], settings.alpha)
+        shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, entropy_of, pooled[layer])
         add(layer, "dataset_entropy_raw", raw, n)
         add(layer, "dataset_entropy", _guard("dataset entropy", layer, normalize_entropy, raw, "maxEntropy", n, d), n)
         add(layer, "effective_rank", math.exp(shannon), n)
 
 
 def _invariance_metrics(model, config, settings: MetricSettings, source: TextSource, add, progress: bool) -> None:
+    _view_metrics(view_vectors(model, config, settings, source, progress), settings, add)
+
+
+def view_vectors(model, config, settings: MetricSettings, source: TextSource, progress: bool) -> torch.Tensor:
+    """The pooled vectors [L+1, prompts, views, D] of ``settings.views`` seeded views of a seeded sample of
+    ``settings.augment_prompts`` prompts: the same for both arithmetics, so they may share one pass."""
     prompts = list(source.texts)
     if len(prompts) > settings.augment_prompts:
         prompts = random.Random(settings.seed).sample(prompts, settings.augment_prompts)
     views = augment(prompts, settings.views, p=settings.p, seed=settings.seed)
     flat = [view for per_prompt in views for view in per_prompt]
     pooled, _ = encode_all_layers(model, flat, config, progress=progress)
-    pooled = pooled.reshape(pooled.shape[0], len(prompts), settings.views, pooled.shape[-1])
-    n = len(prompts)
+    return pooled.reshape(pooled.shape[0], len(prompts), settings.views, pooled.shape[-1])
+
+
+def _view_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:
+    """InfoNCE, LiDAR and DiME of every layer's views, in ``settings``' arithmetic."""
+    n = pooled.shape[1]
+    if settings.authors:
+        infonce_of, lidar_of, dime_of = (
+            authors_arithmetic.infonce_of_views,
+            authors_arithmetic.lidar_of_views,
+            authors_arithmetic.dime_of_views,
+        )
+    else:
+        infonce_of, lidar_of, dime_of = infonce, lidar, dime
     for layer, per_layer in enumerate(pooled):
         first, second = per_layer[:, 0], per_layer[:, 1]
-        add(layer, "infonce", _guard("InfoNCE", layer, infonce, first, second, settings.temperature), n)
-        add(layer, "lidar", _guard("LiDAR", layer, lidar, per_layer, delta=settings.delta, alpha=settings.alpha), n)
+        add(layer, "infonce", _guard("InfoNCE", layer, infonce_of, first, second, settings.temperature), n)
+        lidar_kwargs = {"delta": settings.delta, "alpha": settings.alpha}
+        add(layer, "lidar", _guard("LiDAR", layer, lidar_of, per_layer, **lidar_kwargs), n)
         dime_kwargs = {"alpha": settings.alpha, "n_permutations": settings.dime_permutations, "seed": settings.seed}
-        add(layer, "dime", _guard("DiME", layer, dime, first, second, **dime_kwargs), n)
+        add(layer, "dime", _guard("DiME", layer, dime_of, first, second, **dime_kwargs), n)
 
 
 def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> TextSource:
@@ -267,7 +301,9 @@ def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> Te
     return TextSource("custom", tuple(unique), None, len(unique))
 
 
-def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource) -> Callable:
+def _row_adder(
+    rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource, settings: MetricSettings
+) -> Callable:
     def add(layer: int, metric: str, value: float, n: int) -> None:
         rows.append(
             {
@@ -279,6 +315,7 @@ def _row_adder(rows: list[dict], model: LoadedModel, config: EncodeConfig, sourc
                 "n": int(n),
                 **config.key(),
                 "data": source.data,
+                "arithmetic": settings.arithmetic,
             }
         )
 

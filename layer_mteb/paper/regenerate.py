@@ -92,7 +92,8 @@ def reproduce(source: Path, runs: list[Path], output: Path, permutations: int = 
     progress.step()
     written += prompt_length.reproduce(tables.prompt_length, runs, output)
     progress.step()
-    markdown = summary_markdown(versus, every, figure_tasks, permutations)
+    ours = all_metrics[all_metrics["model"].isin(set(our_scores["model"]))]
+    markdown = summary_markdown(versus, every, figure_tasks, permutations, arithmetic_line(ours))
     markdown += "\n" + "\n\n".join(paper_figures.sources_markdown(sets, extrema, release_wikitext)) + "\n"
     atomic_write(output / "summary.md", lambda tmp: Path(tmp).write_text(markdown))
     written.append(output / "summary.md")
@@ -162,6 +163,20 @@ class Progress:
         now = time.perf_counter()
         print(f"paper: {what or listed} ({now - self.since:.1f} s)", flush=True)
         self.shown, self.since = len(self.written), now
+
+
+def arithmetic_line(metrics: pd.DataFrame) -> str:
+    """Which arithmetic made each number: the release's metrics as the authors' code computed them when it was
+    published; each run's (``metrics``: the runs' rows) as its ``metrics.csv`` says (``metrics --arithmetic``)."""
+    ours = metrics.dropna(subset=["arithmetic"]) if "arithmetic" in metrics.columns else metrics.iloc[:0]
+    used = ours.groupby("model", sort=True)["arithmetic"].agg(lambda a: " and ".join(sorted(set(map(str, a)))))
+    runs = "; ".join(f"{model.split('/')[-1]}: {arithmetic}" for model, arithmetic in used.items())
+    return (
+        "Metric arithmetic: the release's metrics are as the authors' code computed them when it was published "
+        "(per-batch centring of pooled vectors, the two-view NT-Xent InfoNCE of most Pythia files, ...); this "
+        f"project's runs' as their metrics.csv says ({runs or 'none'}; paper: the paper's formulas, authors: the "
+        "authors' final code, docs/selection.md)."
+    )
 
 
 def correlations(scores: pd.DataFrame, metrics: pd.DataFrame, permutations: int) -> pd.DataFrame:

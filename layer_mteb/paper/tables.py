@@ -81,9 +81,14 @@ def versus_paper(release: pd.DataFrame, reasons: dict[str, str]) -> pd.DataFrame
 
 
 def summary_markdown(
-    versus: pd.DataFrame, rows: pd.DataFrame, figure_tasks: dict[str, list[str]], permutations: int
+    versus: pd.DataFrame,
+    rows: pd.DataFrame,
+    figure_tasks: dict[str, list[str]],
+    permutations: int,
+    arithmetic: str = "",
 ) -> str:
-    """Table 1 (paper vs release), every model's row and the task sets (the selector study adds its sections)."""
+    """Table 1 (paper vs release), every model's row and the task sets (the selector study adds its sections);
+    ``arithmetic``: the line saying which metric arithmetic made the release's and the runs' numbers."""
     t = [("paper row", "paper row", text), ("paper", "paper", text), ("release", "release", text)]
     t += [("difference", "difference", text), ("why", "why", text)]
     r = [("model", "model", text), ("source", "source", text), ("n_tasks", "tasks", integer)]
@@ -98,5 +103,6 @@ def summary_markdown(
         *[f"- {name} ({len(tasks)}): {', '.join(tasks)}" for name, tasks in figure_tasks.items()],
         f"Correlation p-values: {permutations} seeded permutations "
         f"(smallest possible p = {1 / (permutations + 1):.4f}).",
+        *([arithmetic] if arithmetic else []),
     ]
     return "\n\n".join(parts) + "\n"

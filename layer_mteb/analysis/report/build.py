@@ -75,7 +75,7 @@ def write_report(
         logger.warning(shrunk)
     with building(output) as tmp:
         table.to_csv(tmp / "table1.csv", index=False)
-        notes = [*table1_notes(summary), *benchmark_notes(data.folders)]
+        notes = [*table1_notes(summary), *arithmetic_notes(data), *benchmark_notes(data.folders)]
         (tmp / "table1.md").write_text(table1_markdown(table, notes))
         summary.to_csv(tmp / "per_task.csv", index=False)
         layer_means(tasks).to_csv(tmp / "layer_means.csv", index=False)
@@ -105,6 +105,25 @@ def _usual_mode(folder: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     folder.chmod(0o777 & ~umask)
+
+
+def arithmetic_notes(data: Runs) -> list[str]:
+    """Which arithmetic made each model's metric picks and correlations: the paper's formulas, or the authors' code
+    (``metrics --arithmetic``), said once for the report when every model used one, else per model."""
+    used: dict[str, set[str]] = {}
+    for frame in (data.picks, data.correlation, data.metrics):
+        if frame is not None and "arithmetic" in frame.columns:
+            for model, arithmetic in zip(frame["model"], frame["arithmetic"].astype(str), strict=True):
+                if arithmetic != "-":
+                    used.setdefault(str(model), set()).add(arithmetic)
+    if not used:
+        return []
+    described = {model: " and ".join(sorted(a)) for model, a in used.items()}
+    meaning = "paper: the paper's formulas; authors: the authors' code's arithmetic, docs/selection.md"
+    if len(set(described.values())) == 1:
+        return [f"Metrics, metric picks and correlations: {next(iter(described.values()))} arithmetic ({meaning})"]
+    per_model = "; ".join(f"{model}: {arithmetic}" for model, arithmetic in sorted(described.items()))
+    return [f"Metrics, metric picks and correlations by arithmetic ({meaning}): {per_model}"]
 
 
 def benchmark_notes(folders: Iterable[RunFolder]) -> list[str]:

@@ -163,6 +163,8 @@ def metric_figure(metrics: pd.DataFrame) -> Figure | None:
         return None
     mixed = [c for c in ("texts", "readout") if curves[c].nunique() > 1]
     shared = [f"on {curves['texts'].iloc[0]}"] if "texts" not in mixed else []
+    if "arithmetic" in frame:  # which arithmetic made the values: one per run (merged.load_runs)
+        shared += [f"[{' / '.join(sorted(frame['arithmetic'].astype(str).unique()))} arithmetic]"]
     shared += [f"({curves['readout'].iloc[0]} readout)"] if "readout" not in mixed and curves["readout"].any() else []
     names = sorted(curves["metric"].unique())
     models = sorted(curves["model"].unique())

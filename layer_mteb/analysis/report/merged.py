@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from layer_mteb.analysis.runs.folders import one_arithmetic
 from layer_mteb.analysis.selection.correlation import CORRELATION_TABLE
 from layer_mteb.analysis.selection.selectors import PICKS_TABLE
 from layer_mteb.common.config import SETTINGS_COLUMNS
@@ -47,9 +48,12 @@ def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
     for (folder, part), label in zip(parts, labels, strict=True):
         scores.append(part.assign(model=label))
         alone = sum(f == folder for f, _ in parts) == 1
+        picked = _picked_arithmetic(_side_rows(folder.side_table(PICKS_TABLE.file), str(part["model"].iloc[0]), alone))
         for side_name, table in SIDE_TABLES.items():
             rows = _as_report_rows(side_name, folder.side_table(table.file))
             side = _side_rows(rows, str(part["model"].iloc[0]), alone)
+            if side is not None and side_name == "metrics":  # one arithmetic per run, as its picks read them
+                side = one_arithmetic(side, picked, folder.path)
             if side is not None:
                 sides[side_name].append(side.assign(model=label))
     merged = pd.concat(scores, ignore_index=True)
@@ -57,6 +61,14 @@ def load_runs(folders: Iterable[str | Path | RunFolder]) -> Runs:
     merged = merged.drop_duplicates(keys, keep="last").reset_index(drop=True)
     merged_sides = {name: _merge_side(name, frames) for name, frames in sides.items()}
     return Runs(merged, **merged_sides, folders=folders)
+
+
+def _picked_arithmetic(picks: pd.DataFrame | None) -> str | None:
+    """The one arithmetic a run's picks name (``selection.csv``), which its metrics are drawn in; else None."""
+    if picks is None or "arithmetic" not in picks.columns:
+        return None
+    named = set(picks["arithmetic"].astype(str)) - {"-"}
+    return named.pop() if len(named) == 1 else None
 
 
 def _runs_in(frame: pd.DataFrame) -> list[pd.DataFrame]:

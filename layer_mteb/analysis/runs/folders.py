@@ -9,7 +9,7 @@ import pandas as pd
 
 from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
-from layer_mteb.common.config import SETTINGS_COLUMNS
+from layer_mteb.common.config import ARITHMETICS, METRIC_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import (
     MTEB_FOLDER,
@@ -25,9 +25,11 @@ def load_run(
     scores: pd.DataFrame | None,
     metrics: pd.DataFrame | None,
     metric_readout: str = "auto",
+    arithmetic: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Scores and metrics from ``folder`` (unless given), metrics restricted to the scores' settings. Their readout
-    may differ (``metric_readout``): the paper scored with the final norm but measured metrics on the raw stream."""
+    may differ (``metric_readout``): the paper scored with the final norm but measured metrics on the raw stream.
+    The metrics are those of one ``arithmetic`` (:func:`one_arithmetic`), never two averaged."""
     if metric_readout not in METRIC_READOUTS:
         raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
     if scores is None or metrics is None:
@@ -39,6 +41,7 @@ def load_run(
     if scores.empty:
         raise UserError("the scores table is empty")
     scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
+    metrics = one_arithmetic(metrics, arithmetic, folder)
     settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
     used = scores[["model", *settings, "readout"]].drop_duplicates()
     matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])
@@ -55,6 +58,24 @@ def load_run(
             f"rerun `layer-mteb metrics --run {folder or 'RUN'}`, which takes the run's model and settings"
         )
     return scores, matched
+
+
+def one_arithmetic(metrics: pd.DataFrame, arithmetic: str | None, folder: object = None) -> pd.DataFrame:
+    """The metrics of one arithmetic: ``arithmetic`` where given, else the one the table holds (the paper's where it
+    holds both); a table without the column (made before it existed, or by hand) is the paper's."""
+    default = next(s.default for s in METRIC_SETTINGS if s.name == "arithmetic")
+    if "arithmetic" not in metrics.columns:
+        metrics = metrics.assign(arithmetic=default)
+    if arithmetic is not None and arithmetic not in ARITHMETICS:
+        raise UserError(f"--arithmetic must be one of {', '.join(ARITHMETICS)}; got {arithmetic!r}")
+    held = set(metrics["arithmetic"].astype(str))
+    chosen = arithmetic or (next(iter(held)) if len(held) == 1 else default)
+    if held and chosen not in held:
+        raise UserError(
+            f"metrics.csv has no metrics under the {chosen} arithmetic (it holds {', '.join(sorted(held))}); run "
+            f"`layer-mteb metrics --run {folder or 'RUN'} --arithmetic {chosen}`"
+        )
+    return metrics[metrics["arithmetic"].astype(str) == chosen]
 
 
 def _metric_readout(choice: str, scored: set[str], available: set[str]) -> str | None:

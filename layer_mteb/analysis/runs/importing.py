@@ -256,6 +256,8 @@ def import_metrics_table(
             "n": pd.NA,
             **settings,
             "data": "imported",
+            # made by the authors' code as released: its arithmetic, not the paper's formulas (docs/selection.md)
+            "arithmetic": "authors",
         }
     )
     return frame[METRIC_COLUMNS].sort_values(["model", "texts", "metric", "layer"], kind="stable")

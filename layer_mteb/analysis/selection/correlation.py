@@ -39,6 +39,7 @@ class CorrelationRow(TypedDict):
     model: str
     metric: str
     texts: str
+    arithmetic: str
     task: str
     method: str
     statistic: float
@@ -50,7 +51,7 @@ CORRELATION_COLUMNS = list(CorrelationRow.__annotations__)
 CORRELATION_TABLE = Table(
     ["model", "metric", "task", "method"],
     "run `layer-mteb correlate --run {folder}`",
-    key=("model", "metric", "texts", "task", "method"),
+    key=("model", "metric", "texts", "arithmetic", "task", "method"),
     file=CORRELATION_FILE,
 )
 
@@ -121,26 +122,24 @@ def correlate(
     n_permutations: int = 1000,
     seed: int = 0,
     metric_readout: str = "auto",
+    arithmetic: str | None = None,
 ) -> pd.DataFrame:
     """One row per (metric, text source, task or mean, method). With ``run`` (a path, or the command's
     :class:`RunFolder`, whose tables are then read once), writes ``run/correlation.csv``.
 
-    Metrics are paired with scores as in selection (``metric_readout``, default the paper's: raw-stream metrics).
+    Metrics are paired with scores as in selection (``metric_readout``, default the paper's: raw-stream metrics;
+    ``arithmetic``, default the one ``metrics.csv`` holds, the paper's where it holds both); each row names it.
 
     Pairs with fewer than :data:`~.rules.MIN_LAYERS` layers, or a metric or score that does not vary across layers
     (correlation undefined), are skipped with a warning rather than written as NaN.
     """
-    methods = list(METHODS) if method == "all" else [method]
-    for name in methods:
-        if name not in METHODS:
-            raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
-    if n_permutations < 1:
-        raise UserError(f"--permutations must be at least 1, got {n_permutations}")
+    methods = _methods(method, n_permutations)
     folder = None if run is None else RunFolder.of(run)
     if folder is not None:
         scores = folder.scores() if scores is None else scores
         metrics = folder.read(METRICS_TABLE) if metrics is None else metrics
-    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
+    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout, arithmetic)
+    used = str(metrics["arithmetic"].iloc[0]) if not metrics.empty else "paper"
     rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
         skipped = []
@@ -152,7 +151,8 @@ def correlate(
                 continue
             for name in methods:
                 statistic, p_value = permutation_test(x, y, name, n_permutations=n_permutations, seed=seed)
-                key = {"model": model, "metric": metric, "texts": texts, "task": task, "method": name}
+                key = {"model": model, "metric": metric, "texts": texts, "arithmetic": used, "task": task}
+                key["method"] = name
                 rows.append(CorrelationRow(**key, statistic=statistic, p_value=p_value, n_layers=len(layers)))
         if skipped:
             more = "; ..." if len(skipped) > 3 else ""
@@ -170,6 +170,17 @@ def correlate(
     if folder is not None:
         folder.write_table(CORRELATION_TABLE.file, frame)
     return frame
+
+
+def _methods(method: str, n_permutations: int) -> list[str]:
+    """The methods ``method`` names (``all``: every one), the options checked."""
+    methods = list(METHODS) if method == "all" else [method]
+    for name in methods:
+        if name not in METHODS:
+            raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {name!r}")
+    if n_permutations < 1:
+        raise UserError(f"--permutations must be at least 1, got {n_permutations}")
+    return methods
 
 
 def _pairs(scores: pd.DataFrame, metrics: pd.DataFrame) -> Iterator[tuple[str, str, str, pd.Series, pd.Series]]:

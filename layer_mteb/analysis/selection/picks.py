@@ -46,6 +46,7 @@ def select_layers(
     by: str | Selector | list[str] | None = None,
     per_task: bool = False,
     metric_readout: str = "auto",
+    arithmetic: str | None = None,
     agreement: AgreementOptions | None = None,
     source: CurveSource | None = None,
     write: bool = True,
@@ -56,7 +57,8 @@ def select_layers(
     Without ``per_task``, one layer against the score averaged over tasks (``task == "mean"``); with it, one per task,
     on the task's own texts and every general source (WikiText). ``run`` (a path or the command's :class:`RunFolder`)
     gets ``selection.csv`` with both scopes, or ``selection.<by>.csv`` beside it (:func:`selection_file`).
-    ``metric_readout``: which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`). ``by`` is a selector
+    ``metric_readout``: which metrics pick among the scores (:data:`~.runs.METRIC_READOUTS`); ``arithmetic``: of
+    which arithmetic (default: the one ``metrics.csv`` holds, the paper's where it holds both). ``by`` is a selector
     or a name :func:`~.registry.by_name` knows (``dataset_entropy@own:from=0.25``, ``agreement``, ``auto``, ...);
     the curves it needs and the run lacks are computed first through ``source``. Ties: the deeper layer (:mod:`~.rules`)
     """
@@ -73,7 +75,7 @@ def select_layers(
     if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
         reads = needs is None or bool(needs.reads & set(stored_in(METRICS_FILE)))
         metrics = folder.read(METRICS_TABLE) if reads else pd.DataFrame(columns=METRIC_COLUMNS)
-    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout)
+    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout, arithmetic)
     per_task = per_task or (selector is not None and selector.per_task())
     frame = _select(scores, metrics, selector, names, per_task, stored)
     if folder is not None and write:  # the file keeps both scopes, so the report has the global and per-task picks
@@ -136,6 +138,7 @@ def _select(
             readout=readout,
             task_types=task_types(model_scores),
             pooling=pooling_of(model_scores),
+            arithmetic=str(own["arithmetic"].iloc[0]) if not own.empty else "paper",
         )
         candidates = [metric_selector_named(name) for name in BASELINES]
         if selector is not None and not bare:

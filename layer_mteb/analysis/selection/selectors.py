@@ -75,7 +75,8 @@ class CurveSource(Protocol):
 class ModelData:
     """One model as a selector sees it: scores (layers × tasks; ``mean`` may be a column) and metric curves per
     (metric, texts); ``readout`` maps a text source to the readout its metrics were measured on. ``task_types``
-    (task -> mteb task type) and ``pooling`` are facts known without labels that a selector may condition on."""
+    (task -> mteb task type) and ``pooling`` are facts known without labels that a selector may condition on;
+    ``arithmetic``: how its metrics were computed (the paper's formulas or the authors' code)."""
 
     name: str
     n_layers: int
@@ -84,6 +85,7 @@ class ModelData:
     readout: dict[str, str] = field(default_factory=dict)
     task_types: dict[str, str] = field(default_factory=dict)
     pooling: str = "mean"
+    arithmetic: str = "paper"
 
     def layers(self, task: str) -> pd.Index:
         return self.scores[task].dropna().index
@@ -225,6 +227,7 @@ class SelectionRow(TypedDict):
     direction: str
     texts: str
     metric_readout: str
+    arithmetic: str
     chosen_layer: int
     chosen_relative_depth: float
     chosen_score: float
@@ -279,6 +282,7 @@ def evaluate(models: list[ModelData], candidates: list[Selector], tasks: list[st
                         "direction": DIRECTIONS.get(str(selector.metric), "-"),
                         "texts": texts,
                         "metric_readout": model.readout.get(texts, "-"),
+                        "arithmetic": model.arithmetic if texts in model.readout else "-",
                         "chosen_layer": layer,
                         "chosen_relative_depth": layer / model.n_layers if model.n_layers else 1.0,
                         "chosen_score": float(score[layer]),
