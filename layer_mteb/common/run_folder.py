@@ -670,7 +670,8 @@ class RunFolder:
         atomically."""
         with self.locked():
             self._forget(name)
-            frame = table.tidy(replace_rows(read_old(), new, table.key))
+            # the new rows as the table holds them first: a setting they lack is its default, as in a file read back
+            frame = table.tidy(replace_rows(read_old(), table.tidy(new), table.key))
             return self.write_table(name, frame, float_format=table.floats, **to_csv)
 
     def _read(self, name: str, table: Table, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
