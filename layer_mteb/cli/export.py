@@ -141,7 +141,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 
 def execute(settings: Settings) -> None:
-    plan = _plan(settings)
+    plan = export_plan(settings)
     check_loadable(plan.model, plan.revision)  # the run's model, where --model did not name one
     from layer_mteb.model.loading import load_model
     from layer_mteb.model.st_export import export_layer, exported_readout
@@ -183,7 +183,7 @@ class _Plan:
     tokenizer: dict[str, object] | None = None  # the arguments the run's tokenizer was made with (mteb's loader's)
 
 
-def _plan(settings: Settings) -> _Plan:
+def export_plan(settings: Settings) -> _Plan:
     """The options as given, or the run's model, settings and chosen layer."""
     from layer_mteb.model.names import packaged_name
     from layer_mteb.model.st_export import RunRecord

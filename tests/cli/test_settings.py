@@ -188,11 +188,11 @@ def test_run_then_metrics_of_the_model_then_select_into_one_folder(tmp_path, cap
 def test_export_of_a_model_alone_is_the_layer_as_run_scores_it(tmp_path):
     """``export --model``: the model's own pipeline by default (`run`'s), ``--protocol paper`` the paper's, options
     over either; beside ``--run`` the settings are the run's, ``--protocol`` too."""
-    from layer_mteb.cli.export import _plan
+    from layer_mteb.cli.export import export_plan
 
     def exported(*options: str) -> dict[str, object]:
         argv = ["export", "--model", "minilm-l6", "--layer", "3", "--output", str(tmp_path / "out"), *options]
-        config = _plan(check(build_parser().parse_args(argv))).config
+        config = export_plan(check(build_parser().parse_args(argv))).config
         return {name: getattr(config, name) for name in OWN}
 
     assert exported() == OWN
