@@ -55,3 +55,21 @@ def write_search_tasks(
         f"  - {{name: {names[1]}, type: Reranking, files: {{{files}, qrels: candidates.csv}}}}\n"
     )
     return str(path)
+
+
+def search_task_file(folder: Path) -> Path:
+    """A task file of a small Retrieval task of real sentences (mteb encodes its queries and documents differently)
+    beside STS17 (en-en, the copy the package ships)."""
+    write_jsonl(folder / "corpus.jsonl", [{"id": f"d{i}", "text": t} for i, t in enumerate(SENTENCES)])
+    queries = [["q0", "a cat by the window"], ["q1", "markets fell"], ["q2", "rain in the village"], ["q3", "music"]]
+    write_csv(folder / "queries.csv", ["id", "text"], queries)
+    write_csv(folder / "qrels.csv", ["query-id", "corpus-id"], [["q0", "d1"], ["q1", "d3"], ["q2", "d6"], ["q3", "d7"]])
+    path = folder / "search.yaml"
+    path.write_text(
+        "tasks:\n  STS:\n    - {name: STS17, subsets: [en-en]}\n"
+        "custom:\n"
+        "  - name: TinySearch\n"
+        "    type: Retrieval\n"
+        "    files: {corpus: corpus.jsonl, queries: queries.csv, qrels: qrels.csv}\n"
+    )
+    return path

@@ -15,7 +15,7 @@ import mteb
 import pandas as pd
 import pytest
 import torch
-from _task_files import SENTENCES, write_csv, write_jsonl
+from _task_files import search_task_file
 from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
 from mteb.types import PromptType
 
@@ -77,20 +77,7 @@ def qwen3_folder(tmp_path_factory, bert_tokenizer):
 def search_file(tmp_path_factory):
     """A small Retrieval task of real sentences (mteb encodes its queries and documents differently) beside STS17
     (en-en, the copy the package ships)."""
-    folder = tmp_path_factory.mktemp("search")
-    write_jsonl(folder / "corpus.jsonl", [{"id": f"d{i}", "text": t} for i, t in enumerate(SENTENCES)])
-    queries = [["q0", "a cat by the window"], ["q1", "markets fell"], ["q2", "rain in the village"], ["q3", "music"]]
-    write_csv(folder / "queries.csv", ["id", "text"], queries)
-    write_csv(folder / "qrels.csv", ["query-id", "corpus-id"], [["q0", "d1"], ["q1", "d3"], ["q2", "d6"], ["q3", "d7"]])
-    path = folder / "search.yaml"
-    path.write_text(
-        "tasks:\n  STS:\n    - {name: STS17, subsets: [en-en]}\n"
-        "custom:\n"
-        "  - name: TinySearch\n"
-        "    type: Retrieval\n"
-        "    files: {corpus: corpus.jsonl, queries: queries.csv, qrels: qrels.csv}\n"
-    )
-    return path
+    return search_task_file(tmp_path_factory.mktemp("search"))
 
 
 def test_the_registry_entry_gives_the_template_and_queries_only_instructions(qwen3_folder, tmp_path):

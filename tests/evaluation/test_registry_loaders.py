@@ -16,7 +16,7 @@ import mteb
 import pandas as pd
 import pytest
 import torch
-from _task_files import SENTENCES, write_csv, write_jsonl
+from _task_files import SENTENCES, search_task_file
 from mteb.models.instruct_wrapper import InstructSentenceTransformerModel
 
 from layer_mteb.cli import main
@@ -138,20 +138,7 @@ def gte_qwen2_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def search_file(tmp_path_factory):
     """A small Retrieval task of real sentences beside STS17 (en-en, the copy the package ships)."""
-    folder = tmp_path_factory.mktemp("search")
-    write_jsonl(folder / "corpus.jsonl", [{"id": f"d{i}", "text": t} for i, t in enumerate(SENTENCES)])
-    queries = [["q0", "a cat by the window"], ["q1", "markets fell"], ["q2", "rain in the village"], ["q3", "music"]]
-    write_csv(folder / "queries.csv", ["id", "text"], queries)
-    write_csv(folder / "qrels.csv", ["query-id", "corpus-id"], [["q0", "d1"], ["q1", "d3"], ["q2", "d6"], ["q3", "d7"]])
-    path = folder / "search.yaml"
-    path.write_text(
-        "tasks:\n  STS:\n    - {name: STS17, subsets: [en-en]}\n"
-        "custom:\n"
-        "  - name: TinySearch\n"
-        "    type: Retrieval\n"
-        "    files: {corpus: corpus.jsonl, queries: queries.csv, qrels: qrels.csv}\n"
-    )
-    return path
+    return search_task_file(tmp_path_factory.mktemp("search"))
 
 
 def test_the_registry_entry_gives_the_end_token_the_tokenizer_arguments_and_the_dtype(
