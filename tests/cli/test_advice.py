@@ -23,14 +23,20 @@ SHIPPED = REPO / "docs" / "examples" / "support_intents.yaml"
 
 
 def _message_text(node: ast.AST) -> str:
-    """A message's text with every ``{...}`` / ``%s`` value written as ``RUN`` (what each one names here)."""
+    """A message's text with every ``{...}`` / ``%s`` value written as ``RUN`` (what each one names here), but a
+    ``{chosen}`` arithmetic, written as ``ARITHMETIC``."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value.replace("%s", "RUN")
     if isinstance(node, ast.JoinedStr):
-        return "".join(_message_text(v) if isinstance(v, ast.Constant) else "RUN" for v in node.values)
+        return "".join(_message_text(v) if isinstance(v, ast.Constant) else _placeholder(v) for v in node.values)
     if isinstance(node, ast.BinOp):
         return _message_text(node.left) + _message_text(node.right)
     return ""
+
+
+def _placeholder(value: ast.AST) -> str:
+    named = ast.unparse(value.value) if isinstance(value, ast.FormattedValue) else ""
+    return "ARITHMETIC" if named == "chosen" else "RUN"
 
 
 def advised_commands() -> list[str]:
@@ -67,9 +73,11 @@ def test_the_package_advises_commands():
 @pytest.mark.slow  # a real run of two MiniLM layers on BIOSSES (the module's fixture): about 20 s
 def test_every_advised_command_parses_and_passes_the_checks(scored_run, tmp_path):
     """Placeholders filled as a user would: RUN the run folder, MODEL the packaged model, TASKS / TASK its task."""
-    fill = {"RUN": str(scored_run), "MODEL": "minilm-l6", "TASKS": "BIOSSES", "TASK": "BIOSSES"}
+    fill = {"RUN": str(scored_run), "MODEL": "minilm-l6", "TASKS": "BIOSSES", "TASK": "BIOSSES", "ARITHMETIC": "paper"}
     for shape in advised_commands():
-        words = [re.sub(r"\b(RUN|MODEL|TASKS|TASK)\b", lambda m: fill[m[1]], w) for w in shlex.split(shape)[1:]]
+        words = [
+            re.sub(r"\b(RUN|MODEL|TASKS|TASK|ARITHMETIC)\b", lambda m: fill[m[1]], w) for w in shlex.split(shape)[1:]
+        ]
         if words[0] == "run":  # a new run folder: the advice is for a folder that has no scores yet
             words[words.index("--output") + 1] = str(tmp_path / "new-run")
         args = build_parser().parse_args(words)  # argparse exits (SystemExit) on a shape it does not take
