@@ -18,6 +18,8 @@ from layer_mteb.cli.options import (
     check_runs,
     settings_of,
 )
+from layer_mteb.metrics.agreement import DEFAULT_K
+from layer_mteb.metrics.texts import DEFAULT_N
 from layer_mteb.model.names import check_loadable
 
 NAME = "select"
@@ -72,9 +74,11 @@ def add_options(select: argparse.ArgumentParser) -> None:
     add_no_reference(select)
     # named n and k from here on, as agreement.csv's columns and the curves' parameters are
     select.add_argument(
-        "--sample", dest="n", type=int, default=256, help="with --by agreement: texts drawn per task (seeded)"
+        "--sample", dest="n", type=int, default=DEFAULT_N, help="with --by agreement: texts drawn per task (seeded)"
     )
-    select.add_argument("--neighbours", dest="k", type=int, default=10, help="with --by agreement: k of mutual k-NN")
+    select.add_argument(
+        "--neighbours", dest="k", type=int, default=DEFAULT_K, help="with --by agreement: k of mutual k-NN"
+    )
     select.add_argument(
         "--data-dir",
         default=None,
