@@ -25,9 +25,17 @@ def add_options(cost: argparse.ArgumentParser) -> None:
     cost.add_argument(
         "--texts", help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)"
     )
-    cost.add_argument("--n-texts", type=int, default=256, help="texts drawn (seeded) from --texts and timed per layer")
-    cost.add_argument("--seed", type=int, default=0, help="seed of the text sample")
-    cost.add_argument("--repeats", type=int, default=3, help="timed passes per depth; the median is kept (default: 3)")
+    default = CostSettings()  # the measurement's defaults, declared once
+    cost.add_argument(
+        "--n-texts", type=int, default=default.n_texts, help="texts drawn (seeded) from --texts and timed per layer"
+    )
+    cost.add_argument("--seed", type=int, default=default.seed, help="seed of the text sample")
+    cost.add_argument(
+        "--repeats",
+        type=int,
+        default=default.repeats,
+        help=f"timed passes per depth; the median is kept (default: {default.repeats})",
+    )
     cost.add_argument(
         "--batch-size",
         type=int,
