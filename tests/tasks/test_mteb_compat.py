@@ -12,6 +12,7 @@ from collections import Counter
 import mteb
 import numpy as np
 import pytest
+from _recording_encoder import RecordingEncoder
 from datasets import Dataset
 from mteb.mocks.mock_tasks import (
     MockAggregatedTask,
@@ -23,8 +24,6 @@ from mteb.mocks.mock_tasks.pair_classification import MockPairClassificationTask
 from mteb.mocks.mock_tasks.reranking import MockRerankingTask
 from mteb.mocks.mock_tasks.retrieval import MockRetrievalTask
 from mteb.mocks.mock_tasks.sts import MockSTSTask
-from mteb.models.abs_encoder import AbsEncoder
-from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.evaluation.mteb_call import texts_mteb_encodes
 from layer_mteb.tasks.mteb_compat import (
@@ -115,21 +114,6 @@ def test_retrieval_helpers_give_document_and_query_texts_as_mteb_forms_them():
     documents = retrieval_texts(corpus, document=True)
     assert len(documents) == 2 and "A title" in documents[0] and "body one" in documents[0]
     assert documents[1].strip() == "body two"
-
-
-class RecordingEncoder(AbsEncoder):
-    """Records every text mteb's evaluator asks it to encode; vectors are a fixed function of the text."""
-
-    def __init__(self):
-        self.texts: list[str] = []
-        self.mteb_model_meta = ModelMeta.create_empty(
-            {"name": "test/recorder", "similarity_fn_name": ScoringFunction.COSINE, "framework": ["PyTorch"]}
-        )
-
-    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
-        texts = [text for batch in inputs for text in batch["text"]]
-        self.texts += texts
-        return np.stack([np.random.default_rng(sum(map(ord, t))).standard_normal(8) for t in texts]).astype(np.float32)
 
 
 @pytest.mark.parametrize(

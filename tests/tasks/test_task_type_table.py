@@ -10,13 +10,11 @@ from functools import cache
 
 import mteb
 import mteb.abstasks
-import numpy as np
 import pytest
+from _recording_encoder import RecordingEncoder
 from mteb.abstasks.aggregated_task import AbsTaskAggregate
 from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.mocks import MOCK_TASK_TEST_GRID
-from mteb.models.abs_encoder import AbsEncoder
-from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from layer_mteb.analysis.labels.labelled import LABELLED_SCORERS
 from layer_mteb.analysis.selection.auto import TYPE_ANALOGUES
@@ -91,21 +89,6 @@ def test_the_stages_read_the_rows_they_say():
     }
 
 
-class _Recorder(AbsEncoder):
-    """Records every text mteb's evaluator asks it to encode; vectors are a fixed function of the text."""
-
-    def __init__(self):
-        self.texts: list[str] = []
-        self.mteb_model_meta = ModelMeta.create_empty(
-            {"name": "test/recorder", "similarity_fn_name": ScoringFunction.COSINE, "framework": ["PyTorch"]}
-        )
-
-    def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
-        texts = [text for batch in inputs for text in batch["text"]]
-        self.texts += texts
-        return np.stack([np.random.default_rng(sum(map(ord, t))).standard_normal(8) for t in texts]).astype(np.float32)
-
-
 #: every text mock task class of mteb's grid whose row reads its texts ahead
 WALKED = [
     cls
@@ -121,7 +104,7 @@ def test_a_rows_texts_read_ahead_are_the_texts_mtebs_evaluator_encodes(task_clas
     task = task_class()
     task.load_data()
     ahead = texts_mteb_encodes(task)
-    recorder = _Recorder()
+    recorder = RecordingEncoder()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mteb.evaluate(recorder, task, cache=None, show_progress_bar=False)
