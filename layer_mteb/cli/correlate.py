@@ -7,31 +7,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import NOTHING_SAVED
-from layer_mteb.cli.options import add_metric_readout, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import ReadoutChoice, add_fields, as_keywords, check_runs, option, settings_of
 
 NAME = "correlate"
 HELP = "correlate each metric with the score across layers"
 INTERRUPTED = NOTHING_SAVED
 
 
+@dataclass(frozen=True, kw_only=True)
+class Settings(ReadoutChoice):
+    run: str = option("run folder holding scores.csv and metrics.csv", required=True)
+    method: str = option("association measure", "all", choices=["dcor", "spearman", "kendall", "all"])
+    permutations: int = option("shuffles for the p-values", 1000)
+    seed: int = option("seed of the shuffles", 0)
+
+
 def add_options(correlate: argparse.ArgumentParser) -> None:
-    correlate.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
-    correlate.add_argument(
-        "--method", choices=["dcor", "spearman", "kendall", "all"], default="all", help="association measure"
-    )
-    correlate.add_argument("--permutations", type=int, default=1000, help="shuffles for the p-values")
-    correlate.add_argument("--seed", type=int, default=0, help="seed of the shuffles")
-    add_metric_readout(correlate)
-
-
-@dataclass(frozen=True)
-class Settings:
-    run: str
-    method: str
-    permutations: int
-    seed: int
-    metric_readout: str
-    arithmetic: str | None
+    add_fields(correlate, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

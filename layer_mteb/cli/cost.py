@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import BATCH_DEFAULTS, DATA_DEFAULT, TOKEN_DEFAULTS, check_runs, settings_of, task_texts
+from layer_mteb.cli.options import DATA_DEFAULT, Placement, add_fields, check_runs, option, settings_of, task_texts
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.metrics.cost_table import CostSettings
 from layer_mteb.metrics.texts import check_texts, text_sources
@@ -19,51 +19,22 @@ HELP = "seconds and FLOPs of the model cut at every layer, with a run's settings
 INTERRUPTED = RESUME
 
 
-def add_options(cost: argparse.ArgumentParser) -> None:
-    cost.add_argument("--run", required=True, help="run folder: its scores.csv gives model, revision and settings")
-    cost.add_argument("--model", help="how to load the run's model (default: its name in scores.csv; packaged found)")
-    cost.add_argument(
-        "--texts", help="texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)"
-    )
-    default = CostSettings()  # the measurement's defaults, declared once
-    cost.add_argument(
-        "--n-texts", type=int, default=default.n_texts, help="texts drawn (seeded) from --texts and timed per layer"
-    )
-    cost.add_argument("--seed", type=int, default=default.seed, help="seed of the text sample")
-    cost.add_argument(
-        "--repeats",
-        type=int,
-        default=default.repeats,
-        help=f"timed passes per depth; the median is kept (default: {default.repeats})",
-    )
-    cost.add_argument(
-        "--batch-size",
-        type=int,
-        help=f"texts per forward pass: the run's, not recorded in scores.csv ({BATCH_DEFAULTS})",
-    )
-    cost.add_argument("--max-batch-tokens", type=int, help=f"the run's padded-token cap per batch ({TOKEN_DEFAULTS})")
-    cost.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
-    cost.add_argument(
-        "--device-map",
-        help="split one large model over devices as `run --device-map` does, e.g. auto: the run's placement "
-        "(default: all on --device)",
-    )
-    cost.add_argument("--data-dir", help=f"folder of local task data {DATA_DEFAULT}")
-
-
-@dataclass(frozen=True)
-class Settings:
+@dataclass(frozen=True, kw_only=True)
+class Settings(Placement):
     """The options as given; ``cost``: the measurement's own (``--n-texts``, ``--seed``, ``--repeats``)."""
 
-    run: str
-    model: str | None
-    texts: str | None
-    cost: CostSettings
-    batch_size: int | None
-    max_batch_tokens: int | None
-    device: str | None
-    device_map: str | None
-    data_dir: str | None
+    run: str = option("run folder: its scores.csv gives model, revision and settings", required=True)
+    model: str | None = option("how to load the run's model (default: its name in scores.csv; packaged found)")
+    texts: str | None = option(
+        "texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)"
+    )
+    data_dir: str | None = option(f"folder of local task data {DATA_DEFAULT}")
+    cost: CostSettings = field(default_factory=CostSettings)
+
+
+def add_options(cost: argparse.ArgumentParser) -> None:
+    add_fields(cost, Settings)
+    add_fields(cost, CostSettings)
 
 
 def check(args: argparse.Namespace) -> Settings:

@@ -12,10 +12,13 @@ from layer_mteb.analysis.selection.registry import check_selector
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import (
     MODEL_HELP,
-    add_metric_readout,
-    add_no_reference,
+    TRUST_REMOTE_CODE,
+    ReadoutChoice,
+    ReferenceChoice,
+    add_fields,
     add_setting_options,
     check_runs,
+    option,
     said,
     settings_of,
 )
@@ -47,60 +50,37 @@ def _unset_said(setting: Setting) -> str:
     return f"default: the run's with --run, else {own}{said(setting.default)}"
 
 
-def add_options(export: argparse.ArgumentParser) -> None:
-    export.add_argument("--model", help=f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)")
-    export.add_argument("--revision", help="hub revision (default: the main branch, or the run's)")
-    export.add_argument("--layer", type=int, help="the layer: 0 (embeddings) to the number of blocks")
-    export.add_argument("--run", help="a run folder: the model, revision and settings its scores.csv was scored with")
-    export.add_argument(
-        "--by",
-        help="with --run, instead of --layer: the label-free selector that picks the layer, as `select --by` takes "
-        "it (auto, prompt_entropy, depth=0.8, ...)",
-    )
-    export.add_argument("--task", help="with --by: export the layer picked for this task (default: for the mean)")
-    add_metric_readout(export)
-    export.add_argument(
-        "--agreement-with",
-        dest="reference",
-        help="with --by auto or agreement: the trusted sentence encoder for the curves a base model's run lacks "
-        "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
-        "from the hub when it is reachable)",
-    )
-    add_no_reference(export)
-    export.add_argument("--output", required=True, help="the folder to write (new or empty)")
-    export.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
-    unset = {setting.name: None for setting in SETTINGS}  # with --run the settings are the run's
-    add_setting_options(export, unset, _unset_said)
-    export.add_argument(
-        "--protocol",
-        choices=PROTOCOLS,
-        help="with --model: what the pooling, max length and normalisation not given are, as for `run`: model, the "
-        "model's own sentence-transformers pipeline (other models: the paper's settings), or paper (default: model, "
-        "so the folder is the layer as `run --model` scores it; with --run, the run's settings)",
-    )
-    export.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
-
-
-@dataclass(frozen=True)
-class Settings:
+@dataclass(frozen=True, kw_only=True)
+class Settings(ReadoutChoice, ReferenceChoice):
     """The options as given; ``encode``: the encode settings given (none with ``--run``: the run's)."""
 
-    model: str | None
-    revision: str | None
-    layer: int | None
-    run: str | None
-    by: str | None
-    task: str | None
-    metric_readout: str
-    arithmetic: str | None
-    reference: str | None
-    no_reference: bool
-    output: str
-    overwrite: bool
-    encode: tuple[tuple[str, object], ...]
-    trust_remote_code: bool
+    model: str | None = option(f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)")
+    revision: str | None = option("hub revision (default: the main branch, or the run's)")
+    layer: int | None = option("the layer: 0 (embeddings) to the number of blocks")
+    run: str | None = option("a run folder: the model, revision and settings its scores.csv was scored with")
+    by: str | None = option(
+        "with --run, instead of --layer: the label-free selector that picks the layer, as `select --by` takes it "
+        "(auto, prompt_entropy, depth=0.8, ...)"
+    )
+    task: str | None = option("with --by: export the layer picked for this task (default: for the mean)")
+    output: str = option("the folder to write (new or empty)", required=True)
+    overwrite: bool = option("replace a non-empty --output folder", False)
+    protocol: str | None = option(
+        "with --model: what the pooling, max length and normalisation not given are, as for `run`: model, the "
+        "model's own sentence-transformers pipeline (other models: the paper's settings), or paper (default: model, "
+        "so the folder is the layer as `run --model` scores it; with --run, the run's settings)",
+        choices=PROTOCOLS,
+    )
+    trust_remote_code: bool = option(TRUST_REMOTE_CODE, False)
+    encode: tuple[tuple[str, object], ...] = ()
     #: with --model: the settings ``--protocol`` gives the model where no option says one (its own pipeline's)
     own: tuple[tuple[str, object], ...] = ()
+
+
+def add_options(export: argparse.ArgumentParser) -> None:
+    add_fields(export, Settings)
+    unset = {setting.name: None for setting in SETTINGS}  # with --run the settings are the run's
+    add_setting_options(export, unset, _unset_said)
 
 
 def check(args: argparse.Namespace) -> Settings:

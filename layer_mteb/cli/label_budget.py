@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import TASKS_SAVED, print_written
-from layer_mteb.cli.options import DATA_DEFAULT, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import DATA_DEFAULT, add_fields, as_keywords, check_runs, option, settings_of
 from layer_mteb.evaluation.workers import check_eval_workers
 
 NAME = "label-budget"
@@ -17,29 +17,21 @@ HELP = "mean regret of a layer picked from K labelled examples against K, beside
 INTERRUPTED = TASKS_SAVED
 
 
-def add_options(budget: argparse.ArgumentParser) -> None:
-    budget.add_argument("--run", action="append", required=True, help="a run folder (repeat for several models)")
-    budget.add_argument("--output", default="results/paper", help="folder for the curve, baselines and figure")
-    budget.add_argument("--draws", type=int, default=10, help="draws of K examples per task and K")
-    budget.add_argument("--seed", type=int, default=0, help="seed of the draws")
-    budget.add_argument("--data-dir", help=f"folder of local task data {DATA_DEFAULT}")
-    budget.add_argument("--eval-workers", type=int, help="processes scoring layers (default: one per CPU core)")
-    budget.add_argument(
-        "--baselines-only",
-        action="store_true",
-        help="re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve",
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    run: list[str] = option("a run folder (repeat for several models)", required=True)
+    output: Path = option("folder for the curve, baselines and figure", Path("results/paper"))
+    draws: int = option("draws of K examples per task and K", 10)
+    seed: int = option("seed of the draws", 0)
+    data_dir: str | None = option(f"folder of local task data {DATA_DEFAULT}")
+    eval_workers: int | None = option("processes scoring layers (default: one per CPU core)")
+    baselines_only: bool = option(
+        "re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve", False
     )
 
 
-@dataclass(frozen=True)
-class Settings:
-    run: list[str]
-    output: Path
-    draws: int
-    seed: int
-    data_dir: str | None
-    eval_workers: int | None
-    baselines_only: bool
+def add_options(budget: argparse.ArgumentParser) -> None:
+    add_fields(budget, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

@@ -7,24 +7,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
+from layer_mteb.cli.options import add_fields, option, settings_of
 
 NAME = "merge"
 HELP = "join the shard tables of a run folder into its scores.csv"
 INTERRUPTED = RESUME
 
 
-def add_options(merge: argparse.ArgumentParser) -> None:
-    merge.add_argument("--output", required=True, help="the run folder the shards wrote to")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
-    output: Path
+    output: Path = option("the run folder the shards wrote to", required=True)
+
+
+def add_options(merge: argparse.ArgumentParser) -> None:
+    add_fields(merge, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:
     """Nothing to check up front: the merge says which shard tables are missing."""
-    return Settings(Path(args.output))
+    return settings_of(Settings, args)
 
 
 def execute(settings: Settings) -> None:

@@ -7,56 +7,38 @@ import logging
 from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import (
-    MeasureSettings,
-    add_measure_options,
-    add_model_or_run,
-    check_measured,
-    settings_of,
-)
+from layer_mteb.cli.options import MeasureSettings, add_measure_options, check_measured, option, settings_of
 from layer_mteb.common.config import METRIC_SETTINGS
 
 NAME = "metrics"
 HELP = "representation metrics of every layer (label-free)"
 INTERRUPTED = RESUME
+#: how the metrics are computed from the vectors, declared with the metric settings
+ARITHMETIC = next(setting for setting in METRIC_SETTINGS if setting.name == "arithmetic")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(MeasureSettings):
+    revision: str | None = option("hub revision: branch, tag or commit (default: the main branch)")
+    texts: str | None = option(
+        "wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load "
+        "(default: wikitext; with --run, the run's tasks' own texts, task:<Task> each)"
+    )
+    full_protocol: bool = option(
+        "the paper's protocol: 1000 prompts, 16 views x 200 prompts (MiniLM-L6 on 2 CPU cores: about 14 min, 2 GB; "
+        "the default, 200 prompts and 4 views x 32 prompts, takes about a minute)",
+        False,
+    )
+    n_prompts: int | None = option("texts to use, seeded sample if more (default 200; paper: 1000)")
+    views: int | None = option("augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)")
+    augment_prompts: int | None = option("prompts that get augmented views (default 32; paper: 200)")
+    augment_p: float = option("augmentation probability", 0.3)
+    seed: int = option("seed of the prompt sample and the augmentations", 0)
+    arithmetic: str = option(ARITHMETIC.help, ARITHMETIC.default, choices=ARITHMETIC.choices)
 
 
 def add_options(metrics: argparse.ArgumentParser) -> None:
-    add_model_or_run(metrics)
-    metrics.add_argument("--revision", help="hub revision: branch, tag or commit (default: the main branch)")
-    metrics.add_argument(
-        "--texts",
-        help="wikitext | task:<TaskName> | FILE (one prompt a line); several, comma-separated, share one model load "
-        "(default: wikitext; with --run, the run's tasks' own texts, task:<Task> each)",
-    )
-    metrics.add_argument(
-        "--full-protocol",
-        action="store_true",
-        help="the paper's protocol: 1000 prompts, 16 views x 200 prompts (MiniLM-L6 on 2 CPU cores: about 14 min, "
-        "2 GB; the default, 200 prompts and 4 views x 32 prompts, takes about a minute)",
-    )
-    metrics.add_argument("--n-prompts", type=int, help="texts to use, seeded sample if more (default 200; paper: 1000)")
-    metrics.add_argument(
-        "--views", type=int, help="augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)"
-    )
-    metrics.add_argument(
-        "--augment-prompts", type=int, help="prompts that get augmented views (default 32; paper: 200)"
-    )
-    metrics.add_argument("--augment-p", type=float, default=0.3, help="augmentation probability")
-    for setting in METRIC_SETTINGS:
-        metrics.add_argument(setting.option, choices=setting.choices, default=setting.default, help=setting.help)
-    add_measure_options(metrics, seed_help="seed of the prompt sample and the augmentations")
-
-
-@dataclass(frozen=True)
-class Settings(MeasureSettings):
-    full_protocol: bool
-    n_prompts: int | None
-    views: int | None
-    augment_prompts: int | None
-    augment_p: float
-    arithmetic: str
-    trust_remote_code: bool
+    add_measure_options(metrics, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

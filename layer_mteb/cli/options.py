@@ -4,10 +4,12 @@ up-front checks. Nothing here imports torch, transformers or mteb: options are c
 from __future__ import annotations
 
 import argparse
+import inspect
+import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from layer_mteb.common.config import (
     ARITHMETICS,
@@ -37,6 +39,7 @@ from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
 
 DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
 MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
+TRUST_REMOTE_CODE = "allow model code from the hub"
 BATCH_DEFAULTS = f"default: {CPU_BATCH_SIZE} on a CPU, up to {GPU_BATCH_SIZE} on a GPU"
 TOKEN_DEFAULTS = (
     f"default: no cap on a CPU; on a GPU, as many as one batch's hidden states of every layer fit in "
@@ -54,6 +57,46 @@ OWN_DEFAULT = (
 )
 #: and an unset dtype
 OWN_DTYPE = "default: with `run`, the dtype the model's mteb registry entry loads it in (--protocol model), else %s"
+
+
+# ------------------------------------------------------------------------------------- options declared as fields
+def option(help: str, default: Any = None, **argparse_keywords: Any) -> Any:
+    """A settings field that is also its command's option: the one place the option's default and help are said.
+
+    :func:`add_fields` makes the option from it: ``--<field-name>`` (``flags=`` where the option is named otherwise),
+    its type, choices or on/off action from the field's annotation and default; other keywords go to argparse's
+    ``add_argument`` as they are. The parser's help ends each option with its default, so the help never restates it.
+    """
+    return field(default=default, metadata={"help": help, "argparse": argparse_keywords})
+
+
+def add_fields(parser: argparse.ArgumentParser, settings: type, *, skip: tuple[str, ...] = ()) -> None:
+    """One option per field of the dataclass ``settings`` that has a help (declared with :func:`option`, or with
+    ``metadata={"help": ...}`` where the dataclass lives below the command line), but those named in ``skip``: its
+    own in declaration order, then its bases' (the option groups it takes)."""
+    hints, own = get_type_hints(settings), inspect.get_annotations(settings)
+    for declared in sorted(fields(settings), key=lambda f: f.name not in own):  # its own first, then its bases'
+        if "help" not in declared.metadata or declared.name in skip:
+            continue
+        keywords = {**_parsed_as(hints[declared.name], declared.default), **declared.metadata.get("argparse", {})}
+        flags = keywords.pop("flags", (f"--{declared.name.replace('_', '-')}",))
+        if flags[0].startswith("-"):  # a positional argument's name is its field's already
+            keywords["dest"] = declared.name
+        parser.add_argument(*flags, default=declared.default, help=declared.metadata["help"], **keywords)
+
+
+def _parsed_as(hint: Any, default: Any) -> dict[str, Any]:
+    """How argparse reads a value of the annotation ``hint``: on/off, one of a ``Literal``'s values, a list of
+    repeated options, or a number."""
+    if get_origin(hint) in (Union, types.UnionType):  # X | None: the X
+        hint = next(kind for kind in get_args(hint) if kind is not type(None))
+    if hint is bool:
+        return {"action": "store_true"} if default is False else {"action": argparse.BooleanOptionalAction}
+    if get_origin(hint) is Literal:
+        return {"choices": get_args(hint)}
+    if get_origin(hint) is list:
+        return {"action": "append"}
+    return {} if hint is str else {"type": hint}
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:
@@ -86,6 +129,20 @@ def said(value: object) -> str:
     return "the model's own" if value is None else "off" if value is False else str(value)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Where and in what batches the work runs (the :class:`EncodeConfig` fields that change no vector): the options
+    of every command that runs a model."""
+
+    batch_size: int | None = option(f"texts per forward pass ({BATCH_DEFAULTS})")
+    max_batch_tokens: int | None = option(f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})")
+    device: str | None = option("cpu | cuda | cuda:N (default: cuda if available)")
+    device_map: str | None = option(
+        "split one large model over devices: auto, balanced, sequential (accelerate), or a JSON file of module -> "
+        "device (a GPU number, cpu, disk) (default: all on --device)"
+    )
+
+
 def add_encode_options(parser: argparse.ArgumentParser) -> None:
     """How texts become vectors (``EncodeConfig``), the same for ``run``, ``metrics`` and ``stress``."""
     add_setting_options(
@@ -97,61 +154,42 @@ def add_encode_options(parser: argparse.ArgumentParser) -> None:
             else f"default: {said(s.default)}"
         ),
     )
-    parser.add_argument("--batch-size", type=int, help=f"texts per forward pass ({BATCH_DEFAULTS})")
-    parser.add_argument(
-        "--max-batch-tokens", type=int, help=f"also cap each batch at this many padded tokens ({TOKEN_DEFAULTS})"
-    )
-    parser.add_argument("--device", help="cpu | cuda | cuda:N (default: cuda if available)")
-    parser.add_argument(
-        "--device-map",
-        help="split one large model over devices: auto, balanced, sequential (accelerate), or a JSON file of module"
-        " -> device (a GPU number, cpu, disk) (default: all on --device)",
-    )
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow model code from the hub")
+    add_fields(parser, Placement)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_REMOTE_CODE)
 
 
-def add_model_or_run(parser: argparse.ArgumentParser) -> None:
-    """``metrics`` and ``stress`` measure a model given by name, or the model of a run folder with its settings."""
-    parser.add_argument("--model", help=f"{MODEL_HELP} (or --run)")
-    parser.add_argument(
-        "--run",
-        help="a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), "
-        "and the output defaults to it; with --model too, --model says how to load the run's model (a local folder)",
-    )
-    parser.add_argument(
-        "--protocol",
-        choices=PROTOCOLS,
-        help="what the pooling, max length and normalisation not given are, as for `run`: model, the model's own "
-        "sentence-transformers pipeline (other models: the paper's settings), or paper, the paper's protocol "
-        "(default: the setting of the run folder measured into, --run or an --output holding the model's scores; "
-        "else model, as `run`)",
-    )
+@dataclass(frozen=True, kw_only=True)
+class ReadoutChoice:
+    """Which metrics pick among the scores: the options of every command that picks by metrics."""
 
-
-def add_measure_options(parser: argparse.ArgumentParser, *, seed_help: str, gzip: str | None = None) -> None:
-    """The options ``metrics`` and ``stress`` share after their own; ``gzip`` names a table ``--gzip`` compresses."""
-    parser.add_argument("--alpha", type=float, default=1.0, help="Rényi order of the matrix entropies")
-    parser.add_argument("--seed", type=int, default=0, help=seed_help)
-    if gzip is not None:
-        parser.add_argument("--gzip", action="store_true", help=f"write {gzip}.gz instead of {gzip}")
-    parser.add_argument("--data-dir", help=f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
-    add_encode_options(parser)
-    parser.add_argument("--output", help="run folder (default: runs/<model>)")
-
-
-def add_metric_readout(parser: argparse.ArgumentParser) -> None:
-    """``--metric-readout``: which readout's metrics pick among the scores."""
-    parser.add_argument(
-        "--metric-readout",
-        choices=METRIC_READOUTS,
-        default="auto",
-        help="which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
+    metric_readout: str = option(
+        "which metrics pick among the scores: auto (the paper's: raw-stream metrics where they exist), raw, "
         "final_norm, or same (the scores' readout)",
+        "auto",
+        choices=METRIC_READOUTS,
     )
-    parser.add_argument(
-        "--arithmetic",
+    arithmetic: str | None = option(
+        "metrics of this arithmetic (metrics --arithmetic; default: the one the run holds, paper where both)",
         choices=ARITHMETICS,
-        help="metrics of this arithmetic (metrics --arithmetic; default: the one the run holds, paper where both)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceChoice:
+    """What the agreement curves a pick needs and the run lacks are computed against: the options of every command
+    that may pick by agreement (``--by agreement``, ``--by auto``)."""
+
+    reference: str | None = option(
+        "with --by agreement or auto: the trusted sentence encoder the curves a run lacks are computed against "
+        "(packaged name, folder or hub id; default: mpnet-base when installed, else minilm-l6, else all-mpnet-base-v2 "
+        "from the hub, never the model itself), or a lexical reference fitted on the sampled texts alone, when no "
+        "other model may be used: tfidf, tfidf-lsa or bm25",
+        flags=("--agreement-with",),
+    )
+    no_reference: bool = option(
+        "with --by auto: never compute agreement curves; a base model's run without them gets the depth rule "
+        "(default: computed with the reference encoder where one loads)",
+        False,
     )
 
 
@@ -219,13 +257,34 @@ class Measured:
     output: Path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeasureSettings:
-    """What the settings of ``metrics`` and ``stress`` share (:func:`add_measure_options`)."""
+    """What the options of ``metrics`` and ``stress`` share (:func:`add_measure_options`); ``target``, the model,
+    texts and settings they name, checked (:func:`check_measured`). Each command declares its own ``--seed``."""
 
-    target: Measured
-    alpha: float
-    seed: int
+    model: str | None = option(f"{MODEL_HELP} (or --run)")
+    run: str | None = option(
+        "a run folder: its scores.csv gives the model, revision and encode settings (--readout stays yours), and the "
+        "output defaults to it; with --model too, --model says how to load the run's model (a local folder)"
+    )
+    protocol: str | None = option(
+        "what the pooling, max length and normalisation not given are, as for `run`: model, the model's own "
+        "sentence-transformers pipeline (other models: the paper's settings), or paper, the paper's protocol "
+        "(default: the setting of the run folder measured into, --run or an --output holding the model's scores; "
+        "else model, as `run`)",
+        choices=PROTOCOLS,
+    )
+    alpha: float = option("Rényi order of the matrix entropies", 1.0)
+    data_dir: str | None = option(f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
+    output: str | None = option("run folder (default: runs/<model>)")
+    trust_remote_code: bool = False  # an encode option (add_encode_options)
+    target: Measured | None = None
+
+
+def add_measure_options(parser: argparse.ArgumentParser, settings: type[MeasureSettings]) -> None:
+    """The options of ``metrics`` or ``stress`` (``settings``, its own first), then the encode options."""
+    add_fields(parser, settings)
+    add_encode_options(parser)
 
 
 def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
@@ -272,7 +331,7 @@ def folder_setting(output: Path, model: str, revision: str | None) -> dict[str, 
             "(--output), or give --run to measure the folder's model"
         )
     config = EncodeConfig.from_key(setting)
-    return {option: getattr(config, option) for option in RUN_SETTINGS}
+    return {name: getattr(config, name) for name in RUN_SETTINGS}
 
 
 def check_setting_given(
@@ -337,14 +396,4 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
         model = packaged_name(name, revision) or name
         if model == name and args.command == "metrics":
             run_revision = revision  # a hub model at the commit the run scored
-    return model, run_revision, texts, data_dir, {option: getattr(run_config, option) for option in RUN_SETTINGS}
-
-
-def add_no_reference(parser: argparse.ArgumentParser) -> None:
-    """``--no-reference``: ``--by auto`` keeps to the depth rule where a base model's run lacks agreement curves."""
-    parser.add_argument(
-        "--no-reference",
-        action="store_true",
-        help="with --by auto: never compute agreement curves; a base model's run without them gets the depth rule "
-        "(default: computed with the reference encoder where one loads)",
-    )
+    return model, run_revision, texts, data_dir, {name: getattr(run_config, name) for name in RUN_SETTINGS}

@@ -7,53 +7,44 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import RUNS, add_fields, as_keywords, check_runs, option, settings_of
 
 NAME = "report"
 HELP = "Table 1, Figure 1, heatmaps and selector leaderboard from run folders"
 INTERRUPTED = RESUME
 
 
-def add_options(report: argparse.ArgumentParser) -> None:
-    report.add_argument("--run", action="append", required=True, help="a run folder with scores.csv (repeatable)")
-    report.add_argument("--output", default=str(Path(RUNS) / "report"), help="report folder (runs/report)")
-    report.add_argument(
-        "--random-run",
-        action="append",
-        default=[],
-        help="a run of a randomly initialised model (repeatable): in the tables and heatmaps, not in Figure 1",
-    )
-    report.add_argument("--paper-curves", action="store_true", help="overlay the authors' Pythia curves on Figure 1")
-    report.add_argument(
-        "--pythia-scores",
-        help="the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
-        "official_pythia_layer_scores.csv in $LAYER_MTEB_RELEASE, else in ../shared/reference)",
-    )
-    report.add_argument(
-        "--paper-tasks",
-        choices=("run", "all"),
-        default="run",
-        help="average the paper curves over the tasks the runs scored (run) or all 32 paper tasks (all)",
-    )
-    report.add_argument(
-        "--entropy-selector", help="selection.csv selector for Table 1's entropy columns (default: prompt entropy)"
-    )
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
-    run: list[str]
-    output: str
-    random_run: list[str]
-    paper_curves: bool
-    pythia_scores: str | None
-    paper_tasks: str
-    entropy_selector: str | None
+    run: list[str] = option("a run folder with scores.csv (repeatable)", required=True)
+    output: str = option("report folder (runs/report)", str(Path(RUNS) / "report"))
+    random_run: list[str] | None = option(
+        "a run of a randomly initialised model (repeatable): in the tables and heatmaps, not in Figure 1 "
+        "(default: none)"
+    )
+    paper_curves: bool = option("overlay the authors' Pythia curves on Figure 1", False)
+    pythia_scores: str | None = option(
+        "the authors' per-layer Pythia scores, or the folder of their release holding them (default: "
+        "official_pythia_layer_scores.csv in $LAYER_MTEB_RELEASE, else in ../shared/reference)"
+    )
+    paper_tasks: str = option(
+        "average the paper curves over the tasks the runs scored (run) or all 32 paper tasks (all)",
+        "run",
+        choices=("run", "all"),
+    )
+    entropy_selector: str | None = option(
+        "selection.csv selector for Table 1's entropy columns (default: prompt entropy)"
+    )
+
+
+def add_options(report: argparse.ArgumentParser) -> None:
+    add_fields(report, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:
-    check_runs([*args.run, *args.random_run], args.output)
-    return settings_of(Settings, args)
+    random_runs = args.random_run or []  # none given: argparse leaves the repeated option None
+    check_runs([*args.run, *random_runs], args.output)
+    return settings_of(Settings, args, random_run=random_runs)
 
 
 def execute(settings: Settings) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import REWRITE
-from layer_mteb.cli.options import check_runs
+from layer_mteb.cli.options import add_fields, check_runs, option, settings_of
 from layer_mteb.common.errors import UserError
 
 NAME = "reproduce"
@@ -16,33 +16,24 @@ HELP = "the paper's tables and figures from the authors' release beside our runs
 INTERRUPTED = REWRITE
 
 
-def add_options(paper: argparse.ArgumentParser) -> None:
-    paper.add_argument(
-        "--release",
-        help="a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
-        "(default: $LAYER_MTEB_RELEASE/release, else ../shared/reference/release)",
-    )
-    paper.add_argument(
-        "--run",
-        action="append",
-        default=[],
-        help="one of this project's run folders, set beside the release in every table and figure (repeatable; at "
-        "least one)",
-    )
-    paper.add_argument("--output", default="results/paper", help="folder the paper's files are written to")
-    paper.add_argument(
-        "--permutations", type=int, default=200, help="shuffles per correlation p-value (200: minutes on 2 cores)"
-    )
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
-    """``source``: the release's results folder."""
+    """``source``: the results folder of the release ``--release`` names."""
 
-    source: Path
-    runs: tuple[Path, ...]
-    output: Path
-    permutations: int
+    release: str | None = option(
+        "a clone of the authors' repository (OFSkean/information_flow), or its experiments/results folder "
+        "(default: $LAYER_MTEB_RELEASE/release, else ../shared/reference/release)"
+    )
+    run: list[str] | None = option(
+        "one of this project's run folders, set beside the release in every table and figure (repeatable; at least one)"
+    )
+    output: Path = option("folder the paper's files are written to", Path("results/paper"))
+    permutations: int = option("shuffles per correlation p-value (200: minutes on 2 cores)", 200)
+    source: Path | None = None
+
+
+def add_options(paper: argparse.ArgumentParser) -> None:
+    add_fields(paper, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:
@@ -56,10 +47,10 @@ def check(args: argparse.Namespace) -> Settings:
         )
     source = Path(results_folder(args.release or release_folder() / "release"))
     check_runs(args.run, args.output)
-    return Settings(source, tuple(Path(r) for r in args.run), Path(args.output), args.permutations)
+    return settings_of(Settings, args, source=source)
 
 
 def execute(settings: Settings) -> None:
     from layer_mteb.paper.regenerate import reproduce
 
-    reproduce(settings.source, list(settings.runs), settings.output, settings.permutations)
+    reproduce(settings.source, [Path(run) for run in settings.run or []], settings.output, settings.permutations)

@@ -13,9 +13,11 @@ from layer_mteb.analysis.selection.registry import by_help, by_name, check_selec
 from layer_mteb.cli.console import CURVES_SAVED, NOTHING_SAVED
 from layer_mteb.cli.options import (
     DATA_DEFAULT,
-    add_metric_readout,
-    add_no_reference,
+    ReadoutChoice,
+    ReferenceChoice,
+    add_fields,
     check_runs,
+    option,
     settings_of,
 )
 from layer_mteb.metrics.agreement import DEFAULT_K
@@ -27,66 +29,6 @@ HELP = "pick layers by a metric and score the choice against the truth"
 INTERRUPTED = NOTHING_SAVED
 
 
-def add_options(select: argparse.ArgumentParser) -> None:
-    select.add_argument("--run", required=True, help="run folder holding scores.csv and metrics.csv")
-    select.add_argument(
-        "--by",
-        default=None,
-        help=f"the selector (default: every metric): {by_help()}; one on each task's own texts (agreement, "
-        "auto) picks per task; writes selection.<by>.csv",
-    )
-    select.add_argument(
-        "--per-task",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="choose a layer per task, not once for the mean over tasks (default: per task without --by where the "
-        "run has metrics on its tasks' own texts, which pick only per task; else once for the mean)",
-    )
-    add_metric_readout(select)
-    select.add_argument(
-        "--labels",
-        type=_labels_budget,
-        default=None,
-        help="pick each task's layer by scoring every layer on K labelled test examples (or 'full'), from the "
-        "run's cached vectors, instead of by a metric (default: off, pick by metrics)",
-    )
-    select.add_argument("--draws", type=int, default=10, help="seeded draws of K examples per task (with --labels)")
-    select.add_argument(
-        "--seed", type=int, default=0, help="seed of the draws (--labels) or of the text sample (--by agreement)"
-    )
-    select.add_argument(
-        "--model", default=None, help="with --labels: how to load the run's model (default: its name in scores.csv)"
-    )
-    select.add_argument(
-        "--eval-workers",
-        type=int,
-        default=None,
-        help="with --labels: processes scoring layers at once (default: one per CPU core)",
-    )
-    select.add_argument(
-        "--agreement-with",
-        dest="reference",
-        default=None,
-        help="with --by agreement: the trusted sentence encoder (packaged name, folder or hub id; default: mpnet-base "
-        "when installed, else minilm-l6, else all-mpnet-base-v2 from the hub, never the model itself), or a lexical "
-        "reference fitted on the sampled texts alone, when no other model may be used: tfidf, tfidf-lsa or bm25",
-    )
-    add_no_reference(select)
-    # named n and k from here on, as agreement.csv's columns and the curves' parameters are
-    select.add_argument(
-        "--sample", dest="n", type=int, default=DEFAULT_N, help="with --by agreement: texts drawn per task (seeded)"
-    )
-    select.add_argument(
-        "--neighbours", dest="k", type=int, default=DEFAULT_K, help="with --by agreement: k of mutual k-NN"
-    )
-    select.add_argument(
-        "--data-dir",
-        default=None,
-        help="with --labels: folder of local task data (default: the folder the run read, from its run.json, "
-        f"else {DATA_DEFAULT.strip('()').removeprefix('default: ')})",
-    )
-
-
 def _labels_budget(value: str) -> int | str:
     if value == "full":
         return value
@@ -96,26 +38,40 @@ def _labels_budget(value: str) -> int | str:
         raise argparse.ArgumentTypeError(f"--labels takes a number of examples or 'full', not {value!r}") from None
 
 
-@dataclass(frozen=True)
-class Settings:
-    run: str
-    by: str | None
-    per_task: bool | None
-    metric_readout: str
-    arithmetic: str | None
-    labels: int | str | None
-    draws: int
-    seed: int
-    model: str | None
-    eval_workers: int | None
-    reference: str | None
-    n: int
-    k: int
-    data_dir: str | None
-    no_reference: bool
+@dataclass(frozen=True, kw_only=True)
+class Settings(ReadoutChoice, ReferenceChoice):
+    run: str = option("run folder holding scores.csv and metrics.csv", required=True)
+    by: str | None = option(
+        f"the selector (default: every metric): {by_help()}; one on each task's own texts (agreement, auto) picks per "
+        "task; writes selection.<by>.csv"
+    )
+    per_task: bool | None = option(
+        "choose a layer per task, not once for the mean over tasks (default: per task without --by where the run has "
+        "metrics on its tasks' own texts, which pick only per task; else once for the mean)"
+    )
+    labels: int | str | None = option(
+        "pick each task's layer by scoring every layer on K labelled test examples (or 'full'), from the run's cached "
+        "vectors, instead of by a metric (default: off, pick by metrics)",
+        type=_labels_budget,
+    )
+    draws: int = option("seeded draws of K examples per task (with --labels)", 10)
+    seed: int = option("seed of the draws (--labels) or of the text sample (--by agreement)", 0)
+    model: str | None = option("with --labels: how to load the run's model (default: its name in scores.csv)")
+    eval_workers: int | None = option("with --labels: processes scoring layers at once (default: one per CPU core)")
+    # named n and k, as agreement.csv's columns and the curves' parameters are
+    n: int = option("with --by agreement: texts drawn per task (seeded)", DEFAULT_N, flags=("--sample",))
+    k: int = option("with --by agreement: k of mutual k-NN", DEFAULT_K, flags=("--neighbours",))
+    data_dir: str | None = option(
+        "with --labels: folder of local task data (default: the folder the run read, from its run.json, else "
+        f"{DATA_DEFAULT.strip('()').removeprefix('default: ')})"
+    )
     #: what Ctrl-C leaves: each task's agreement curves are written as it finishes (a rerun reads them back); any
     #: other pick writes its file at the end
     interrupted: str = NOTHING_SAVED
+
+
+def add_options(select: argparse.ArgumentParser) -> None:
+    add_fields(select, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

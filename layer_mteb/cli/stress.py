@@ -12,8 +12,8 @@ from layer_mteb.cli.console import RESUME, print_written
 from layer_mteb.cli.options import (
     MeasureSettings,
     add_measure_options,
-    add_model_or_run,
     check_measured,
+    option,
     parse_lengths,
     settings_of,
 )
@@ -23,30 +23,24 @@ HELP = "prompt entropy of every layer under randomness, repetition and length (p
 INTERRUPTED = RESUME
 
 
-def add_options(stress: argparse.ArgumentParser) -> None:
-    add_model_or_run(stress)
-    stress.add_argument("--texts", default="wikitext", help="prompts to perturb: wikitext | task:<TaskName> | FILE")
-    stress.add_argument("--tests", default="randomness,repetition,length", help="comma-separated stress tests")
-    stress.add_argument(
-        "--paper-sizes",
-        action="store_true",
-        help="the paper's sizes: 1000 prompts per level and per length (default: 16 and 10, about a minute of CPU for "
-        "MiniLM-L6)",
-    )
-    stress.add_argument("--n-prompts", type=int, help="prompts per randomness/repetition level")
-    stress.add_argument("--length-prompts", type=int, help="random prompts per length")
-    stress.add_argument("--lengths", help="prompt lengths, e.g. 64,128 (default 64 ... 2048)")
-    add_measure_options(stress, seed_help="seed of the prompt sample and the perturbations", gzip="stress.csv")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings(MeasureSettings):
-    tests: tuple[str, ...]
-    paper_sizes: bool
-    n_prompts: int | None
-    length_prompts: int | None
-    lengths: tuple[int, ...] | None
-    gzip: bool
+    texts: str = option("prompts to perturb: wikitext | task:<TaskName> | FILE", "wikitext")
+    tests: tuple[str, ...] = option("comma-separated stress tests", "randomness,repetition,length", type=str)
+    paper_sizes: bool = option(
+        "the paper's sizes: 1000 prompts per level and per length (default: 16 and 10, about a minute of CPU for "
+        "MiniLM-L6)",
+        False,
+    )
+    n_prompts: int | None = option("prompts per randomness/repetition level")
+    length_prompts: int | None = option("random prompts per length")
+    lengths: tuple[int, ...] | None = option("prompt lengths, e.g. 64,128 (default 64 ... 2048)", type=str)
+    seed: int = option("seed of the prompt sample and the perturbations", 0)
+    gzip: bool = option("write stress.csv.gz instead of stress.csv", False)
+
+
+def add_options(stress: argparse.ArgumentParser) -> None:
+    add_measure_options(stress, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

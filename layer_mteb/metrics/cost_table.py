@@ -5,7 +5,7 @@ measures)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import COST_FILE, Table
@@ -17,9 +17,9 @@ class CostSettings:
     median is kept): 256 texts time each depth to a few percent on a CPU while keeping the slowest packaged model
     (Gemma-3-270M, 19 depths) to minutes."""
 
-    n_texts: int = 256
-    seed: int = 0
-    repeats: int = 3
+    n_texts: int = field(default=256, metadata={"help": "texts drawn (seeded) from --texts and timed per layer"})
+    seed: int = field(default=0, metadata={"help": "seed of the text sample"})
+    repeats: int = field(default=3, metadata={"help": "timed passes per depth; the median is kept"})
 
     def __post_init__(self) -> None:
         if self.n_texts < 1:
