@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import NOTHING_SAVED
-from layer_mteb.cli.options import ReadoutChoice, add_fields, as_keywords, check_runs, option, settings_of
+from layer_mteb.cli.options import ReadoutChoice, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.common.config import option
 
 NAME = "correlate"
 HELP = "correlate each metric with the score across layers"

@@ -7,8 +7,8 @@ import argparse
 from dataclasses import dataclass, field
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import DATA_DEFAULT, Placement, add_fields, check_runs, option, settings_of, task_texts
-from layer_mteb.common.config import EncodeConfig
+from layer_mteb.cli.options import DATA_DEFAULT, Placement, add_fields, check_runs, settings_of, task_texts
+from layer_mteb.common.config import EncodeConfig, option
 from layer_mteb.metrics.cost_table import CostSettings
 from layer_mteb.metrics.texts import check_texts, text_sources
 from layer_mteb.model.names import check_loadable

@@ -18,11 +18,10 @@ from layer_mteb.cli.options import (
     add_fields,
     add_setting_options,
     check_runs,
-    option,
     said,
     settings_of,
 )
-from layer_mteb.common.config import PIPELINE_SETTINGS, SETTINGS, EncodeConfig, Setting
+from layer_mteb.common.config import PIPELINE_SETTINGS, SETTINGS, EncodeConfig, Setting, option
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder

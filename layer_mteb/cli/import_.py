@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import add_fields, as_keywords, option, settings_of
-from layer_mteb.common.config import ATTENTIONS
+from layer_mteb.cli.options import add_fields, as_keywords, settings_of
+from layer_mteb.common.config import ATTENTIONS, option
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.metrics import RELEASE_NORMALIZATIONS

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import TASKS_SAVED, print_written
-from layer_mteb.cli.options import DATA_DEFAULT, add_fields, as_keywords, check_runs, option, settings_of
+from layer_mteb.cli.options import DATA_DEFAULT, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.common.config import option
 from layer_mteb.evaluation.workers import check_eval_workers
 
 NAME = "label-budget"

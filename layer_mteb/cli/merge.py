@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import add_fields, option, settings_of
+from layer_mteb.cli.options import add_fields, settings_of
+from layer_mteb.common.config import option
 
 NAME = "merge"
 HELP = "join the shard tables of a run folder into its scores.csv"

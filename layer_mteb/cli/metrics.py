@@ -7,8 +7,8 @@ import logging
 from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import MeasureSettings, add_measure_options, check_measured, option, settings_of
-from layer_mteb.common.config import METRIC_SETTINGS
+from layer_mteb.cli.options import MeasureSettings, add_measure_options, check_measured, settings_of
+from layer_mteb.common.config import METRIC_SETTINGS, option
 
 NAME = "metrics"
 HELP = "representation metrics of every layer (label-free)"

@@ -7,7 +7,7 @@ import argparse
 import inspect
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -23,6 +23,7 @@ from layer_mteb.common.config import (
     SETTINGS_COLUMNS,
     EncodeConfig,
     Setting,
+    option,
     process_device,  # noqa: F401 (`cost` places its device with it, from here)
 )
 from layer_mteb.common.errors import UserError
@@ -31,14 +32,12 @@ from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import own_settings
 from layer_mteb.metrics import METRIC_READOUTS
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
-from layer_mteb.model.names import check_loadable, known_hidden_size, packaged_name, recorded_name
+from layer_mteb.model.names import MODEL_HELP, check_loadable, known_hidden_size, packaged_name, recorded_name
 from layer_mteb.model.pipeline import PROTOCOLS
-from layer_mteb.tasks.catalog import file_task
+from layer_mteb.tasks.catalog import DATA_DEFAULT, file_task
 from layer_mteb.tasks.task_names import check_task_names
 from layer_mteb.vectors.memory import check_one_vector_fits, parse_size
 
-DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
-MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 TRUST_REMOTE_CODE = "allow model code from the hub"
 BATCH_DEFAULTS = f"default: {CPU_BATCH_SIZE} on a CPU, up to {GPU_BATCH_SIZE} on a GPU"
 TOKEN_DEFAULTS = (
@@ -60,16 +59,6 @@ OWN_DTYPE = "default: with `run`, the dtype the model's mteb registry entry load
 
 
 # ------------------------------------------------------------------------------------- options declared as fields
-def option(help: str, default: Any = None, **argparse_keywords: Any) -> Any:
-    """A settings field that is also its command's option: the one place the option's default and help are said.
-
-    :func:`add_fields` makes the option from it: ``--<field-name>`` (``flags=`` where the option is named otherwise),
-    its type, choices or on/off action from the field's annotation and default; other keywords go to argparse's
-    ``add_argument`` as they are. The parser's help ends each option with its default, so the help never restates it.
-    """
-    return field(default=default, metadata={"help": help, "argparse": argparse_keywords})
-
-
 def add_fields(parser: argparse.ArgumentParser, settings: type, *, skip: tuple[str, ...] = ()) -> None:
     """One option per field of the dataclass ``settings`` that has a help (declared with :func:`option`, or with
     ``metadata={"help": ...}`` where the dataclass lives below the command line), but those named in ``skip``: its
@@ -82,7 +71,8 @@ def add_fields(parser: argparse.ArgumentParser, settings: type, *, skip: tuple[s
         flags = keywords.pop("flags", (f"--{declared.name.replace('_', '-')}",))
         if flags[0].startswith("-"):  # a positional argument's name is its field's already
             keywords["dest"] = declared.name
-        parser.add_argument(*flags, default=declared.default, help=declared.metadata["help"], **keywords)
+        default = None if declared.default is MISSING else declared.default  # a required field: argparse's None
+        parser.add_argument(*flags, default=default, help=declared.metadata["help"], **keywords)
 
 
 def _parsed_as(hint: Any, default: Any) -> dict[str, Any]:
@@ -96,7 +86,7 @@ def _parsed_as(hint: Any, default: Any) -> dict[str, Any]:
         return {"choices": get_args(hint)}
     if get_origin(hint) is list:
         return {"action": "append"}
-    return {} if hint is str else {"type": hint}
+    return {"type": hint} if hint in (int, float, Path) else {}  # else the text as given (str, Any)
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, add_fields, as_keywords, check_runs, option, settings_of
+from layer_mteb.cli.options import RUNS, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.common.config import option
 
 NAME = "report"
 HELP = "Table 1, Figure 1, heatmaps and selector leaderboard from run folders"

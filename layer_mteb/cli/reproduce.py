@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import REWRITE
-from layer_mteb.cli.options import add_fields, check_runs, option, settings_of
+from layer_mteb.cli.options import add_fields, check_runs, settings_of
+from layer_mteb.common.config import option
 from layer_mteb.common.errors import UserError
 
 NAME = "reproduce"

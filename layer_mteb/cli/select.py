@@ -11,15 +11,8 @@ from dataclasses import dataclass
 
 from layer_mteb.analysis.selection.registry import by_help, by_name, check_selector
 from layer_mteb.cli.console import CURVES_SAVED, NOTHING_SAVED
-from layer_mteb.cli.options import (
-    DATA_DEFAULT,
-    ReadoutChoice,
-    ReferenceChoice,
-    add_fields,
-    check_runs,
-    option,
-    settings_of,
-)
+from layer_mteb.cli.options import DATA_DEFAULT, ReadoutChoice, ReferenceChoice, add_fields, check_runs, settings_of
+from layer_mteb.common.config import option
 from layer_mteb.metrics.agreement import DEFAULT_K
 from layer_mteb.metrics.texts import DEFAULT_N
 from layer_mteb.model.names import check_loadable

@@ -9,14 +9,8 @@ import time
 from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME, print_written
-from layer_mteb.cli.options import (
-    MeasureSettings,
-    add_measure_options,
-    check_measured,
-    option,
-    parse_lengths,
-    settings_of,
-)
+from layer_mteb.cli.options import MeasureSettings, add_measure_options, check_measured, parse_lengths, settings_of
+from layer_mteb.common.config import option
 
 NAME = "stress"
 HELP = "prompt entropy of every layer under randomness, repetition and length (per prompt), dip test"

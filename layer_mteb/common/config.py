@@ -171,6 +171,17 @@ METRIC_SETTINGS: tuple[Setting, ...] = (
 METRIC_SETTINGS_COLUMNS: tuple[str, ...] = tuple(s.name for s in METRIC_SETTINGS)
 
 
+def option(help: str, default: Any = None, **argparse_keywords: Any) -> Any:
+    """A settings field that is also a command's option: the one place the option's default and help are said.
+
+    The command line's ``add_fields`` makes the option from it: ``--<field-name>`` (``flags=`` where the option is
+    named otherwise), its type, choices or on/off action from the field's annotation and default; other keywords go
+    to argparse's ``add_argument`` as they are. The parser's help ends each option with its default, so the help
+    never restates it.
+    """
+    return field(default=default, metadata={"help": help, "argparse": argparse_keywords})
+
+
 def default_device() -> str:
     """cuda where there is one, else cpu."""
     return "cuda" if _cuda_available() else "cpu"

@@ -7,11 +7,11 @@ names), so a mistyped task, layer list or output fails before any model loads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layer_mteb.common.config import AUTO, PIPELINE_SETTINGS, SETTINGS_COLUMNS, EncodeConfig
+from layer_mteb.common.config import AUTO, PIPELINE_SETTINGS, SETTINGS_COLUMNS, EncodeConfig, option
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.instructions import AUTO_DTYPE, choose_instructions
 from layer_mteb.common.instructions import NONE as NO_INSTRUCTIONS
@@ -20,9 +20,9 @@ from layer_mteb.common.prompts import read_prompts_file
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_layers, check_model_layers, check_writable, distributed_shard
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.model.names import check_loadable, model_kind, recorded_name
+from layer_mteb.model.names import MODEL_HELP, check_loadable, model_kind, recorded_name
 from layer_mteb.model.pipeline import PROTOCOLS, Pipeline, checkpoint_dtype, model_pipeline, read_pipeline
-from layer_mteb.tasks.catalog import TaskSpec, data_dir_from_env, select_tasks
+from layer_mteb.tasks.catalog import DATA_DEFAULT, TaskSpec, data_dir_from_env, select_tasks
 from layer_mteb.tasks.custom import check_custom_files
 
 
@@ -38,25 +38,63 @@ class RunRequest:
     ``settings_from`` says which of the two it matches, or ``given``.
     """
 
-    models: Any
-    tasks: str | Sequence[Any] = "paper32"
-    layers: str | Sequence[int] = "all"
-    data_dir: str | Path | None = None
-    output: str | Path | None = None
-    revision: str | Sequence[str] | None = None
-    shard: str | tuple[int, int] | None = None
-    eval_workers: int | None = None
-    task_metrics: bool = False
-    skip_unavailable: bool = False
-    trust_remote_code: bool = False
+    models: Any = option(
+        f"{MODEL_HELP}; repeat for several models", MISSING, flags=("--model",), action="append", required=True
+    )
+    tasks: str | Sequence[Any] = option(
+        'tasks.yaml[:suite], or comma-separated suite names, mteb tasks and mteb benchmarks by name, e.g. "MTEB(eng, '
+        'v2)" (its tasks, splits and languages as mteb defines them; `mteb available-benchmarks` lists the names)',
+        "paper32",
+    )
+    revision: str | Sequence[str] | None = option(
+        "hub revision(s), comma-separated, e.g. step1000,step143000 (default: the main branch)"
+    )
+    data_dir: str | Path | None = option(f"folder of local task data {DATA_DEFAULT}")
+    prompts: str | None = option(
+        "prompts put before the texts, per task and query/document as mteb picks them: a JSON/YAML file mapping "
+        "prompt names to prompts, or none (default: the model's own, from its config_sentence_transformers.json)"
+    )
+    instructions: str | None = option(
+        "instruction embedders (Qwen3-Embedding, e5-mistral-instruct, ...): put mteb's per-task instruction before "
+        "the texts with the template of the model's mteb registry entry (documents too only where mteb does), as "
+        "mteb's InstructSentenceTransformerModel does; give the registry name of the model a local folder holds (e.g. "
+        "Qwen/Qwen3-Embedding-0.6B), or none (default: the model's own entry, found by hub id or by the folder's "
+        "name, under --protocol model)"
+    )
+    protocol: str = option(
+        "what the pooling, max length and normalisation not given are: model, a sentence-transformers model's own "
+        "pipeline (its pooling mode, max_seq_length and Normalize) with mteb's instructions for it, so that its last "
+        "layer is its mteb score (other models: the paper's settings); paper, the paper's protocol for every model "
+        "(mean pooling, 512 tokens, no normalisation, no instructions)",
+        "model",
+        choices=PROTOCOLS,
+    )
+    layers: str | Sequence[int] = option("all | 0,3,-1 | 0:12 (hidden states; 0 = embeddings)", "all")
+    # the encode options (config) come here in --help
+    shard: str | tuple[int, int] | None = option(
+        "I/N: run the I-th of N shards of the work, for SLURM array jobs (default: all of it)"
+    )
+    eval_workers: int | None = option("layers evaluated at once in worker processes (default: one per CPU core)")
+    output: str | Path | None = option("run folder (default: runs/<model>)")
+    overwrite: bool = option("recompute results that already exist", False)
+    vector_cache: bool = option(
+        "do not keep pooled vectors on disk", True, flags=("--no-vector-cache",), action="store_false"
+    )
+    skip_unavailable: bool = option(
+        "with the hub offline, run the tasks that have a local copy and list the others (default: stop)", False
+    )
+    task_metrics: bool = option(
+        "also write each task's label-free metrics (prompt entropy, ...) from the same forward pass", False
+    )
+    verbose: bool = option(
+        "show every warning of the evaluators (default: counted, one line per task) and the progress bars of "
+        "datasets (default: off)",
+        False,
+        flags=("-v", "--verbose"),
+    )
+    trust_remote_code: bool = False  # an encode option
     config: EncodeConfig | None = None
-    overwrite: bool = False
     progress: bool = True
-    verbose: bool = False
-    vector_cache: bool = True
-    prompts: str | None = None
-    instructions: str | None = None
-    protocol: str = "model"
     # resolved from the options above, never given
     settings_from: str = field(init=False)
     split: str = field(init=False)

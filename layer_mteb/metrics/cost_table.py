@@ -5,8 +5,9 @@ measures)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from layer_mteb.common.config import option
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import COST_FILE, Table
 
@@ -17,9 +18,9 @@ class CostSettings:
     median is kept): 256 texts time each depth to a few percent on a CPU while keeping the slowest packaged model
     (Gemma-3-270M, 19 depths) to minutes."""
 
-    n_texts: int = field(default=256, metadata={"help": "texts drawn (seeded) from --texts and timed per layer"})
-    seed: int = field(default=0, metadata={"help": "seed of the text sample"})
-    repeats: int = field(default=3, metadata={"help": "timed passes per depth; the median is kept"})
+    n_texts: int = option("texts drawn (seeded) from --texts and timed per layer", 256)
+    seed: int = option("seed of the text sample", 0)
+    repeats: int = option("timed passes per depth; the median is kept", 3)
 
     def __post_init__(self) -> None:
         if self.n_texts < 1:

@@ -125,6 +125,8 @@ def recorded_name(name: str, revision: str | None = None) -> tuple[str, str | No
 
 #: a file every hub model (``config.json``) or PEFT adapter (``adapter_config.json``) repo has: cached, it loads offline
 HUB_MODEL_FILES = ("config.json", "adapter_config.json")
+#: what a model may be given as, in an option's help
+MODEL_HELP = "hub id, local folder, GGUF file, or packaged name (minilm-l6, ...)"
 
 
 def check_loadable(name: str, revision: str | None = None) -> None:

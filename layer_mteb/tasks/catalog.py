@@ -175,6 +175,10 @@ def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
     return TaskSpec(entry["name"], category, tuple(subsets) if subsets else None, entry.get("fast"), files, partial)
 
 
+#: how an option's help says where :func:`data_dir_from_env` looks when ``--data-dir`` is not given
+DATA_DEFAULT = "(default: $LAYER_MTEB_DATA, else ../shared/data beside the checkout when it exists)"
+
+
 def data_dir_from_env(data_dir: str | Path | None) -> Path | None:
     """``--data-dir``, else ``$LAYER_MTEB_DATA``, else ``../shared/data`` beside the checkout when it exists (named
     once when first read: :func:`note_data_read`), else None (the hub)."""

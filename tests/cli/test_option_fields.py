@@ -12,7 +12,8 @@ from typing import Literal
 import pytest
 
 from layer_mteb.cli.main import COMMANDS, build_parser
-from layer_mteb.cli.options import add_fields, option
+from layer_mteb.cli.options import add_fields
+from layer_mteb.common.config import option
 from layer_mteb.metrics.cost_table import CostSettings
 
 
