@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import DATA_DEFAULT, Placement, add_fields, check_runs, settings_of, task_texts
@@ -29,7 +29,7 @@ class Settings(Placement):
         "texts to time, as metrics --texts (default: the run's tasks' own texts, task:<Task> each)"
     )
     data_dir: str | None = option(f"folder of local task data {DATA_DEFAULT}")
-    cost: CostSettings = field(default_factory=CostSettings)
+    cost: CostSettings  # its options: add_options
 
 
 def add_options(cost: argparse.ArgumentParser) -> None:

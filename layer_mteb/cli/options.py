@@ -59,13 +59,12 @@ OWN_DTYPE = "default: with `run`, the dtype the model's mteb registry entry load
 
 
 # ------------------------------------------------------------------------------------- options declared as fields
-def add_fields(parser: argparse.ArgumentParser, settings: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One option per field of the dataclass ``settings`` that has a help (declared with :func:`option`, or with
-    ``metadata={"help": ...}`` where the dataclass lives below the command line), but those named in ``skip``: its
+def add_fields(parser: argparse.ArgumentParser, settings: type) -> None:
+    """One option per field of the dataclass ``settings`` declared with :func:`option` (a field with a help): its
     own in declaration order, then its bases' (the option groups it takes)."""
     hints, own = get_type_hints(settings), inspect.get_annotations(settings)
     for declared in sorted(fields(settings), key=lambda f: f.name not in own):  # its own first, then its bases'
-        if "help" not in declared.metadata or declared.name in skip:
+        if "help" not in declared.metadata:
             continue
         keywords = {**_parsed_as(hints[declared.name], declared.default), **declared.metadata.get("argparse", {})}
         flags = keywords.pop("flags", (f"--{declared.name.replace('_', '-')}",))
@@ -268,7 +267,7 @@ class MeasureSettings:
     data_dir: str | None = option(f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
     output: str | None = option("run folder (default: runs/<model>)")
     trust_remote_code: bool = False  # an encode option (add_encode_options)
-    target: Measured | None = None
+    target: Measured  # made by check_measured from the options above
 
 
 def add_measure_options(parser: argparse.ArgumentParser, settings: type[MeasureSettings]) -> None:

@@ -30,7 +30,7 @@ class Settings:
     )
     output: Path = option("folder the paper's files are written to", Path("results/paper"))
     permutations: int = option("shuffles per correlation p-value (200: minutes on 2 cores)", 200)
-    source: Path | None = None
+    source: Path  # found by check from --release
 
 
 def add_options(paper: argparse.ArgumentParser) -> None:
