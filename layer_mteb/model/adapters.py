@@ -35,6 +35,11 @@ class AdapterLink:
         """Whether the adapter is a local folder."""
         return Path(self.source).expanduser().is_dir()
 
+    @property
+    def options(self) -> dict[str, str]:
+        """``from_pretrained``'s revision argument: a hub adapter's pinned revision, none for a folder."""
+        return {} if self.is_folder or self.revision is None else {"revision": self.revision}
+
 
 @dataclass(frozen=True)
 class AdapterChain:
@@ -89,10 +94,9 @@ def _merge_adapter(model: Any, link: AdapterLink, base_name: str) -> Any:
     from peft import PeftModel, get_peft_model_state_dict
     from peft.utils import load_peft_weights
 
-    options = {} if link.is_folder or link.revision is None else {"revision": link.revision}
     try:
-        adapted = PeftModel.from_pretrained(model, link.source, **options)
-        saved = set(load_peft_weights(link.source, **options))
+        adapted = PeftModel.from_pretrained(model, link.source, **link.options)
+        saved = set(load_peft_weights(link.source, **link.options))
     except (ValueError, RuntimeError, KeyError, OSError) as err:
         raise UserError(f"cannot apply adapter {link.source!r} to {base_name}: {first_line(err)}") from None
     placed = set(get_peft_model_state_dict(adapted))
@@ -110,9 +114,8 @@ def _nearest_tokenizer(chain: AdapterChain, trust_remote_code: bool) -> Any | No
     from transformers import AutoTokenizer
 
     for link in reversed(chain.adapters):
-        if any(_exists(link.source, f, link.revision) for f in _TOKENIZER_FILES):
-            options = {} if link.is_folder or link.revision is None else {"revision": link.revision}
-            return AutoTokenizer.from_pretrained(link.source, trust_remote_code=trust_remote_code, **options)
+        if any(_locate(link.source, f, link.revision) for f in _TOKENIZER_FILES):
+            return AutoTokenizer.from_pretrained(link.source, trust_remote_code=trust_remote_code, **link.options)
     return None
 
 
@@ -121,7 +124,7 @@ def _is_llm2vec(source: str, revision: str | None) -> bool:
     ``…BiModel``)."""
     if Path(source.rstrip("/")).name.lower().startswith("llm2vec"):
         return True
-    if _exists(source, "llm2vec_config.json", revision):
+    if _locate(source, "llm2vec_config.json", revision):
         return True
     config = _read_json(source, "config.json", revision) or {}
     classes = [*(config.get("auto_map") or {}).values(), *(config.get("architectures") or [])]
@@ -129,14 +132,11 @@ def _is_llm2vec(source: str, revision: str | None) -> bool:
 
 
 def _fingerprint(link: AdapterLink) -> str:
+    """What the merged model's revision is hashed from: a folder's content, or a hub adapter's commit."""
     if link.is_folder:
         return content_hash(Path(link.source).expanduser())
-    return f"{link.source}@{_commit(link) or link.revision or 'main'}"
-
-
-def _commit(link: AdapterLink) -> str | None:
     path = hub_file(link.source, ADAPTER_CONFIG, link.revision)
-    return snapshot_commit(path) if path else None
+    return f"{link.source}@{(snapshot_commit(path) if path else None) or link.revision or 'main'}"
 
 
 def _read_json(source: str, filename: str, revision: str | None) -> dict | None:
@@ -147,10 +147,6 @@ def _read_json(source: str, filename: str, revision: str | None) -> dict | None:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise UserError(f"cannot read {filename} of {source!r}: {first_line(err)}") from None
-
-
-def _exists(source: str, filename: str, revision: str | None) -> bool:
-    return _locate(source, filename, revision) is not None
 
 
 def _locate(source: str, filename: str, revision: str | None) -> str | None:

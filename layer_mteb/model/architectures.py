@@ -5,9 +5,10 @@ it; an unknown architecture is a clear error, not a guess.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal
 
 import torch
@@ -110,24 +111,32 @@ def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
     """Run only the first ``depth`` blocks, the final norm off (the readout applies it): states 0..depth are the full
     model's (right padding, no cache). Swapped back on exit; the weights are shared."""
     install_output_hooks(model.model)
-    blocks_parent, blocks_name = _parent(model.model, model.architecture.blocks)
-    blocks = getattr(blocks_parent, blocks_name)
-    swaps = [(blocks_parent, blocks_name, blocks, nn.ModuleList(list(blocks)[:depth]))]
+    stand_ins: dict[str, Any] = {model.architecture.blocks: nn.ModuleList(list(model.blocks)[:depth])}
     if model.architecture.final_norm is not None:
-        norm_parent, norm_name = _parent(model.model, model.architecture.final_norm)
-        swaps.append((norm_parent, norm_name, getattr(norm_parent, norm_name), nn.Identity()))
+        stand_ins[model.architecture.final_norm] = nn.Identity()
+    with swapped(model.model, stand_ins):
+        yield
+
+
+@contextmanager
+def swapped(owner: Any, stand_ins: Mapping[str, Any]) -> Iterator[None]:
+    """Set the attributes of ``owner`` at the dotted paths ``stand_ins`` names (a block list, ``config.x``) to its
+    values for a while: the originals are put back on exit, whatever happened inside."""
+    places = [_parent(owner, path) for path in stand_ins]
+    originals = [getattr(parent, name) for parent, name in places]
     try:
-        for parent, name, _, stand_in in swaps:
+        for (parent, name), stand_in in zip(places, stand_ins.values(), strict=True):
             setattr(parent, name, stand_in)
         yield
     finally:
-        for parent, name, original, _ in swaps:
+        for (parent, name), original in zip(places, originals, strict=True):
             setattr(parent, name, original)
 
 
-def _parent(module: nn.Module, dotted: str) -> tuple[nn.Module, str]:
+def _parent(owner: Any, dotted: str) -> tuple[Any, str]:
+    """The object holding the attribute at ``dotted`` (a submodule, or the model's config) and the attribute's name."""
     parent, _, name = dotted.rpartition(".")
-    return module.get_submodule(parent), name
+    return attrgetter(parent)(owner) if parent else owner, name
 
 
 def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "no_revision_available") -> LoadedModel:

@@ -85,7 +85,8 @@ def encode_token_ids(
             out[:, torch.tensor(rows, device=out.device)] = vectors.to(out.device)
 
     stop_early = depth < model.n_layers
-    norm = readout_norm(model)  # before first_blocks() swaps the norm out
+    # the model's final norm for the readout (None without one, as in BERT), before first_blocks() swaps it out
+    norm = None if model.final_norm is None else ReadoutNorm(model.final_norm)
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
     expected = (max(depth, 1) if stop_early else model.n_layers) + 1  # hidden states per forward
@@ -103,11 +104,10 @@ def encode_token_ids(
             hidden_states = hidden_states[: depth + 1]
             last_normed = not stop_early and depth == model.n_layers  # an early stop ran with the norm off
             mask = padded["attention_mask"]
-            if on_batch is None:
-                states = iter_readout(hidden_states, norm, config.readout, last_normed=last_normed)
-            else:
+            states = readout_layers(hidden_states, norm, config.readout, last_normed=last_normed)
+            if on_batch is not None:
                 with times.phase("pooling"):
-                    states = readout_layers(hidden_states, norm, config.readout, last_normed=last_normed)
+                    states = list(states)
                 with times.phase("token_metrics"):
                     on_batch(states, mask, batch)
             with times.phase("pooling", sync=number == len(batches)):
@@ -171,14 +171,11 @@ def _input_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
 def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
     """Positions in batches, longest first (memory errors show early, padding stays small), each at most
     ``batch_size`` texts and ``max_tokens`` padded tokens (a longer text gets a batch of its own)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
-    for i in order:
-        current = batches[-1] if batches else None
-        if (
-            current is not None
-            and len(current) < batch_size
-            and (max_tokens is None or (len(current) + 1) * lengths[current[0]] <= max_tokens)
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        current = batches[-1] if batches else []
+        if 0 < len(current) < batch_size and (
+            max_tokens is None or (len(current) + 1) * lengths[current[0]] <= max_tokens
         ):
             current.append(i)
         else:
@@ -192,21 +189,12 @@ def readout_layers(
     readout: Readout,
     *,
     last_normed: bool = True,
-) -> list[torch.Tensor]:
+) -> Iterator[torch.Tensor]:
     """The L+1 hidden states as the readout sees them: ``final_norm`` applies the model's final norm to every raw
     state (the paper's truncated-model protocol), ``raw`` none. The last state is normed already unless
-    ``last_normed=False`` (a forward stopped early)."""
-    return list(iter_readout(hidden_states, final_norm, readout, last_normed=last_normed))
+    ``last_normed=False`` (a forward stopped early).
 
-
-def iter_readout(
-    hidden_states: Sequence[torch.Tensor],
-    final_norm: nn.Module | ReadoutNorm | None,
-    readout: Readout,
-    *,
-    last_normed: bool = True,
-) -> Iterator[torch.Tensor]:
-    """:func:`readout_layers` one layer at a time, so each normed copy is pooled and freed before the next."""
+    One layer at a time, so each normed copy is pooled and freed before the next."""
     if readout == "raw" or final_norm is None:
         yield from hidden_states
         return
@@ -231,9 +219,3 @@ class ReadoutNorm:
             module = self.norm.module if own else self.norm.copy_to(state.device)
             self.on_device[state.device] = module
         return module(state)
-
-
-def readout_norm(model: LoadedModel) -> ReadoutNorm | None:
-    """The model's final norm for the readout (None without one, as in BERT)."""
-    norm = model.final_norm
-    return None if norm is None else ReadoutNorm(norm)

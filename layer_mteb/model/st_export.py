@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
@@ -20,7 +21,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, plain_modes, topmost_missing
 from layer_mteb.common.pooling import sentence_transformers_config
 from layer_mteb.common.prompts import Prompts
-from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.architectures import LoadedModel, swapped
 from layer_mteb.model.attention import attention_of
 
 #: what the sweep feeds a model (``forward.encode_token_ids``: padded token ids and their attention mask)
@@ -85,24 +86,16 @@ def export_layer(
 def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
     """The base model with its first ``layer`` blocks and a config that says so (Gemma-3's ``layer_types`` too, or
     reloading fails), restored on exit."""
-    parent_path, _, name = model.architecture.blocks.rpartition(".")
-    parent = model.model.get_submodule(parent_path)
-    blocks = getattr(parent, name)
-    config = model.model.config
-    saved = {"num_hidden_layers": config.num_hidden_layers}
-    layer_types = vars(config).get("layer_types")  # stored per block (Gemma-3), not derived (Mamba's property)
+    stand_ins: dict[str, Any] = {
+        model.architecture.blocks: nn.ModuleList(list(model.blocks)[:layer]),
+        "config.num_hidden_layers": layer,
+    }
+    # stored per block (Gemma-3), not derived (Mamba's property)
+    layer_types = vars(model.model.config).get("layer_types")
     if isinstance(layer_types, list):
-        saved["layer_types"] = layer_types
-    try:
-        setattr(parent, name, nn.ModuleList(list(blocks)[:layer]))
-        config.num_hidden_layers = layer
-        if "layer_types" in saved:
-            config.layer_types = layer_types[:layer]
+        stand_ins["config.layer_types"] = layer_types[:layer]
+    with swapped(model.model, stand_ins):
         yield model.model
-    finally:
-        setattr(parent, name, blocks)
-        for key, value in saved.items():
-            setattr(config, key, value)
 
 
 def _save_tokenizer(tokenizer, folder: Path) -> None:
