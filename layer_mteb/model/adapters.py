@@ -69,9 +69,7 @@ def find_adapter_chain(source: str, revision: str | None = None) -> AdapterChain
         if _looks_like_path(base) and not Path(base).expanduser().exists():
             raise UserError(f"adapter {current!r} names base model {base!r}, which does not exist")
         current, current_revision = base, config.get("revision")
-    if not links:
-        return None
-    return AdapterChain(current, current_revision, tuple(reversed(links)))
+    return AdapterChain(current, current_revision, tuple(reversed(links))) if links else None
 
 
 def merge_adapters(
@@ -122,9 +120,7 @@ def _nearest_tokenizer(chain: AdapterChain, trust_remote_code: bool) -> Any | No
 def _is_llm2vec(source: str, revision: str | None) -> bool:
     """An LLM2Vec adapter: by name, an ``llm2vec_config.json``, or their encoder class (``…EncoderModel``,
     ``…BiModel``)."""
-    if Path(source.rstrip("/")).name.lower().startswith("llm2vec"):
-        return True
-    if _locate(source, "llm2vec_config.json", revision):
+    if Path(source.rstrip("/")).name.lower().startswith("llm2vec") or _locate(source, "llm2vec_config.json", revision):
         return True
     config = _read_json(source, "config.json", revision) or {}
     classes = [*(config.get("auto_map") or {}).values(), *(config.get("architectures") or [])]

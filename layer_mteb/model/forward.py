@@ -86,7 +86,7 @@ def encode_token_ids(
 
     stop_early = depth < model.n_layers
     # the model's final norm for the readout (None without one, as in BERT), before first_blocks() swaps it out
-    norm = None if model.final_norm is None else ReadoutNorm(model.final_norm)
+    norm = None if model.final_norm is None else OffloadedModule(model.final_norm)
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
     expected = (max(depth, 1) if stop_early else model.n_layers) + 1  # hidden states per forward
@@ -185,7 +185,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: i
 
 def readout_layers(
     hidden_states: Sequence[torch.Tensor],
-    final_norm: nn.Module | ReadoutNorm | None,
+    final_norm: nn.Module | OffloadedModule | None,
     readout: Readout,
     *,
     last_normed: bool = True,
@@ -198,24 +198,7 @@ def readout_layers(
     if readout == "raw" or final_norm is None:
         yield from hidden_states
         return
-    norm = final_norm if isinstance(final_norm, ReadoutNorm) else ReadoutNorm(final_norm)
+    norm = final_norm if isinstance(final_norm, OffloadedModule) else OffloadedModule(final_norm)
     last = len(hidden_states) - 1
     for k, h in enumerate(hidden_states):
         yield h if k == last and last_normed else norm(h)
-
-
-class ReadoutNorm:
-    """A final norm applied where each state is: under a device map (norm on another GPU, or offloaded) a copy is
-    made once per device, never moving states to the norm and back."""
-
-    def __init__(self, norm: nn.Module):
-        self.norm = OffloadedModule(norm)
-        self.on_device: dict[torch.device, nn.Module] = {}
-
-    def __call__(self, state: torch.Tensor) -> torch.Tensor:
-        module = self.on_device.get(state.device)
-        if module is None:
-            own = not self.norm.needs_copy and self.norm.devices() <= {state.device}
-            module = self.norm.module if own else self.norm.copy_to(state.device)
-            self.on_device[state.device] = module
-        return module(state)

@@ -60,8 +60,7 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
         return None if PACKAGED_MODELS[name].gguf_file else read_pipeline(installed_folder(name))
     if kind == "folder":
         return read_pipeline(Path(name).expanduser())
-    short = installed_packaged(name) if revision is None else None
-    if short is not None:
+    if revision is None and (short := installed_packaged(name)) is not None:
         return model_pipeline(short)
     check_loadable(name, revision)  # a hub id that cannot load is one line here, before its files are asked for
     return _hub_pipeline(name, revision)

@@ -112,19 +112,17 @@ def _save_tokenizer(tokenizer, folder: Path) -> None:
         (folder / name).unlink(missing_ok=True)
 
 
-#: The module names every sentence-transformers version (3.x to 6.x) imports; 6's own ``save`` writes paths 5.x cannot.
-ST_MODULES = {
-    "transformer": "sentence_transformers.models.Transformer",
-    "pooling": "sentence_transformers.models.Pooling",
-    "normalize": "sentence_transformers.models.Normalize",
-}
+#: The modules (class in ``sentence_transformers.models``, folder), named as every sentence-transformers version (3.x
+#: to 6.x) imports them; 6's own ``save`` writes paths 5.x cannot.
+ST_MODULES = (("Transformer", ""), ("Pooling", "1_Pooling"), ("Normalize", "2_Normalize"))
 
 
 def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig, prompts: Prompts | None = None) -> None:
     """Transformer -> Pooling (-> Normalize) in sentence-transformers 3.0's format, which every later version loads."""
-    modules = [("transformer", ""), ("pooling", "1_Pooling")] + ([("normalize", "2_Normalize")] * config.normalize)
+    modules = ST_MODULES if config.normalize else ST_MODULES[:2]
     listed = [
-        {"idx": i, "name": str(i), "path": path, "type": ST_MODULES[kind]} for i, (kind, path) in enumerate(modules)
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (kind, path) in enumerate(modules)
     ]
     _write_json(folder / "modules.json", listed)
     _write_json(folder / "sentence_bert_config.json", {"max_seq_length": config.max_length, "do_lower_case": False})
