@@ -99,10 +99,9 @@ def _merge_adapter(model: Any, link: AdapterLink, base_name: str) -> Any:
         raise UserError(f"cannot apply adapter {link.source!r} to {base_name}: {first_line(err)}") from None
     placed = set(get_peft_model_state_dict(adapted))
     if not saved <= placed:
-        example = sorted(saved - placed)[0]
         raise UserError(
             f"adapter {link.source!r} does not fit {base_name}: {len(saved - placed)} of its {len(saved)} weights "
-            f"have no matching module (e.g. {example}); was it trained on another architecture?"
+            f"have no matching module (e.g. {min(saved - placed)}); was it trained on another architecture?"
         )
     return adapted.merge_and_unload()
 

@@ -49,10 +49,9 @@ def gguf_depth(path: Path) -> int | None:
     GGUF file of version 2 or later)."""
     try:
         with path.open("rb") as file:
-            if file.read(4) != b"GGUF" or _read(file, "<I") < 2:
+            magic, version, _, entries = struct.unpack("<4sIQQ", file.read(24))  # _: the tensor count
+            if magic != b"GGUF" or version < 2:
                 return None
-            _read(file, "<Q")  # tensor count
-            entries = _read(file, "<Q")
             architecture = None
             for _ in range(min(entries, _GGUF_MAX_ENTRIES)):
                 key, value = _string(file), _value(file, _read(file, "<I"))

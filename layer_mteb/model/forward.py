@@ -56,10 +56,9 @@ def encode_all_layers(
         token_ids, n_truncated = tokenize(model.tokenizer, texts, config)
     if n_truncated:
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
-    out = encode_token_ids(
+    return encode_token_ids(
         model, token_ids, config, progress=progress, on_batch=on_batch, depth=depth, into=into, times=times
-    )
-    return out, n_truncated
+    ), n_truncated
 
 
 def encode_token_ids(

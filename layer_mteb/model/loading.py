@@ -22,7 +22,7 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import building, cache_root, content_hash
 from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
-from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
+from layer_mteb.model.architectures import LoadedModel, architecture_of, wrap_model
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
@@ -75,9 +75,7 @@ def load_model(
         model_type = AutoConfig.from_pretrained(source, **kwargs).model_type
     except (OSError, ValueError) as err:
         raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
-    if model_type not in ARCHITECTURES:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise UserError(f"architecture {model_type!r} of {name!r} is not supported yet (known: {known})")
+    architecture_of(model_type, f" of {name!r}")  # before the weights load
     try:
         made_tokenizer = AutoTokenizer.from_pretrained(source, **kwargs, **dict(tokenizer or {}))
         placement = device_placement(config.device_map) if config.device_map else {}
@@ -131,7 +129,11 @@ def packaged_folder(name: str) -> Path:
 def _resolve(name: str, revision: str | None) -> tuple[str, str, str | None]:
     """-> (folder or hub id, mteb display name, revision); a GGUF file is dequantised into a folder first."""
     kind = model_kind(name)
-    if kind == "hub" and revision is None and (short := offline_packaged(name)) is not None:
+    if kind == "hub" and revision is None and (short := installed_packaged(name)) is not None:
+        # offline, the installed packaged model with this hub id is loaded instead, said in one INFO line
+        gguf_file = PACKAGED_MODELS[short].gguf_file
+        weights = f" (its quantisation {gguf_file}, not the hub's weights)" if gguf_file else ""
+        logger.info("the hub is offline: loading %s from the installed packaged model %s%s", name, short, weights)
         return _resolve(short, None)
     if kind == "hub":
         check_loadable(name, revision)
@@ -144,25 +146,10 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str, str | None]:
     return folder, display_name, revision or content_hash(path)
 
 
-def offline_packaged(hub_id: str) -> str | None:
-    """Offline, the short name of the installed packaged model with ``hub_id`` (said in one INFO line), else None."""
-    short = installed_packaged(hub_id)
-    if short is None:
-        return None
-    packaged = PACKAGED_MODELS[short]
-    weights = f" (its quantisation {packaged.gguf_file}, not the hub's weights)" if packaged.gguf_file else ""
-    logger.info("the hub is offline: loading %s from the installed packaged model %s%s", hub_id, short, weights)
-    return short
-
-
 def _gguf_as_folder(gguf_path: Path) -> str:
     """Dequantise a GGUF file once into an HF folder: later loads take a fraction of a second instead of minutes."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer  # reads GGUF with the gguf package, a dependency of ours
 
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        raise UserError("loading a GGUF file needs the gguf package: pip install gguf") from None
     target = cache_root() / "models" / f"gguf-{content_hash(gguf_path)}"
     if not (target / "config.json").exists():
         try:

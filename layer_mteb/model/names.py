@@ -73,9 +73,8 @@ def model_kind(name: str) -> ModelKind:
     if path.suffix == ".gguf" or name.startswith((".", "/", "~")):
         raise UserError(f"model path {name!r} does not exist")
     if name.count("/") != 1:
-        packaged_names = ", ".join(PACKAGED_MODELS)
         raise UserError(
-            f"model {name!r} is not a packaged name ({packaged_names}), an existing folder or GGUF file, "
+            f"model {name!r} is not a packaged name ({', '.join(PACKAGED_MODELS)}), an existing folder or GGUF file, "
             "or a hub id of the form org/name"
         )
     return "hub"

@@ -15,13 +15,7 @@ from typing import Any, Literal, get_args
 from layer_mteb.common.config import DTYPES
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.pooling import POOLING_MODES
-from layer_mteb.model.names import (
-    PACKAGED_MODELS,
-    check_loadable,
-    installed_folder,
-    installed_packaged,
-    model_kind,
-)
+from layer_mteb.model.names import PACKAGED_MODELS, check_loadable, installed_folder, installed_packaged, model_kind
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +97,9 @@ def _pooling_mode(folder: Path, config: dict) -> str:
         mode = "+".join(on) or "none"
         name = _ST_MODES.get(on[0]) if len(on) == 1 else None
     if name is None:
-        modes = ", ".join(POOLING_MODES)
         raise UserError(
-            f"the pooling mode {mode!r} of {folder} is not one of the modes here ({modes}): give --pooling, or "
-            "--protocol paper"
+            f"the pooling mode {mode!r} of {folder} is not one of the modes here ({', '.join(POOLING_MODES)}): give "
+            "--pooling, or --protocol paper"
         )
     if config.get("include_prompt") is False:
         raise UserError(

@@ -8,8 +8,7 @@ anything is written, and the folder is renamed into place only when complete.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +72,8 @@ def export_layer(
     check_new_folder(output, overwrite)
     check_exportable(model, layer, config)
     with no_empty_folders_on_error(topmost_missing(output)), building(output) as folder:
-        with truncated(model, layer) as cut:
-            cut.save_pretrained(folder)
+        with swapped(model.model, truncation(model, layer)):
+            model.model.save_pretrained(folder)
         _save_tokenizer(model.tokenizer, folder)
         _write_module_list(folder, model.hidden_size, config, prompts)
         (folder / "README.md").write_text(model_card(model, layer, config, run))
@@ -82,10 +81,9 @@ def export_layer(
     return output
 
 
-@contextmanager
-def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
-    """The base model with its first ``layer`` blocks and a config that says so (Gemma-3's ``layer_types`` too, or
-    reloading fails), restored on exit."""
+def truncation(model: LoadedModel, layer: int) -> dict[str, Any]:
+    """What :func:`~layer_mteb.model.architectures.swapped` sets to make the base model its first ``layer`` blocks,
+    with a config that says so (Gemma-3's ``layer_types`` too, or reloading fails)."""
     stand_ins: dict[str, Any] = {
         model.architecture.blocks: nn.ModuleList(list(model.blocks)[:layer]),
         "config.num_hidden_layers": layer,
@@ -94,8 +92,7 @@ def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
     layer_types = vars(model.model.config).get("layer_types")
     if isinstance(layer_types, list):
         stand_ins["config.layer_types"] = layer_types[:layer]
-    with swapped(model.model, stand_ins):
-        yield model.model
+    return stand_ins
 
 
 def _save_tokenizer(tokenizer, folder: Path) -> None:
@@ -104,8 +101,7 @@ def _save_tokenizer(tokenizer, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
     path = folder / "tokenizer_config.json"
     settings = json.loads(path.read_text())
-    settings["model_input_names"] = list(MODEL_INPUTS)
-    settings["padding_side"] = "right"
+    settings.update(model_input_names=list(MODEL_INPUTS), padding_side="right")
     settings.pop("chat_template", None)
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
     for name in ("chat_template.jinja", "chat_template.json"):
@@ -150,7 +146,6 @@ def exported_readout(model: LoadedModel, config: EncodeConfig) -> str:
 
 def model_card(model: LoadedModel, layer: int, config: EncodeConfig, run: RunRecord | None = None) -> str:
     """README.md of the folder: where the layer comes from, how it is read out, and the run that chose it."""
-    readout = exported_readout(model, config)
     lines = [
         "---",
         "library_name: sentence-transformers",
@@ -168,7 +163,7 @@ def model_card(model: LoadedModel, layer: int, config: EncodeConfig, run: RunRec
         f"| source model | `{model.name}` |",
         f"| revision | `{model.revision}` |",
         f"| layer | {layer} of {model.n_layers} (relative depth {layer / model.n_layers:.3f}) |",
-        f"| readout | {readout} |",
+        f"| readout | {exported_readout(model, config)} |",
         f"| pooling | {config.pooling} |",
         f"| normalize | {config.normalize} |",
         f"| max_seq_length | {config.max_length} |",
