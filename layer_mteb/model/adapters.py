@@ -135,8 +135,7 @@ def _fingerprint(link: AdapterLink) -> str:
 
 
 def _read_json(source: str, filename: str, revision: str | None) -> dict | None:
-    path = _locate(source, filename, revision)
-    if path is None:
+    if (path := _locate(source, filename, revision)) is None:
         return None
     try:
         return json.loads(Path(path).read_text())

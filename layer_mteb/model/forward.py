@@ -100,10 +100,9 @@ def encode_token_ids(
                 hidden_states = model.hidden_states(**padded, **model.forward_options)
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
-            hidden_states = hidden_states[: depth + 1]
             last_normed = not stop_early and depth == model.n_layers  # an early stop ran with the norm off
             mask = padded["attention_mask"]
-            states = readout_layers(hidden_states, norm, config.readout, last_normed=last_normed)
+            states = readout_layers(hidden_states[: depth + 1], norm, config.readout, last_normed=last_normed)
             if on_batch is not None:
                 with times.phase("pooling"):
                     states = list(states)

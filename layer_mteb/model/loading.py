@@ -72,11 +72,8 @@ def load_model(
     if revision is not None and not Path(source).exists():
         kwargs["revision"] = revision
     try:
-        model_type = AutoConfig.from_pretrained(source, **kwargs).model_type
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
-    architecture_of(model_type, f" of {name!r}")  # before the weights load
-    try:
+        # an architecture not in the table is refused before the weights load
+        architecture_of(AutoConfig.from_pretrained(source, **kwargs).model_type, f" of {name!r}")
         made_tokenizer = AutoTokenizer.from_pretrained(source, **kwargs, **dict(tokenizer or {}))
         placement = device_placement(config.device_map) if config.device_map else {}
         model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **placement, **kwargs)
@@ -84,8 +81,7 @@ def load_model(
         raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
     if not config.device_map:
         model.to(config.device)
-    if revision is None:
-        revision = commit_hash(model, source) or "no_revision_available"
+    revision = revision if revision is not None else commit_hash(model, source) or "no_revision_available"
     loaded = wrap_model(model, made_tokenizer, name=display_name, revision=revision)
     if config.attention is not None:
         set_attention(loaded, config.attention)

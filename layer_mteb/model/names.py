@@ -181,12 +181,10 @@ def check_loadable(name: str, revision: str | None = None) -> None:
     cache before torch loads (huggingface_hub's own error comes after the model's libraries have loaded)."""
     if model_kind(name) != "hub" or hub_online() or (revision is None and installed_packaged(name)):
         return
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import constants, try_to_load_from_cache
 
     if any(isinstance(try_to_load_from_cache(name, f, revision=revision), str) for f in HUB_MODEL_FILES):
         return
-    from huggingface_hub import constants
-
     at = f" at {revision}" if revision else ""
     raise UserError(
         f"cannot load model {name!r}{at}: {offline_reason()} and it is not in the hub cache ({constants.HF_HUB_CACHE});"

@@ -63,8 +63,7 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
 def read_pipeline(folder: Path) -> Pipeline | None:
     """The pipeline ``folder`` declares, or None without ``modules.json``; a module the layers cannot reproduce (a
     ``Dense`` projection, another pooling mode) is one :class:`UserError`."""
-    modules = _json(folder / "modules.json")
-    if modules is None:
+    if (modules := _json(folder / "modules.json")) is None:
         return None
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules if isinstance(m, dict)]
     paths = {kind: str(m.get("path", "")) for kind, m in zip(kinds, modules, strict=True)}

@@ -23,8 +23,7 @@ _OFFLOAD = ("cpu", "disk")
 def model_devices(model: nn.Module) -> list[torch.device]:
     """The devices ``model`` computes on, inputs' first: its device map's accelerators (else the CPU), or without a
     map its parameters' device."""
-    device_map = getattr(model, "hf_device_map", None)
-    if device_map:
+    if device_map := getattr(model, "hf_device_map", None):
         devices = dict.fromkeys(_as_device(place) for place in device_map.values() if place not in _OFFLOAD)
         return list(devices) or [torch.device("cpu")]
     return [next(chain(model.parameters(), model.buffers())).device]

@@ -189,8 +189,7 @@ def _run_section(run: RunRecord | None) -> list[str]:
     if run.summary:
         lines += [run.summary, ""]
     if run.scores:
-        lines += ["| task | main score |", "|---|---|"]
-        lines += [f"| {task} | {score:.4f} |" for task, score in run.scores]
+        lines += ["| task | main score |", "|---|---|", *(f"| {task} | {score:.4f} |" for task, score in run.scores)]
     else:
         lines.append("The run has no scores for this layer.")
     return [*lines, ""]
