@@ -1,7 +1,9 @@
 """What a model name refers to (packaged model, GGUF file, local folder or hub id), decided from the name and the file
 system alone, so ``--model`` is checked before torch loads and the hub is probed only when needed.
 
-Whether the hub answers is decided once for the whole package (:mod:`layer_mteb.common.hub`).
+Whether the hub answers is decided once for the whole package (:mod:`layer_mteb.common.hub`). A packaged model's
+files are found here too, without torch (put together in the cache once where they ship in parts), so reading its
+sentence-transformers pipeline loads nothing.
 """
 
 from __future__ import annotations
