@@ -169,12 +169,11 @@ def _input_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
 def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
     """Positions in batches, longest first (memory errors show early, padding stays small), each at most
     ``batch_size`` texts and ``max_tokens`` padded tokens (a longer text gets a batch of its own)."""
+    budget = float("inf") if max_tokens is None else max_tokens
     batches: list[list[int]] = []
     for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         current = batches[-1] if batches else []
-        if 0 < len(current) < batch_size and (
-            max_tokens is None or (len(current) + 1) * lengths[current[0]] <= max_tokens
-        ):
+        if 0 < len(current) < batch_size and (len(current) + 1) * lengths[current[0]] <= budget:
             current.append(i)
         else:
             batches.append([i])

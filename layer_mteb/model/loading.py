@@ -144,8 +144,12 @@ def _resolve(name: str, revision: str | None) -> tuple[str, str, str | None]:
 
 def _gguf_as_folder(gguf_path: Path) -> str:
     """Dequantise a GGUF file once into an HF folder: later loads take a fraction of a second instead of minutes."""
-    from transformers import AutoModel, AutoTokenizer  # reads GGUF with the gguf package, a dependency of ours
+    from transformers import AutoModel, AutoTokenizer
 
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        raise UserError("loading a GGUF file needs the gguf package: pip install gguf") from None
     target = cache_root() / "models" / f"gguf-{content_hash(gguf_path)}"
     if not (target / "config.json").exists():
         try:

@@ -75,9 +75,8 @@ def read_pipeline(folder: Path) -> Pipeline | None:
             "through: give --protocol paper, or --pooling/--max-length/--normalize yourself"
         )
     pooling = _pooling_mode(folder, _json(folder / paths["Pooling"] / "config.json") or {})
-    modalities = (_json(folder / paths.get("Transformer", "") / "sentence_bert_config.json") or {}).get(
-        "modality_config"
-    )
+    transformer = _json(folder / paths.get("Transformer", "") / "sentence_bert_config.json") or {}
+    modalities = transformer.get("modality_config")
     if isinstance(modalities, dict) and "message" in modalities:
         raise UserError(
             f"the sentence-transformers pipeline of {folder} renders texts through its chat template (a 'message' "
