@@ -57,7 +57,7 @@ def hub_file(source: str, filename: str, revision: str | None, *, unreachable_ok
 
 
 def snapshot_commit(path: str) -> str | None:
-    """The hub commit of a file in the hub cache, or None, read as transformers reads it (an undocumented helper)."""
+    """The hub commit of a file in the hub cache, or None, read as transformers reads it (an undocumented function)."""
     from transformers.utils.hub import extract_commit_hash
 
     return extract_commit_hash(path, None)
