@@ -35,6 +35,11 @@ class AdapterLink:
         """Whether the adapter is a local folder."""
         return Path(self.source).expanduser().is_dir()
 
+    @property
+    def options(self) -> dict[str, str]:
+        """``from_pretrained``'s revision argument: a hub adapter's pinned revision, none for a folder."""
+        return {} if self.is_folder or self.revision is None else {"revision": self.revision}
+
 
 @dataclass(frozen=True)
 class AdapterChain:
@@ -64,9 +69,7 @@ def find_adapter_chain(source: str, revision: str | None = None) -> AdapterChain
         if _looks_like_path(base) and not Path(base).expanduser().exists():
             raise UserError(f"adapter {current!r} names base model {base!r}, which does not exist")
         current, current_revision = base, config.get("revision")
-    if not links:
-        return None
-    return AdapterChain(current, current_revision, tuple(reversed(links)))
+    return AdapterChain(current, current_revision, tuple(reversed(links))) if links else None
 
 
 def merge_adapters(
@@ -89,18 +92,16 @@ def _merge_adapter(model: Any, link: AdapterLink, base_name: str) -> Any:
     from peft import PeftModel, get_peft_model_state_dict
     from peft.utils import load_peft_weights
 
-    options = {} if link.is_folder or link.revision is None else {"revision": link.revision}
     try:
-        adapted = PeftModel.from_pretrained(model, link.source, **options)
-        saved = set(load_peft_weights(link.source, **options))
+        adapted = PeftModel.from_pretrained(model, link.source, **link.options)
+        saved = set(load_peft_weights(link.source, **link.options))
     except (ValueError, RuntimeError, KeyError, OSError) as err:
         raise UserError(f"cannot apply adapter {link.source!r} to {base_name}: {first_line(err)}") from None
     placed = set(get_peft_model_state_dict(adapted))
     if not saved <= placed:
-        example = sorted(saved - placed)[0]
         raise UserError(
             f"adapter {link.source!r} does not fit {base_name}: {len(saved - placed)} of its {len(saved)} weights "
-            f"have no matching module (e.g. {example}); was it trained on another architecture?"
+            f"have no matching module (e.g. {min(saved - placed)}); was it trained on another architecture?"
         )
     return adapted.merge_and_unload()
 
@@ -110,18 +111,15 @@ def _nearest_tokenizer(chain: AdapterChain, trust_remote_code: bool) -> Any | No
     from transformers import AutoTokenizer
 
     for link in reversed(chain.adapters):
-        if any(_exists(link.source, f, link.revision) for f in _TOKENIZER_FILES):
-            options = {} if link.is_folder or link.revision is None else {"revision": link.revision}
-            return AutoTokenizer.from_pretrained(link.source, trust_remote_code=trust_remote_code, **options)
+        if any(_locate(link.source, f, link.revision) for f in _TOKENIZER_FILES):
+            return AutoTokenizer.from_pretrained(link.source, trust_remote_code=trust_remote_code, **link.options)
     return None
 
 
 def _is_llm2vec(source: str, revision: str | None) -> bool:
     """An LLM2Vec adapter: by name, an ``llm2vec_config.json``, or their encoder class (``…EncoderModel``,
     ``…BiModel``)."""
-    if Path(source.rstrip("/")).name.lower().startswith("llm2vec"):
-        return True
-    if _exists(source, "llm2vec_config.json", revision):
+    if Path(source.rstrip("/")).name.lower().startswith("llm2vec") or _locate(source, "llm2vec_config.json", revision):
         return True
     config = _read_json(source, "config.json", revision) or {}
     classes = [*(config.get("auto_map") or {}).values(), *(config.get("architectures") or [])]
@@ -129,28 +127,20 @@ def _is_llm2vec(source: str, revision: str | None) -> bool:
 
 
 def _fingerprint(link: AdapterLink) -> str:
+    """What the merged model's revision is hashed from: a folder's content, or a hub adapter's commit."""
     if link.is_folder:
         return content_hash(Path(link.source).expanduser())
-    return f"{link.source}@{_commit(link) or link.revision or 'main'}"
-
-
-def _commit(link: AdapterLink) -> str | None:
     path = hub_file(link.source, ADAPTER_CONFIG, link.revision)
-    return snapshot_commit(path) if path else None
+    return f"{link.source}@{(snapshot_commit(path) if path else None) or link.revision or 'main'}"
 
 
 def _read_json(source: str, filename: str, revision: str | None) -> dict | None:
-    path = _locate(source, filename, revision)
-    if path is None:
+    if (path := _locate(source, filename, revision)) is None:
         return None
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise UserError(f"cannot read {filename} of {source!r}: {first_line(err)}") from None
-
-
-def _exists(source: str, filename: str, revision: str | None) -> bool:
-    return _locate(source, filename, revision) is not None
 
 
 def _locate(source: str, filename: str, revision: str | None) -> str | None:

@@ -5,9 +5,10 @@ it; an unknown architecture is a clear error, not a guess.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal
 
 import torch
@@ -35,23 +36,14 @@ _DECODER = Architecture("causal", "layers", "norm")
 _BERT_LIKE = Architecture("encoder", "encoder.layer", None)
 _SSM = Architecture("ssm", "layers", "norm_f", embeddings_first=False)
 
-#: ``config.model_type`` -> architecture. Add a line here to support a new family.
+#: ``config.model_type`` -> architecture, the families that share a layout on its line. Add a type to its layout's
+#: line (or a line of its own) to support a new family.
 ARCHITECTURES: dict[str, Architecture] = {
     "gpt2": Architecture("causal", "h", "ln_f"),
     "gpt_neox": Architecture("causal", "layers", "final_layer_norm"),
-    "llama": _DECODER,
-    "mistral": _DECODER,
-    "qwen2": _DECODER,
-    "qwen3": _DECODER,
-    "gemma": _DECODER,
-    "gemma2": _DECODER,
-    "gemma3_text": _DECODER,
-    "bert": _BERT_LIKE,
-    "roberta": _BERT_LIKE,
-    "xlm-roberta": _BERT_LIKE,
-    "mpnet": _BERT_LIKE,
-    "mamba": _SSM,
-    "mamba2": _SSM,
+    **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text"), _DECODER),
+    **dict.fromkeys(("bert", "roberta", "xlm-roberta", "mpnet"), _BERT_LIKE),
+    **dict.fromkeys(("mamba", "mamba2"), _SSM),
 }
 
 
@@ -110,37 +102,47 @@ def first_blocks(model: LoadedModel, depth: int) -> Iterator[None]:
     """Run only the first ``depth`` blocks, the final norm off (the readout applies it): states 0..depth are the full
     model's (right padding, no cache). Swapped back on exit; the weights are shared."""
     install_output_hooks(model.model)
-    blocks_parent, blocks_name = _parent(model.model, model.architecture.blocks)
-    blocks = getattr(blocks_parent, blocks_name)
-    swaps = [(blocks_parent, blocks_name, blocks, nn.ModuleList(list(blocks)[:depth]))]
+    stand_ins: dict[str, Any] = {model.architecture.blocks: nn.ModuleList(list(model.blocks)[:depth])}
     if model.architecture.final_norm is not None:
-        norm_parent, norm_name = _parent(model.model, model.architecture.final_norm)
-        swaps.append((norm_parent, norm_name, getattr(norm_parent, norm_name), nn.Identity()))
+        stand_ins[model.architecture.final_norm] = nn.Identity()
+    with swapped(model.model, stand_ins):
+        yield
+
+
+@contextmanager
+def swapped(owner: Any, stand_ins: Mapping[str, Any]) -> Iterator[None]:
+    """Set the attributes of ``owner`` at the dotted paths ``stand_ins`` names (a block list, ``config.x``) to its
+    values for a while: the originals are put back on exit, whatever happened inside."""
+    originals = {path: attrgetter(path)(owner) for path in stand_ins}
     try:
-        for parent, name, _, stand_in in swaps:
-            setattr(parent, name, stand_in)
+        for path, stand_in in stand_ins.items():
+            _set(owner, path, stand_in)
         yield
     finally:
-        for parent, name, original, _ in swaps:
-            setattr(parent, name, original)
+        for path, original in originals.items():
+            _set(owner, path, original)
 
 
-def _parent(module: nn.Module, dotted: str) -> tuple[nn.Module, str]:
+def _set(owner: Any, dotted: str, value: Any) -> None:
+    """Set the attribute at ``dotted`` below ``owner`` (of a submodule, or of the model's config) to ``value``."""
     parent, _, name = dotted.rpartition(".")
-    return module.get_submodule(parent), name
+    setattr(attrgetter(parent)(owner) if parent else owner, name, value)
 
 
 def wrap_model(model: nn.Module, tokenizer: Any, *, name: str, revision: str = "no_revision_available") -> LoadedModel:
     """Wrap an already-built model (e.g. a test's tiny ``from_config`` one) as ``load_model`` does; the caller's
     tokenizer is copied, not changed, when it needs right padding or a pad token."""
     model = getattr(model, "base_model", model)
-    model_type = model.config.model_type
+    architecture = architecture_of(model.config.model_type)
+    return LoadedModel(model.eval(), _right_padding(tokenizer), _mteb_name(name), revision, architecture)
+
+
+def architecture_of(model_type: str, of: str = "") -> Architecture:
+    """The table's entry for ``model_type``, else one line naming the known ones (``of``: whose type it is)."""
     if model_type not in ARCHITECTURES:
         known = ", ".join(sorted(ARCHITECTURES))
-        raise UserError(f"architecture {model_type!r} is not supported yet (known: {known})")
-    tokenizer = _right_padding(tokenizer)
-    model.eval()
-    return LoadedModel(model, tokenizer, _mteb_name(name), revision, ARCHITECTURES[model_type])
+        raise UserError(f"architecture {model_type!r}{of} is not supported yet (known: {known})")
+    return ARCHITECTURES[model_type]
 
 
 def _right_padding(tokenizer: Any) -> Any:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from torch import nn
-
 from layer_mteb.common.config import Attention, EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.model.compat import attention_implementation
@@ -45,7 +43,12 @@ def set_attention(loaded: LoadedModel, mode: Attention) -> None:
             f"--attention {mode} is supported with attention implementations {', '.join(SUPPORTED_IMPLEMENTATIONS)}; "
             f"{loaded.name} uses {implementation!r}"
         )
-    _set_flag(loaded.model, causal=mode == "causal")
+    causal = mode == "causal"
+    for module in loaded.model.modules():  # the model's config (and a sub-model's) first, then its attention modules
+        if hasattr(module, "config"):
+            module.config.is_causal = causal
+        if isinstance(getattr(module, "is_causal", None), bool) and not getattr(module, "is_cross_attention", False):
+            module.is_causal = causal
 
 
 def with_model_attention(config: EncodeConfig, loaded: LoadedModel) -> EncodeConfig:
@@ -58,12 +61,3 @@ def with_model_attention(config: EncodeConfig, loaded: LoadedModel) -> EncodeCon
             "load it with load_model(..., config) or call layer_mteb.model.attention.set_attention first"
         )
     return config if config.attention == actual else replace(config, attention=actual)
-
-
-def _set_flag(model: nn.Module, *, causal: bool) -> None:
-    configs = {id(m.config): m.config for m in model.modules() if hasattr(m, "config")}
-    for config in configs.values():
-        config.is_causal = causal
-    for module in model.modules():
-        if isinstance(getattr(module, "is_causal", None), bool) and not getattr(module, "is_cross_attention", False):
-            module.is_causal = causal

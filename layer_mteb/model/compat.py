@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from torch import nn
 
@@ -30,8 +29,7 @@ def drop_gguf_quantizer(model: nn.Module) -> None:
 def commit_hash(model: nn.Module, hub_id: str) -> str | None:
     """The hub commit a model was loaded from: ``config._commit_hash`` before transformers 5.18, else the name of the
     snapshot folder ``config.json`` was read from."""
-    value: Any = getattr(model.config, "_commit_hash", None)
-    if value:
+    if value := getattr(model.config, "_commit_hash", None):
         return value
     from huggingface_hub import try_to_load_from_cache
 
@@ -59,7 +57,7 @@ def hub_file(source: str, filename: str, revision: str | None, *, unreachable_ok
 
 
 def snapshot_commit(path: str) -> str | None:
-    """The hub commit of a file in the hub cache, or None, read as transformers reads it (an undocumented helper)."""
+    """The hub commit of a file in the hub cache, or None, read as transformers reads it (an undocumented function)."""
     from transformers.utils.hub import extract_commit_hash
 
     return extract_commit_hash(path, None)

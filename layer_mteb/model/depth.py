@@ -10,12 +10,11 @@ version, tensor count, metadata count, then the metadata entries (a key, a value
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 from typing import BinaryIO
 
-from layer_mteb.model.names import PACKAGED_MODELS, model_kind
+from layer_mteb.model.names import PACKAGED_MODELS, config_int, model_kind
 
 #: the config keys that count a model's blocks (``n_layer``: GPT-2; ``num_layers``: a few others)
 _DEPTH_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
@@ -42,18 +41,7 @@ def known_depth(name: str) -> int | None:
 
 def config_depth(config: Path) -> int | None:
     """The block count a transformers ``config.json`` declares (its own or its ``text_config``'s), or None."""
-    try:
-        values = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(values, dict):
-        return None
-    for scope in (values, values.get("text_config")):
-        if isinstance(scope, dict):
-            found = next((scope[k] for k in _DEPTH_KEYS if isinstance(scope.get(k), int)), None)
-            if found is not None:
-                return found
-    return None
+    return config_int(config, _DEPTH_KEYS)
 
 
 def gguf_depth(path: Path) -> int | None:
@@ -61,10 +49,9 @@ def gguf_depth(path: Path) -> int | None:
     GGUF file of version 2 or later)."""
     try:
         with path.open("rb") as file:
-            if file.read(4) != b"GGUF" or _read(file, "<I") < 2:
+            magic, version, _, entries = struct.unpack("<4sIQQ", file.read(24))  # _: the tensor count
+            if magic != b"GGUF" or version < 2:
                 return None
-            _read(file, "<Q")  # tensor count
-            entries = _read(file, "<Q")
             architecture = None
             for _ in range(min(entries, _GGUF_MAX_ENTRIES)):
                 key, value = _string(file), _value(file, _read(file, "<I"))
@@ -78,11 +65,8 @@ def gguf_depth(path: Path) -> int | None:
 
 
 def _read(file: BinaryIO, form: str) -> int:
-    size = struct.calcsize(form)
-    data = file.read(size)
-    if len(data) != size:
-        raise ValueError("the GGUF header ends early")
-    return struct.unpack(form, data)[0]
+    """One value of ``form``; a header that ends early is a ``struct.error``."""
+    return struct.unpack(form, file.read(struct.calcsize(form)))[0]
 
 
 def _string(file: BinaryIO) -> str:

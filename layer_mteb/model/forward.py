@@ -56,10 +56,9 @@ def encode_all_layers(
         token_ids, n_truncated = tokenize(model.tokenizer, texts, config)
     if n_truncated:
         logger.info("%d of %d texts were truncated to %d tokens", n_truncated, len(texts), config.max_length)
-    out = encode_token_ids(
+    return encode_token_ids(
         model, token_ids, config, progress=progress, on_batch=on_batch, depth=depth, into=into, times=times
-    )
-    return out, n_truncated
+    ), n_truncated
 
 
 def encode_token_ids(
@@ -85,7 +84,8 @@ def encode_token_ids(
             out[:, torch.tensor(rows, device=out.device)] = vectors.to(out.device)
 
     stop_early = depth < model.n_layers
-    norm = readout_norm(model)  # before first_blocks() swaps the norm out
+    # the model's final norm for the readout (None without one, as in BERT), before first_blocks() swaps it out
+    norm = None if model.final_norm is None else OffloadedModule(model.final_norm)
     # one block at least: with none, transformers' hooks record no hidden state at all
     running = first_blocks(model, max(depth, 1)) if stop_early else nullcontext()
     expected = (max(depth, 1) if stop_early else model.n_layers) + 1  # hidden states per forward
@@ -100,14 +100,12 @@ def encode_token_ids(
                 hidden_states = model.hidden_states(**padded, **model.forward_options)
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
-            hidden_states = hidden_states[: depth + 1]
             last_normed = not stop_early and depth == model.n_layers  # an early stop ran with the norm off
             mask = padded["attention_mask"]
-            if on_batch is None:
-                states = iter_readout(hidden_states, norm, config.readout, last_normed=last_normed)
-            else:
+            states = readout_layers(hidden_states[: depth + 1], norm, config.readout, last_normed=last_normed)
+            if on_batch is not None:
                 with times.phase("pooling"):
-                    states = readout_layers(hidden_states, norm, config.readout, last_normed=last_normed)
+                    states = list(states)
                 with times.phase("token_metrics"):
                     on_batch(states, mask, batch)
             with times.phase("pooling", sync=number == len(batches)):
@@ -171,15 +169,11 @@ def _input_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
 def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[list[int]]:
     """Positions in batches, longest first (memory errors show early, padding stays small), each at most
     ``batch_size`` texts and ``max_tokens`` padded tokens (a longer text gets a batch of its own)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    budget = float("inf") if max_tokens is None else max_tokens
     batches: list[list[int]] = []
-    for i in order:
-        current = batches[-1] if batches else None
-        if (
-            current is not None
-            and len(current) < batch_size
-            and (max_tokens is None or (len(current) + 1) * lengths[current[0]] <= max_tokens)
-        ):
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        current = batches[-1] if batches else []
+        if 0 < len(current) < batch_size and (len(current) + 1) * lengths[current[0]] <= budget:
             current.append(i)
         else:
             batches.append([i])
@@ -188,52 +182,20 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: i
 
 def readout_layers(
     hidden_states: Sequence[torch.Tensor],
-    final_norm: nn.Module | ReadoutNorm | None,
-    readout: Readout,
-    *,
-    last_normed: bool = True,
-) -> list[torch.Tensor]:
-    """The L+1 hidden states as the readout sees them: ``final_norm`` applies the model's final norm to every raw
-    state (the paper's truncated-model protocol), ``raw`` none. The last state is normed already unless
-    ``last_normed=False`` (a forward stopped early)."""
-    return list(iter_readout(hidden_states, final_norm, readout, last_normed=last_normed))
-
-
-def iter_readout(
-    hidden_states: Sequence[torch.Tensor],
-    final_norm: nn.Module | ReadoutNorm | None,
+    final_norm: nn.Module | OffloadedModule | None,
     readout: Readout,
     *,
     last_normed: bool = True,
 ) -> Iterator[torch.Tensor]:
-    """:func:`readout_layers` one layer at a time, so each normed copy is pooled and freed before the next."""
+    """The L+1 hidden states as the readout sees them: ``final_norm`` applies the model's final norm to every raw
+    state (the paper's truncated-model protocol), ``raw`` none. The last state is normed already unless
+    ``last_normed=False`` (a forward stopped early).
+
+    One layer at a time, so each normed copy is pooled and freed before the next."""
     if readout == "raw" or final_norm is None:
         yield from hidden_states
         return
-    norm = final_norm if isinstance(final_norm, ReadoutNorm) else ReadoutNorm(final_norm)
+    norm = final_norm if isinstance(final_norm, OffloadedModule) else OffloadedModule(final_norm)
     last = len(hidden_states) - 1
     for k, h in enumerate(hidden_states):
         yield h if k == last and last_normed else norm(h)
-
-
-class ReadoutNorm:
-    """A final norm applied where each state is: under a device map (norm on another GPU, or offloaded) a copy is
-    made once per device, never moving states to the norm and back."""
-
-    def __init__(self, norm: nn.Module):
-        self.norm = OffloadedModule(norm)
-        self.on_device: dict[torch.device, nn.Module] = {}
-
-    def __call__(self, state: torch.Tensor) -> torch.Tensor:
-        module = self.on_device.get(state.device)
-        if module is None:
-            own = not self.norm.needs_copy and self.norm.devices() <= {state.device}
-            module = self.norm.module if own else self.norm.copy_to(state.device)
-            self.on_device[state.device] = module
-        return module(state)
-
-
-def readout_norm(model: LoadedModel) -> ReadoutNorm | None:
-    """The model's final norm for the readout (None without one, as in BERT)."""
-    norm = model.final_norm
-    return None if norm is None else ReadoutNorm(norm)

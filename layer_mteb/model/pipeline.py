@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -14,13 +15,7 @@ from typing import Any, Literal, get_args
 from layer_mteb.common.config import DTYPES
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.pooling import POOLING_MODES
-from layer_mteb.model.names import (
-    PACKAGED_MODELS,
-    check_loadable,
-    installed_packaged,
-    model_kind,
-    packaged_distributions,
-)
+from layer_mteb.model.names import PACKAGED_MODELS, check_loadable, installed_folder, installed_packaged, model_kind
 
 logger = logging.getLogger(__name__)
 
@@ -56,14 +51,10 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
     if kind == "gguf":
         return None
     if kind == "packaged":
-        if PACKAGED_MODELS[name].gguf_file is not None:
-            return None
-        folder = _packaged_model_folder(name)
-        return read_pipeline(folder) if folder is not None else None
+        return None if PACKAGED_MODELS[name].gguf_file else read_pipeline(installed_folder(name))
     if kind == "folder":
         return read_pipeline(Path(name).expanduser())
-    short = installed_packaged(name) if revision is None else None
-    if short is not None:
+    if revision is None and (short := installed_packaged(name)) is not None:
         return model_pipeline(short)
     check_loadable(name, revision)  # a hub id that cannot load is one line here, before its files are asked for
     return _hub_pipeline(name, revision)
@@ -72,8 +63,7 @@ def model_pipeline(name: str, revision: str | None = None) -> Pipeline | None:
 def read_pipeline(folder: Path) -> Pipeline | None:
     """The pipeline ``folder`` declares, or None without ``modules.json``; a module the layers cannot reproduce (a
     ``Dense`` projection, another pooling mode) is one :class:`UserError`."""
-    modules = _json(folder / "modules.json")
-    if modules is None:
+    if (modules := _json(folder / "modules.json")) is None:
         return None
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules if isinstance(m, dict)]
     paths = {kind: str(m.get("path", "")) for kind, m in zip(kinds, modules, strict=True)}
@@ -85,9 +75,8 @@ def read_pipeline(folder: Path) -> Pipeline | None:
             "through: give --protocol paper, or --pooling/--max-length/--normalize yourself"
         )
     pooling = _pooling_mode(folder, _json(folder / paths["Pooling"] / "config.json") or {})
-    modalities = (_json(folder / paths.get("Transformer", "") / "sentence_bert_config.json") or {}).get(
-        "modality_config"
-    )
+    transformer = _json(folder / paths.get("Transformer", "") / "sentence_bert_config.json") or {}
+    modalities = transformer.get("modality_config")
     if isinstance(modalities, dict) and "message" in modalities:
         raise UserError(
             f"the sentence-transformers pipeline of {folder} renders texts through its chat template (a 'message' "
@@ -106,10 +95,9 @@ def _pooling_mode(folder: Path, config: dict) -> str:
         mode = "+".join(on) or "none"
         name = _ST_MODES.get(on[0]) if len(on) == 1 else None
     if name is None:
-        modes = ", ".join(POOLING_MODES)
         raise UserError(
-            f"the pooling mode {mode!r} of {folder} is not one of the modes here ({modes}): give --pooling, or "
-            "--protocol paper"
+            f"the pooling mode {mode!r} of {folder} is not one of the modes here ({', '.join(POOLING_MODES)}): give "
+            "--pooling, or --protocol paper"
         )
     if config.get("include_prompt") is False:
         raise UserError(
@@ -151,17 +139,6 @@ def _json(path: Path) -> Any:
         raise UserError(f"cannot read {path}: {first_line(err)}") from None
 
 
-def _packaged_model_folder(name: str) -> Path | None:
-    """The folder of a packaged (not GGUF) model's files, found without loading it (unpacked first if need be)."""
-    for distribution in packaged_distributions(name):
-        for file in distribution.files or ():
-            if file.name == "modules.json":
-                return Path(str(distribution.locate_file(file))).parent
-    from layer_mteb.model.loading import packaged_folder  # torch: only for a model not unpacked yet
-
-    return packaged_folder(name)
-
-
 #: the files :func:`read_pipeline` reads, fetched into the hub cache for a hub model
 PIPELINE_FILES = ("modules.json", "sentence_bert_config.json", "tokenizer_config.json", "config.json")
 
@@ -172,18 +149,15 @@ def _hub_pipeline(name: str, revision: str | None) -> Pipeline | None:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
 
-    found: dict[str, Path] = {}
+    missing = (EntryNotFoundError, LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError)
     try:
-        found["modules.json"] = Path(hf_hub_download(name, "modules.json", revision=revision))
-    except (EntryNotFoundError, LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError):
+        modules_file = Path(hf_hub_download(name, "modules.json", revision=revision))
+    except missing:
         logger.info("%s: no sentence-transformers pipeline found (no modules.json): the paper's settings apply", name)
         return None
-    modules = _json(found["modules.json"]) or []
+    modules = _json(modules_file) or []
     pooling = next((m.get("path", "") for m in modules if str(m.get("type", "")).endswith("Pooling")), None)
-    wanted = [*PIPELINE_FILES[1:], *([f"{pooling}/config.json"] if pooling else [])]
-    for file in wanted:
-        try:
+    for file in [*PIPELINE_FILES[1:], *([f"{pooling}/config.json"] if pooling else [])]:
+        with suppress(*missing):
             hf_hub_download(name, file, revision=revision)
-        except (EntryNotFoundError, LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError):
-            continue
-    return read_pipeline(found["modules.json"].parent)
+    return read_pipeline(modules_file.parent)

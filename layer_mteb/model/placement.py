@@ -23,8 +23,7 @@ _OFFLOAD = ("cpu", "disk")
 def model_devices(model: nn.Module) -> list[torch.device]:
     """The devices ``model`` computes on, inputs' first: its device map's accelerators (else the CPU), or without a
     map its parameters' device."""
-    device_map = getattr(model, "hf_device_map", None)
-    if device_map:
+    if device_map := getattr(model, "hf_device_map", None):
         devices = dict.fromkeys(_as_device(place) for place in device_map.values() if place not in _OFFLOAD)
         return list(devices) or [torch.device("cpu")]
     return [next(chain(model.parameters(), model.buffers())).device]
@@ -48,6 +47,17 @@ class OffloadedModule:
 
     def __init__(self, module: nn.Module):
         self.module = module
+        self.on_device: dict[torch.device, nn.Module] = {}
+
+    def __call__(self, state: torch.Tensor) -> torch.Tensor:
+        """Run the module where ``state`` is (the final norm the readout applies to every layer): under a device map
+        (norm on another GPU, or offloaded) a copy is made once per device, never moving states to it and back."""
+        module = self.on_device.get(state.device)
+        if module is None:
+            own = not self.needs_copy and self.devices() <= {state.device}
+            module = self.module if own else self.copy_to(state.device)
+            self.on_device[state.device] = module
+        return module(state)
 
     @property
     def needs_copy(self) -> bool:

@@ -8,10 +8,10 @@ anything is written, and the folder is renamed into place only when complete.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
@@ -20,7 +20,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import building, check_new_folder, no_empty_folders_on_error, plain_modes, topmost_missing
 from layer_mteb.common.pooling import sentence_transformers_config
 from layer_mteb.common.prompts import Prompts
-from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.architectures import LoadedModel, swapped
 from layer_mteb.model.attention import attention_of
 
 #: what the sweep feeds a model (``forward.encode_token_ids``: padded token ids and their attention mask)
@@ -72,8 +72,8 @@ def export_layer(
     check_new_folder(output, overwrite)
     check_exportable(model, layer, config)
     with no_empty_folders_on_error(topmost_missing(output)), building(output) as folder:
-        with truncated(model, layer) as cut:
-            cut.save_pretrained(folder)
+        with swapped(model.model, truncation(model, layer)):
+            model.model.save_pretrained(folder)
         _save_tokenizer(model.tokenizer, folder)
         _write_module_list(folder, model.hidden_size, config, prompts)
         (folder / "README.md").write_text(model_card(model, layer, config, run))
@@ -81,28 +81,18 @@ def export_layer(
     return output
 
 
-@contextmanager
-def truncated(model: LoadedModel, layer: int) -> Iterator[nn.Module]:
-    """The base model with its first ``layer`` blocks and a config that says so (Gemma-3's ``layer_types`` too, or
-    reloading fails), restored on exit."""
-    parent_path, _, name = model.architecture.blocks.rpartition(".")
-    parent = model.model.get_submodule(parent_path)
-    blocks = getattr(parent, name)
-    config = model.model.config
-    saved = {"num_hidden_layers": config.num_hidden_layers}
-    layer_types = vars(config).get("layer_types")  # stored per block (Gemma-3), not derived (Mamba's property)
+def truncation(model: LoadedModel, layer: int) -> dict[str, Any]:
+    """What :func:`~layer_mteb.model.architectures.swapped` sets to make the base model its first ``layer`` blocks,
+    with a config that says so (Gemma-3's ``layer_types`` too, or reloading fails)."""
+    stand_ins: dict[str, Any] = {
+        model.architecture.blocks: nn.ModuleList(list(model.blocks)[:layer]),
+        "config.num_hidden_layers": layer,
+    }
+    # stored per block (Gemma-3), not derived (Mamba's property)
+    layer_types = vars(model.model.config).get("layer_types")
     if isinstance(layer_types, list):
-        saved["layer_types"] = layer_types
-    try:
-        setattr(parent, name, nn.ModuleList(list(blocks)[:layer]))
-        config.num_hidden_layers = layer
-        if "layer_types" in saved:
-            config.layer_types = layer_types[:layer]
-        yield model.model
-    finally:
-        setattr(parent, name, blocks)
-        for key, value in saved.items():
-            setattr(config, key, value)
+        stand_ins["config.layer_types"] = layer_types[:layer]
+    return stand_ins
 
 
 def _save_tokenizer(tokenizer, folder: Path) -> None:
@@ -111,27 +101,24 @@ def _save_tokenizer(tokenizer, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
     path = folder / "tokenizer_config.json"
     settings = json.loads(path.read_text())
-    settings["model_input_names"] = list(MODEL_INPUTS)
-    settings["padding_side"] = "right"
+    settings.update(model_input_names=list(MODEL_INPUTS), padding_side="right")
     settings.pop("chat_template", None)
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
     for name in ("chat_template.jinja", "chat_template.json"):
         (folder / name).unlink(missing_ok=True)
 
 
-#: The module names every sentence-transformers version (3.x to 6.x) imports; 6's own ``save`` writes paths 5.x cannot.
-ST_MODULES = {
-    "transformer": "sentence_transformers.models.Transformer",
-    "pooling": "sentence_transformers.models.Pooling",
-    "normalize": "sentence_transformers.models.Normalize",
-}
+#: The modules (class in ``sentence_transformers.models``, folder), named as every sentence-transformers version (3.x
+#: to 6.x) imports them; 6's own ``save`` writes paths 5.x cannot.
+ST_MODULES = (("Transformer", ""), ("Pooling", "1_Pooling"), ("Normalize", "2_Normalize"))
 
 
 def _write_module_list(folder: Path, hidden_size: int, config: EncodeConfig, prompts: Prompts | None = None) -> None:
     """Transformer -> Pooling (-> Normalize) in sentence-transformers 3.0's format, which every later version loads."""
-    modules = [("transformer", ""), ("pooling", "1_Pooling")] + ([("normalize", "2_Normalize")] * config.normalize)
+    modules = ST_MODULES if config.normalize else ST_MODULES[:2]
     listed = [
-        {"idx": i, "name": str(i), "path": path, "type": ST_MODULES[kind]} for i, (kind, path) in enumerate(modules)
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (kind, path) in enumerate(modules)
     ]
     _write_json(folder / "modules.json", listed)
     _write_json(folder / "sentence_bert_config.json", {"max_seq_length": config.max_length, "do_lower_case": False})
@@ -159,7 +146,6 @@ def exported_readout(model: LoadedModel, config: EncodeConfig) -> str:
 
 def model_card(model: LoadedModel, layer: int, config: EncodeConfig, run: RunRecord | None = None) -> str:
     """README.md of the folder: where the layer comes from, how it is read out, and the run that chose it."""
-    readout = exported_readout(model, config)
     lines = [
         "---",
         "library_name: sentence-transformers",
@@ -177,7 +163,7 @@ def model_card(model: LoadedModel, layer: int, config: EncodeConfig, run: RunRec
         f"| source model | `{model.name}` |",
         f"| revision | `{model.revision}` |",
         f"| layer | {layer} of {model.n_layers} (relative depth {layer / model.n_layers:.3f}) |",
-        f"| readout | {readout} |",
+        f"| readout | {exported_readout(model, config)} |",
         f"| pooling | {config.pooling} |",
         f"| normalize | {config.normalize} |",
         f"| max_seq_length | {config.max_length} |",
@@ -203,8 +189,7 @@ def _run_section(run: RunRecord | None) -> list[str]:
     if run.summary:
         lines += [run.summary, ""]
     if run.scores:
-        lines += ["| task | main score |", "|---|---|"]
-        lines += [f"| {task} | {score:.4f} |" for task, score in run.scores]
+        lines += ["| task | main score |", "|---|---|", *(f"| {task} | {score:.4f} |" for task, score in run.scores)]
     else:
         lines.append("The run has no scores for this layer.")
     return [*lines, ""]
