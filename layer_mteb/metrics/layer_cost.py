@@ -12,7 +12,6 @@ Both come from one seeded sample of the run's own task texts in the run's batche
 from __future__ import annotations
 
 import logging
-import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -24,9 +23,9 @@ import pandas as pd
 import torch
 
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
-from layer_mteb.common.run_folder import RunFolder, layer_columns
+from layer_mteb.common.run_folder import LAYER_COLUMNS, RunFolder, layer_columns
 from layer_mteb.metrics.cost_table import COST_TABLE, CostSettings
-from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
+from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, seeded_sample, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import length_sorted_batches, tokenize
@@ -35,17 +34,7 @@ from layer_mteb.model.placement import model_devices, synchronize
 
 logger = logging.getLogger(__name__)
 
-COST_COLUMNS = [
-    "model",
-    "revision",
-    "layer",
-    "n_layers",
-    "relative_depth",
-    "texts",
-    "n_texts",
-    "seed",
-    *SETTINGS_COLUMNS,
-]
+COST_COLUMNS = [*LAYER_COLUMNS, "texts", "n_texts", "seed", *SETTINGS_COLUMNS]
 COST_COLUMNS += ["batch_size", "max_batch_tokens", "device", "threads", "repeats", "seconds", "seconds_per_1000_texts"]
 COST_COLUMNS += ["flops", "flops_fraction"]
 
@@ -67,11 +56,7 @@ def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data
         found = load_texts(source, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed)
         pool.update(dict.fromkeys(found.texts))
         names.append(found.name)  # task:<Task>, a custom task's too
-    texts = list(pool)
-    if len(texts) > settings.n_texts:
-        keep = sorted(random.Random(settings.seed).sample(range(len(texts)), settings.n_texts))
-        texts = [texts[i] for i in keep]
-    return TextSample(",".join(names), tuple(texts))
+    return TextSample(",".join(names), tuple(seeded_sample(list(pool), settings.n_texts, settings.seed)))
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:

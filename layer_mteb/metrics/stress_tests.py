@@ -296,14 +296,11 @@ class _Run:
     def frame(self, found: dict[str, np.ndarray], texts: str, test: str, level: float) -> pd.DataFrame:
         """Tidy rows of one (test, level); prompts under 2 tokens have no entropy and are dropped (with a note)."""
         n_states, n = next(iter(found.values())).shape
-        layer, prompt = np.repeat(np.arange(n_states), n), np.tile(np.arange(n), n_states)
-        parts = [
-            pd.DataFrame(
-                {"prompt": prompt, "layer": layer, "normalization": normalization, "value": values.reshape(-1)}
-            )
-            for normalization, values in found.items()
-        ]
-        frame = pd.concat(parts, ignore_index=True).assign(
+        rows = pd.MultiIndex.from_product(
+            [list(found), range(n_states), range(n)], names=["normalization", "layer", "prompt"]
+        )
+        frame = pd.DataFrame({"value": np.stack(list(found.values())).reshape(-1)}, index=rows).reset_index()
+        frame = frame.assign(
             model=self.model.name, test=test, level=float(level), texts=texts, readout=self.config.readout
         )
         missing = frame["value"].isna()

@@ -136,10 +136,14 @@ def _sampled(option: str, usable: TextSource, n_prompts: int, seed: int) -> Text
     texts = usable.texts
     if len(texts) < 2:
         raise UserError(f"--texts {option}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
-    if len(texts) <= n_prompts:
-        return usable
-    keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
-    return replace(usable, texts=tuple(texts[i] for i in keep))
+    return usable if len(texts) <= n_prompts else replace(usable, texts=tuple(seeded_sample(texts, n_prompts, seed)))
+
+
+def seeded_sample(texts: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``texts`` drawn with ``seed``, in their order (all of them where they are no more than ``n``)."""
+    if len(texts) <= n:
+        return list(texts)
+    return [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), n))]
 
 
 #: the agreement curves' default sample of a task's own texts: size and seed (selection reading stored curves back
