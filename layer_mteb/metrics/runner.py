@@ -78,14 +78,14 @@ class TokenMetrics:
         if bends:
             self.curvature[:, rows], self.curvature_valid[:, rows] = _on_host(bends)
 
+    def normalized(self, normalization: Normalization) -> torch.Tensor:
+        """[L+1, n] prompt entropies normalised per prompt (N: its token count, D: the hidden size)."""
+        # prompts under 2 tokens are invalid (masked out); clamping only keeps their placeholder finite
+        return normalize_entropy(self.entropy, normalization, self.lengths.clamp(min=2), max(self.hidden_size, 2))
+
     def summary(self) -> dict[str, list[tuple[float, int] | None]]:
         """metric -> per layer (mean over valid prompts, their count), or None where no prompt was valid."""
-        # prompts under 2 tokens are invalid (masked out); clamping only keeps their placeholder finite
-        tokens, d = self.lengths.clamp(min=2), max(self.hidden_size, 2)
-        out = {
-            name: _masked_means(normalize_entropy(self.entropy, normalization, tokens, d), self.entropy_valid)
-            for name, normalization in PROMPT_ENTROPIES.items()
-        }
+        out = {name: _masked_means(self.normalized(how), self.entropy_valid) for name, how in PROMPT_ENTROPIES.items()}
         out["curvature"] = _masked_means(self.curvature, self.curvature_valid)
         return out
 

@@ -29,7 +29,6 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import write_json
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, stress_tables
-from layer_mteb.metrics.representation import normalize_entropy
 from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
 from layer_mteb.metrics.texts import load_texts
 from layer_mteb.model.architectures import LoadedModel
@@ -283,15 +282,10 @@ class _Run:
         settings = MetricSettings(views=0, alpha=self.settings.alpha)
         observer = TokenMetrics(self.model.n_layers + 1, len(ids), settings, curvature=False)
         encode_token_ids(self.model, ids, self.config, progress=self.progress, on_batch=observer, into=discard_vectors)
-        tokens = observer.lengths.clamp(min=2)
         # all tokens identical (>= 2 of them, nothing left after centring): the minimum entropy, 0
         defined = observer.entropy_valid | (observer.lengths >= 2)
-        d = max(observer.hidden_size, 2)
-        out = {}
-        for normalization in STRESS_NORMALIZATIONS:
-            value = normalize_entropy(observer.entropy, normalization, tokens, d)
-            out[normalization] = torch.where(defined, value, torch.full_like(value, float("nan"))).numpy()
-        return out
+        nan = torch.tensor(float("nan"), dtype=torch.float64)
+        return {how: torch.where(defined, observer.normalized(how), nan).numpy() for how in STRESS_NORMALIZATIONS}
 
     def frame(self, found: dict[str, np.ndarray], texts: str, test: str, level: float) -> pd.DataFrame:
         """Tidy rows of one (test, level); prompts under 2 tokens have no entropy and are dropped (with a note)."""

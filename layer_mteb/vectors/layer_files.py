@@ -76,14 +76,11 @@ class SegmentWriter:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """On an exception: close the files and remove the unfinished segment."""
         if exc_type is not None:
-            self.abort()
-
-    def abort(self) -> None:
-        """Close the files and remove the unfinished segment."""
-        for handle in self.files:
-            handle.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+            for handle in self.files:
+                handle.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def layer_file(layer: int) -> str:
