@@ -17,7 +17,7 @@ import hashlib
 import math
 import random
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Literal, get_args
 
 import numpy as np
@@ -70,10 +70,7 @@ def smaller_kernel(z: torch.Tensor) -> torch.Tensor:
 def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
     """Run CPU eigensolvers on one thread. MKL's multi-threaded eigvalsh on these small matrices gains nothing,
     and on a machine whose cores are shared it spins: measured 0.16 s on one thread, up to 96 s on two."""
-    if tensor.device.type != "cpu":
-        yield
-        return
-    with torch_threads(1):
+    with torch_threads(1) if tensor.device.type == "cpu" else nullcontext():
         yield
 
 
@@ -115,16 +112,13 @@ def normalize_entropy(
         return entropy
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}; got {normalization!r}")
-    smallest_n = int(n.min()) if isinstance(n, torch.Tensor) else n
+    counts = isinstance(n, torch.Tensor)
+    smallest_n = int(n.min()) if counts else n
     if min(smallest_n, d) < 2:
         raise ValueError(f"cannot normalise an entropy of {smallest_n} rows of dimension {d}: log 1 = 0")
-    log_d = math.log(d)
-    if isinstance(n, torch.Tensor):
-        log_n = torch.log(n.double())
-        divisor = {"logN": log_n, "logD": log_d, "maxEntropy": torch.clamp(log_n, max=log_d)}[normalization]
-    else:
-        divisor = {"logN": math.log(n), "logD": log_d, "maxEntropy": min(math.log(n), log_d)}[normalization]
-    return entropy / divisor
+    log_n, log_d = (torch.log(n.double()) if counts else math.log(n)), math.log(d)
+    largest = torch.clamp(log_n, max=log_d) if counts else min(log_n, log_d)
+    return entropy / {"logN": log_n, "logD": log_d, "maxEntropy": largest}[normalization]
 
 
 def matrix_entropy(

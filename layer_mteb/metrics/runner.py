@@ -237,20 +237,11 @@ def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> Te
 def _row_adder(
     rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource, settings: MetricSettings
 ) -> Callable:
+    fixed = {"texts": source.name, "task": source.task, "data": source.data, "arithmetic": settings.arithmetic}
+
     def add(layer: int, metric: str, value: float, n: int) -> None:
-        rows.append(
-            {
-                **layer_columns(model, layer),
-                "texts": source.name,
-                "task": source.task,
-                "metric": metric,
-                "value": float(value),
-                "n": int(n),
-                **config.key(),
-                "data": source.data,
-                "arithmetic": settings.arithmetic,
-            }
-        )
+        row = {"metric": metric, "value": float(value), "n": int(n), **fixed, **config.key()}
+        rows.append({**layer_columns(model, layer), **row})
 
     return add
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import psutil
 import torch
 from numpy.lib import format as npy
 
@@ -101,7 +102,7 @@ def remove_torn(folder: Path) -> None:
         return
     for tmp in folder.glob(f"{_TMP}*"):
         pid = int(tmp.name[len(_TMP) :].split("-")[0])
-        if pid != os.getpid() and _alive(pid):
+        if pid != os.getpid() and psutil.pid_exists(pid):  # another user's live process counts too
             continue
         logger.info("removing %s, left by a run that was stopped while writing it", tmp)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -129,13 +130,3 @@ def gather(segment: Path, layer: int, rows: np.ndarray) -> np.ndarray:
     out[order] = mapped[rows[order]]
     del mapped
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        pass
-    return True

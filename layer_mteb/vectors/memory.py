@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import shutil
 from pathlib import Path
+
+import psutil
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.ranks import host_share
@@ -51,15 +52,9 @@ def store_bytes(n_texts: int, n_layers: int, hidden: int) -> int:
 
 
 def host_available() -> int:
-    """MemAvailable of /proc/meminfo (what Linux can hand out without swapping); total physical memory elsewhere."""
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """What the host can hand out without swapping: psutil's available memory (on Linux, MemAvailable of
+    /proc/meminfo; elsewhere the system's own estimate)."""
+    return psutil.virtual_memory().available
 
 
 def auto_memory_limit(device: str) -> int:
