@@ -64,11 +64,10 @@ def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfi
     token_ids, _ = tokenize(model.tokenizer, texts, config)
     limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
     batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
-    out = []
-    for batch in batches:
-        padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
-        out.append({key: value.to(model.device) for key, value in padded.items()})
-    return out
+    padded = (
+        model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in b]}, return_tensors="pt") for b in batches
+    )
+    return [{key: value.to(model.device) for key, value in batch.items()} for batch in padded]
 
 
 def _attention_flops(query, key, value, *_, **__) -> int:
@@ -136,26 +135,13 @@ def measure_cost(
     seconds = depth_seconds(model, batches, settings.repeats)
     batch_size, max_batch_tokens = config.batch_limits(model.n_layers + 1, model.hidden_size)
     n = len(sample.texts)
-    rows = [
-        {
-            **layer_columns(model, depth),
-            "texts": sample.name,
-            "n_texts": n,
-            "seed": settings.seed,
-            **config.key(),
-            "batch_size": batch_size,
-            "max_batch_tokens": max_batch_tokens,
-            "device": ",".join(str(device) for device in model_devices(model.model)),
-            "threads": torch.get_num_threads(),
-            "repeats": settings.repeats,
-            "seconds": seconds[depth],
-            "seconds_per_1000_texts": 1000 * seconds[depth] / n,
-            "flops": flops[depth],
-            "flops_fraction": flops[depth] / flops[-1] if flops[-1] else float("nan"),
-        }
-        for depth in range(model.n_layers + 1)
-    ]
-    return pd.DataFrame(rows, columns=COST_COLUMNS)
+    fixed = {"texts": sample.name, "n_texts": n, "seed": settings.seed, **config.key(), "batch_size": batch_size}
+    fixed |= {"max_batch_tokens": max_batch_tokens, "threads": torch.get_num_threads(), "repeats": settings.repeats}
+    fixed["device"] = ",".join(str(device) for device in model_devices(model.model))
+    frame = pd.DataFrame([layer_columns(model, depth) for depth in range(model.n_layers + 1)])
+    frame = frame.assign(**fixed, seconds=seconds, seconds_per_1000_texts=[1000 * s / n for s in seconds], flops=flops)
+    frame["flops_fraction"] = [f / flops[-1] if flops[-1] else float("nan") for f in flops]
+    return frame[COST_COLUMNS]
 
 
 def run_cost(

@@ -251,15 +251,12 @@ class _Run:
         pooled = [perturb(row, test, p, prompt=i, **kwargs) for test, p in changed for i, row in enumerate(ids)]
         found = self.entropies(pooled) if pooled else {}
         plain = self.entropies(ids) if len(changed) < len(levels) else {}
-        parts = []
-        for test, p in levels:
-            if p == 0:
-                part = plain
-            else:
-                start = changed.index((test, p)) * len(ids)
-                part = {name: values[:, start : start + len(ids)] for name, values in found.items()}
-            parts.append(self.frame(part, texts, test, p))
-        return parts
+
+        def columns(level: tuple[str, float]) -> dict[str, np.ndarray]:  # a changed level's prompts in the passes
+            start = changed.index(level) * len(ids)
+            return {name: values[:, start : start + len(ids)] for name, values in found.items()}
+
+        return [self.frame(plain if p == 0 else columns((test, p)), texts, test, p) for test, p in levels]
 
     def lengths(self) -> list[pd.DataFrame]:
         """Random-token prompts of each length up to the model's context (longer ones are skipped, and said so)."""
