@@ -50,13 +50,12 @@ class TextSample:
 def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data_dir=None) -> TextSample:
     """``settings.n_texts`` texts drawn (seeded) from the union of ``sources`` (``task:<Task>``, ``wikitext`` or a
     file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time."""
-    pool: dict[str, None] = {}
-    names = []
-    for source in sources:
-        found = load_texts(source, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed)
-        pool.update(dict.fromkeys(found.texts))
-        names.append(found.name)  # task:<Task>, a custom task's too
-    return TextSample(",".join(names), tuple(seeded_sample(list(pool), settings.n_texts, settings.seed)))
+    found = [
+        load_texts(s, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed) for s in sources
+    ]
+    pool = list(dict.fromkeys(text for source in found for text in source.texts))
+    names = ",".join(source.name for source in found)  # task:<Task>, a custom task's too
+    return TextSample(names, tuple(seeded_sample(pool, settings.n_texts, settings.seed)))
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:

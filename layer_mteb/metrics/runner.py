@@ -53,10 +53,8 @@ class TokenMetrics:
             if settings.authors
             else partial(representation.token_curvatures, absolute=settings.absolute_curvature)
         )
-        self.entropy = torch.zeros(n_states, n_texts, dtype=torch.float64)
-        self.entropy_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
-        self.curvature = torch.zeros(n_states, n_texts, dtype=torch.float64)
-        self.curvature_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
+        self.entropy, self.curvature = (torch.zeros(n_states, n_texts, dtype=torch.float64) for _ in range(2))
+        self.entropy_valid, self.curvature_valid = (torch.zeros(n_states, n_texts, dtype=torch.bool) for _ in range(2))
         self.lengths = torch.zeros(n_texts, dtype=torch.float64)
         self.hidden_size = 0
 

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -209,15 +210,9 @@ def run_stress(
             folder.update(STRESS_TABLE, values, gzip=compress)
             for table, frame in derived:
                 folder.update(table, frame)
-        about = {
-            "model": model.name,
-            "revision": model.revision,
-            "texts": texts,
-            "data": data,
-            "readout": config.readout,
-        }
-        entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
-        record_stress_run(folder, {**entry, "encode": config.key()})
+        about = {"model": model.name, "revision": model.revision, "texts": texts, "data": data}
+        entry = {**about, "readout": config.readout, "tests": list(settings.tests), "seconds": round(seconds, 1)}
+        record_stress_run(folder, {**entry, "settings": asdict(settings), "encode": config.key()})
     return values, next(frame for table, frame in derived if table == DIPS_TABLE)
 
 
@@ -237,8 +232,7 @@ class _Run:
     def __init__(self, model: LoadedModel, config: EncodeConfig, settings: StressSettings, progress: bool):
         self.model, self.config, self.settings, self.progress = model, config, settings, progress
         self.ends = special_ends(model.tokenizer)
-        rows = model.model.get_input_embeddings().num_embeddings
-        self.vocab = vocabulary_size(model.tokenizer, rows)
+        self.vocab = vocabulary_size(model.tokenizer, model.model.get_input_embeddings().num_embeddings)
 
     def perturbed(self, texts: str, ids: list[np.ndarray]) -> list[pd.DataFrame]:
         """Randomness and repetition levels of ``ids``; p = 0 runs alone (batched as ``metrics`` does), the other
@@ -266,13 +260,10 @@ class _Run:
             logger.warning("lengths over %s's context of %d tokens skipped", self.model.name, context)
         if not kept:
             raise UserError(f"every --lengths value exceeds {self.model.name}'s context of {context} tokens")
-        parts = []
-        for length in kept:
-            prompts = random_prompts(
-                self.settings.length_prompts, length, seed=self.settings.seed, vocab=self.vocab, ends=self.ends
-            )
-            parts.append(self.frame(self.entropies(prompts), "random", "length", length))
-        return parts
+        draw = partial(
+            random_prompts, self.settings.length_prompts, seed=self.settings.seed, vocab=self.vocab, ends=self.ends
+        )
+        return [self.frame(self.entropies(draw(length)), "random", "length", length) for length in kept]
 
     def entropies(self, ids: list[np.ndarray]) -> dict[str, np.ndarray]:
         """normalisation -> [L+1, n] per-prompt prompt entropies (NaN: a prompt under 2 tokens)."""

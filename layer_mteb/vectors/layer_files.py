@@ -41,11 +41,9 @@ class SegmentWriter:
         self.texts = list(texts)
         self.order: list[int] = []
         header = {"descr": npy.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
-        self.files = []
-        for layer in range(n_layers):
-            handle = (self.tmp / layer_file(layer)).open("wb")
-            npy.write_array_header_2_0(handle, {**header, "shape": (len(self.texts), hidden)})
-            self.files.append(handle)
+        self.files = [(self.tmp / layer_file(layer)).open("wb") for layer in range(n_layers)]
+        for handle in self.files:
+            npy.write_array_header_2_0(handle, {**header, "shape": (len(texts), hidden)})
 
     def write(self, layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
         """Append ``vectors`` ([B, D]: the texts at positions ``rows`` of this fill) to ``layer``'s file."""

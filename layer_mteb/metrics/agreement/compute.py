@@ -128,10 +128,9 @@ def curve_rows(
 
 
 def _rows(model: LoadedModel, config: EncodeConfig, sample: TaskSample, key: tuple, values: np.ndarray) -> list:
-    reference, revision, metric, outlier, n, k = key
-    fixed = {"task": sample.task, "reference": reference, "reference_revision": revision, "metric": metric}
-    fixed |= {"outlier": outlier, "n": n, "k": k, "seed": sample.seed, **config.key()}
-    fixed["all_texts"] = sample.all_texts and n == len(sample.texts)
+    fixed = dict(zip(("reference", "reference_revision", "metric", "outlier", "n", "k"), key, strict=True))
+    fixed |= {"task": sample.task, "seed": sample.seed, **config.key()}
+    fixed["all_texts"] = sample.all_texts and fixed["n"] == len(sample.texts)
     return [{**layer_columns(model, layer), **fixed, "value": float(v)} for layer, v in enumerate(values)]
 
 

@@ -115,10 +115,8 @@ def lexical_vectors(texts: Sequence[str], spec: LexicalSpec, seed: int = 0) -> n
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
-    ngram_range = (1, spec.ngrams)
-    vectorizer = TfidfVectorizer(ngram_range=ngram_range, sublinear_tf=True)
-    if spec.kind == "bm25":
-        vectorizer = CountVectorizer(ngram_range=ngram_range)
+    ngrams = {"ngram_range": (1, spec.ngrams)}
+    vectorizer = CountVectorizer(**ngrams) if spec.kind == "bm25" else TfidfVectorizer(**ngrams, sublinear_tf=True)
     try:
         matrix = vectorizer.fit_transform(list(texts))
     except ValueError:  # scikit-learn: "empty vocabulary"
