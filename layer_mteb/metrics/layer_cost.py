@@ -16,7 +16,6 @@ import statistics
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,7 @@ import torch
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
 from layer_mteb.common.run_folder import LAYER_COLUMNS, RunFolder, layer_columns
 from layer_mteb.metrics.cost_table import COST_TABLE, CostSettings
-from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, seeded_sample, text_sources
+from layer_mteb.metrics.texts import TextSource, load_texts, seeded_sample, task_texts_label, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import length_sorted_batches, tokenize
@@ -39,23 +38,16 @@ COST_COLUMNS += ["batch_size", "max_batch_tokens", "device", "threads", "repeats
 COST_COLUMNS += ["flops", "flops_fraction"]
 
 
-@dataclass(frozen=True)
-class TextSample:
-    """The texts the cost was measured on: ``name`` says where they came from (the ``texts`` column)."""
-
-    name: str
-    texts: tuple[str, ...]
-
-
-def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data_dir=None) -> TextSample:
+def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data_dir=None) -> TextSource:
     """``settings.n_texts`` texts drawn (seeded) from the union of ``sources`` (``task:<Task>``, ``wikitext`` or a
-    file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time."""
+    file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time.
+    The sample's ``name`` says where they came from (the ``texts`` column of ``cost.csv``)."""
     found = [
         load_texts(s, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed) for s in sources
     ]
     pool = list(dict.fromkeys(text for source in found for text in source.texts))
     names = ",".join(source.name for source in found)  # task:<Task>, a custom task's too
-    return TextSample(names, tuple(seeded_sample(pool, settings.n_texts, settings.seed)))
+    return TextSource(names, tuple(seeded_sample(pool, settings.n_texts, settings.seed)), n_available=len(pool))
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
@@ -124,7 +116,7 @@ def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]
 
 
 def measure_cost(
-    model: LoadedModel, sample: TextSample, config: EncodeConfig, settings: CostSettings | None = None
+    model: LoadedModel, sample: TextSource, config: EncodeConfig, settings: CostSettings | None = None
 ) -> pd.DataFrame:
     """``cost.csv``'s rows for ``model`` on ``sample``: one per depth k = 0..L, seconds and FLOPs of the cut model."""
     settings = settings or CostSettings()
@@ -159,13 +151,12 @@ def run_cost(
     folder = RunFolder(folder)
     scores = folder.one_setting()
     scored = folder.setting(scores, **placement)
-    name, revision, config = scored.model, scored.revision, scored.config
     recorded = folder.recorded_tasks()  # a custom task is found again through the task file that declared it
-    own = [f"{TASK_TEXTS}{recorded.tasks_value(task)}" for task in sorted(set(scores["task"]))]
+    own = [task_texts_label(recorded.tasks_value(task)) for task in sorted(set(scores["task"]))]
     sources = text_sources(texts) if texts else own
-    loaded = load_scored_model(name, revision, config, model)
+    loaded = load_scored_model(scored.model, scored.revision, scored.config, model)
     sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded.data_dir)
-    frame = measure_cost(loaded, sample, config, settings)
-    frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
+    # the rows carry the run's identity, however its model was found
+    frame = measure_cost(loaded, sample, scored.config, settings).assign(model=scored.model, revision=scored.revision)
     folder.write_table(COST_TABLE.file, frame, float_format=COST_TABLE.floats)
     return frame

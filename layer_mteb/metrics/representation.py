@@ -18,7 +18,6 @@ import math
 import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -26,9 +25,8 @@ import torch.nn.functional as F
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.threads import torch_threads
+from layer_mteb.metrics import NORMALIZATIONS, Normalization
 
-Normalization = Literal["raw", "logN", "logD", "maxEntropy"]
-NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
 _RELATIVE_TOL = 1e-10
 _RETRIES = 5
 
@@ -284,12 +282,9 @@ def _augmenter(p: float, max_words: int | None):
         raise UserError(
             "InfoNCE, LiDAR and DiME need nlpaug: pip install 'layer_mteb[metrics]' (or --views 0 to skip them)"
         ) from None
+    chars = {"aug_char_p": p, "aug_word_p": p, "aug_word_max": max_words}  # the character augmenters' shared settings
     return naf.Sequential(
-        [
-            naw.SplitAug(aug_p=p, aug_max=max_words),
-            nac.RandomCharAug(aug_char_p=p, aug_word_p=p, aug_word_max=max_words),
-            nac.KeyboardAug(aug_char_p=p, aug_word_p=p, aug_word_max=max_words),
-        ]
+        [naw.SplitAug(aug_p=p, aug_max=max_words), nac.RandomCharAug(**chars), nac.KeyboardAug(**chars)]
     )
 
 

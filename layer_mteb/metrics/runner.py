@@ -9,7 +9,9 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import product
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -17,7 +19,7 @@ import torch
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder, layer_columns
-from layer_mteb.metrics import METRICS_TABLE, authors_arithmetic, representation, tidy_metrics
+from layer_mteb.metrics import METRICS_TABLE, PROMPT_ENTROPIES, authors_arithmetic, representation, tidy_metrics
 from layer_mteb.metrics.representation import Normalization, augment, masked_mean, normalize_entropy
 from layer_mteb.metrics.settings import (  # noqa: F401 (the command line reads the sizes from here)
     PAPER_METRIC_SIZES,
@@ -31,14 +33,6 @@ from layer_mteb.model.forward import encode_all_layers
 from layer_mteb.model.loading import load_model
 
 logger = logging.getLogger(__name__)
-
-#: prompt-entropy columns of ``metrics.csv`` -> how each is normalised (per prompt: N is its token count)
-PROMPT_ENTROPIES: dict[str, Normalization] = {
-    "prompt_entropy": "maxEntropy",
-    "prompt_entropy_raw": "raw",
-    "prompt_entropy_logn": "logN",
-    "prompt_entropy_logd": "logD",
-}
 
 
 class TokenMetrics:
@@ -123,12 +117,11 @@ class TaskTextMetrics:
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source, self.settings)
         summaries = [part.summary() for part in self.parts]
-        for name in summaries[0]:
-            for layer in range(self.model.n_layers + 1):
-                entries = [s[name][layer] for s in summaries if s[name][layer] is not None]
-                count = sum(n for _, n in entries)
-                if count:
-                    add(layer, name, sum(v * n for v, n in entries) / count, count)
+        for name, layer in product(summaries[0], range(self.model.n_layers + 1)):
+            entries = [s[name][layer] for s in summaries if s[name][layer] is not None]
+            count = sum(n for _, n in entries)
+            if count:
+                add(layer, name, sum(v * n for v, n in entries) / count, count)
         _dataset_metrics(pooled, self.settings, add)
         return tidy_metrics(rows)
 
@@ -147,11 +140,8 @@ def compute_metrics(
 ) -> pd.DataFrame:
     """Every metric of every layer of ``model`` on ``texts`` (``"wikitext"``, ``"task:<TaskName>"``, a file or a
     list of strings) as a tidy frame; with ``output``, merged into its ``metrics.csv``."""
-    config = config or EncodeConfig(device=default_device())
     settings = settings or MetricSettings()
-    if not isinstance(model, LoadedModel):
-        model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
-    config = with_model_attention(config, model)
+    model, config = loaded_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
     source = _source(texts, model, settings, data_dir)
     rows: list[dict] = []
     add = _row_adder(rows, model, config, source, settings)
@@ -183,6 +173,16 @@ def compute_metrics(
     if output is not None:
         RunFolder(output).update(METRICS_TABLE, frame)
     return frame
+
+
+def loaded_model(
+    model: LoadedModel | str, config: EncodeConfig | None, **loading: Any
+) -> tuple[LoadedModel, EncodeConfig]:
+    """``model`` as given or loaded by name (``loading``: load_model's keywords), and ``config`` (default: on the
+    default device) with the model's own attention filled in, so keys name what ran."""
+    config = config or EncodeConfig(device=default_device())
+    model = model if isinstance(model, LoadedModel) else load_model(model, config, **loading)
+    return model, with_model_attention(config, model)
 
 
 def _dataset_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:

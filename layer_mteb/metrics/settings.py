@@ -51,9 +51,8 @@ class MetricSettings:
         return self.arithmetic == "authors"
 
 
-#: the settings that size the samples: prompts, views per prompt, prompts given views
-SAMPLE_SIZES = ("n_prompts", "views", "augment_prompts")
-#: sample sizes of the paper's protocol (Skean et al. 2025): MetricSettings' defaults, ``metrics --full-protocol``
-PAPER_METRIC_SIZES: dict[str, int] = {name: getattr(MetricSettings, name) for name in SAMPLE_SIZES}
-#: the command line's default sizes: about a minute for MiniLM-L6 on a CPU, the same metrics on smaller samples
+#: the command line's default sample sizes (prompts, views per prompt, prompts given views): about a minute for
+#: MiniLM-L6 on a CPU, the same metrics on smaller samples
 QUICK_METRIC_SIZES: dict[str, int] = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
+#: sample sizes of the paper's protocol (Skean et al. 2025): MetricSettings' defaults, ``metrics --full-protocol``
+PAPER_METRIC_SIZES: dict[str, int] = {name: getattr(MetricSettings, name) for name in QUICK_METRIC_SIZES}

@@ -25,17 +25,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import write_json
 from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import PROMPT_ENTROPIES
 from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, stress_tables
-from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
+from layer_mteb.metrics.runner import MetricSettings, TokenMetrics, discard_vectors, loaded_model
 from layer_mteb.metrics.texts import load_texts
 from layer_mteb.model.architectures import LoadedModel
-from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import encode_token_ids, tokenize
-from layer_mteb.model.loading import load_model
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +42,6 @@ Test = Literal["randomness", "repetition", "length"]
 TESTS: tuple[str, ...] = get_args(Test)
 #: the authors' lowest random id: ids below it are control and byte tokens in most vocabularies
 FIRST_RANDOM_ID = 20
-_TEST_CODES = {name: code for code, name in enumerate(TESTS)}
 
 
 def special_ends(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -90,7 +88,7 @@ def perturb(
     content = ids[start:stop]
     if p == 0 or len(content) == 0:
         return ids.copy()
-    rng = np.random.default_rng([seed, _TEST_CODES[test], prompt])
+    rng = np.random.default_rng([seed, TESTS.index(test), prompt])  # a test is seeded by its place in TESTS
     draws = rng.random(len(content))
     if test == "randomness":
         replacement = rng.integers(FIRST_RANDOM_ID, vocab, size=len(content))
@@ -109,7 +107,7 @@ def random_prompts(
     inner = length - len(prefix) - len(suffix)
     if inner < 2:
         raise UserError(f"--lengths {length} leaves fewer than 2 tokens besides the special tokens {prefix + suffix}")
-    rng = np.random.default_rng([seed, _TEST_CODES["length"], length])
+    rng = np.random.default_rng([seed, TESTS.index("length"), length])
     body = rng.integers(FIRST_RANDOM_ID, vocab, size=(n, inner))
     head, tail = np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64)
     return [np.concatenate([head, row.astype(np.int64), tail]) for row in body]
@@ -183,11 +181,8 @@ def run_stress(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``stress.csv`` frame, ``dip.csv`` frame) of ``model``; with ``output``, both are merged into that folder."""
     started = time.perf_counter()
-    config = config or EncodeConfig(device=default_device())
     settings = settings or StressSettings()
-    if not isinstance(model, LoadedModel):
-        model = load_model(model, config)
-    config = with_model_attention(config, model)
+    model, config = loaded_model(model, config)
     if config.max_batch_tokens is None:
         config = EncodeConfig(**{**asdict(config), "max_batch_tokens": DEFAULT_BATCH_TOKENS})
     run = _Run(model, config, settings, progress)

@@ -52,9 +52,8 @@ class SegmentWriter:
             self.order += rows
 
     def write_all(self, rows: Sequence[int], vectors: torch.Tensor) -> None:
-        """Append ``vectors`` ([layers, B, D]) to the layers' files: one host copy per batch, not per layer."""
-        if vectors.shape[0] != len(self.files):
-            raise RuntimeError(f"segment got {vectors.shape[0]} layers for {len(self.files)} files")
+        """Append ``vectors`` ([layers, B, D]) to the layers' files: one host copy per batch, not per layer (a count of
+        layers other than the files' fails, and the unfinished segment goes)."""
         host = vectors.detach().to("cpu", torch.float32).numpy()
         for handle, layer in zip(self.files, host, strict=True):
             handle.write(layer.tobytes())
@@ -95,9 +94,8 @@ def segment_folders(folder: Path) -> list[Path]:
 
 
 def remove_torn(folder: Path) -> None:
-    """Remove temporary segments left by killed runs (one whose process still runs is left alone)."""
-    if not folder.is_dir():
-        return
+    """Remove temporary segments left by killed runs (one whose process still runs is left alone); a folder not made
+    yet has none."""
     for tmp in folder.glob(f"{_TMP}*"):
         pid = int(tmp.name[len(_TMP) :].split("-")[0])
         if pid != os.getpid() and psutil.pid_exists(pid):  # another user's live process counts too
@@ -126,5 +124,4 @@ def gather(segment: Path, layer: int, rows: np.ndarray) -> np.ndarray:
     order = np.argsort(rows, kind="stable")  # read the file front to back
     out = np.empty((len(rows), mapped.shape[1]), dtype=np.float32)
     out[order] = mapped[rows[order]]
-    del mapped
     return out

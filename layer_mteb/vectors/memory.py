@@ -29,8 +29,7 @@ VALUE_BYTES = 4
 def parse_size(text: str) -> int:
     """``2GB`` | ``256MB`` | ``1.5GiB`` | ``1000000`` -> bytes."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-    unit = match.group(2).upper() if match else None
-    if match is None or unit not in _UNITS:
+    if match is None or (unit := match.group(2).upper()) not in _UNITS:
         raise UserError(f"--max-cache-memory {text!r} is not a size like 2GB, 256MB or 1.5GiB")
     size = int(float(match.group(1)) * _UNITS[unit])
     if size <= 0:

@@ -120,10 +120,9 @@ def curve_rows(
                 else:
                     values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
                 rows += _rows(model, config, sample, (reference, revision, metric, outlier, n, k), values)
-        if with_id:
-            rows += _rows(
-                model, config, sample, (NO_REFERENCE, NO_REFERENCE, ID_METRIC, "none", n, 0), id_curve(layers)
-            )
+        if with_id:  # the ID reads no reference and no neighbourhood
+            key = (NO_REFERENCE, NO_REFERENCE, ID_METRIC, "none", n, 0)
+            rows += _rows(model, config, sample, key, id_curve(layers))
     return rows
 
 

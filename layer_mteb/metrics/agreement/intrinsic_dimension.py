@@ -14,6 +14,7 @@ mean of token embeddings) is never picked. Ties go to the deeper layer, as every
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, get_args
@@ -96,10 +97,8 @@ def valley_layer(curve: np.ndarray) -> int:
     def at_least_neighbours(i: int, better: Callable[[float, float], bool]) -> bool:
         return all(better(values[i], values[j]) for j in (i - 1, i + 1) if 0 <= j <= last)
 
-    peaks = [i for i in range(last + 1) if values[i] >= floor and at_least_neighbours(i, lambda a, b: a >= b)]
-    peak = peaks[0] if peaks else last
-    valleys = [i for i in range(peak + 1, last + 1) if at_least_neighbours(i, lambda a, b: a <= b)]
-    return (valleys[0] if valleys else last) + 1
+    peak = next((i for i in range(last + 1) if values[i] >= floor and at_least_neighbours(i, operator.ge)), last)
+    return next((i for i in range(peak + 1, last + 1) if at_least_neighbours(i, operator.le)), last) + 1
 
 
 ID_PICKS: dict[str, Callable[[np.ndarray], int]] = {

@@ -157,8 +157,7 @@ def _bm25(counts, k1: float = BM25_K1, b: float = BM25_B):
     lengths = np.asarray(counts.sum(axis=1)).ravel()
     norm = k1 * (1 - b + b * lengths / max(lengths.mean(), 1e-12))
     row_norm = np.repeat(norm, np.diff(counts.indptr))
-    tf = counts.data
-    counts.data = tf * (k1 + 1) / (tf + row_norm) * idf[counts.indices]
+    counts.data = counts.data * (k1 + 1) / (counts.data + row_norm) * idf[counts.indices]
     return normalize(counts)
 
 
