@@ -31,7 +31,8 @@ from layer_mteb.common.files import write_json
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import PROMPT_ENTROPIES
 from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, stress_tables
-from layer_mteb.metrics.runner import MetricSettings, TokenMetrics, discard_vectors, loaded_model
+from layer_mteb.metrics.metric_settings import MetricSettings
+from layer_mteb.metrics.runner import TokenMetrics, discard_vectors, loaded_model
 from layer_mteb.metrics.texts import load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.forward import encode_token_ids, tokenize

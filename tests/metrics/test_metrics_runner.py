@@ -23,9 +23,9 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
+from layer_mteb.metrics.metric_settings import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings
 from layer_mteb.metrics.representation import curvature, matrix_entropy
 from layer_mteb.metrics.runner import compute_metrics
-from layer_mteb.metrics.settings import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings
 from layer_mteb.metrics.texts import encoded_texts_label, load_texts, task_of_label, task_texts_label
 from layer_mteb.model.forward import readout_layers, tokenize
 from layer_mteb.tasks.catalog import EMBEDDED_DATA_DIR
@@ -140,7 +140,7 @@ def test_bad_settings_are_clear_errors() -> None:
 
 def test_the_metric_settings_are_declared_without_torch() -> None:
     # the command line reads their defaults and meanings before anything heavy loads
-    probe = "import sys\nimport layer_mteb.metrics.settings\nprint('torch' in sys.modules)"
+    probe = "import sys\nimport layer_mteb.metrics.metric_settings\nprint('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False"]
     helps = {f.name: f.metadata["help"] for f in fields(MetricSettings) if "help" in f.metadata}
