@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.evaluation.encoder import LayerEncoder
     from layer_mteb.evaluation.sweep import sweep
-    from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+    from layer_mteb.metrics.metric_settings import MetricSettings
+    from layer_mteb.metrics.runner import compute_metrics
     from layer_mteb.model.architectures import ARCHITECTURES, LoadedModel, wrap_model
     from layer_mteb.model.loading import PACKAGED_MODELS, load_model
     from layer_mteb.tasks.catalog import load_tasks
@@ -41,7 +42,7 @@ _HOMES = {
     "PACKAGED_MODELS": "model.loading",
     "load_model": "model.loading",
     "wrap_model": "model.architectures",
-    "MetricSettings": "metrics.runner",
+    "MetricSettings": "metrics.metric_settings",
     "compute_metrics": "metrics.runner",
     "write_report": "analysis.report.build",
     "build_table1": "analysis.report.table1",

@@ -31,6 +31,17 @@ METRICS_TABLE = Table(
 )
 METRICS_FILE, METRIC_COLUMNS, tidy_metrics = METRICS_TABLE.file, METRICS_TABLE.columns, METRICS_TABLE.tidy
 
+#: how an entropy is normalised (:func:`.representation.normalize_entropy`): raw nats, ÷ log N, ÷ log D, ÷ min(both)
+Normalization = Literal["raw", "logN", "logD", "maxEntropy"]
+NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
+#: prompt-entropy columns of ``metrics.csv`` -> how each is normalised (per prompt: N is its token count)
+PROMPT_ENTROPIES: dict[str, Normalization] = {
+    "prompt_entropy": "maxEntropy",
+    "prompt_entropy_raw": "raw",
+    "prompt_entropy_logn": "logN",
+    "prompt_entropy_logd": "logD",
+}
+
 Direction = Literal["min", "max"]
 #: What computing a signal takes: the model's forward pass over texts, or a reference encoder of the same texts too.
 Input = Literal["model", "reference"]
@@ -74,8 +85,7 @@ CURVE_PARAMETERS = ("reference", "n", "k", "seed")
 SIGNALS: dict[str, Signal] = {
     signal.name: signal
     for signal in (
-        *(Signal(name, "min") for name in ("prompt_entropy", "prompt_entropy_raw", "prompt_entropy_logn")),
-        Signal("prompt_entropy_logd", "min"),
+        *(Signal(name, "min") for name in PROMPT_ENTROPIES),
         *(Signal(name, "max") for name in ("dataset_entropy", "dataset_entropy_raw", "effective_rank")),
         *(Signal(name, "min") for name in ("curvature", "infonce")),
         *(Signal(name, "max") for name in ("lidar", "dime")),

@@ -24,35 +24,13 @@ from __future__ import annotations
 
 import torch
 
-from layer_mteb.metrics.representation import (
-    _RELATIVE_TOL,
-    _check_rows,
-    _pair,
-    _renyi,
-    dime,
-    infonce,
-    lidar,
-    preprocess,
-    single_threaded,
-)
+from layer_mteb.metrics import representation as paper
+from layer_mteb.metrics.representation import _RELATIVE_TOL, _check_rows, _pair, kernel_entropy, preprocess
 
 
 def clamped_kernel(z: torch.Tensor) -> torch.Tensor:
     """The smaller of ``Z Zᵀ`` and ``Zᵀ Z`` (``Z Zᵀ`` when N ≤ D, as the authors choose) clamped at 0 elementwise."""
-    n, d = z.shape[-2], z.shape[-1]
-    kernel = z @ z.transpose(-1, -2) if n <= d else z.transpose(-1, -2) @ z
-    return kernel.clamp(min=0)
-
-
-def positive_entropy(kernel: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
-    """Rényi entropy of a symmetric ``kernel``'s positive eigenvalues normalised to sum to one (repitl's rule: a
-    clamped matrix may have negative eigenvalues, which it drops). No positive eigenvalue raises."""
-    with single_threaded(kernel):
-        eigenvalues = torch.linalg.eigvalsh(kernel.double())
-    positive = torch.where(eigenvalues > 0, eigenvalues, torch.zeros_like(eigenvalues))
-    if bool((positive.sum(dim=-1) <= 0).any()):
-        raise ValueError("matrix entropy of a matrix with no positive eigenvalue is undefined")
-    return _renyi(positive, alpha)
+    return paper.smaller_kernel(z).clamp(min=0)
 
 
 def matrix_entropy(z: torch.Tensor, alpha: float = 1.0) -> float:
@@ -60,7 +38,7 @@ def matrix_entropy(z: torch.Tensor, alpha: float = 1.0) -> float:
     _check_rows(z)
     if z.shape[0] < 2:
         raise ValueError("matrix entropy after centring needs at least 2 rows: one row centred on itself is zero")
-    return float(positive_entropy(clamped_kernel(preprocess(z)), alpha))
+    return float(kernel_entropy(clamped_kernel(preprocess(z)), alpha))
 
 
 def token_entropies(
@@ -68,27 +46,19 @@ def token_entropies(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The authors' prompt entropy of every prompt of a right-padded batch -> (raw entropies, real-token counts,
     valid), each [B]: a prompt of T ≤ D tokens on its clamped T×T Gram (padding rows are zero, so they add only zero
-    eigenvalues), a longer one on its clamped D×D covariance. Under 2 real tokens or all identical: not valid, 0."""
+    eigenvalues), a longer one on its clamped D×D covariance (chosen by T, not the padded length). Under 2 real
+    tokens or all identical: not valid, 0."""
     z = preprocess(hidden, mask)
     lengths = mask.sum(dim=-1)
-    d = z.shape[-1]
-    long = lengths > d
+    long = lengths > z.shape[-1]
     entropies = torch.zeros(z.shape[0], dtype=torch.float64, device=z.device)
-    has_rows = (z.norm(dim=-1) > 0).sum(dim=-1) > 0
-    valid = (lengths >= 2) & has_rows
-    for chosen, kernel_of in ((~long, _gram), (long, _covariance)):
+    valid = (lengths >= 2) & ((z.norm(dim=-1) > 0).sum(dim=-1) > 0)
+    for chosen, covariance in ((~long, False), (long, True)):
         rows = torch.nonzero(chosen & valid).flatten()
         if rows.numel():
-            entropies[rows] = positive_entropy(kernel_of(z[rows]).clamp(min=0), alpha)
+            picked = z[rows].transpose(-1, -2) if covariance else z[rows]
+            entropies[rows] = kernel_entropy((picked @ picked.transpose(-1, -2)).clamp(min=0), alpha)
     return entropies, lengths, valid
-
-
-def _gram(z: torch.Tensor) -> torch.Tensor:
-    return z @ z.transpose(-1, -2)
-
-
-def _covariance(z: torch.Tensor) -> torch.Tensor:
-    return z.transpose(-1, -2) @ z
 
 
 def token_curvatures(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,10 +72,8 @@ def token_curvatures(hidden: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Te
     moving = (lengths[:, :-1] > _RELATIVE_TOL) & (lengths[:, 1:] > _RELATIVE_TOL)
     cosine = (steps[:, :-1] * steps[:, 1:]).sum(-1) / (lengths[:, :-1] * lengths[:, 1:]).clamp(min=1e-300)
     angles = torch.where(moving, torch.arccos(cosine.abs().clamp(max=1.0)), torch.zeros_like(cosine))
-    count = pairs.sum(dim=-1)
-    total = torch.where(pairs, angles, torch.zeros_like(angles)).sum(dim=-1)
-    valid = count > 0
-    return torch.where(valid, total / count.clamp(min=1), torch.zeros_like(total)), valid
+    values, count = paper.masked_mean(angles, pairs)
+    return values, count > 0
 
 
 def curvature(z: torch.Tensor) -> float:
@@ -121,34 +89,23 @@ def centred_views(views: torch.Tensor) -> torch.Tensor:
     return torch.stack([preprocess(views[:, j]) for j in range(views.shape[1])], dim=1)
 
 
-def infonce_of_views(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.1) -> float:
+def infonce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.1) -> float:
     """The authors' InfoNCE: each view centred over the prompts and unit-scaled, then the paper's loss."""
     a, b = _pair(a, b)
-    return infonce(preprocess(a), preprocess(b), temperature)
+    return paper.infonce(preprocess(a), preprocess(b), temperature)
 
 
-def lidar_of_views(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> float:
+def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> float:
     """The authors' LiDAR: each view centred over the prompts and unit-scaled, then the paper's LiDAR (float64)."""
-    if views.ndim != 3 or views.shape[0] < 2 or views.shape[1] < 2:
-        raise ValueError(f"LiDAR needs views [N ≥ 2 prompts, J ≥ 2 views, D], got shape {tuple(views.shape)}")
-    return lidar(centred_views(views.double()), delta=delta, alpha=alpha)
+    paper.check_views(views)
+    return paper.lidar(centred_views(views.double()), delta=delta, alpha=alpha)
 
 
-def dime_of_views(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, n_permutations: int = 10, seed: int = 0):
+def dime(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, n_permutations: int = 10, seed: int = 0) -> float:
     """The authors' DiME: N ≤ D is the paper's; N > D is E_P[S(C_A ∘ P C_B Pᵀ)] − S(C_A ∘ C_B) on the views' D×D
     covariances (centred unit rows), P permuting features, drawn as :func:`~.representation.dime` draws samples."""
     a, b = _pair(a, b)
-    n, d = a.shape
-    if n <= d:
-        return dime(a, b, alpha=alpha, n_permutations=n_permutations, seed=seed)
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
+    if a.shape[0] <= a.shape[1]:
+        return paper.dime(a, b, alpha=alpha, n_permutations=n_permutations, seed=seed)
     za, zb = preprocess(a), preprocess(b)
-    cov_a, cov_b = za.T @ za, zb.T @ zb
-    joint = float(positive_entropy(cov_a * cov_b, alpha))
-    generator = torch.Generator().manual_seed(seed)
-    shuffled = []
-    for _ in range(n_permutations):
-        order = torch.randperm(d, generator=generator).to(a.device)
-        shuffled.append(float(positive_entropy(cov_a * cov_b[order][:, order], alpha)))
-    return sum(shuffled) / n_permutations - joint
+    return paper.permuted_dime(za.T @ za, zb.T @ zb, alpha, n_permutations, seed)

@@ -12,21 +12,19 @@ Both come from one seeded sample of the run's own task texts in the run's batche
 from __future__ import annotations
 
 import logging
-import random
 import statistics
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
-from layer_mteb.common.run_folder import RunFolder, layer_columns
+from layer_mteb.common.run_folder import LAYER_COLUMNS, RunFolder, layer_columns
 from layer_mteb.metrics.cost_table import COST_TABLE, CostSettings
-from layer_mteb.metrics.texts import TASK_TEXTS, load_texts, text_sources
+from layer_mteb.metrics.texts import TextSource, load_texts, seeded_sample, task_texts_label, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import length_sorted_batches, tokenize
@@ -35,43 +33,21 @@ from layer_mteb.model.placement import model_devices, synchronize
 
 logger = logging.getLogger(__name__)
 
-COST_COLUMNS = [
-    "model",
-    "revision",
-    "layer",
-    "n_layers",
-    "relative_depth",
-    "texts",
-    "n_texts",
-    "seed",
-    *SETTINGS_COLUMNS,
-]
+COST_COLUMNS = [*LAYER_COLUMNS, "texts", "n_texts", "seed", *SETTINGS_COLUMNS]
 COST_COLUMNS += ["batch_size", "max_batch_tokens", "device", "threads", "repeats", "seconds", "seconds_per_1000_texts"]
 COST_COLUMNS += ["flops", "flops_fraction"]
 
 
-@dataclass(frozen=True)
-class TextSample:
-    """The texts the cost was measured on: ``name`` says where they came from (the ``texts`` column)."""
-
-    name: str
-    texts: tuple[str, ...]
-
-
-def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data_dir=None) -> TextSample:
+def sample_texts(sources: Sequence[str], settings: CostSettings, tokenizer, data_dir=None) -> TextSource:
     """``settings.n_texts`` texts drawn (seeded) from the union of ``sources`` (``task:<Task>``, ``wikitext`` or a
-    file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time."""
-    pool: dict[str, None] = {}
-    names = []
-    for source in sources:
-        found = load_texts(source, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed)
-        pool.update(dict.fromkeys(found.texts))
-        names.append(found.name)  # task:<Task>, a custom task's too
-    texts = list(pool)
-    if len(texts) > settings.n_texts:
-        keep = sorted(random.Random(settings.seed).sample(range(len(texts)), settings.n_texts))
-        texts = [texts[i] for i in keep]
-    return TextSample(",".join(names), tuple(texts))
+    file), each unique text equally likely, so a task with more texts weighs more, as it does in the run's time.
+    The sample's ``name`` says where they came from (the ``texts`` column of ``cost.csv``)."""
+    found = [
+        load_texts(s, tokenizer=tokenizer, n_prompts=10**9, data_dir=data_dir, seed=settings.seed) for s in sources
+    ]
+    pool = list(dict.fromkeys(text for source in found for text in source.texts))
+    names = ",".join(source.name for source in found)  # task:<Task>, a custom task's too
+    return TextSource(names, tuple(seeded_sample(pool, settings.n_texts, settings.seed)), n_available=len(pool))
 
 
 def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfig) -> list[dict[str, torch.Tensor]]:
@@ -79,11 +55,10 @@ def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfi
     token_ids, _ = tokenize(model.tokenizer, texts, config)
     limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
     batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
-    out = []
-    for batch in batches:
-        padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
-        out.append({key: value.to(model.device) for key, value in padded.items()})
-    return out
+    padded = (
+        model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in b]}, return_tensors="pt") for b in batches
+    )
+    return [{key: value.to(model.device) for key, value in batch.items()} for batch in padded]
 
 
 def _attention_flops(query, key, value, *_, **__) -> int:
@@ -141,7 +116,7 @@ def depth_seconds(model: LoadedModel, batches: Sequence[dict[str, torch.Tensor]]
 
 
 def measure_cost(
-    model: LoadedModel, sample: TextSample, config: EncodeConfig, settings: CostSettings | None = None
+    model: LoadedModel, sample: TextSource, config: EncodeConfig, settings: CostSettings | None = None
 ) -> pd.DataFrame:
     """``cost.csv``'s rows for ``model`` on ``sample``: one per depth k = 0..L, seconds and FLOPs of the cut model."""
     settings = settings or CostSettings()
@@ -151,26 +126,13 @@ def measure_cost(
     seconds = depth_seconds(model, batches, settings.repeats)
     batch_size, max_batch_tokens = config.batch_limits(model.n_layers + 1, model.hidden_size)
     n = len(sample.texts)
-    rows = [
-        {
-            **layer_columns(model, depth),
-            "texts": sample.name,
-            "n_texts": n,
-            "seed": settings.seed,
-            **config.key(),
-            "batch_size": batch_size,
-            "max_batch_tokens": max_batch_tokens,
-            "device": ",".join(str(device) for device in model_devices(model.model)),
-            "threads": torch.get_num_threads(),
-            "repeats": settings.repeats,
-            "seconds": seconds[depth],
-            "seconds_per_1000_texts": 1000 * seconds[depth] / n,
-            "flops": flops[depth],
-            "flops_fraction": flops[depth] / flops[-1] if flops[-1] else float("nan"),
-        }
-        for depth in range(model.n_layers + 1)
-    ]
-    return pd.DataFrame(rows, columns=COST_COLUMNS)
+    fixed = {"texts": sample.name, "n_texts": n, "seed": settings.seed, **config.key(), "batch_size": batch_size}
+    fixed |= {"max_batch_tokens": max_batch_tokens, "threads": torch.get_num_threads(), "repeats": settings.repeats}
+    fixed["device"] = ",".join(str(device) for device in model_devices(model.model))
+    frame = pd.DataFrame([layer_columns(model, depth) for depth in range(model.n_layers + 1)])
+    frame = frame.assign(**fixed, seconds=seconds, seconds_per_1000_texts=[1000 * s / n for s in seconds], flops=flops)
+    frame["flops_fraction"] = [f / flops[-1] if flops[-1] else float("nan") for f in flops]
+    return frame[COST_COLUMNS]
 
 
 def run_cost(
@@ -189,13 +151,12 @@ def run_cost(
     folder = RunFolder(folder)
     scores = folder.one_setting()
     scored = folder.setting(scores, **placement)
-    name, revision, config = scored.model, scored.revision, scored.config
     recorded = folder.recorded_tasks()  # a custom task is found again through the task file that declared it
-    own = [f"{TASK_TEXTS}{recorded.tasks_value(task)}" for task in sorted(set(scores["task"]))]
+    own = [task_texts_label(recorded.tasks_value(task)) for task in sorted(set(scores["task"]))]
     sources = text_sources(texts) if texts else own
-    loaded = load_scored_model(name, revision, config, model)
+    loaded = load_scored_model(scored.model, scored.revision, scored.config, model)
     sample = sample_texts(sources, settings, loaded.tokenizer, data_dir or recorded.data_dir)
-    frame = measure_cost(loaded, sample, config, settings)
-    frame = frame.assign(model=name, revision=revision)  # the run's identity, however its model was found
+    # the rows carry the run's identity, however its model was found
+    frame = measure_cost(loaded, sample, scored.config, settings).assign(model=scored.model, revision=scored.revision)
     folder.write_table(COST_TABLE.file, frame, float_format=COST_TABLE.floats)
     return frame

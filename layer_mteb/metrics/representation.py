@@ -17,8 +17,7 @@ import hashlib
 import math
 import random
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Literal, get_args
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -26,9 +25,8 @@ import torch.nn.functional as F
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.threads import torch_threads
+from layer_mteb.metrics import NORMALIZATIONS, Normalization
 
-Normalization = Literal["raw", "logN", "logD", "maxEntropy"]
-NORMALIZATIONS: tuple[str, ...] = get_args(Normalization)
 _RELATIVE_TOL = 1e-10
 _RETRIES = 5
 
@@ -52,23 +50,25 @@ def preprocess(z: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tenso
 def spectrum(z: torch.Tensor) -> torch.Tensor:
     """Eigenvalues (≥ 0, float64) of the smaller of ``Z Zᵀ`` and ``Zᵀ Z``, for [n, d] or batched [B, n, d] rows."""
     z = z.double()
-    n, d = z.shape[-2], z.shape[-1]
-    kernel = z @ z.transpose(-1, -2) if n <= d else z.transpose(-1, -2) @ z
+    kernel = smaller_kernel(z)
     with single_threaded(kernel):
         eigenvalues = torch.linalg.eigvalsh(kernel)
     # Numerical rank: eigenvalues below the solver's noise floor are zero, as in numpy.linalg.matrix_rank.
-    floor = eigenvalues.amax(dim=-1, keepdim=True).clamp(min=0) * max(n, d) * torch.finfo(eigenvalues.dtype).eps
+    floor = eigenvalues.amax(dim=-1, keepdim=True).clamp(min=0) * max(z.shape[-2:]) * torch.finfo(eigenvalues.dtype).eps
     return torch.where(eigenvalues > floor, eigenvalues, torch.zeros_like(eigenvalues))
+
+
+def smaller_kernel(z: torch.Tensor) -> torch.Tensor:
+    """The smaller of ``Z Zᵀ`` and ``Zᵀ Z`` (``Z Zᵀ`` when N ≤ D): the same non-zero spectrum, at the least cost."""
+    n, d = z.shape[-2], z.shape[-1]
+    return z @ z.transpose(-1, -2) if n <= d else z.transpose(-1, -2) @ z
 
 
 @contextmanager
 def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
     """Run CPU eigensolvers on one thread. MKL's multi-threaded eigvalsh on these small matrices gains nothing,
     and on a machine whose cores are shared it spins: measured 0.16 s on one thread, up to 96 s on two."""
-    if tensor.device.type != "cpu":
-        yield
-        return
-    with torch_threads(1):
+    with torch_threads(1) if tensor.device.type == "cpu" else nullcontext():
         yield
 
 
@@ -110,16 +110,13 @@ def normalize_entropy(
         return entropy
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {', '.join(NORMALIZATIONS)}; got {normalization!r}")
-    smallest_n = int(n.min()) if isinstance(n, torch.Tensor) else n
+    counts = isinstance(n, torch.Tensor)
+    smallest_n = int(n.min()) if counts else n
     if min(smallest_n, d) < 2:
         raise ValueError(f"cannot normalise an entropy of {smallest_n} rows of dimension {d}: log 1 = 0")
-    log_d = math.log(d)
-    if isinstance(n, torch.Tensor):
-        log_n = torch.log(n.double())
-        divisor = {"logN": log_n, "logD": log_d, "maxEntropy": torch.clamp(log_n, max=log_d)}[normalization]
-    else:
-        divisor = {"logN": math.log(n), "logD": log_d, "maxEntropy": min(math.log(n), log_d)}[normalization]
-    return entropy / divisor
+    log_n, log_d = (torch.log(n.double()) if counts else math.log(n)), math.log(d)
+    largest = torch.clamp(log_n, max=log_d) if counts else min(log_n, log_d)
+    return entropy / {"logN": log_n, "logD": log_d, "maxEntropy": largest}[normalization]
 
 
 def matrix_entropy(
@@ -159,14 +156,16 @@ def token_curvatures(
     scale = z.norm(dim=-1).amax(dim=-1, keepdim=True)
     real_steps = mask[:, 1:].bool() & mask[:, :-1].bool() & (lengths > _RELATIVE_TOL * scale)
     cosine = (steps[:, :-1] * steps[:, 1:]).sum(-1) / (lengths[:, :-1] * lengths[:, 1:]).clamp(min=1e-300)
-    if absolute:
-        cosine = cosine.abs()
-    angles = torch.arccos(cosine.clamp(-1.0, 1.0))
-    pairs = real_steps[:, :-1] & real_steps[:, 1:]
-    count = pairs.sum(dim=-1)
-    total = torch.where(pairs, angles, torch.zeros_like(angles)).sum(dim=-1)
-    valid = count > 0
-    return torch.where(valid, total / count.clamp(min=1), torch.zeros_like(total)), valid
+    angles = torch.arccos((cosine.abs() if absolute else cosine).clamp(-1.0, 1.0))
+    values, count = masked_mean(angles, real_steps[:, :-1] & real_steps[:, 1:])
+    return values, count > 0
+
+
+def masked_mean(values: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean of ``values`` where ``keep`` holds, along the last axis -> (means, counts); 0 where none is kept."""
+    count = keep.sum(dim=-1)
+    total = torch.where(keep, values, torch.zeros_like(values)).sum(dim=-1)
+    return torch.where(count > 0, total / count.clamp(min=1), torch.zeros_like(total)), count
 
 
 def curvature(z: torch.Tensor, *, absolute: bool = False) -> float:
@@ -193,8 +192,7 @@ def infonce(a: torch.Tensor, b: torch.Tensor, temperature: float = 0.1) -> float
 def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> float:
     """LiDAR entropy (nats) of ``views`` [N, J, D]; uses L⁻¹ S_b L⁻ᵀ (Cholesky S_w = L Lᵀ, the same spectrum as
     S_w^{-1/2} S_b S_w^{-1/2}), far cheaper than an eigendecomposition of S_w for large D."""
-    if views.ndim != 3 or views.shape[0] < 2 or views.shape[1] < 2:
-        raise ValueError(f"LiDAR needs views [N ≥ 2 prompts, J ≥ 2 views, D], got shape {tuple(views.shape)}")
+    check_views(views)
     _check_finite(views)
     views = views.double()
     n, j, d = views.shape
@@ -208,27 +206,40 @@ def lidar(views: torch.Tensor, *, delta: float = 1e-4, alpha: float = 1.0) -> fl
     return float(renyi_entropy(spectrum(whitened), alpha))
 
 
+def check_views(views: torch.Tensor) -> None:
+    """LiDAR's input: [N ≥ 2 prompts, J ≥ 2 views, D]."""
+    if views.ndim != 3 or views.shape[0] < 2 or views.shape[1] < 2:
+        raise ValueError(f"LiDAR needs views [N ≥ 2 prompts, J ≥ 2 views, D], got shape {tuple(views.shape)}")
+
+
 def dime(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0, n_permutations: int = 10, seed: int = 0) -> float:
     """DiME (nats) between paired views [N, D] over ``n_permutations`` seeded shuffles; the kernels' Hadamard
     product (cosine Grams of centred rows) is positive semi-definite, a valid joint kernel."""
     a, b = _pair(a, b)
+    za, zb = preprocess(a), preprocess(b)
+    return permuted_dime(za @ za.T, zb @ zb.T, alpha, n_permutations, seed)
+
+
+def permuted_dime(
+    kernel_a: torch.Tensor, kernel_b: torch.Tensor, alpha: float, n_permutations: int, seed: int
+) -> float:
+    """E_P[S(K_A ∘ P K_B Pᵀ)] − S(K_A ∘ K_B) over ``n_permutations`` permutations P of the kernels' rows and columns
+    (samples of Grams, features of covariances), drawn from a generator seeded with ``seed``."""
     if n_permutations < 1:
         raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
-    za, zb = preprocess(a), preprocess(b)
-    kernel_a, kernel_b = za @ za.T, zb @ zb.T
-    joint = _kernel_entropy(kernel_a * kernel_b, alpha)
+    joint = float(kernel_entropy(kernel_a * kernel_b, alpha))
     generator = torch.Generator().manual_seed(seed)
-    shuffled = []
-    for _ in range(n_permutations):
-        order = torch.randperm(a.shape[0], generator=generator).to(a.device)
-        shuffled.append(_kernel_entropy(kernel_a * kernel_b[order][:, order], alpha))
-    return sum(shuffled) / n_permutations - joint
+    orders = (torch.randperm(len(kernel_a), generator=generator).to(kernel_a.device) for _ in range(n_permutations))
+    return sum(float(kernel_entropy(kernel_a * kernel_b[o][:, o], alpha)) for o in orders) / n_permutations - joint
 
 
-def _kernel_entropy(kernel: torch.Tensor, alpha: float) -> float:
+def kernel_entropy(kernel: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """Rényi entropy of a symmetric ``kernel``'s (or a batch's) positive eigenvalues normalised to sum to one: a
+    negative one is rounding in a positive semi-definite kernel, and in a clamped one (the authors' arithmetic) it is
+    dropped as repitl drops it. No positive eigenvalue raises."""
     with single_threaded(kernel):
-        eigenvalues = torch.linalg.eigvalsh(kernel)
-    return float(renyi_entropy(eigenvalues.clamp(min=0), alpha))
+        eigenvalues = torch.linalg.eigvalsh(kernel.double())
+    return renyi_entropy(eigenvalues.clamp(min=0), alpha)
 
 
 def _pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -271,12 +282,9 @@ def _augmenter(p: float, max_words: int | None):
         raise UserError(
             "InfoNCE, LiDAR and DiME need nlpaug: pip install 'layer_mteb[metrics]' (or --views 0 to skip them)"
         ) from None
+    chars = {"aug_char_p": p, "aug_word_p": p, "aug_word_max": max_words}  # the character augmenters' shared settings
     return naf.Sequential(
-        [
-            naw.SplitAug(aug_p=p, aug_max=max_words),
-            nac.RandomCharAug(aug_char_p=p, aug_word_p=p, aug_word_max=max_words),
-            nac.KeyboardAug(aug_char_p=p, aug_word_p=p, aug_word_max=max_words),
-        ]
+        [naw.SplitAug(aug_p=p, aug_max=max_words), nac.RandomCharAug(**chars), nac.KeyboardAug(**chars)]
     )
 
 

@@ -8,27 +8,24 @@ import logging
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from functools import partial
+from itertools import product
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import ARITHMETICS, Arithmetic, EncodeConfig, default_device
+from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder, layer_columns
-from layer_mteb.metrics import METRICS_TABLE, authors_arithmetic, tidy_metrics
-from layer_mteb.metrics.representation import (
-    Normalization,
-    augment,
-    dime,
-    infonce,
-    lidar,
-    matrix_entropy,
-    normalize_entropy,
-    token_curvatures,
-    token_entropies,
+from layer_mteb.metrics import METRICS_TABLE, PROMPT_ENTROPIES, authors_arithmetic, representation, tidy_metrics
+from layer_mteb.metrics.metric_settings import (  # noqa: F401 (the command line reads the sizes from here)
+    PAPER_METRIC_SIZES,
+    QUICK_METRIC_SIZES,
+    MetricSettings,
 )
+from layer_mteb.metrics.representation import Normalization, augment, masked_mean, normalize_entropy
 from layer_mteb.metrics.texts import TextSource, encoded_texts_label, load_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.attention import with_model_attention
@@ -37,56 +34,6 @@ from layer_mteb.model.loading import load_model
 
 logger = logging.getLogger(__name__)
 
-#: prompt-entropy columns of ``metrics.csv`` -> how each is normalised (per prompt: N is its token count)
-PROMPT_ENTROPIES: dict[str, Normalization] = {
-    "prompt_entropy": "maxEntropy",
-    "prompt_entropy_raw": "raw",
-    "prompt_entropy_logn": "logN",
-    "prompt_entropy_logd": "logD",
-}
-
-#: sample sizes of the paper's protocol (Skean et al. 2025): MetricSettings' defaults, ``metrics --full-protocol``
-PAPER_METRIC_SIZES = {"n_prompts": 1000, "views": 16, "augment_prompts": 200}
-#: the CLI's default sizes: about a minute for MiniLM-L6 on a CPU, the same metrics on smaller samples
-QUICK_METRIC_SIZES = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
-
-
-@dataclass(frozen=True)
-class MetricSettings:
-    """Knobs of the metrics (defaults: the paper's). ``views`` = J views per prompt for LiDAR; InfoNCE and DiME use
-    the first two of them; 0 skips all three. ``augment_prompts`` caps how many prompts get views (J passes each).
-    ``arithmetic``: the paper's formulas, or the authors' code's (:mod:`.authors_arithmetic`; its curvature is |cos|
-    whatever ``absolute_curvature`` says)."""
-
-    n_prompts: int = 1000
-    views: int = 16
-    augment_prompts: int = 200
-    p: float = 0.3
-    alpha: float = 1.0
-    temperature: float = 0.1
-    delta: float = 1e-4
-    dime_permutations: int = 10
-    absolute_curvature: bool = False
-    seed: int = 0
-    arithmetic: Arithmetic = "paper"
-
-    def __post_init__(self) -> None:
-        if self.views == 1 or self.views < 0:
-            raise UserError(f"--views must be 0 (skip InfoNCE, LiDAR, DiME) or at least 2, got {self.views}")
-        if self.views and self.augment_prompts < 2:
-            raise UserError(f"--augment-prompts must be at least 2, got {self.augment_prompts}")
-        if not self.alpha > 0:
-            raise UserError(f"--alpha must be positive, got {self.alpha}")
-        if not 0 < self.p <= 1:
-            raise UserError(f"--augment-p must be in (0, 1], got {self.p}")
-        if self.arithmetic not in ARITHMETICS:
-            raise UserError(f"--arithmetic must be one of {', '.join(ARITHMETICS)}; got {self.arithmetic!r}")
-
-    @property
-    def authors(self) -> bool:
-        """Whether the metrics follow the authors' code rather than the paper's formulas."""
-        return self.arithmetic == "authors"
-
 
 class TokenMetrics:
     """Batch observer: prompt entropy and curvature of every prompt at every layer, kept as [L+1, n] scalars.
@@ -94,10 +41,14 @@ class TokenMetrics:
 
     def __init__(self, n_states: int, n_texts: int, settings: MetricSettings, *, curvature: bool = True):
         self.settings, self.with_curvature = settings, curvature
-        self.entropy = torch.zeros(n_states, n_texts, dtype=torch.float64)
-        self.entropy_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
-        self.curvature = torch.zeros(n_states, n_texts, dtype=torch.float64)
-        self.curvature_valid = torch.zeros(n_states, n_texts, dtype=torch.bool)
+        self.entropies_of = _arithmetic(settings).token_entropies
+        self.curvatures_of = (
+            authors_arithmetic.token_curvatures
+            if settings.authors
+            else partial(representation.token_curvatures, absolute=settings.absolute_curvature)
+        )
+        self.entropy, self.curvature = (torch.zeros(n_states, n_texts, dtype=torch.float64) for _ in range(2))
+        self.entropy_valid, self.curvature_valid = (torch.zeros(n_states, n_texts, dtype=torch.bool) for _ in range(2))
         self.lengths = torch.zeros(n_texts, dtype=torch.float64)
         self.hidden_size = 0
 
@@ -107,40 +58,26 @@ class TokenMetrics:
         rows = torch.as_tensor(list(positions), dtype=torch.long)
         self.hidden_size = states[0].shape[-1]
         padding = ~mask.bool().to(states[0].device)
-        finite, entropies, entropies_valid, bends, bends_valid = [], [], [], [], []
-        lengths = torch.zeros(0)
-        for hidden in states:
-            # every real token's state finite; a boolean-mask gather would wait for the device to count the tokens
-            finite.append((torch.isfinite(hidden).all(dim=-1) | padding).all())
-            entropy_of = authors_arithmetic.token_entropies if self.settings.authors else token_entropies
-            entropy, lengths, valid = entropy_of(hidden, mask, self.settings.alpha)
-            entropies.append(entropy)
-            entropies_valid.append(valid)
-            if self.with_curvature and self.settings.authors:
-                bend, bend_valid = authors_arithmetic.token_curvatures(hidden, mask)
-            elif self.with_curvature:
-                bend, bend_valid = token_curvatures(hidden, mask, absolute=self.settings.absolute_curvature)
-            if self.with_curvature:
-                bends.append(bend)
-                bends_valid.append(bend_valid)
+        # every real token's state finite; a boolean-mask gather would wait for the device to count the tokens
+        finite = [(torch.isfinite(hidden).all(dim=-1) | padding).all() for hidden in states]
+        entropies = [self.entropies_of(hidden, mask, self.settings.alpha) for hidden in states]
+        bends = [self.curvatures_of(hidden, mask) for hidden in states] if self.with_curvature else []
         bad = [layer for layer, ok in enumerate(torch.stack(finite).tolist()) if not ok]
         if bad:
             raise UserError(f"layer {bad[0]} produced NaN or inf hidden states; try --dtype float32")
-        self.entropy[:, rows] = torch.stack(entropies).cpu()
-        self.entropy_valid[:, rows] = torch.stack(entropies_valid).cpu()
-        if self.with_curvature:
-            self.curvature[:, rows] = torch.stack(bends).cpu()
-            self.curvature_valid[:, rows] = torch.stack(bends_valid).cpu()
-        self.lengths[rows] = lengths.to(torch.float64).cpu()
+        entropy, lengths, valid = _on_host(entropies)
+        self.entropy[:, rows], self.entropy_valid[:, rows], self.lengths[rows] = entropy, valid, lengths[0].double()
+        if bends:
+            self.curvature[:, rows], self.curvature_valid[:, rows] = _on_host(bends)
+
+    def normalized(self, normalization: Normalization) -> torch.Tensor:
+        """[L+1, n] prompt entropies normalised per prompt (N: its token count, D: the hidden size)."""
+        # prompts under 2 tokens are invalid (masked out); clamping only keeps their placeholder finite
+        return normalize_entropy(self.entropy, normalization, self.lengths.clamp(min=2), max(self.hidden_size, 2))
 
     def summary(self) -> dict[str, list[tuple[float, int] | None]]:
         """metric -> per layer (mean over valid prompts, their count), or None where no prompt was valid."""
-        # prompts under 2 tokens are invalid (masked out); clamping only keeps their placeholder finite
-        tokens, d = self.lengths.clamp(min=2), max(self.hidden_size, 2)
-        out = {
-            name: _masked_means(normalize_entropy(self.entropy, normalization, tokens, d), self.entropy_valid)
-            for name, normalization in PROMPT_ENTROPIES.items()
-        }
+        out = {name: _masked_means(self.normalized(how), self.entropy_valid) for name, how in PROMPT_ENTROPIES.items()}
         out["curvature"] = _masked_means(self.curvature, self.curvature_valid)
         return out
 
@@ -180,12 +117,11 @@ class TaskTextMetrics:
         rows: list[dict] = []
         add = _row_adder(rows, self.model, config, source, self.settings)
         summaries = [part.summary() for part in self.parts]
-        for name in summaries[0]:
-            for layer in range(self.model.n_layers + 1):
-                entries = [s[name][layer] for s in summaries if s[name][layer] is not None]
-                count = sum(n for _, n in entries)
-                if count:
-                    add(layer, name, sum(v * n for v, n in entries) / count, count)
+        for name, layer in product(summaries[0], range(self.model.n_layers + 1)):
+            entries = [s[name][layer] for s in summaries if s[name][layer] is not None]
+            count = sum(n for _, n in entries)
+            if count:
+                add(layer, name, sum(v * n for v, n in entries) / count, count)
         _dataset_metrics(pooled, self.settings, add)
         return tidy_metrics(rows)
 
@@ -204,11 +140,8 @@ def compute_metrics(
 ) -> pd.DataFrame:
     """Every metric of every layer of ``model`` on ``texts`` (``"wikitext"``, ``"task:<TaskName>"``, a file or a
     list of strings) as a tidy frame; with ``output``, merged into its ``metrics.csv``."""
-    config = config or EncodeConfig(device=default_device())
     settings = settings or MetricSettings()
-    if not isinstance(model, LoadedModel):
-        model = load_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
-    config = with_model_attention(config, model)
+    model, config = loaded_model(model, config, revision=revision, trust_remote_code=trust_remote_code)
     source = _source(texts, model, settings, data_dir)
     rows: list[dict] = []
     add = _row_adder(rows, model, config, source, settings)
@@ -234,7 +167,7 @@ def compute_metrics(
     _dataset_metrics(pooled, settings, add)
     del pooled
     if settings.views:
-        _invariance_metrics(model, config, settings, source, add, progress)
+        _view_metrics(view_vectors(model, config, settings, source, progress), settings, add)
 
     frame = tidy_metrics(rows)
     if output is not None:
@@ -242,20 +175,26 @@ def compute_metrics(
     return frame
 
 
+def loaded_model(
+    model: LoadedModel | str, config: EncodeConfig | None, **loading: Any
+) -> tuple[LoadedModel, EncodeConfig]:
+    """``model`` as given or loaded by name (``loading``: load_model's keywords), and ``config`` (default: on the
+    default device) with the model's own attention filled in, so keys name what ran."""
+    config = config or EncodeConfig(device=default_device())
+    model = model if isinstance(model, LoadedModel) else load_model(model, config, **loading)
+    return model, with_model_attention(config, model)
+
+
 def _dataset_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:
     """Dataset entropy (raw and ÷ min(log N, log D)) and effective rank of the [L+1, N, D] pooled vectors."""
     n, d = pooled.shape[1], pooled.shape[2]
-    entropy_of = authors_arithmetic.matrix_entropy if settings.authors else matrix_entropy
+    entropy_of = _arithmetic(settings).matrix_entropy
     for layer in range(pooled.shape[0]):
         raw = _guard("dataset entropy", layer, entropy_of, pooled[layer], settings.alpha)
         shannon = raw if settings.alpha == 1.0 else _guard("effective rank", layer, entropy_of, pooled[layer])
         add(layer, "dataset_entropy_raw", raw, n)
         add(layer, "dataset_entropy", _guard("dataset entropy", layer, normalize_entropy, raw, "maxEntropy", n, d), n)
         add(layer, "effective_rank", math.exp(shannon), n)
-
-
-def _invariance_metrics(model, config, settings: MetricSettings, source: TextSource, add, progress: bool) -> None:
-    _view_metrics(view_vectors(model, config, settings, source, progress), settings, add)
 
 
 def view_vectors(model, config, settings: MetricSettings, source: TextSource, progress: bool) -> torch.Tensor:
@@ -272,22 +211,14 @@ def view_vectors(model, config, settings: MetricSettings, source: TextSource, pr
 
 def _view_metrics(pooled: torch.Tensor, settings: MetricSettings, add: Callable) -> None:
     """InfoNCE, LiDAR and DiME of every layer's views, in ``settings``' arithmetic."""
-    n = pooled.shape[1]
-    if settings.authors:
-        infonce_of, lidar_of, dime_of = (
-            authors_arithmetic.infonce_of_views,
-            authors_arithmetic.lidar_of_views,
-            authors_arithmetic.dime_of_views,
-        )
-    else:
-        infonce_of, lidar_of, dime_of = infonce, lidar, dime
+    n, arithmetic = pooled.shape[1], _arithmetic(settings)
+    lidar_kwargs = {"delta": settings.delta, "alpha": settings.alpha}
+    dime_kwargs = {"alpha": settings.alpha, "n_permutations": settings.dime_permutations, "seed": settings.seed}
     for layer, per_layer in enumerate(pooled):
         first, second = per_layer[:, 0], per_layer[:, 1]
-        add(layer, "infonce", _guard("InfoNCE", layer, infonce_of, first, second, settings.temperature), n)
-        lidar_kwargs = {"delta": settings.delta, "alpha": settings.alpha}
-        add(layer, "lidar", _guard("LiDAR", layer, lidar_of, per_layer, **lidar_kwargs), n)
-        dime_kwargs = {"alpha": settings.alpha, "n_permutations": settings.dime_permutations, "seed": settings.seed}
-        add(layer, "dime", _guard("DiME", layer, dime_of, first, second, **dime_kwargs), n)
+        add(layer, "infonce", _guard("InfoNCE", layer, arithmetic.infonce, first, second, settings.temperature), n)
+        add(layer, "lidar", _guard("LiDAR", layer, arithmetic.lidar, per_layer, **lidar_kwargs), n)
+        add(layer, "dime", _guard("DiME", layer, arithmetic.dime, first, second, **dime_kwargs), n)
 
 
 def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> TextSource:
@@ -304,20 +235,11 @@ def _source(texts, model: LoadedModel, settings: MetricSettings, data_dir) -> Te
 def _row_adder(
     rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource, settings: MetricSettings
 ) -> Callable:
+    fixed = {"texts": source.name, "task": source.task, "data": source.data, "arithmetic": settings.arithmetic}
+
     def add(layer: int, metric: str, value: float, n: int) -> None:
-        rows.append(
-            {
-                **layer_columns(model, layer),
-                "texts": source.name,
-                "task": source.task,
-                "metric": metric,
-                "value": float(value),
-                "n": int(n),
-                **config.key(),
-                "data": source.data,
-                "arithmetic": settings.arithmetic,
-            }
-        )
+        row = {"metric": metric, "value": float(value), "n": int(n), **fixed, **config.key()}
+        rows.append({**layer_columns(model, layer), **row})
 
     return add
 
@@ -338,6 +260,15 @@ def _guard(what: str, layer: int, compute: Callable[..., float], *args, **kwargs
 
 
 def _masked_means(values: torch.Tensor, valid: torch.Tensor) -> list[tuple[float, int] | None]:
-    counts = valid.sum(dim=1)
-    sums = torch.where(valid, values, torch.zeros_like(values)).sum(dim=1)
-    return [(float(s / c), int(c)) if c > 0 else None for s, c in zip(sums, counts, strict=True)]
+    means, counts = masked_mean(values, valid)
+    return [(float(m), int(c)) if c > 0 else None for m, c in zip(means, counts, strict=True)]
+
+
+def _on_host(per_layer: list[tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
+    """Each part of per-layer results stacked over the layers and copied to the host: one copy, not one per layer."""
+    return [torch.stack(part).cpu() for part in zip(*per_layer, strict=True)]
+
+
+def _arithmetic(settings: MetricSettings):
+    """The module of the metrics in ``settings``' arithmetic: both name their functions alike."""
+    return authors_arithmetic if settings.authors else representation

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -24,18 +25,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from layer_mteb.common.config import EncodeConfig, default_device
+from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import write_json
 from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.metrics import PROMPT_ENTROPIES
 from layer_mteb.metrics.bimodality import DIPS_TABLE, STRESS_COLUMNS, STRESS_TABLE, stress_tables
-from layer_mteb.metrics.representation import normalize_entropy
-from layer_mteb.metrics.runner import PROMPT_ENTROPIES, MetricSettings, TokenMetrics, discard_vectors
+from layer_mteb.metrics.metric_settings import MetricSettings
+from layer_mteb.metrics.runner import TokenMetrics, discard_vectors, loaded_model
 from layer_mteb.metrics.texts import load_texts
 from layer_mteb.model.architectures import LoadedModel
-from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.forward import encode_token_ids, tokenize
-from layer_mteb.model.loading import load_model
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ Test = Literal["randomness", "repetition", "length"]
 TESTS: tuple[str, ...] = get_args(Test)
 #: the authors' lowest random id: ids below it are control and byte tokens in most vocabularies
 FIRST_RANDOM_ID = 20
-_TEST_CODES = {name: code for code, name in enumerate(TESTS)}
 
 
 def special_ends(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -90,7 +89,7 @@ def perturb(
     content = ids[start:stop]
     if p == 0 or len(content) == 0:
         return ids.copy()
-    rng = np.random.default_rng([seed, _TEST_CODES[test], prompt])
+    rng = np.random.default_rng([seed, TESTS.index(test), prompt])  # a test is seeded by its place in TESTS
     draws = rng.random(len(content))
     if test == "randomness":
         replacement = rng.integers(FIRST_RANDOM_ID, vocab, size=len(content))
@@ -109,7 +108,7 @@ def random_prompts(
     inner = length - len(prefix) - len(suffix)
     if inner < 2:
         raise UserError(f"--lengths {length} leaves fewer than 2 tokens besides the special tokens {prefix + suffix}")
-    rng = np.random.default_rng([seed, _TEST_CODES["length"], length])
+    rng = np.random.default_rng([seed, TESTS.index("length"), length])
     body = rng.integers(FIRST_RANDOM_ID, vocab, size=(n, inner))
     head, tail = np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64)
     return [np.concatenate([head, row.astype(np.int64), tail]) for row in body]
@@ -183,11 +182,8 @@ def run_stress(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``stress.csv`` frame, ``dip.csv`` frame) of ``model``; with ``output``, both are merged into that folder."""
     started = time.perf_counter()
-    config = config or EncodeConfig(device=default_device())
     settings = settings or StressSettings()
-    if not isinstance(model, LoadedModel):
-        model = load_model(model, config)
-    config = with_model_attention(config, model)
+    model, config = loaded_model(model, config)
     if config.max_batch_tokens is None:
         config = EncodeConfig(**{**asdict(config), "max_batch_tokens": DEFAULT_BATCH_TOKENS})
     run = _Run(model, config, settings, progress)
@@ -210,15 +206,9 @@ def run_stress(
             folder.update(STRESS_TABLE, values, gzip=compress)
             for table, frame in derived:
                 folder.update(table, frame)
-        about = {
-            "model": model.name,
-            "revision": model.revision,
-            "texts": texts,
-            "data": data,
-            "readout": config.readout,
-        }
-        entry = {**about, "tests": list(settings.tests), "seconds": round(seconds, 1), "settings": asdict(settings)}
-        record_stress_run(folder, {**entry, "encode": config.key()})
+        about = {"model": model.name, "revision": model.revision, "texts": texts, "data": data}
+        entry = {**about, "readout": config.readout, "tests": list(settings.tests), "seconds": round(seconds, 1)}
+        record_stress_run(folder, {**entry, "settings": asdict(settings), "encode": config.key()})
     return values, next(frame for table, frame in derived if table == DIPS_TABLE)
 
 
@@ -238,8 +228,7 @@ class _Run:
     def __init__(self, model: LoadedModel, config: EncodeConfig, settings: StressSettings, progress: bool):
         self.model, self.config, self.settings, self.progress = model, config, settings, progress
         self.ends = special_ends(model.tokenizer)
-        rows = model.model.get_input_embeddings().num_embeddings
-        self.vocab = vocabulary_size(model.tokenizer, rows)
+        self.vocab = vocabulary_size(model.tokenizer, model.model.get_input_embeddings().num_embeddings)
 
     def perturbed(self, texts: str, ids: list[np.ndarray]) -> list[pd.DataFrame]:
         """Randomness and repetition levels of ``ids``; p = 0 runs alone (batched as ``metrics`` does), the other
@@ -252,15 +241,12 @@ class _Run:
         pooled = [perturb(row, test, p, prompt=i, **kwargs) for test, p in changed for i, row in enumerate(ids)]
         found = self.entropies(pooled) if pooled else {}
         plain = self.entropies(ids) if len(changed) < len(levels) else {}
-        parts = []
-        for test, p in levels:
-            if p == 0:
-                part = plain
-            else:
-                start = changed.index((test, p)) * len(ids)
-                part = {name: values[:, start : start + len(ids)] for name, values in found.items()}
-            parts.append(self.frame(part, texts, test, p))
-        return parts
+
+        def columns(level: tuple[str, float]) -> dict[str, np.ndarray]:  # a changed level's prompts in the passes
+            start = changed.index(level) * len(ids)
+            return {name: values[:, start : start + len(ids)] for name, values in found.items()}
+
+        return [self.frame(plain if p == 0 else columns((test, p)), texts, test, p) for test, p in levels]
 
     def lengths(self) -> list[pd.DataFrame]:
         """Random-token prompts of each length up to the model's context (longer ones are skipped, and said so)."""
@@ -270,40 +256,29 @@ class _Run:
             logger.warning("lengths over %s's context of %d tokens skipped", self.model.name, context)
         if not kept:
             raise UserError(f"every --lengths value exceeds {self.model.name}'s context of {context} tokens")
-        parts = []
-        for length in kept:
-            prompts = random_prompts(
-                self.settings.length_prompts, length, seed=self.settings.seed, vocab=self.vocab, ends=self.ends
-            )
-            parts.append(self.frame(self.entropies(prompts), "random", "length", length))
-        return parts
+        draw = partial(
+            random_prompts, self.settings.length_prompts, seed=self.settings.seed, vocab=self.vocab, ends=self.ends
+        )
+        return [self.frame(self.entropies(draw(length)), "random", "length", length) for length in kept]
 
     def entropies(self, ids: list[np.ndarray]) -> dict[str, np.ndarray]:
         """normalisation -> [L+1, n] per-prompt prompt entropies (NaN: a prompt under 2 tokens)."""
         settings = MetricSettings(views=0, alpha=self.settings.alpha)
         observer = TokenMetrics(self.model.n_layers + 1, len(ids), settings, curvature=False)
         encode_token_ids(self.model, ids, self.config, progress=self.progress, on_batch=observer, into=discard_vectors)
-        tokens = observer.lengths.clamp(min=2)
         # all tokens identical (>= 2 of them, nothing left after centring): the minimum entropy, 0
         defined = observer.entropy_valid | (observer.lengths >= 2)
-        d = max(observer.hidden_size, 2)
-        out = {}
-        for normalization in STRESS_NORMALIZATIONS:
-            value = normalize_entropy(observer.entropy, normalization, tokens, d)
-            out[normalization] = torch.where(defined, value, torch.full_like(value, float("nan"))).numpy()
-        return out
+        nan = torch.tensor(float("nan"), dtype=torch.float64)
+        return {how: torch.where(defined, observer.normalized(how), nan).numpy() for how in STRESS_NORMALIZATIONS}
 
     def frame(self, found: dict[str, np.ndarray], texts: str, test: str, level: float) -> pd.DataFrame:
         """Tidy rows of one (test, level); prompts under 2 tokens have no entropy and are dropped (with a note)."""
         n_states, n = next(iter(found.values())).shape
-        layer, prompt = np.repeat(np.arange(n_states), n), np.tile(np.arange(n), n_states)
-        parts = [
-            pd.DataFrame(
-                {"prompt": prompt, "layer": layer, "normalization": normalization, "value": values.reshape(-1)}
-            )
-            for normalization, values in found.items()
-        ]
-        frame = pd.concat(parts, ignore_index=True).assign(
+        rows = pd.MultiIndex.from_product(
+            [list(found), range(n_states), range(n)], names=["normalization", "layer", "prompt"]
+        )
+        frame = pd.DataFrame({"value": np.stack(list(found.values())).reshape(-1)}, index=rows).reset_index()
+        frame = frame.assign(
             model=self.model.name, test=test, level=float(level), texts=texts, readout=self.config.readout
         )
         missing = frame["value"].isna()

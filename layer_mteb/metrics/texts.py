@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +109,10 @@ def load_texts(
     ``min_tokens`` tokens, the hub's WikiText is the authors' selection as it is (:mod:`.wikitext`)."""
     if n_prompts < 2:
         raise UserError(f"--n-prompts must be at least 2 (dataset entropy needs two texts), got {n_prompts}")
-    data = None
+    data, selected = None, False
     if source == "wikitext":
         wikitext = read_wikitext(data_dir)
-        raw, name, task, data = wikitext.texts, "wikitext", None, wikitext.origin
-        if wikitext.selected:  # the authors' texts, unstripped, as their tokenizers saw them
-            usable = list(dict.fromkeys(t for t in raw if t.strip()))
-            return _sampled(source, TextSource(name, tuple(usable), task, len(usable), data), n_prompts, seed)
+        raw, name, task, data, selected = wikitext.texts, "wikitext", None, wikitext.origin, wikitext.selected
     elif source.startswith(TASK_TEXTS):
         selection = task_of_texts_option(source)  # a task name, or FILE.yaml:TASK for a custom task
         task, raw = task_texts(selection, data_dir)
@@ -125,21 +122,20 @@ def load_texts(
         raw, name, task = path.read_text(encoding="utf-8").splitlines(), f"file:{path.name}", None
     else:
         raise UserError(f"--texts {source!r} is not 'wikitext', 'task:<TaskName>' or an existing text file")
-    texts = list(dict.fromkeys(t.strip() for t in raw if t.strip()))
-    if source == "wikitext":
+    # the authors' selection (the hub's WikiText) is kept unstripped, as their tokenizers saw it, and unfiltered
+    texts = list(dict.fromkeys(t if selected else t.strip() for t in raw if t.strip()))
+    if source == "wikitext" and not selected:
         texts = _long_enough([t for t in texts if not t.startswith("=")], tokenizer, min_tokens)
-    return _sampled(source, TextSource(name, tuple(texts), task, len(texts), data), n_prompts, seed)
-
-
-def _sampled(option: str, usable: TextSource, n_prompts: int, seed: int) -> TextSource:
-    """``usable`` cut to ``n_prompts`` texts, a seeded sample in their order (``option``: the ``--texts`` value)."""
-    texts = usable.texts
     if len(texts) < 2:
-        raise UserError(f"--texts {option}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
-    if len(texts) <= n_prompts:
-        return usable
-    keep = sorted(random.Random(seed).sample(range(len(texts)), n_prompts))
-    return replace(usable, texts=tuple(texts[i] for i in keep))
+        raise UserError(f"--texts {source}: only {len(texts)} usable text(s) (non-empty, unique); need at least 2")
+    return TextSource(name, tuple(seeded_sample(texts, n_prompts, seed)), task, len(texts), data)
+
+
+def seeded_sample(texts: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``texts`` drawn with ``seed``, in their order (all of them where they are no more than ``n``)."""
+    if len(texts) <= n:
+        return list(texts)
+    return [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), n))]
 
 
 #: the agreement curves' default sample of a task's own texts: size and seed (selection reading stored curves back

@@ -105,9 +105,7 @@ def authors_selection(
     datasets.disable_progress_bars()  # three bars of a few milliseconds each tell a user nothing
     try:
         first = rows.select(range(min(n_rows, len(rows))))
-        kept = first.filter(lambda row: not is_heading(row["text"])).filter(
-            lambda row: len(row["text"]) >= 2 * min_length
-        )
+        kept = first.filter(lambda row: not is_heading(row["text"]) and len(row["text"]) >= 2 * min_length)
         return list(kept.shuffle(seed=seed)["text"])
     finally:
         if not quiet:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import psutil
 import torch
 from numpy.lib import format as npy
 
@@ -40,11 +41,9 @@ class SegmentWriter:
         self.texts = list(texts)
         self.order: list[int] = []
         header = {"descr": npy.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
-        self.files = []
-        for layer in range(n_layers):
-            handle = (self.tmp / layer_file(layer)).open("wb")
-            npy.write_array_header_2_0(handle, {**header, "shape": (len(self.texts), hidden)})
-            self.files.append(handle)
+        self.files = [(self.tmp / layer_file(layer)).open("wb") for layer in range(n_layers)]
+        for handle in self.files:
+            npy.write_array_header_2_0(handle, {**header, "shape": (len(texts), hidden)})
 
     def write(self, layer: int, rows: Sequence[int], vectors: torch.Tensor) -> None:
         """Append ``vectors`` ([B, D]: the texts at positions ``rows`` of this fill) to ``layer``'s file."""
@@ -53,9 +52,8 @@ class SegmentWriter:
             self.order += rows
 
     def write_all(self, rows: Sequence[int], vectors: torch.Tensor) -> None:
-        """Append ``vectors`` ([layers, B, D]) to the layers' files: one host copy per batch, not per layer."""
-        if vectors.shape[0] != len(self.files):
-            raise RuntimeError(f"segment got {vectors.shape[0]} layers for {len(self.files)} files")
+        """Append ``vectors`` ([layers, B, D]) to the layers' files: one host copy per batch, not per layer (a count of
+        layers other than the files' fails, and the unfinished segment goes)."""
         host = vectors.detach().to("cpu", torch.float32).numpy()
         for handle, layer in zip(self.files, host, strict=True):
             handle.write(layer.tobytes())
@@ -76,14 +74,11 @@ class SegmentWriter:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """On an exception: close the files and remove the unfinished segment."""
         if exc_type is not None:
-            self.abort()
-
-    def abort(self) -> None:
-        """Close the files and remove the unfinished segment."""
-        for handle in self.files:
-            handle.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+            for handle in self.files:
+                handle.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def layer_file(layer: int) -> str:
@@ -99,12 +94,11 @@ def segment_folders(folder: Path) -> list[Path]:
 
 
 def remove_torn(folder: Path) -> None:
-    """Remove temporary segments left by killed runs (one whose process still runs is left alone)."""
-    if not folder.is_dir():
-        return
+    """Remove temporary segments left by killed runs (one whose process still runs is left alone); a folder not made
+    yet has none."""
     for tmp in folder.glob(f"{_TMP}*"):
         pid = int(tmp.name[len(_TMP) :].split("-")[0])
-        if pid != os.getpid() and _alive(pid):
+        if pid != os.getpid() and psutil.pid_exists(pid):  # another user's live process counts too
             continue
         logger.info("removing %s, left by a run that was stopped while writing it", tmp)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -130,15 +124,4 @@ def gather(segment: Path, layer: int, rows: np.ndarray) -> np.ndarray:
     order = np.argsort(rows, kind="stable")  # read the file front to back
     out = np.empty((len(rows), mapped.shape[1]), dtype=np.float32)
     out[order] = mapped[rows[order]]
-    del mapped
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        pass
-    return True

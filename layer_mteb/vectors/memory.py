@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import shutil
 from pathlib import Path
+
+import psutil
 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.ranks import host_share
@@ -28,8 +29,7 @@ VALUE_BYTES = 4
 def parse_size(text: str) -> int:
     """``2GB`` | ``256MB`` | ``1.5GiB`` | ``1000000`` -> bytes."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", str(text))
-    unit = match.group(2).upper() if match else None
-    if match is None or unit not in _UNITS:
+    if match is None or (unit := match.group(2).upper()) not in _UNITS:
         raise UserError(f"--max-cache-memory {text!r} is not a size like 2GB, 256MB or 1.5GiB")
     size = int(float(match.group(1)) * _UNITS[unit])
     if size <= 0:
@@ -51,15 +51,9 @@ def store_bytes(n_texts: int, n_layers: int, hidden: int) -> int:
 
 
 def host_available() -> int:
-    """MemAvailable of /proc/meminfo (what Linux can hand out without swapping); total physical memory elsewhere."""
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """What the host can hand out without swapping: psutil's available memory (on Linux, MemAvailable of
+    /proc/meminfo; elsewhere the system's own estimate)."""
+    return psutil.virtual_memory().available
 
 
 def auto_memory_limit(device: str) -> int:

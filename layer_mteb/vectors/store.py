@@ -260,18 +260,13 @@ class LayerCache:
             logger.warning("ignoring unreadable cache %s (%s); recomputing", path, err)
             return
         n_layers, hidden = self.model.n_layers, self.model.hidden_size
+        problem = None
         if len(shape) != 3 or shape[1:] != (len(texts), hidden) or not 0 < shape[0] <= n_layers + 1:
-            logger.warning(
-                "ignoring cache %s: shape %s, expected (<=%d, %d, %d); recomputing",
-                path,
-                shape,
-                n_layers + 1,
-                len(texts),
-                hidden,
-            )
-            return
-        if len(set(texts)) != len(texts):
-            logger.warning("ignoring cache %s: repeated texts; recomputing", path)
+            problem = f"shape {shape}, expected (<={n_layers + 1}, {len(texts)}, {hidden})"
+        elif len(set(texts)) != len(texts):
+            problem = "repeated texts"
+        if problem is not None:
+            logger.warning("ignoring cache %s: %s; recomputing", path, problem)
             return
         if shape[0] <= self.depth:
             logger.info("cache %s holds layers 0..%d, %d are needed; recomputing", path, shape[0] - 1, self.depth)
@@ -291,8 +286,8 @@ class LayerCache:
         self._append(texts, vectors)
 
     def _load_to_disk(self, vectors_file: Path, texts: list[str]) -> None:
-        """A saved in-memory cache past today's memory limit becomes one segment, one layer in memory at a time."""
-        check_one_layer_fits(self.memory_limit, len(texts), self.model.hidden_size)
+        """A saved in-memory cache past today's memory limit (one layer of it fits, checked before) becomes one
+        segment, one layer in memory at a time."""
         with SegmentWriter(self._spill_folder(), texts, self.depth + 1, self.model.hidden_size) as writer:
             with safe_open(vectors_file, "pt") as stored:
                 for layer in range(self.depth + 1):

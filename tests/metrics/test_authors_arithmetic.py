@@ -100,7 +100,7 @@ def test_infonce_views_are_centred_over_the_prompts() -> None:
     # The paper's unit rows (1,0), (0,1) for both: log(1 + e^{−1/τ})
     a, b = _t([[1, 0], [0, 1]]), _t([[2, 0], [0, 1]])
     c = 3 / math.sqrt(10)
-    assert authors.infonce_of_views(a, b) == pytest.approx(math.log1p(math.exp(-20 * c)), rel=1e-12)
+    assert authors.infonce(a, b) == pytest.approx(math.log1p(math.exp(-20 * c)), rel=1e-12)
     assert paper.infonce(a, b) == pytest.approx(math.log1p(math.exp(-10)), rel=1e-12)
 
 
@@ -109,9 +109,9 @@ def test_lidar_views_are_centred_per_view_and_unit_rows() -> None:
     shifted = views + torch.randn(1, 3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     scaled = shifted * torch.rand(1, 3, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64).add(0.5)
     # a translation and a scale of each view: nothing to the authors' LiDAR, something to the paper's
-    assert authors.lidar_of_views(scaled) == pytest.approx(authors.lidar_of_views(views), abs=1e-10)
+    assert authors.lidar(scaled) == pytest.approx(authors.lidar(views), abs=1e-10)
     assert abs(paper.lidar(scaled) - paper.lidar(views)) > 1e-3
-    assert authors.lidar_of_views(views) == pytest.approx(paper.lidar(authors.centred_views(views)), abs=1e-12)
+    assert authors.lidar(views) == pytest.approx(paper.lidar(authors.centred_views(views)), abs=1e-12)
 
 
 def test_dime_for_more_prompts_than_dimensions_permutes_the_covariances_features() -> None:
@@ -125,7 +125,7 @@ def test_dime_for_more_prompts_than_dimensions_permutes_the_covariances_features
     swaps = sum(torch.randperm(2, generator=generator).tolist() == [1, 0] for _ in range(10))
     expected = swaps / 10 * (swapped - joint)
     assert 0 < swaps < 10
-    assert authors.dime_of_views(a, a, n_permutations=10, seed=3) == pytest.approx(expected, abs=1e-12)
+    assert authors.dime(a, a, n_permutations=10, seed=3) == pytest.approx(expected, abs=1e-12)
     assert paper.dime(a, a, n_permutations=10, seed=3) != pytest.approx(expected, abs=1e-3)
 
 
@@ -223,12 +223,12 @@ def test_view_metrics_equal_numpy(n: int) -> None:
     views = np.random.default_rng(2).normal(size=(n, 4, 8)) + 0.5
     torch_views = torch.from_numpy(views)
     a, b = torch_views[:, 0], torch_views[:, 1]
-    assert authors.infonce_of_views(a, b, 0.1) == pytest.approx(_np_infonce(views[:, 0], views[:, 1], 0.1), abs=1e-10)
+    assert authors.infonce(a, b, 0.1) == pytest.approx(_np_infonce(views[:, 0], views[:, 1], 0.1), abs=1e-10)
     for alpha in (1.0, 2.0):
         expected = _np_lidar(views, 1e-4, alpha)
-        assert authors.lidar_of_views(torch_views, alpha=alpha) == pytest.approx(expected, abs=1e-10)
+        assert authors.lidar(torch_views, alpha=alpha) == pytest.approx(expected, abs=1e-10)
         expected = _np_dime(views[:, 0], views[:, 1], alpha, 10, 4)
-        assert authors.dime_of_views(a, b, alpha=alpha, seed=4) == pytest.approx(expected, abs=1e-10)
+        assert authors.dime(a, b, alpha=alpha, seed=4) == pytest.approx(expected, abs=1e-10)
 
 
 # --- the setting, end to end ------------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import subprocess
+import sys
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +23,9 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.sweep import sweep
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
+from layer_mteb.metrics.metric_settings import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings
 from layer_mteb.metrics.representation import curvature, matrix_entropy
-from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+from layer_mteb.metrics.runner import compute_metrics
 from layer_mteb.metrics.texts import encoded_texts_label, load_texts, task_of_label, task_texts_label
 from layer_mteb.model.forward import readout_layers, tokenize
 from layer_mteb.tasks.catalog import EMBEDDED_DATA_DIR
@@ -132,6 +136,17 @@ def test_bad_settings_are_clear_errors() -> None:
         MetricSettings(views=1)
     with pytest.raises(UserError, match="--alpha"):
         MetricSettings(alpha=0)
+
+
+def test_the_metric_settings_are_declared_without_torch() -> None:
+    # the command line reads their defaults and meanings before anything heavy loads
+    probe = "import sys\nimport layer_mteb.metrics.metric_settings\nprint('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False"]
+    helps = {f.name: f.metadata["help"] for f in fields(MetricSettings) if "help" in f.metadata}
+    assert set(PAPER_METRIC_SIZES) == set(QUICK_METRIC_SIZES) <= set(helps)
+    assert PAPER_METRIC_SIZES == {"n_prompts": 1000, "views": 16, "augment_prompts": 200}
+    assert {name: getattr(MetricSettings(), name) for name in PAPER_METRIC_SIZES} == PAPER_METRIC_SIZES
 
 
 def test_metrics_csv_merges_sources_and_replaces_reruns(tmp_path: Path) -> None:

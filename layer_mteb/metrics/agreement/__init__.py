@@ -29,18 +29,9 @@ CURVE_KEY = ["task", "reference", "metric", "outlier", "n", "k", "seed"]
 #: ``all_texts``: the sample is every text of the task, which has fewer than were asked for (stored at ``n`` = their
 #: count), so a reader knows the curve answers any larger ``n`` without loading the task; False in older files
 AGREEMENT_TABLE = Table(
-    [
-        *LAYER_COLUMNS,
-        "task",
-        "reference",
-        "reference_revision",
-        *CURVE_KEY[2:],
-        "value",
-        *SETTINGS_COLUMNS,
-        "all_texts",
-    ],
+    [*LAYER_COLUMNS, *CURVE_KEY[:2], "reference_revision", *CURVE_KEY[2:], "value", *SETTINGS_COLUMNS, "all_texts"],
     "compute the curves with layer_mteb.metrics.agreement.compute",
-    ["model", "task", "reference", "metric", "outlier", "n", "k", "seed", "layer"],
+    ["model", *CURVE_KEY, "layer"],
     ["model", "revision", *CURVE_KEY, *SETTINGS_COLUMNS],
     file="agreement.csv",
     reading=(("keep_default_na", False), ("na_values", {"value": [""]})),

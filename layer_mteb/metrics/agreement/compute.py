@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -105,34 +106,30 @@ def curve_rows(
     """``agreement.csv`` rows of every (reference, metric, outlier, n, k) asked for, each on the first ``n`` texts
     of the sample (k only varies mutual k-NN); plus the ID curve at every ``n``."""
     rows: list[dict] = []
-    metrics, outliers, ks = list(metrics), list(outliers), list(ks)
+    ks = list(ks)
     for n in sorted({min(size, len(sample.texts)) for size in sizes}):
         layers = sample.layers[:, :n]
         layer_sets: dict[tuple[str, int], torch.Tensor] = {}  # the layers' neighbours, once for every reference
-        for reference, (revision, vectors) in sample.references.items():
-            for metric in metrics:
-                for outlier in outliers:
-                    for k in ks if metric == "mknn" else [0]:
-                        if metric == "mknn":
-                            if (outlier, k) not in layer_sets:
-                                layer_sets[outlier, k] = neighbour_sets(treat_outliers(layers, outlier), k)  # type: ignore[arg-type]
-                            theirs = neighbour_sets(treat_outliers(vectors[:n], outlier), k)  # type: ignore[arg-type]
-                            values = shared_neighbours(layer_sets[outlier, k], theirs, k).numpy()
-                        else:
-                            values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
-                        rows += _rows(model, config, sample, (reference, revision, metric, outlier, n, k), values)
-        if with_id:
-            rows += _rows(
-                model, config, sample, (NO_REFERENCE, NO_REFERENCE, ID_METRIC, "none", n, 0), id_curve(layers)
-            )
+        for (reference, (revision, vectors)), metric, outlier in product(sample.references.items(), metrics, outliers):
+            for k in ks if metric == "mknn" else [0]:
+                if metric == "mknn":
+                    if (outlier, k) not in layer_sets:
+                        layer_sets[outlier, k] = neighbour_sets(treat_outliers(layers, outlier), k)  # type: ignore[arg-type]
+                    theirs = neighbour_sets(treat_outliers(vectors[:n], outlier), k)  # type: ignore[arg-type]
+                    values = shared_neighbours(layer_sets[outlier, k], theirs, k).numpy()
+                else:
+                    values = agreement_curve(layers, vectors[:n], metric, outlier, k)  # type: ignore[arg-type]
+                rows += _rows(model, config, sample, (reference, revision, metric, outlier, n, k), values)
+        if with_id:  # the ID reads no reference and no neighbourhood
+            key = (NO_REFERENCE, NO_REFERENCE, ID_METRIC, "none", n, 0)
+            rows += _rows(model, config, sample, key, id_curve(layers))
     return rows
 
 
 def _rows(model: LoadedModel, config: EncodeConfig, sample: TaskSample, key: tuple, values: np.ndarray) -> list:
-    reference, revision, metric, outlier, n, k = key
-    fixed = {"task": sample.task, "reference": reference, "reference_revision": revision, "metric": metric}
-    fixed |= {"outlier": outlier, "n": n, "k": k, "seed": sample.seed, **config.key()}
-    fixed["all_texts"] = sample.all_texts and n == len(sample.texts)
+    fixed = dict(zip(("reference", "reference_revision", "metric", "outlier", "n", "k"), key, strict=True))
+    fixed |= {"task": sample.task, "seed": sample.seed, **config.key()}
+    fixed["all_texts"] = sample.all_texts and fixed["n"] == len(sample.texts)
     return [{**layer_columns(model, layer), **fixed, "value": float(v)} for layer, v in enumerate(values)]
 
 
@@ -191,15 +188,10 @@ def agreement_curves(
     data_dir = data_dir or recorded.data_dir
     for task in tasks:
         texts = sample_texts(recorded.tasks_value(task), n, seed, data_dir)
-        lexical = {
-            ref.name: (ref.revision, ref.encode(texts)) for ref in references if isinstance(ref, LexicalReference)
-        }
+        # the references first: a sample a lexical one cannot fit fails before the model's vectors are stored
+        encoded = {ref.name: (ref.revision, ref.encode(texts, ref.store(task))) for ref in references}
         vectors = layer_vectors(loaded, scored.config, task, texts)
-        sample = TaskSample(task, seed, texts, vectors, lexical, all_texts=len(texts) < n)
-        for ref in references:
-            if isinstance(ref, LexicalReference):
-                continue
-            sample.references[ref.name] = (ref.revision, ref.encode(texts, ref.store(task)))
+        sample = TaskSample(task, seed, texts, vectors, encoded, all_texts=len(texts) < n)
         frames.append(tidy_agreement(curve_rows(loaded, scored.config, sample, sizes=[n], ks=neighbourhoods(k))))
         if write:
             folder.update(AGREEMENT_TABLE, frames[-1])

@@ -14,6 +14,7 @@ mean of token embeddings) is never picked. Ties go to the deeper layer, as every
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, get_args
@@ -61,26 +62,23 @@ def _blocks(curve: np.ndarray) -> np.ndarray:
     return np.asarray(curve, dtype=np.float64)
 
 
-def _deepest(values: np.ndarray, layers: np.ndarray, best: float) -> int:
-    return int(layers[np.isclose(values, best, rtol=0, atol=1e-9)].max())
+def _deepest(curve: np.ndarray, best: Callable[[np.ndarray], float]) -> int:
+    """The deepest block layer (1..L) whose ID is ``best`` of the blocks' IDs (ties: the deeper layer)."""
+    values = _blocks(curve)[1:]
+    return int(np.flatnonzero(np.isclose(values, best(values), rtol=0, atol=1e-9)).max()) + 1
 
 
 def after_peak_layer(curve: np.ndarray) -> int:
     """Cheng et al. (ICLR 2025, "Emergence of a High-Dimensional Abstraction Phase in Language Transformers"): the
     layer right after the ID peak, i.e. argmax over layers 1..L of the ID, plus one (the last layer when the peak
     is the last layer). The peak marks the end of the abstraction phase whose representations transfer best."""
-    curve = _blocks(curve)
-    layers = np.arange(1, len(curve))
-    peak = _deepest(curve[1:], layers, curve[1:].max())
-    return min(peak + 1, len(curve) - 1)
+    return min(_deepest(curve, np.max) + 1, len(curve) - 1)
 
 
 def min_layer(curve: np.ndarray) -> int:
     """KV-Embedding (arXiv 2601.01046): the layer of minimum ID over layers 1..L, the most compressed
     representation."""
-    curve = _blocks(curve)
-    layers = np.arange(1, len(curve))
-    return _deepest(curve[1:], layers, curve[1:].min())
+    return _deepest(curve, np.min)
 
 
 def valley_layer(curve: np.ndarray) -> int:
@@ -99,10 +97,8 @@ def valley_layer(curve: np.ndarray) -> int:
     def at_least_neighbours(i: int, better: Callable[[float, float], bool]) -> bool:
         return all(better(values[i], values[j]) for j in (i - 1, i + 1) if 0 <= j <= last)
 
-    peaks = [i for i in range(last + 1) if values[i] >= floor and at_least_neighbours(i, lambda a, b: a >= b)]
-    peak = peaks[0] if peaks else last
-    valleys = [i for i in range(peak + 1, last + 1) if at_least_neighbours(i, lambda a, b: a <= b)]
-    return (valleys[0] if valleys else last) + 1
+    peak = next((i for i in range(last + 1) if values[i] >= floor and at_least_neighbours(i, operator.ge)), last)
+    return next((i for i in range(peak + 1, last + 1) if at_least_neighbours(i, operator.le)), last) + 1
 
 
 ID_PICKS: dict[str, Callable[[np.ndarray], int]] = {

@@ -115,10 +115,8 @@ def lexical_vectors(texts: Sequence[str], spec: LexicalSpec, seed: int = 0) -> n
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
-    ngram_range = (1, spec.ngrams)
-    vectorizer = TfidfVectorizer(ngram_range=ngram_range, sublinear_tf=True)
-    if spec.kind == "bm25":
-        vectorizer = CountVectorizer(ngram_range=ngram_range)
+    ngrams = {"ngram_range": (1, spec.ngrams)}
+    vectorizer = CountVectorizer(**ngrams) if spec.kind == "bm25" else TfidfVectorizer(**ngrams, sublinear_tf=True)
     try:
         matrix = vectorizer.fit_transform(list(texts))
     except ValueError:  # scikit-learn: "empty vocabulary"
@@ -159,8 +157,7 @@ def _bm25(counts, k1: float = BM25_K1, b: float = BM25_B):
     lengths = np.asarray(counts.sum(axis=1)).ravel()
     norm = k1 * (1 - b + b * lengths / max(lengths.mean(), 1e-12))
     row_norm = np.repeat(norm, np.diff(counts.indptr))
-    tf = counts.data
-    counts.data = tf * (k1 + 1) / (tf + row_norm) * idf[counts.indices]
+    counts.data = counts.data * (k1 + 1) / (counts.data + row_norm) * idf[counts.indices]
     return normalize(counts)
 
 

@@ -54,19 +54,6 @@ def _unit_rows(x: torch.Tensor) -> torch.Tensor:
     return x / torch.where(norms > 0, norms, torch.ones_like(norms))
 
 
-def knn_indices(x: torch.Tensor, k: int) -> torch.Tensor:
-    """[..., n, k] indices of each row's k nearest rows by cosine similarity, the row itself excluded."""
-    unit = _unit_rows(x)
-    sim = unit @ unit.transpose(-1, -2)
-    sim.diagonal(dim1=-2, dim2=-1).fill_(-torch.inf)
-    return sim.topk(k, dim=-1).indices
-
-
-def _neighbour_mask(indices: torch.Tensor, n: int) -> torch.Tensor:
-    mask = torch.zeros(*indices.shape[:-1], n, dtype=torch.bool)
-    return mask.scatter_(-1, indices, True)
-
-
 def mutual_knn(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray, k: int = DEFAULT_K) -> torch.Tensor:
     """Mean over texts of |kNN_a(i) ∩ kNN_b(i)| / k. ``a`` is [n, D] or [L, n, D] (one value per layer), ``b`` is
     [n, D'] (broadcast over layers)."""
@@ -81,9 +68,14 @@ def mutual_knn(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray, k: in
 
 def neighbour_sets(x: torch.Tensor | np.ndarray, k: int) -> torch.Tensor:
     """[..., n, n] booleans: row i marks its ``k`` nearest rows by cosine similarity (itself excluded); computed once,
-    a layer's sets serve every reference it is compared with."""
-    x = _as_tensor(x)
-    return _neighbour_mask(knn_indices(x, k), x.shape[-2])
+    a layer's sets serve every reference it is compared with.
+
+    The [..., n, k] indices of each row's k nearest rows are the top k of the cosine similarities with the diagonal
+    (the row itself) set to −∞, scattered into a boolean mask of all n rows."""
+    unit = _unit_rows(_as_tensor(x))
+    sim = unit @ unit.transpose(-1, -2)
+    sim.diagonal(dim1=-2, dim2=-1).fill_(-torch.inf)
+    return torch.zeros(sim.shape, dtype=torch.bool).scatter_(-1, sim.topk(k, dim=-1).indices, True)
 
 
 def shared_neighbours(mine: torch.Tensor, theirs: torch.Tensor, k: int) -> torch.Tensor:
