@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from layer_mteb.analysis.report.figures import figure1_panel, save, style
-from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.markdown import integer, markdown_table, number_format, text
 from layer_mteb.analysis.report.table1 import headline_tasks, task_scores
 from layer_mteb.analysis.rules import FIGURE1_COVERAGE, tasks_phrase
 from layer_mteb.common.files import atomic_write
@@ -234,8 +234,7 @@ def write_extrema(table: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _depth(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):.2f}"
+_depth = number_format(".2f")
 
 
 def release_caveats(wikitext: pd.DataFrame) -> list[str]:

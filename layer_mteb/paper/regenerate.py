@@ -20,7 +20,7 @@ from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write
 from layer_mteb.common.run_folder import RunFolder
-from layer_mteb.metrics import METRICS_FILE
+from layer_mteb.metrics import METRICS_FILE, METRICS_TABLE
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.paper import paper_figures, prompt_length
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
@@ -48,7 +48,7 @@ def scores_and_metrics(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     folder = RunFolder(run)
     if not folder.file(METRICS_FILE).is_file():
         return folder.scores(), None
-    return load_run(run, None, None, "auto")
+    return load_run(folder, folder.scores(), folder.read(METRICS_TABLE), "auto")
 
 
 #: Writes one table into the output folder under the given file name.

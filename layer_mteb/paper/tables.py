@@ -6,16 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.markdown import integer, markdown_table, number_format, text
 from layer_mteb.analysis.report.table1 import build_table1, per_task_summary, table1_notes, task_scores
 
-
-def number(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):.1f}"
-
-
-def signed(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):+.1f}"
+number, signed = number_format(".1f"), number_format("+.1f")
 
 
 #: Table 1 as printed (workshop version): best ≠ last (%), avg last, avg best.

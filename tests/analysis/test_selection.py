@@ -297,15 +297,17 @@ def test_select_hands_one_run_folder_to_every_reader(by: list[str], tmp_path: Pa
     assert made == [tmp_path]
 
 
-def test_a_selector_says_it_computes_curves_exactly_when_it_reads_a_stored_curve() -> None:
+def test_a_selector_says_it_computes_curves_exactly_when_it_reads_a_stored_curve_or_is_auto() -> None:
     """``select`` decides what Ctrl-C leaves from ``computes_curves`` before anything loads: it must match the
-    signals the selector reads (a selector of ``agreement.csv`` curves, and no other)."""
+    signals the selector reads (a selector of ``agreement.csv`` curves, and no other), and ``auto``, which has them
+    computed first for a base model (``AutoSelector.compute_first``)."""
     from layer_mteb.analysis.selection.registry import registry
     from layer_mteb.metrics import SIGNALS
     from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
     stored = {name: any(SIGNALS[s].table == AGREEMENT_FILE for s in sel.signals()) for name, sel in registry().items()}
-    assert {name: sel.computes_curves for name, sel in registry().items()} == stored
+    assert {name: sel.reads_curves_alone() for name, sel in registry().items()} == stored
+    assert {name: sel.computes_curves for name, sel in registry().items()} == stored | {"auto": True}
     assert stored["agreement"] and stored["id_min"] and not stored["prompt_entropy"] and not stored["auto"]
 
 

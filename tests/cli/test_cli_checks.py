@@ -199,11 +199,11 @@ def _args(*argv: str):
 
 @pytest.mark.parametrize(
     ("by", "said"),
-    [("agreement", "agreement curves are saved"), ("auto", "nothing")],
+    [("agreement", "agreement curves are saved"), ("auto", "agreement curves are saved"), ("depth=0.5", "nothing")],
 )
 def test_ctrl_c_says_what_select_has_saved(by, said, tmp_path):
-    """``--by agreement`` writes each task's curves as it finishes, so Ctrl-C says they are kept; a pick that
-    computes nothing has saved nothing."""
+    """``--by agreement`` writes each task's curves as it finishes, so Ctrl-C says they are kept (so may ``auto``,
+    for a base model); a pick that computes nothing has saved nothing."""
     (tmp_path / "scores.csv").write_text("model,layer\n")
     args = _args("select", "--run", str(tmp_path), "--by", by)
     assert said in check(args).interrupted

@@ -49,7 +49,6 @@ class TaskLayers:
     vectors: np.ndarray
     n_layers: int
     texts_encoded: int = 0
-    load_seconds: float = 0.0
 
     @property
     def name(self) -> str:
@@ -65,7 +64,7 @@ def iter_task_layers(
 ) -> Iterator[TaskLayers]:
     """The (task, subset) units of the run in ``folder`` with their vectors, one at a time; ``model`` says how to
     load the run's model where its recorded name does not (a local folder, say)."""
-    folder = RunFolder(folder)
+    folder = RunFolder.of(folder)
     scores = folder.one_setting()
     if tasks is not None:
         unknown = sorted(set(tasks) - set(scores["task"]))
@@ -82,7 +81,6 @@ def iter_task_layers(
     loaded = load_scored_model(name, revision, config, model)
     settings = resolve_settings(loaded, config)
     for (task_name, subset, split), rows in scores.groupby(["task", "subset", "split"], sort=True):
-        started = time.perf_counter()
         task = load_task(specs[str(task_name)], str(split), data)
         load_task_data(task)
         examples = labelled_examples(task, str(subset), str(split))
@@ -95,8 +93,7 @@ def iter_task_layers(
         if encoded:
             cache.save()
         n_layers = int(rows["n_layers"].iloc[0])
-        seconds = time.perf_counter() - started
-        yield TaskLayers(name, str(task_name), str(subset), curve, examples, vectors, n_layers, encoded, seconds)
+        yield TaskLayers(name, str(task_name), str(subset), curve, examples, vectors, n_layers, encoded)
 
 
 def labelled_tasks(scores: pd.DataFrame) -> pd.DataFrame:
@@ -124,9 +121,6 @@ def draw_rows(n: int, k: int | str, draw: int, seed: int) -> np.ndarray:
     """The example rows of one draw: ``k`` of ``n`` seeded by (seed, draw), every row for ``"full"``."""
     if k == FULL:
         return np.arange(n)
-    check_budget(k)
-    if k > n:
-        raise UserError(f"--labels {k} is more than the {n} labelled examples of the split")
     return np.sort(np.random.default_rng([seed, draw]).choice(n, size=k, replace=False))
 
 
@@ -142,7 +136,8 @@ def pick_layers(
     keeps the last (:func:`~layer_mteb.analysis.rules.default_layer`). ``workers`` > 1 scores in forked processes
     (same picks); ``seen`` receives each layer's scoring warnings."""
     layers = unit.scores.index.to_numpy()
-    if k != FULL and isinstance(k, int) and k > len(unit.examples):
+    check_budget(k)
+    if k != FULL and k > len(unit.examples):
         raise UserError(f"--labels {k} is more than the {len(unit.examples)} labelled examples of {unit.name}")
     drawn = [draw_rows(len(unit.examples), k, draw, seed) for draw in range(1 if k == FULL else draws)]
 

@@ -134,15 +134,7 @@ def layer_score(examples: LabelledExamples, layer: np.ndarray, rows: np.ndarray,
 def _sts(task, main: str, pairs: np.ndarray, gold: np.ndarray, seed: int) -> float:
     """mteb's ``AbsTaskSTS._calculate_scores`` on the similarities ``AnySTSEvaluator`` computes (cosine, negated
     Manhattan and Euclidean distances; the encoder's own similarity is cosine); main score ``cosine_spearman``."""
-    a, b = pairs[:, 0], pairs[:, 1]
-    cosine = 1 - paired_cosine_distances(a, b)
-    scores = {
-        "cosine_scores": cosine.tolist(),
-        "manhattan_distances": (-paired_manhattan_distances(a, b)).tolist(),
-        "euclidean_distances": (-paired_euclidean_distances(a, b)).tolist(),
-        "similarity_scores": cosine.tolist(),
-    }
-    return float(sts_metrics(task, scores, gold.tolist())[main])
+    return float(sts_metrics(task, _paired(pairs, distance_sign=-1), gold.tolist())[main])
 
 
 def _pair_classification(task, main: str, pairs: np.ndarray, gold: np.ndarray, seed: int) -> float:
@@ -150,16 +142,21 @@ def _pair_classification(task, main: str, pairs: np.ndarray, gold: np.ndarray, s
     computes; main score ``max_ap``, the best average precision over cosine, dot, Manhattan and Euclidean."""
     if len(np.unique(gold)) < 2:
         return float("nan")  # average precision needs positives and negatives
-    a, b = pairs[:, 0], pairs[:, 1]
-    cosine = 1 - paired_cosine_distances(a, b)
-    distances = {
-        "cosine_scores": cosine.tolist(),
-        "similarity_scores": cosine.tolist(),
-        "manhattan_distances": paired_manhattan_distances(a, b).tolist(),
-        "euclidean_distances": paired_euclidean_distances(a, b).tolist(),
-        "dot_scores": np.einsum("nd,nd->n", a, b).tolist(),
-    }
+    distances = _paired(pairs) | {"dot_scores": np.einsum("nd,nd->n", pairs[:, 0], pairs[:, 1]).tolist()}
     return float(pair_metrics(task, distances, gold.tolist())[main])
+
+
+def _paired(pairs: np.ndarray, distance_sign: int = 1) -> dict[str, list[float]]:
+    """The similarities mteb's pair evaluators compute of each pair: cosine (the encoder's own similarity too), and
+    the Manhattan and Euclidean distances, times ``distance_sign`` (STS negates them into similarities)."""
+    a, b = pairs[:, 0], pairs[:, 1]
+    cosine = (1 - paired_cosine_distances(a, b)).tolist()
+    return {
+        "cosine_scores": cosine,
+        "similarity_scores": cosine,
+        "manhattan_distances": (distance_sign * paired_manhattan_distances(a, b)).tolist(),
+        "euclidean_distances": (distance_sign * paired_euclidean_distances(a, b)).tolist(),
+    }
 
 
 def _classification(task, main: str, x: np.ndarray, y: np.ndarray, seed: int) -> float:

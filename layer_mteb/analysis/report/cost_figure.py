@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from layer_mteb.analysis.report.figures import save, style
-from layer_mteb.analysis.report.markdown import integer, markdown_table, score, text
+from layer_mteb.analysis.report.markdown import integer, markdown_table, number_format, score, text
 from layer_mteb.analysis.selection.curves import MEAN
 from layer_mteb.analysis.selection.tradeoff import cheapest_layers, cost_curves
 from layer_mteb.common.run_folder import COST_FILE, RunFolder
@@ -32,12 +32,7 @@ RULE = (
 )
 
 
-def _fraction(value: object) -> str:
-    return "—" if pd.isna(value) else f"{100 * float(value):.0f} %"
-
-
-def _seconds(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):.1f}"
+_fraction, _seconds = number_format(".0f", 100, " %"), number_format(".1f")
 
 
 def cost_quality(folders: Sequence[RunFolder], stem: Path) -> list[Path]:

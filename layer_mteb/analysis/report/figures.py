@@ -49,8 +49,9 @@ def save(fig: Figure, stem: Path) -> list[Path]:
     return paths
 
 
-# the reference curves: one grey each, dark enough to see, told apart by dash pattern and marker as well
-_REFERENCE_STYLES = [((0, (5, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (6, 2, 1, 2)), "D"), ((0, (2, 2)), "v")]
+# the (dash pattern, marker) of each of the paper's curves (drawn beside the runs'): one grey each, dark enough to see,
+# told apart by dash pattern and marker as well
+_PAPER_CURVE_STYLES = [((0, (5, 2)), "s"), ((0, (1, 1.5)), "^"), ((0, (6, 2, 1, 2)), "D"), ((0, (2, 2)), "v")]
 
 
 def figure1(
@@ -84,7 +85,7 @@ def figure1_panel(ax: Axes, curves: pd.DataFrame, paper: pd.DataFrame | None = N
         order = list(paper.groupby("model")["n_layers"].first().sort_values().index)
         greys = sns.color_palette("Greys", len(order) + 3)[3:]
         for i, model in enumerate(order):
-            dash, marker = _REFERENCE_STYLES[i % len(_REFERENCE_STYLES)]
+            dash, marker = _PAPER_CURVE_STYLES[i % len(_PAPER_CURVE_STYLES)]
             line = paper[paper["model"] == model].sort_values("relative_depth")
             ax.plot(
                 line["relative_depth"],

@@ -24,12 +24,13 @@ def _missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def score(value: object) -> str:
-    return "—" if _missing(value) else f"{100 * float(value):.1f}"
+def number_format(spec: str, scale: float = 1.0, suffix: str = "") -> Format:
+    """A column's formatter of numbers: ``scale × value`` written by ``spec``, then ``suffix``; "—" where missing."""
+    return lambda value: "—" if _missing(value) else f"{scale * float(value):{spec}}{suffix}"
 
 
-def percent(value: object) -> str:
-    return "—" if _missing(value) else f"{float(value):.1f} %"
+score = number_format(".1f", 100)
+percent = number_format(".1f", suffix=" %")
 
 
 def integer(value: object) -> str:

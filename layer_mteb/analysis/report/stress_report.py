@@ -15,7 +15,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from layer_mteb.analysis.report.figures import save, slug, style
-from layer_mteb.analysis.report.markdown import integer, markdown_table, text
+from layer_mteb.analysis.report.markdown import integer, markdown_table, number_format, text
 from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics.bimodality import DIP_NORMALIZATION, DIPS_TABLE, STRESS_TABLE, most_bimodal_layer
@@ -170,16 +170,7 @@ def length_minima(curves: pd.DataFrame, normalization: str = DIP_NORMALIZATION) 
     return pd.DataFrame(rows)
 
 
-def _f3(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):.3f}"
-
-
-def _f2(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):.2f}"
-
-
-def _p(value: object) -> str:
-    return "—" if pd.isna(value) else f"{float(value):.2g}"
+_f3, _f2, _p = number_format(".3f"), number_format(".2f"), number_format(".2g")
 
 
 def stress_markdown(summary: pd.DataFrame, minima: pd.DataFrame) -> str:

@@ -17,7 +17,7 @@ from layer_mteb.common.run_folder import (
     RunFolder,
     one_setting_per_model,
 )
-from layer_mteb.metrics import METRIC_READOUTS, METRICS_TABLE
+from layer_mteb.metrics import METRIC_READOUTS
 
 
 def load_run(
@@ -27,21 +27,18 @@ def load_run(
     metric_readout: str = "auto",
     arithmetic: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scores and metrics from ``folder`` (unless given), metrics restricted to the scores' settings. Their readout
-    may differ (``metric_readout``): the paper scored with the final norm but measured metrics on the raw stream.
-    The metrics are those of one ``arithmetic`` (:func:`one_arithmetic`), never two averaged."""
+    """Scores and metrics (as the run ``folder`` holds them, which the messages name), metrics restricted to the
+    scores' settings. Their readout may differ (``metric_readout``): the paper scored with the final norm but
+    measured metrics on the raw stream. The metrics are those of one ``arithmetic`` (:func:`one_arithmetic`), never
+    two averaged."""
     if metric_readout not in METRIC_READOUTS:
         raise UserError(f"--metric-readout must be one of {', '.join(METRIC_READOUTS)}; got {metric_readout!r}")
     if scores is None or metrics is None:
-        if folder is None:
-            raise UserError("give a run folder (--run) or both scores and metrics tables")
-        folder = RunFolder(folder)
-        scores = folder.scores() if scores is None else scores
-        metrics = folder.read(METRICS_TABLE) if metrics is None else metrics
+        raise UserError("give a run folder (--run) or both scores and metrics tables")
     if scores.empty:
         raise UserError("the scores table is empty")
-    scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
     metrics = one_arithmetic(metrics, arithmetic, folder)
+    scores = one_setting_per_model(scores)  # picks and correlations are per model, never across settings
     settings = [c for c in SETTINGS_COLUMNS if c in scores.columns and c in metrics.columns and c != "readout"]
     used = scores[["model", *settings, "readout"]].drop_duplicates()
     matched = metrics.merge(used[["model", *settings]].drop_duplicates(), on=["model", *settings])

@@ -138,12 +138,8 @@ def _aggregate_of(tasks: pd.Series) -> pd.Series:
 
 
 def _with_depth(frame: pd.DataFrame, n_layers: int | None) -> pd.DataFrame:
-    if "n_layers" not in frame.columns:
-        frame["n_layers"] = pd.NA
-    for model, part in frame.groupby("model"):
-        depth = n_layers or release_depth(model) or last_layer_of(part)
-        frame.loc[part.index, "n_layers"] = depth
-    frame["n_layers"] = frame["n_layers"].astype(int)
+    depths = {model: n_layers or release_depth(model) or last_layer_of(part) for model, part in frame.groupby("model")}
+    frame["n_layers"] = frame["model"].map(depths).astype(int)
     frame["relative_depth"] = frame["layer"] / frame["n_layers"]
     return tidy_scores(frame[SCORE_COLUMNS].to_dict("records"))
 
@@ -227,10 +223,8 @@ def import_metrics_table(
     table = path if isinstance(path, pd.DataFrame) else pd.read_csv(path)
     if models is not None:
         table = table[table["model"].isin(models)]
-    wanted = table["metric"].map(lambda m: PAPER_NORMALIZATION.get(m, "maxEntropy"))
-    if normalization != "paper":
-        wanted = pd.Series(normalization, index=table.index)
-    table = table[table["normalization"] == wanted]
+    paper = table["metric"].map(lambda m: PAPER_NORMALIZATION.get(m, "maxEntropy"))
+    table = table[table["normalization"] == (paper if normalization == "paper" else normalization)]
     tests = table[table["texts"].map(task_of_label).notna() & (table["split"] == "test")]
     has_test = set(zip(tests["model"], tests["texts"], strict=True))
     keep = [

@@ -115,15 +115,12 @@ def score_table(results: Path, folders: list[ModelFolder] | None = None) -> pd.D
         if not mteb.is_dir():
             continue
         for layer in subfolders(mteb):
-            with os.scandir(layer.path) as files:
-                names = sorted(f.name for f in files if f.name.endswith(".json") and f.name != "model_meta.json")
-            for name in names:
-                path = Path(layer.path) / name
+            for path in sorted(p for p in Path(layer.path).glob("*.json") if p.name != "model_meta.json"):
                 try:
                     data = json.loads(path.read_bytes())
                 except ValueError as err:
                     raise UserError(f"{path}: not an mteb result JSON ({err})") from None
-                task = data.get("task_name") or name.removesuffix(".json")
+                task = data.get("task_name") or path.stem
                 score = _main_score(data, subsets.get(task, ()))
                 if score is not None:
                     rows.append((folder.model, layer.name, task, round(score, 6), data.get("mteb_version")))

@@ -46,11 +46,9 @@ class AgreementOptions:
 
 
 def options_of(source: CurveSource | None) -> AgreementOptions:  # the curve ``source`` computes, else the defaults
-    return (
-        AgreementOptions()
-        if source is None
-        else AgreementOptions(source.stored_reference, source.n, source.k, source.seed)
-    )
+    if source is None:
+        return AgreementOptions()
+    return AgreementOptions(source.stored_reference, source.n, source.k, source.seed)
 
 
 def missing_curves(

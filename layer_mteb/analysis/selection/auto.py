@@ -104,11 +104,8 @@ TYPE_ANALOGUES = {name: row.analogue for name, row in TASK_TYPES.items() if row.
 
 def with_analogues(by_type: dict[str, str]) -> dict[str, str]:
     """``by_type`` with each unstudied type of :data:`TYPE_ANALOGUES` given its studied type's selector."""
-    found = dict(by_type)
-    for target, source in TYPE_ANALOGUES.items():
-        if target not in found and source in by_type:
-            found[target] = by_type[source]
-    return found
+    taken = {target: by_type[source] for target, source in TYPE_ANALOGUES.items() if source in by_type}
+    return {**by_type, **{target: name for target, name in taken.items() if target not in by_type}}
 
 
 #: 2: a rule may pick per task type (``by_type``), and first-token pooling is a kind of its own.
@@ -266,8 +263,11 @@ def known(name: str) -> Selector:  # the selector a rule names: a metric's or th
 class AutoSelector(Selector):
     """``--by auto``: for a base language model whose run has agreement curves on every task, the layer of most
     agreement (the study: docs/agreement.md); otherwise the shipped policy's rule for the model's kind, in rows named
-    ``auto``. For a run of one base model it wants the curves computed first where a reference encoder loads: the
-    depth rule it otherwise applies lost 5.67 points on tasks the study never saw, agreement 0.35 (docs/studies.md)."""
+    ``auto``. For a run of one base model it wants the curves computed first where a reference encoder loads, so it
+    may compute curves (:attr:`computes_curves`): on tasks the study never saw, the depth rule it otherwise applies
+    loses far more than agreement (the numbers: docs/studies.md, "On tasks the project never saw")."""
+
+    computes_curves: bool = True
 
     def needs(self, scores: pd.DataFrame) -> Needs:
         policy, models = shipped_policy(), scores.groupby("model", sort=False)

@@ -138,7 +138,7 @@ def correlate(
     if folder is not None:
         scores = folder.scores() if scores is None else scores
         metrics = folder.read(METRICS_TABLE) if metrics is None else metrics
-    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout, arithmetic)
+    scores, metrics = load_run(folder, scores, metrics, metric_readout, arithmetic)
     used = str(metrics["arithmetic"].iloc[0]) if not metrics.empty else "paper"
     rows: list[CorrelationRow] = []
     for model, model_scores in scores.groupby("model", sort=False):
@@ -155,15 +155,9 @@ def correlate(
                 key["method"] = name
                 rows.append(CorrelationRow(**key, statistic=statistic, p_value=p_value, n_layers=len(layers)))
         if skipped:
-            more = "; ..." if len(skipped) > 3 else ""
-            logger.warning(
-                "%s: %d pair(s) skipped, fewer than %d layers or no variation (%s%s)",
-                model,
-                len(skipped),
-                MIN_LAYERS,
-                "; ".join(skipped[:3]),
-                more,
-            )
+            listed = "; ".join([*skipped[:3], *(["..."] if len(skipped) > 3 else [])])
+            message = "%s: %d pair(s) skipped, fewer than %d layers or no variation (%s)"
+            logger.warning(message, model, len(skipped), MIN_LAYERS, listed)
     if not rows:
         raise UserError(f"nothing to correlate: scores and metrics share fewer than {MIN_LAYERS} layers that vary")
     frame = pd.DataFrame(rows, columns=CORRELATION_COLUMNS)

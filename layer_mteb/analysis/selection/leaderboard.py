@@ -76,9 +76,7 @@ def selector_leaderboard(picks: pd.DataFrame | None) -> pd.DataFrame | None:
     if picks is None or not needed <= set(picks.columns):
         return None
     frame = picks.astype({"scope": str})
-    for column in ("last_score", "best_score", "gain", "regret"):
-        if column not in frame:
-            frame = frame.assign(**{column: math.nan})
+    frame = frame.assign(**{c: math.nan for c in ("last_score", "best_score", "gain", "regret") if c not in frame})
     scope = frame["scope"].where(frame["scope"] == MEAN, "per task")
     board = leaderboard(frame.assign(task=frame["scope"], scope=scope), by=["selector"], within=["model", "scope"])
     board = board.rename(columns=dict(chosen_layer="layer", chosen_score="score", last_score="last", best_score="best"))

@@ -75,11 +75,13 @@ def select_layers(
     if metrics is None and folder is not None:  # a missing file is the error naming the command that writes it
         reads = needs is None or bool(needs.reads & set(stored_in(METRICS_FILE)))
         metrics = folder.read(METRICS_TABLE) if reads else pd.DataFrame(columns=METRIC_COLUMNS)
-    scores, metrics = load_run(None if folder is None else folder.path, scores, metrics, metric_readout, arithmetic)
+    scores, metrics = load_run(folder, scores, metrics, metric_readout, arithmetic)
     per_task = per_task or (selector is not None and selector.per_task())
-    frame = _select(scores, metrics, selector, names, per_task, stored)
+    picks = _select(scores, metrics, selector, names, stored)
+    mean = picks["task"] == MEAN
+    frame = picks[mean != per_task].reset_index(drop=True)
     if folder is not None and write:  # the file keeps both scopes, so the report has the global and per-task picks
-        both = pd.concat([frame, _select(scores, metrics, selector, names, not per_task, stored)], ignore_index=True)
+        both = pd.concat([frame, picks[mean == per_task]], ignore_index=True)
         folder.write_table(selection_file(selector.name if selector else names), both)
     return frame
 
@@ -107,7 +109,7 @@ def explained(
 ) -> list[str]:
     """What ``selector`` read and why it picked so, per model, and where the curves it computed (or read back) are
     kept."""
-    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.computes_curves else []
+    kept = [f"agreement curves: {folder.file(AGREEMENT_FILE)}"] if selector and selector.reads_curves_alone() else []
     return [] if selector is None else [*selector.describe(folder, picks, options_of(source)), *kept]
 
 
@@ -116,9 +118,9 @@ def _select(
     metrics: pd.DataFrame,
     selector: Selector | None,
     names: list[str] | None,
-    per_task: bool,
     stored: StoredCurves | None = None,
 ) -> pd.DataFrame:
+    """The picks of both scopes: each task's, and those for the mean over tasks (``task == "mean"``)."""
     bare = selector is None or (selector.source is None and selector.metric in stored_in(METRICS_FILE))
     names = [str(selector.metric)] if selector is not None and bare else None if selector else names
     frames = []
@@ -126,7 +128,7 @@ def _select(
         curves = score_curves(model_scores)
         own = metrics[metrics["model"] == model]
         readout = dict(zip(own["texts"], own["readout"], strict=True))
-        metric_by = metric_curves(own, names) if selector is None or not selector.computes_curves else {}
+        metric_by = metric_curves(own, names) if selector is None or not selector.reads_curves_alone() else {}
         if stored is not None:
             metric_by |= stored.curves.get(str(model), {})
             readout |= stored.readout.get(str(model), {})
@@ -150,8 +152,7 @@ def _select(
             sources = dict.fromkeys((m, "own" if task_of_label(t) is not None else t) for m, t in general)
             # rows named by the bare metric; their texts column says the source
             candidates += [dataclasses.replace(metric_selector(metric), source=source) for metric, source in sources]
-        tasks = [t for t in curves if t != MEAN] if per_task else [MEAN]
-        frames.append(evaluate([data], candidates, tasks))
+        frames.append(evaluate([data], candidates))  # every task, then the mean over tasks
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SELECTION_COLUMNS)
     return frame[SELECTION_COLUMNS]
 
@@ -164,10 +165,11 @@ def run_leaderboard(
     layer for every task, each task's own best layer), and where the metric selectors are when only per-task picks
     have them (a run whose metrics are all on each task's own texts, an imported release say, has only baselines
     for the mean over tasks)."""
+    file = selection_file(by)
     per_task = not (picks["task"] == MEAN).all()
     only_baselines = not per_task and picks["selector"].isin(BASELINES).all()
     scores = folder.scores()
-    both = folder.read(PICKS_TABLE._replace(file=selection_file(by))) if only_baselines else picks.iloc[:0]
+    both = folder.read(PICKS_TABLE._replace(file=file)) if only_baselines else picks.iloc[:0]
     within = ["model"] if picks["model"].nunique() > 1 else []  # a run of several models: ranked per model
     board = leaderboard(picks, within=within, scores=scores)
     lines = [

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SELECTION_FILE, Table
-from layer_mteb.metrics import DIRECTIONS, METRICS_FILE, stored_in
+from layer_mteb.metrics import DIRECTIONS, METRICS_FILE, SIGNALS, stored_in
 from layer_mteb.metrics.texts import task_texts_label
 
 if TYPE_CHECKING:
@@ -127,8 +127,9 @@ class Selector:
     form: str = ""
     offered: bool = True
     by_type: tuple[tuple[str, str], ...] = ()
-    #: whether it reads curves of ``agreement.csv``, computed first where the run lacks them (:mod:`~.agreement`
-    #: builds those selectors): ``select`` asks before anything loads
+    #: whether ``select`` may compute curves of ``agreement.csv`` for it first, where the run lacks them: those of
+    #: the selectors of the curves (:mod:`~.agreement` builds them), and ``auto``'s for a base model; ``select`` asks
+    #: before anything loads (what Ctrl-C leaves)
     computes_curves: bool = False
 
     def pick(self, model: ModelData, task: str) -> int | None:
@@ -148,6 +149,11 @@ class Selector:
     def signals(self) -> frozenset[str]:  # the signals its picks read, on every task type
         names = [self.metric, *(metric_selector_named(name).metric for _, name in self.by_type)]
         return frozenset(name for name in names if name is not None)
+
+    def reads_curves_alone(self) -> bool:
+        """Whether it reads curves of ``agreement.csv`` and nothing of ``metrics.csv`` (the curves' selectors)."""
+        signals = self.signals()
+        return bool(signals) and all(SIGNALS[name].table != METRICS_FILE for name in signals)
 
     def needs(self, scores: pd.DataFrame) -> Needs:  # what it reads on a run of ``scores``
         return Needs(reads=self.signals())
