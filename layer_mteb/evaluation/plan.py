@@ -84,8 +84,8 @@ def task_units(
         return _text_units(given)
     units = []
     for spec in tasks:
-        task = load_task(spec, split, data_dir)
         origin, folder = task_data(spec, data_dir)
+        task = load_task(spec, split, data_dir)
         if folder is not None:  # the folder's content and which file is which split
             fingerprint = text_hash(content_hash(folder), sorted(spec.local_files.items()))
         else:  # a custom task's revision is already the fingerprint of its files and declaration

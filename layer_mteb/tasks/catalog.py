@@ -323,6 +323,9 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     Local or embedded data (:func:`task_data`) and a custom task's files come loaded, so mteb neither loads nor
     unloads them.
     """
+    origin, folder = task_data(spec, data_dir)
+    if origin.startswith("local"):
+        note_data_read(data_dir)
     if spec.custom is not None:  # read now, as local data is: a bad file fails before any model loads
         task = custom_task(spec.custom)
         task.load_data()
@@ -334,10 +337,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
         task = mteb.get_task(spec.name, eval_splits=splits, hf_subsets=list(spec.subsets) if spec.subsets else None)
     except KeyError:
         raise UserError(unknown_tasks_message([spec.name], known_names())) from None
-    origin, folder = task_data(spec, data_dir)
     if folder is not None:
-        if origin.startswith("local"):
-            note_data_read(data_dir)
         load_local_data(task, folder, spec)
     return task
 
