@@ -119,14 +119,13 @@ class RunRequest:
 def _resolved(request: RunRequest) -> dict[str, Any]:
     """The fields of ``request`` as the sweep reads them."""
     models = tuple(request.models) if isinstance(request.models, list | tuple) else (request.models,)
-    for name in models:
-        if isinstance(name, str):
-            model_kind(name)
+    named = [model for model in models if isinstance(model, str)]  # the others come loaded
+    for name in named:
+        model_kind(name)
     revisions = request.revision.split(",") if isinstance(request.revision, str) else request.revision
-    for name in models:  # a hub id that cannot load is one line now, not after the tasks and the model's libraries
+    for name in named:  # a hub id that cannot load is one line now, not after the tasks and the model's libraries
         for revision in revisions or [None]:
-            if isinstance(name, str):
-                check_loadable(name, revision)
+            check_loadable(name, revision)
     shard = parse_shard(request.shard) if isinstance(request.shard, str) else request.shard
     launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
     output = Path(request.output) if request.output is not None else None
@@ -139,7 +138,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         )
     if isinstance(request.layers, str):
         check_layers(request.layers)
-    for name in (model for model in models if isinstance(model, str)):
+    for name in named:
         check_model_layers(request.layers, name)  # a layer the model lacks, from its config: before it loads
     split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
     revisions = tuple(revisions or [None])

@@ -9,7 +9,7 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -186,13 +186,8 @@ class _ModelInMemory:
             return
         self._current = None
         gc.collect()  # the model's modules refer to each other: only the collector frees them
-        _empty_device_cache()
-
-
-def _empty_device_cache() -> None:
-    """Give PyTorch's cached GPU memory back, so the next model and the automatic memory limit see it free."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # so the next model and the memory limit
+            torch.cuda.empty_cache()  # see PyTorch's cached GPU memory free
 
 
 @dataclass
@@ -203,14 +198,11 @@ class _Record:
     shard: tuple[int, int] | None
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
-    _results: ResultCache | None = None
 
-    @property
+    @cached_property
     def results(self) -> ResultCache | None:
         """mteb's result cache under ``output/mteb``, made on first use (it creates its folder)."""
-        if self._results is None and self.output is not None:
-            self._results = ResultCache(self.output / MTEB_FOLDER)
-        return self._results
+        return ResultCache(self.output / MTEB_FOLDER) if self.output is not None else None
 
     def __post_init__(self) -> None:
         # each write re-reads the folder under its lock and adds or replaces this run's rows; the others stay

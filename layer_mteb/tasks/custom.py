@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -258,10 +259,9 @@ def _number(task: CustomTask, where: str, value: Any) -> float | int:
 def _check_qrels(task: CustomTask, data: dict[str, Columns]) -> None:
     """Unique ids; every qrels row names a known query and document; some query has a relevant document."""
     for part in ("corpus", "queries"):
-        ids = data[part]["id"]
-        if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise UserError(f"{task.files[part]}: id {twice!r} is given twice; ids must be unique")
+        twice = [i for i, count in Counter(data[part]["id"]).items() if count > 1]
+        if twice:
+            raise UserError(f"{task.files[part]}: id {twice[0]!r} is given twice; ids must be unique")
     qrels = data["qrels"]
     for role, part in (("query_id", "queries"), ("corpus_id", "corpus")):
         known = set(data[part]["id"])

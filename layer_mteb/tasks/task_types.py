@@ -55,9 +55,8 @@ def _splits(task) -> Iterator[tuple[str, object]]:
             yield split, data
 
 
-def _prefixed(prompt: str, texts: Iterable[object] | None) -> Iterator[object] | None:
-    if texts is None:
-        return None
+def _prefixed(prompt: str, texts: Iterable[object]) -> Iterator[object]:
+    """``texts`` with ``prompt`` before each text (an image or other input passes as it is)."""
     return (prompt + t if isinstance(t, str) else t for t in texts)
 
 
