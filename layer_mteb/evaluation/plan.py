@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.common.files import content_hash, text_hash, topmost_missing
 from layer_mteb.common.hub import hub_offline
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
 from layer_mteb.model.depth import known_depth
@@ -125,9 +125,7 @@ def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]
 
 def check_writable(folder: Path) -> None:
     """Fail before any work if results could not be written (checked on the nearest existing parent)."""
-    existing = Path(folder)
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = Path(folder) if Path(folder).exists() else topmost_missing(folder).parent
     if existing.exists() and not existing.is_dir():
         where = "is a file" if existing == Path(folder) else f"is inside {str(existing)!r}, which is a file"
         raise UserError(f"output folder {str(folder)!r} {where}; choose another --output")

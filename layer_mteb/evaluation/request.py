@@ -265,15 +265,21 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:
-    """(split, specs) of a selection or task names, custom task files and a ``--prompts`` file checked; mteb task
-    objects pass as they are."""
+    """(split, specs) of a selection or task names, custom task files and a ``--prompts`` file checked; mteb objects
+    as the sweep runs them: a task as it is, a benchmark as its tasks (with its splits and subsets). Names mixed in
+    with objects are an error: they resolve another way (a task file's split)."""
     if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
         read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
-    if not isinstance(tasks, str) and not all(isinstance(t, str) for t in _given(tasks)):
-        return "test", tuple(given_tasks(tasks))
-    task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
-    check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
-    return task_file.split, tuple(specs)
+    if isinstance(tasks, str) or all(isinstance(t, str) for t in _given(tasks)):
+        task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
+        check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
+        return task_file.split, tuple(specs)
+    objects: list[Any] = []
+    for item in _given(tasks):
+        if isinstance(item, str):
+            raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
+        objects += list(item.tasks) if _is_benchmark(item) else [item]
+    return "test", tuple(objects)
 
 
 def _given(tasks: Any) -> list[Any]:
@@ -293,17 +299,6 @@ def given_benchmarks(tasks: Any) -> dict[str, str]:
         return {}
     benchmarks = [item for item in _given(tasks) if _is_benchmark(item)]
     return {task.metadata.name: benchmark.name for benchmark in benchmarks for task in benchmark.tasks}
-
-
-def given_tasks(tasks: Any) -> list[Any]:
-    """mteb objects as the sweep runs them: a task as it is, a benchmark as its tasks (with its splits and subsets).
-    Names mixed in are an error: they resolve another way (a task file's split)."""
-    objects: list[Any] = []
-    for item in _given(tasks):
-        if isinstance(item, str):
-            raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
-        objects += list(item.tasks) if _is_benchmark(item) else [item]
-    return objects
 
 
 # ---------------------------------------------------------------------------------------------------- the output folder

@@ -89,11 +89,6 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     return tidy_scores(record.rows)
 
 
-def _name_of(model: LoadedModel | str) -> str:
-    """The name a results table records for ``model`` (what its registry entry is found by), before it loads."""
-    return model.name if isinstance(model, LoadedModel) else recorded_name(model)[0]
-
-
 def _texts_first(loaded: LoadedModel, request: RunRequest, instructions: Instructions | None) -> dict[str, Any]:
     """What goes before a model's texts: mteb's ``instructions`` for it (replacing its prompts, as in mteb; the
     folder's default prompt before a text that gets none), else its prompts."""
@@ -151,8 +146,10 @@ class _ModelInMemory:
         """Load ``ref`` (its tokenizer made with the arguments of mteb's instructions for it), state the plan of its
         tasks, choose what goes before its texts, and check it against what the output folder holds."""
         request, config = self.request, self.config
-        # the registry entry's instructions are known by the model's name, before it loads with their tokenizer
-        instructions = choose_instructions(request.instructions, _name_of(ref))
+        # the registry entry's instructions are known by the name a results table records, before the model loads
+        # with their tokenizer
+        name = ref.name if isinstance(ref, LoadedModel) else recorded_name(ref)[0]
+        instructions = choose_instructions(request.instructions, name)
         tokenizer = instructions.tokenizer_arguments if instructions is not None else {}
         loaded = ref
         if isinstance(loaded, LoadedModel) and tokenizer:
@@ -358,14 +355,17 @@ def _score_layers(
     def stored(layer: int) -> bool:
         return has_stored_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
 
+    def count_encoded() -> None:  # the cache is saved whenever it grew, so an interrupted sweep keeps its vectors
+        if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
+            cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+
     reused = {layer: not request.overwrite and stored(layer) for layer in layer_ids}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
     known = texts_mteb_encodes(task, settings.prompt_for) if not all(reused.values()) else None
     if known is not None:
         cache.fill(known)
-        if cache.path is not None and len(cache) > entry["texts_loaded"]:
-            cache.save()
-        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]  # saved: the loop below need not save it again
+        count_encoded()
     # texts not known ahead fill the cache while the first layer is scored here; then workers find them all
     first = [] if known is not None else layer_ids[:1]
     rest = layer_ids[len(first) :]
@@ -385,9 +385,7 @@ def _score_layers(
         now = cache.encoding_seconds()
         spent["results_read" if reused[layer] else "evaluators"] += seconds - (now - encoding)
         encoding = now
-        if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
-            cache.save()
-        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+        count_encoded()
         entry["units_reused" if reused[layer] else "units_evaluated"] += 1
         record.unit_done(rows)
         bar.update()
