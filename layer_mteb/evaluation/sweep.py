@@ -107,13 +107,6 @@ def _instruction_length(config: EncodeConfig, instructions: Instructions | None,
     return replace(config, max_length=instructions.max_length)
 
 
-def _state_plan(loaded: LoadedModel, tasks: list, config: EncodeConfig, vector_cache: bool) -> None:
-    """Per task, the texts to encode and where their all-layer vectors will live, before any is encoded."""
-    limit = resolve_memory_limit(config.max_cache_memory, config.device)
-    store = str(cache_root() / "vectors") if vector_cache else None
-    state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
-
-
 class _Model(NamedTuple):
     """A model as its units run it: the layers scored, its encode settings and what goes before its texts
     (``prompts`` or ``instructions``, :func:`_texts_first`)."""
@@ -166,8 +159,11 @@ class _ModelInMemory:
         if loaded.tokenizer.num_special_tokens_to_add() >= config.max_length:
             raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
         layer_ids = parse_layers(request.layers, loaded.n_layers, loaded.name)
+        # per task, the texts to encode and where their all-layer vectors will live, before any is encoded
         tasks = [task for model, at, (task, _, _) in self.units if (model, at) == (ref, revision)]
-        _state_plan(loaded, tasks, config, request.vector_cache)
+        limit = resolve_memory_limit(config.max_cache_memory, config.device)
+        store = str(cache_root() / "vectors") if request.vector_cache else None
+        state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
         first = _texts_first(loaded, request, instructions)
         config = _instruction_length(config, first.get("instructions"), request.settings_from)
         if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention

@@ -49,19 +49,18 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
             raise UserError(f"{path}{_where(entries, raw['tasks'])}: category {category!r} must hold a list of tasks")
         for entry in entries:
             specs.append(_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry))
-    specs += _custom_specs(path, raw, split)
+    specs += _custom_specs(path, raw, split, {spec.name for spec in specs})
     suites = raw.get("suites") or {}
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
         raise UserError(f"{path}{_where(suites, raw)}: 'suites:' must map suite names to lists of task names")
     return TaskFile(split, tuple(specs), {k: tuple(v) for k, v in suites.items()})
 
 
-def _custom_specs(path: Path, raw: dict, split: str) -> list[TaskSpec]:
-    """The ``custom:`` tasks of a task file, each name given once in the whole file."""
+def _custom_specs(path: Path, raw: dict, split: str, listed: set[str]) -> list[TaskSpec]:
+    """The ``custom:`` tasks of a task file, each name given once in the whole file (``listed``: its other tasks)."""
     entries = raw.get("custom") or []
     if not isinstance(entries, list):
         raise UserError(f"{path}{_where(entries, raw)}: 'custom:' must hold a list of tasks")
-    listed = {name for tasks in (raw.get("tasks") or {}).values() if isinstance(tasks, list) for name in _names(tasks)}
     specs = []
     for entry in entries:
         where = f"{path}{_where(entry, entries)}"
@@ -71,10 +70,6 @@ def _custom_specs(path: Path, raw: dict, split: str) -> list[TaskSpec]:
         listed.add(custom.name)
         specs.append(TaskSpec(custom.name, custom.type, custom=custom))
     return specs
-
-
-def _names(entries: list) -> list[str]:
-    return [e if isinstance(e, str) else e.get("name") for e in entries if isinstance(e, str | dict)]
 
 
 class _DuplicateKey(yaml.YAMLError):

@@ -235,11 +235,10 @@ def _value(task: CustomTask, path: Path, role: str, column: str, row: int, value
         if str(value).strip() not in ("0", "1"):
             raise UserError(f"{where} holds {value!r}; pair labels must be 0 or 1")
         return int(str(value).strip())
-    if role in ("id", "query_id", "corpus_id") or role == "label":
-        if not isinstance(value, str | int) or isinstance(value, bool):
-            raise UserError(f"{where} holds {value!r} ({type(value).__name__}); use text or whole numbers")
-        return str(value)
-    return value
+    # what is left is an id or a class name: compared as text
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise UserError(f"{where} holds {value!r} ({type(value).__name__}); use text or whole numbers")
+    return str(value)
 
 
 def _number(task: CustomTask, where: str, value: Any) -> float | int:
