@@ -107,13 +107,11 @@ class LayerEncoder(AbsEncoder):
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
         """mteb's cosine of every row pair, in float32 on the CPU: mteb's own moves to a GPU where there is one, which
         a forked worker cannot use and which changes the last bits (so retrieval ties)."""
-        a, b = _host_rows(embeddings1), _host_rows(embeddings2)
-        return _unit_rows(a) @ _unit_rows(b).T
+        return _unit_rows(embeddings1) @ _unit_rows(embeddings2).T
 
     def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
         """mteb's cosine of each row with the same row of the other, on the CPU like :meth:`similarity`."""
-        a, b = _host_rows(embeddings1), _host_rows(embeddings2)
-        return (_unit_rows(a) * _unit_rows(b)).sum(dim=-1)
+        return (_unit_rows(embeddings1) * _unit_rows(embeddings2)).sum(dim=-1)
 
     def _texts(self, inputs, task_metadata, prompt_type) -> list[str]:
         """The texts of mteb's batches as the model reads them, with the run's prompt for the task and type first."""
@@ -130,14 +128,10 @@ class LayerEncoder(AbsEncoder):
         return vectors
 
 
-def _host_rows(embeddings) -> torch.Tensor:
-    """Embeddings (numpy or torch, one vector or a matrix) as a float32 CPU matrix."""
+def _unit_rows(embeddings) -> torch.Tensor:
+    """Embeddings (numpy or torch, one vector or a matrix) as a float32 CPU matrix of unit rows."""
     rows = torch.as_tensor(embeddings).to(device="cpu", dtype=torch.float32)
-    return rows.reshape(1, -1) if rows.dim() == 1 else rows
-
-
-def _unit_rows(rows: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.normalize(rows, p=2, dim=1)
+    return torch.nn.functional.normalize(rows.reshape(1, -1) if rows.dim() == 1 else rows, p=2, dim=1)
 
 
 def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMeta:

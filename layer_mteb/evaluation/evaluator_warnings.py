@@ -11,6 +11,7 @@ import logging
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from itertools import groupby
 from typing import NamedTuple
 
 logger = logging.getLogger(__name__)
@@ -80,13 +81,9 @@ def counted(record: Mapping[str, Mapping], source: str | None = None) -> str:
 
 def layer_ranges(layers: list[int]) -> str:
     """``[3, 4, 5, 7]`` -> ``3-5, 7``."""
-    runs: list[list[int]] = []
-    for layer in sorted(set(layers)):
-        if runs and layer == runs[-1][1] + 1:
-            runs[-1][1] = layer
-        else:
-            runs.append([layer, layer])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    # consecutive layers keep the same difference to their position in the sorted list
+    runs = [[layer for _, layer in run] for _, run in groupby(enumerate(sorted(set(layers))), lambda p: p[1] - p[0])]
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def log_task_warnings(task: str, per_layer: Mapping[int, LayerWarnings], shown: bool) -> dict[str, dict]:

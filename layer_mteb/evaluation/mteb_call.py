@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterable, Iterator
-from typing import Any
 
 import mteb
 from mteb.abstasks.aggregated_task import AbsTaskAggregate
@@ -115,19 +113,11 @@ def texts_mteb_encodes(task, prompt: Prompter | None = None) -> list[str] | None
     random state is left as it was."""
     if task.metadata.modalities != ["text"]:
         return None
-    prompt = prompt or _no_prompt
+    prompt = prompt or (lambda task_metadata, prompt_type: "")
     if isinstance(task, AbsTaskAggregate):  # mteb encodes each subtask's texts in turn
         parts = [texts_mteb_encodes(subtask, prompt) for subtask in task.tasks]
         texts = None if any(part is None for part in parts) else [t for part in parts for t in part]
     else:
         kind = task_type_of(task)
         texts = kind.texts(task, prompt) if kind is not None and kind.texts is not None else None
-    return None if texts is None else list(dict.fromkeys(_strings(texts)))
-
-
-def _no_prompt(task_metadata: Any, prompt_type: Any) -> str:
-    return ""
-
-
-def _strings(texts: Iterable[object]) -> Iterator[str]:
-    return (t for t in texts if isinstance(t, str))
+    return None if texts is None else list(dict.fromkeys(t for t in texts if isinstance(t, str)))

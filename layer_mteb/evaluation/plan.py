@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.files import content_hash, text_hash
+from layer_mteb.common.files import content_hash, text_hash, topmost_missing
 from layer_mteb.common.hub import hub_offline
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder, sharded
 from layer_mteb.model.depth import known_depth
@@ -84,8 +84,8 @@ def task_units(
         return _text_units(given)
     units = []
     for spec in tasks:
-        task = load_task(spec, split, data_dir)
         origin, folder = task_data(spec, data_dir)
+        task = load_task(spec, split, data_dir)
         if folder is not None:  # the folder's content and which file is which split
             fingerprint = text_hash(content_hash(folder), sorted(spec.local_files.items()))
         else:  # a custom task's revision is already the fingerprint of its files and declaration
@@ -125,9 +125,7 @@ def _text_units(units: list[tuple[Any, str, str]]) -> list[tuple[Any, str, str]]
 
 def check_writable(folder: Path) -> None:
     """Fail before any work if results could not be written (checked on the nearest existing parent)."""
-    existing = Path(folder)
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = Path(folder) if Path(folder).exists() else topmost_missing(folder).parent
     if existing.exists() and not existing.is_dir():
         where = "is a file" if existing == Path(folder) else f"is inside {str(existing)!r}, which is a file"
         raise UserError(f"output folder {str(folder)!r} {where}; choose another --output")

@@ -119,14 +119,13 @@ class RunRequest:
 def _resolved(request: RunRequest) -> dict[str, Any]:
     """The fields of ``request`` as the sweep reads them."""
     models = tuple(request.models) if isinstance(request.models, list | tuple) else (request.models,)
-    for name in models:
-        if isinstance(name, str):
-            model_kind(name)
+    named = [model for model in models if isinstance(model, str)]  # the others come loaded
+    for name in named:
+        model_kind(name)
     revisions = request.revision.split(",") if isinstance(request.revision, str) else request.revision
-    for name in models:  # a hub id that cannot load is one line now, not after the tasks and the model's libraries
+    for name in named:  # a hub id that cannot load is one line now, not after the tasks and the model's libraries
         for revision in revisions or [None]:
-            if isinstance(name, str):
-                check_loadable(name, revision)
+            check_loadable(name, revision)
     shard = parse_shard(request.shard) if isinstance(request.shard, str) else request.shard
     launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
     output = Path(request.output) if request.output is not None else None
@@ -139,7 +138,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         )
     if isinstance(request.layers, str):
         check_layers(request.layers)
-    for name in (model for model in models if isinstance(model, str)):
+    for name in named:
         check_model_layers(request.layers, name)  # a layer the model lacks, from its config: before it loads
     split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
     revisions = tuple(revisions or [None])
@@ -266,15 +265,21 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:
-    """(split, specs) of a selection or task names, custom task files and a ``--prompts`` file checked; mteb task
-    objects pass as they are."""
+    """(split, specs) of a selection or task names, custom task files and a ``--prompts`` file checked; mteb objects
+    as the sweep runs them: a task as it is, a benchmark as its tasks (with its splits and subsets). Names mixed in
+    with objects are an error: they resolve another way (a task file's split)."""
     if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
         read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
-    if not isinstance(tasks, str) and not all(isinstance(t, str) for t in _given(tasks)):
-        return "test", tuple(given_tasks(tasks))
-    task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
-    check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
-    return task_file.split, tuple(specs)
+    if isinstance(tasks, str) or all(isinstance(t, str) for t in _given(tasks)):
+        task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
+        check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
+        return task_file.split, tuple(specs)
+    objects: list[Any] = []
+    for item in _given(tasks):
+        if isinstance(item, str):
+            raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
+        objects += list(item.tasks) if _is_benchmark(item) else [item]
+    return "test", tuple(objects)
 
 
 def _given(tasks: Any) -> list[Any]:
@@ -294,17 +299,6 @@ def given_benchmarks(tasks: Any) -> dict[str, str]:
         return {}
     benchmarks = [item for item in _given(tasks) if _is_benchmark(item)]
     return {task.metadata.name: benchmark.name for benchmark in benchmarks for task in benchmark.tasks}
-
-
-def given_tasks(tasks: Any) -> list[Any]:
-    """mteb objects as the sweep runs them: a task as it is, a benchmark as its tasks (with its splits and subsets).
-    Names mixed in are an error: they resolve another way (a task file's split)."""
-    objects: list[Any] = []
-    for item in _given(tasks):
-        if isinstance(item, str):
-            raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
-        objects += list(item.tasks) if _is_benchmark(item) else [item]
-    return objects
 
 
 # ---------------------------------------------------------------------------------------------------- the output folder

@@ -17,8 +17,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class TaskCost:
-    """One task's texts (``source``: ``data``, ``mteb statistics`` or ``unknown``) and their vectors' shape."""
+class TaskVectorSize:
+    """The storage one task's all-layer vectors take: its texts (``source``: ``data``, ``mteb statistics`` or
+    ``unknown``) and their vectors' shape."""
 
     task: str
     texts: int | None
@@ -89,35 +90,35 @@ def _texts_of(stats: dict) -> int:
 
 def state_plan(
     tasks: Sequence[object], n_layers: int, hidden: int, memory_limit: int, device: str, store: str | None
-) -> list[TaskCost]:
+) -> list[TaskVectorSize]:
     """Log per task the texts to encode and the size and place of their vectors (``n_layers``: hidden states kept;
-    ``store``: where per-layer files go, None: a temporary folder), and the total; return the costs."""
-    costs = [TaskCost(task.metadata.name, *expected_texts(task), n_layers, hidden) for task in tasks]
+    ``store``: where per-layer files go, None: a temporary folder), and the total; return the sizes."""
+    sizes = [TaskVectorSize(task.metadata.name, *expected_texts(task), n_layers, hidden) for task in tasks]
     where_files = f"per-layer files under {store}" if store else "per-layer files in a temporary folder"
-    for cost in costs:
-        if cost.texts is None:
-            logger.info("plan: %s: texts not known ahead (mteb has no statistics for it)", cost.task)
+    for size in sizes:
+        if size.texts is None:
+            logger.info("plan: %s: texts not known ahead (mteb has no statistics for it)", size.task)
             continue
-        where = f"{device} memory" if cost.bytes <= memory_limit else where_files
+        where = f"{device} memory" if size.bytes <= memory_limit else where_files
         logger.info(
             "plan: %s: %d texts (%s) x %d layers x %d dims = %s of float32 vectors, in %s",
-            cost.task,
-            cost.texts,
-            cost.source,
+            size.task,
+            size.texts,
+            size.source,
             n_layers,
             hidden,
-            format_size(cost.bytes),
+            format_size(size.bytes),
             where,
         )
-    known = [cost for cost in costs if cost.texts is not None]
-    if len(costs) > 1 and known:
-        largest = max(known, key=lambda cost: cost.bytes)
+    known = [size for size in sizes if size.texts is not None]
+    if len(sizes) > 1 and known:
+        largest = max(known, key=lambda size: size.bytes)
         logger.info(
             "plan: %d tasks, %d texts in all; the largest task (%s) needs %s at once (memory limit %s)",
-            len(costs),
-            sum(cost.texts or 0 for cost in known),
+            len(sizes),
+            sum(size.texts or 0 for size in known),
             largest.task,
             format_size(largest.bytes),
             format_size(memory_limit),
         )
-    return costs
+    return sizes

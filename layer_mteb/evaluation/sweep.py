@@ -9,9 +9,9 @@ import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
@@ -65,46 +65,28 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     units = [(m, r, unit) for m in request.models for r in request.revision for unit in work]
     units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
     record = _Record(request.output, request.shard)
-    in_memory = _ModelInMemory(config, request.layers, request.trust_remote_code)
+    in_memory = _ModelInMemory(request, config, record, units)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
-        planned_for = None
         for model_ref, model_revision, (task, data, fingerprint) in units:
-            # the registry entry's instructions are known by the model's name, before it loads with their tokenizer
-            instructions = choose_instructions(request.instructions, _name_of(model_ref))
-            loaded, layer_ids = in_memory.get(model_ref, model_revision, instructions)
-            if planned_for != (model_ref, model_revision):  # said once per model (units come model by model)
-                planned_for = (model_ref, model_revision)
-                tasks = [t for m, r, (t, _, _) in units if (m, r) == planned_for]
-                _state_plan(loaded, tasks, config, request.vector_cache)
-            # every choice the request leaves open is made here, once, and only read from now on
-            first = _texts_first(loaded, request, instructions)
+            model = in_memory.get(model_ref, model_revision)
+            # the unit's own choices (its data and the memory it leaves) are made here, and only read from now on
             settings = resolve_settings(
-                loaded,
-                _instruction_length(config, first.get("instructions"), request.settings_from),
+                model.loaded,
+                model.config,
                 data=data,
                 data_fingerprint=fingerprint,
-                **first,
+                **model.first,
                 settings_from=request.settings_from,
             )
-            if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention
-                held.check_loaded(loaded.name, loaded.revision, model_revision, settings.key())
-                prompts = settings.prompts.record() if settings.prompts is not None else None
-                instructions = settings.instructions.record() if settings.instructions is not None else None
-                check_prompts(held.output, record.folder.log(), loaded.name, prompts, instructions)
-            _sweep_task(loaded, task, settings, layer_ids, record, request)
-            del loaded  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
+            _sweep_task(model.loaded, task, settings, model.layer_ids, record, request)
+            del model  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
         tasks_bar.close()
     record.finish()
     if request.launched and request.output is not None:
         return merge_when_all_done(request.output, request.shard)
     return tidy_scores(record.rows)
-
-
-def _name_of(model: LoadedModel | str) -> str:
-    """The name a results table records for ``model`` (what its registry entry is found by), before it loads."""
-    return model.name if isinstance(model, LoadedModel) else recorded_name(model)[0]
 
 
 def _texts_first(loaded: LoadedModel, request: RunRequest, instructions: Instructions | None) -> dict[str, Any]:
@@ -125,48 +107,71 @@ def _instruction_length(config: EncodeConfig, instructions: Instructions | None,
     return replace(config, max_length=instructions.max_length)
 
 
-def _state_plan(loaded: LoadedModel, tasks: list, config: EncodeConfig, vector_cache: bool) -> None:
-    """Per task, the texts to encode and where their all-layer vectors will live, before any is encoded."""
-    limit = resolve_memory_limit(config.max_cache_memory, config.device)
-    store = str(cache_root() / "vectors") if vector_cache else None
-    state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
+class _Model(NamedTuple):
+    """A model as its units run it: the layers scored, its encode settings and what goes before its texts
+    (``prompts`` or ``instructions``, :func:`_texts_first`)."""
+
+    loaded: LoadedModel
+    layer_ids: list[int]
+    config: EncodeConfig
+    first: dict[str, Any]
 
 
 @dataclass
 class _ModelInMemory:
-    """One model in memory at a time, kept while the units are its own: two would not fit where one barely does."""
+    """One model in memory at a time, kept while the units are its own: two would not fit where one barely does.
+    What its units share is decided once, as it loads (units come model by model)."""
 
+    request: RunRequest
     config: EncodeConfig
-    layers: str | Sequence[int]
-    trust_remote_code: bool
-    _current: tuple[object, object, LoadedModel, list[int]] | None = None
+    record: _Record
+    units: list[tuple[Any, Any, tuple[Any, str, str]]]
+    _current: tuple[object, object, _Model] | None = None
 
-    def get(
-        self, ref: LoadedModel | str, revision: str | None, instructions: Instructions | None = None
-    ) -> tuple[LoadedModel, list[int]]:
-        """The loaded model (its tokenizer made with the arguments of mteb's ``instructions``) and the layers to
-        score of it."""
+    def get(self, ref: LoadedModel | str, revision: str | None) -> _Model:
+        """The model of a unit, loaded unless it is the one held."""
         if self._current is None or self._current[:2] != (ref, revision):
             self._release()
-            loaded = ref
-            tokenizer = instructions.tokenizer_arguments if instructions is not None else {}
-            if isinstance(loaded, LoadedModel) and tokenizer:
-                raise UserError(
-                    f"mteb's loader of {instructions.model} makes its tokenizer with {tokenizer}, which a model "
-                    "passed loaded was not: pass its name or folder instead, or instructions='none'"
-                )
-            if not isinstance(loaded, LoadedModel):
-                at = "" if revision is None else f" at {revision}"
-                logger.info("loading model %s%s on %s", ref, at, self.config.device)  # slow: said before it starts
-                loaded = load_model(
-                    ref, self.config, revision=revision, trust_remote_code=self.trust_remote_code, tokenizer=tokenizer
-                )
-            if loaded.tokenizer.num_special_tokens_to_add() >= self.config.max_length:
-                raise UserError(
-                    f"--max-length {self.config.max_length} leaves no room for this tokenizer's special tokens"
-                )
-            self._current = (ref, revision, loaded, parse_layers(self.layers, loaded.n_layers, loaded.name))
-        return self._current[2], self._current[3]
+            self._current = (ref, revision, self._load(ref, revision))
+        return self._current[2]
+
+    def _load(self, ref: LoadedModel | str, revision: str | None) -> _Model:
+        """Load ``ref`` (its tokenizer made with the arguments of mteb's instructions for it), state the plan of its
+        tasks, choose what goes before its texts, and check it against what the output folder holds."""
+        request, config = self.request, self.config
+        # the registry entry's instructions are known by the name a results table records, before the model loads
+        # with their tokenizer
+        name = ref.name if isinstance(ref, LoadedModel) else recorded_name(ref)[0]
+        instructions = choose_instructions(request.instructions, name)
+        tokenizer = instructions.tokenizer_arguments if instructions is not None else {}
+        loaded = ref
+        if isinstance(loaded, LoadedModel) and tokenizer:
+            raise UserError(
+                f"mteb's loader of {instructions.model} makes its tokenizer with {tokenizer}, which a model "
+                "passed loaded was not: pass its name or folder instead, or instructions='none'"
+            )
+        if not isinstance(loaded, LoadedModel):
+            at = "" if revision is None else f" at {revision}"
+            logger.info("loading model %s%s on %s", ref, at, config.device)  # slow: said before it starts
+            loaded = load_model(
+                ref, config, revision=revision, trust_remote_code=request.trust_remote_code, tokenizer=tokenizer
+            )
+        if loaded.tokenizer.num_special_tokens_to_add() >= config.max_length:
+            raise UserError(f"--max-length {config.max_length} leaves no room for this tokenizer's special tokens")
+        layer_ids = parse_layers(request.layers, loaded.n_layers, loaded.name)
+        # per task, the texts to encode and where their all-layer vectors will live, before any is encoded
+        tasks = [task for model, at, (task, _, _) in self.units if (model, at) == (ref, revision)]
+        limit = resolve_memory_limit(config.max_cache_memory, config.device)
+        store = str(cache_root() / "vectors") if request.vector_cache else None
+        state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
+        first = _texts_first(loaded, request, instructions)
+        config = _instruction_length(config, first.get("instructions"), request.settings_from)
+        if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention
+            held.check_loaded(loaded.name, loaded.revision, revision, resolve_settings(loaded, config).key())
+            chosen = (first.get("prompts"), first.get("instructions"))
+            records = (None if one is None else one.record() for one in chosen)
+            check_prompts(held.output, self.record.folder.log(), loaded.name, *records)
+        return _Model(loaded, layer_ids, config, first)
 
     def _release(self) -> None:
         """Drop the model held and hand its memory back to the device (a model the caller passed stays theirs)."""
@@ -174,13 +179,8 @@ class _ModelInMemory:
             return
         self._current = None
         gc.collect()  # the model's modules refer to each other: only the collector frees them
-        _empty_device_cache()
-
-
-def _empty_device_cache() -> None:
-    """Give PyTorch's cached GPU memory back, so the next model and the automatic memory limit see it free."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # so the next model and the memory limit
+            torch.cuda.empty_cache()  # see PyTorch's cached GPU memory free
 
 
 @dataclass
@@ -191,14 +191,11 @@ class _Record:
     shard: tuple[int, int] | None
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
-    _results: ResultCache | None = None
 
-    @property
+    @cached_property
     def results(self) -> ResultCache | None:
         """mteb's result cache under ``output/mteb``, made on first use (it creates its folder)."""
-        if self._results is None and self.output is not None:
-            self._results = ResultCache(self.output / MTEB_FOLDER)
-        return self._results
+        return ResultCache(self.output / MTEB_FOLDER) if self.output is not None else None
 
     def __post_init__(self) -> None:
         # each write re-reads the folder under its lock and adds or replaces this run's rows; the others stay
@@ -354,14 +351,17 @@ def _score_layers(
     def stored(layer: int) -> bool:
         return has_stored_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
 
+    def count_encoded() -> None:  # the cache is saved whenever it grew, so an interrupted sweep keeps its vectors
+        if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
+            cache.save()
+        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+
     reused = {layer: not request.overwrite and stored(layer) for layer in layer_ids}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
     known = texts_mteb_encodes(task, settings.prompt_for) if not all(reused.values()) else None
     if known is not None:
         cache.fill(known)
-        if cache.path is not None and len(cache) > entry["texts_loaded"]:
-            cache.save()
-        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]  # saved: the loop below need not save it again
+        count_encoded()
     # texts not known ahead fill the cache while the first layer is scored here; then workers find them all
     first = [] if known is not None else layer_ids[:1]
     rest = layer_ids[len(first) :]
@@ -381,9 +381,7 @@ def _score_layers(
         now = cache.encoding_seconds()
         spent["results_read" if reused[layer] else "evaluators"] += seconds - (now - encoding)
         encoding = now
-        if cache.path is not None and len(cache) > entry["texts_loaded"] + entry["texts_encoded"]:
-            cache.save()
-        entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
+        count_encoded()
         entry["units_reused" if reused[layer] else "units_evaluated"] += 1
         record.unit_done(rows)
         bar.update()

@@ -80,15 +80,13 @@ def score_layers(
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for layer in layers:
             with one_thread():
-                result = _timed(score_layer, layer, show_warnings)
-            yield ScoredLayer(layer, *result)
+                yield _timed(score_layer, layer, show_warnings)
         return
     global _score_layer, _show_warnings
     _score_layer, _show_warnings = score_layer, show_warnings
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker)
     try:
-        for layer, result in zip(layers, pool.imap(_run, layers), strict=True):
-            yield ScoredLayer(layer, *result)
+        yield from pool.imap(_run, layers)
         pool.close()
     except BaseException:  # Ctrl-C or a failing layer: stop every worker before passing it on
         pool.terminate()
@@ -126,16 +124,16 @@ def _die_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _run(layer: int) -> tuple[list[dict], float, LayerWarnings]:
+def _run(layer: int) -> ScoredLayer:
     assert _score_layer is not None
     return _timed(_score_layer, layer, _show_warnings)
 
 
-def _timed(score_layer: ScoreLayer, layer: int, show_warnings: bool) -> tuple[list[dict], float, LayerWarnings]:
+def _timed(score_layer: ScoreLayer, layer: int, show_warnings: bool) -> ScoredLayer:
     start = time.perf_counter()
     with counted_warnings(show_warnings) as seen:
         rows = score_layer(layer)
-    return rows, time.perf_counter() - start, dict(seen)
+    return ScoredLayer(layer, rows, time.perf_counter() - start, dict(seen))
 
 
 def time_record(phases: dict[str, float], wall: float, eval_workers: int, texts_encoded: int) -> dict[str, object]:

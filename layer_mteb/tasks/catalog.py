@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -48,19 +49,18 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
             raise UserError(f"{path}{_where(entries, raw['tasks'])}: category {category!r} must hold a list of tasks")
         for entry in entries:
             specs.append(_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry))
-    specs += _custom_specs(path, raw, split)
+    specs += _custom_specs(path, raw, split, {spec.name for spec in specs})
     suites = raw.get("suites") or {}
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
         raise UserError(f"{path}{_where(suites, raw)}: 'suites:' must map suite names to lists of task names")
     return TaskFile(split, tuple(specs), {k: tuple(v) for k, v in suites.items()})
 
 
-def _custom_specs(path: Path, raw: dict, split: str) -> list[TaskSpec]:
-    """The ``custom:`` tasks of a task file, each name given once in the whole file."""
+def _custom_specs(path: Path, raw: dict, split: str, listed: set[str]) -> list[TaskSpec]:
+    """The ``custom:`` tasks of a task file, each name given once in the whole file (``listed``: its other tasks)."""
     entries = raw.get("custom") or []
     if not isinstance(entries, list):
         raise UserError(f"{path}{_where(entries, raw)}: 'custom:' must hold a list of tasks")
-    listed = {name for tasks in (raw.get("tasks") or {}).values() if isinstance(tasks, list) for name in _names(tasks)}
     specs = []
     for entry in entries:
         where = f"{path}{_where(entry, entries)}"
@@ -72,15 +72,8 @@ def _custom_specs(path: Path, raw: dict, split: str) -> list[TaskSpec]:
     return specs
 
 
-def _names(entries: list) -> list[str]:
-    return [e if isinstance(e, str) else e.get("name") for e in entries if isinstance(e, str | dict)]
-
-
 class _DuplicateKey(yaml.YAMLError):
     """A mapping key given twice (lines count from 1)."""
-
-    def __init__(self, key: Any, line: int, first: int):
-        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first})")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -95,7 +88,7 @@ class _StrictLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             try:
                 if key in seen:
-                    raise _DuplicateKey(key, line, seen[key])
+                    raise _DuplicateKey(f"duplicate key {key!r} at line {line} (first at line {seen[key]})")
                 seen[key] = line
             except TypeError:
                 continue  # an unhashable key: PyYAML's own error names it below
@@ -114,22 +107,19 @@ class _Sequence(list):
     mark: yaml.Mark | None = None
 
 
-def _located_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> Iterator[_Mapping]:
-    data = _Mapping()
+def _located(loader: _StrictLoader, node: yaml.Node) -> Iterator[_Mapping | _Sequence]:
+    """PyYAML's own construction of a mapping or sequence, into a container that keeps the node's start."""
+    data = _Mapping() if isinstance(node, yaml.MappingNode) else _Sequence()
     data.mark = node.start_mark
     yield data  # first, as PyYAML's own constructor does, so that anchors can refer to it
-    data.update(loader.construct_mapping(node))
+    if isinstance(data, list):
+        data.extend(loader.construct_sequence(node))
+    else:
+        data.update(loader.construct_mapping(node))
 
 
-def _located_sequence(loader: _StrictLoader, node: yaml.SequenceNode) -> Iterator[_Sequence]:
-    data = _Sequence()
-    data.mark = node.start_mark
-    yield data
-    data.extend(loader.construct_sequence(node))
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:map", _located_mapping)
-_StrictLoader.add_constructor("tag:yaml.org,2002:seq", _located_sequence)
+_StrictLoader.add_constructor("tag:yaml.org,2002:map", _located)
+_StrictLoader.add_constructor("tag:yaml.org,2002:seq", _located)
 
 
 def _where(*values: Any) -> str:
@@ -199,17 +189,12 @@ def select_tasks(tasks: str, data_dir: Path | None = None) -> tuple[TaskFile, li
     every unknown name is reported in one error, and a custom task named like an mteb task is refused."""
     task_file, specs = _select(tasks, data_dir)
     check_task_names(spec.name for spec in specs if spec.custom is None)
-    _check_custom_names([spec for spec in specs if spec.custom is not None])
-    return task_file, specs
-
-
-def _check_custom_names(specs: list[TaskSpec]) -> None:
-    """A custom task may not take an mteb task's name: results, caches and reports key tasks by name."""
-    if not specs:
-        return
-    taken = [spec.custom for spec in specs if spec.custom is not None and spec.name in known_names()]
+    # results, caches and reports key tasks by name (mteb's names are read only where a custom task is asked)
+    custom = [spec.custom for spec in specs if spec.custom is not None]
+    taken = [task for task in custom if task.name in known_names()] if custom else []
     if taken:
         raise UserError(f"{taken[0].where} has the name of an mteb task; rename it (e.g. {taken[0].name}Custom)")
+    return task_file, specs
 
 
 def file_task(tasks: str) -> str | None:
@@ -251,15 +236,8 @@ def tasks_parts(tasks: str) -> list[str]:
     """The names of a ``--tasks`` value, split at commas outside parentheses (``MTEB(eng, v2),STS12``: two)."""
     if tasks.strip() in known_benchmarks():
         return [tasks.strip()]
-    parts, depth, current = [], 0, ""
-    for char in tasks:
-        depth += (char == "(") - (char == ")")
-        if char == "," and depth <= 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    return [part.strip() for part in [*parts, current] if part.strip()]
+    # a comma is inside parentheses when the next parenthesis after it closes (benchmark names nest none)
+    return [part.strip() for part in re.split(r",(?![^(]*\))", tasks) if part.strip()]
 
 
 def benchmark_specs(name: str, task_file: TaskFile) -> list[TaskSpec]:
@@ -323,6 +301,9 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     Local or embedded data (:func:`task_data`) and a custom task's files come loaded, so mteb neither loads nor
     unloads them.
     """
+    origin, folder = task_data(spec, data_dir)
+    if origin.startswith("local"):
+        note_data_read(data_dir)
     if spec.custom is not None:  # read now, as local data is: a bad file fails before any model loads
         task = custom_task(spec.custom)
         task.load_data()
@@ -334,10 +315,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
         task = mteb.get_task(spec.name, eval_splits=splits, hf_subsets=list(spec.subsets) if spec.subsets else None)
     except KeyError:
         raise UserError(unknown_tasks_message([spec.name], known_names())) from None
-    origin, folder = task_data(spec, data_dir)
     if folder is not None:
-        if origin.startswith("local"):
-            note_data_read(data_dir)
         load_local_data(task, folder, spec)
     return task
 

@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -61,11 +62,10 @@ def task_class(definition: CustomTask) -> type:
         "load_data": _load_data,
         "__reduce__": _reduce,
         "__module__": __name__,
+        **declared.attributes,
         **definition.settings,
     }
-    if definition.type == "Clustering":
-        namespace["max_fraction_of_documents_to_embed"] = None
-    return type(_class_name(definition.name), (definition.type_row.mteb_class(),), namespace)
+    return type(re.sub(r"\W", "_", definition.name), (definition.type_row.mteb_class(),), namespace)
 
 
 def fingerprint(definition: CustomTask) -> str:
@@ -74,10 +74,6 @@ def fingerprint(definition: CustomTask) -> str:
     columns = sorted((kind, sorted(roles.items())) for kind, roles in definition.columns.items())
     settings = sorted(definition.settings.items())
     return text_hash(definition.type, definition.split, definition.language, files, columns, settings)
-
-
-def _class_name(name: str) -> str:
-    return re.sub(r"\W", "_", name) if name.isidentifier() is False else name
 
 
 def _load_data(self, num_proc: int | None = None, *, timer: Any = None, **kwargs: Any) -> None:
@@ -104,20 +100,17 @@ def _rebuild(definition: CustomTask):
 
 
 def _split_dataset(task, definition: CustomTask, data: dict[str, Columns]):
-    """The ``DatasetDict`` of a split-based type, in mteb's column names; class names become shared integer ids."""
+    """The ``DatasetDict`` of a split-based type, in mteb's column names; class names become shared integer ids, and
+    the settings the data decides are set on ``task`` (those the task file gives kept)."""
     from datasets import Dataset, DatasetDict
 
-    kind = definition.type
-    if kind in ("Classification", "Clustering"):
+    row, declared = definition.type_row, definition.type_row.custom
+    if "label" in row.columns and not declared.binary_labels:
         labels_to_ids(data)
-    if kind == "Clustering":
-        documents = len(data[definition.split]["text"])
-        task.max_documents_per_cluster = min(task.max_documents_per_cluster, documents)
-    if kind == "STS":
-        scores = [score for columns in data.values() for score in columns["score"]]
-        task.min_score = definition.settings.get("min_score", min(scores))
-        task.max_score = definition.settings.get("max_score", max(scores))
-    names = {role: column for role, (_, column) in definition.type_row.columns.items()}
+    if declared.from_data is not None:
+        for name, value in declared.from_data(task, definition.split, data).items():
+            setattr(task, name, definition.settings.get(name, value))
+    names = {role: column for role, (_, column) in row.columns.items()}
     renamed = {split: {names[role]: values for role, values in columns.items()} for split, columns in data.items()}
     return DatasetDict({split: Dataset.from_dict(columns) for split, columns in renamed.items()})
 
@@ -157,7 +150,12 @@ def read_custom_data(task: CustomTask) -> dict[str, Columns]:
     else:  # a classifier needs two classes, a clustering two clusters, a correlation scores that vary
         role, what = task.type_row.custom.varies
         fitted = "train" if task.type_row.fits_on_train else task.split
-        _two_or_more(task, fitted, data[fitted][role], what, column=role)
+        distinct = sorted(set(map(str, data[fitted][role])))
+        if len(distinct) < 2:
+            raise UserError(
+                f"{task.files[fitted]}: the {role} column of custom task {task.name!r} holds one {what} only "
+                f"({distinct[0]!r}); a {task.type} task needs at least two"
+            )
     return data
 
 
@@ -208,7 +206,8 @@ def _read_checked(task: CustomTask, key: str, path: Path) -> Columns:
     have = list(rows[0])
     columns: Columns = {}
     for role, column in task.columns[task.file_kind(key)].items():
-        if column is None or (column not in have and _optional(task, key, role)):
+        optional = task.retrieval and (key, role) == ("qrels", "score")  # a qrels file may list relevant pairs only
+        if column is None or (column not in have and optional):
             continue
         if column not in have:
             hint = f"set columns: {{{role}: <column>}}" if not task.retrieval else f"set columns: {{{key}: ...}}"
@@ -218,11 +217,6 @@ def _read_checked(task: CustomTask, key: str, path: Path) -> Columns:
             )
         columns[role] = [_value(task, path, role, column, n, row.get(column)) for n, row in enumerate(rows, 1)]
     return columns
-
-
-def _optional(task: CustomTask, key: str, role: str) -> bool:
-    """A qrels file without a score column lists relevant pairs only."""
-    return task.retrieval and key == "qrels" and role == "score"
 
 
 def _value(task: CustomTask, path: Path, role: str, column: str, row: int, value: Any) -> Any:
@@ -237,15 +231,14 @@ def _value(task: CustomTask, path: Path, role: str, column: str, row: int, value
         raise UserError(f"{where} is empty; every row needs a {role}")
     if role == "score":
         return _number(task, where, value)
-    if role == "label" and task.type == "PairClassification":
+    if role == "label" and task.type_row.custom.binary_labels:
         if str(value).strip() not in ("0", "1"):
             raise UserError(f"{where} holds {value!r}; pair labels must be 0 or 1")
         return int(str(value).strip())
-    if role in ("id", "query_id", "corpus_id") or role == "label":
-        if not isinstance(value, str | int) or isinstance(value, bool):
-            raise UserError(f"{where} holds {value!r} ({type(value).__name__}); use text or whole numbers")
-        return str(value)
-    return value
+    # what is left is an id or a class name: compared as text
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise UserError(f"{where} holds {value!r} ({type(value).__name__}); use text or whole numbers")
+    return str(value)
 
 
 def _number(task: CustomTask, where: str, value: Any) -> float | int:
@@ -262,22 +255,12 @@ def _number(task: CustomTask, where: str, value: Any) -> float | int:
     return number
 
 
-def _two_or_more(task: CustomTask, split: str, values: list[Any], what: str, column: str = "label") -> None:
-    distinct = sorted(set(map(str, values)))
-    if len(distinct) < 2:
-        raise UserError(
-            f"{task.files[split]}: the {column} column of custom task {task.name!r} holds one {what} only "
-            f"({distinct[0]!r}); a {task.type} task needs at least two"
-        )
-
-
 def _check_qrels(task: CustomTask, data: dict[str, Columns]) -> None:
     """Unique ids; every qrels row names a known query and document; some query has a relevant document."""
     for part in ("corpus", "queries"):
-        ids = data[part]["id"]
-        if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise UserError(f"{task.files[part]}: id {twice!r} is given twice; ids must be unique")
+        twice = [i for i, count in Counter(data[part]["id"]).items() if count > 1]
+        if twice:
+            raise UserError(f"{task.files[part]}: id {twice[0]!r} is given twice; ids must be unique")
     qrels = data["qrels"]
     for role, part in (("query_id", "queries"), ("corpus_id", "corpus")):
         known = set(data[part]["id"])

@@ -28,21 +28,16 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     kind = task_type_of(task)
     if kind is None or not kind.columns:
         raise UserError(f"{folder}: local data for {task.metadata.type} tasks is not supported; use the hub copy")
-    rows = {split: _read_split(folder, split, spec) for split in _needed_splits(task, kind)}
-    shaped = {split: _shape(task, kind, split_rows, folder, split) for split, split_rows in rows.items()}
+    one_row = kind.sets_in_one_row is not None and is_instance_of(task, kind.sets_in_one_row)
+    splits = dict.fromkeys([*task.eval_splits, *([task.train_split] if kind.fits_on_train else [])])
+    rows = {split: _read_split(folder, split, spec) for split in splits}
+    shaped = {split: _shape(kind, one_row, split_rows, folder, split) for split, split_rows in rows.items()}
     if kind.fits_on_train:
         labels_to_ids(shaped)
     dataset = DatasetDict({split: Dataset.from_dict(columns) for split, columns in shaped.items()})
     if task.metadata.is_multilingual:
         return {subset: dataset for subset in task.hf_subsets}
     return dataset
-
-
-def _needed_splits(task, kind: TaskType) -> list[str]:
-    splits = list(task.eval_splits)
-    if kind.fits_on_train:
-        splits.append(task.train_split)
-    return list(dict.fromkeys(splits))
 
 
 def _read_split(folder: Path, split: str, spec: TaskSpec) -> list[dict[str, Any]]:
@@ -63,14 +58,14 @@ def _read_split(folder: Path, split: str, spec: TaskSpec) -> list[dict[str, Any]
     return rows
 
 
-def _shape(task, kind: TaskType, rows: list[dict[str, Any]], folder: Path, split: str) -> dict[str, list]:
+def _shape(kind: TaskType, one_row: bool, rows: list[dict[str, Any]], folder: Path, split: str) -> dict[str, list]:
     """The split's rows in mteb's columns (the row's ``columns``); rows of ``{"text", "label"}`` form one cluster set
-    (legacy tasks: ``sets_in_one_row``) or one document each (v2 tasks)."""
+    (``one_row``: legacy tasks, ``sets_in_one_row``) or one document each (v2 tasks)."""
     missing = {source for source, _ in kind.columns.values() if source not in rows[0]}
     if missing:
         raise UserError(f"{folder}/{split}: missing column(s) {sorted(missing)}; have {sorted(rows[0])}")
     columns = {target: [row[source] for row in rows] for source, target in kind.columns.values()}
-    if kind.sets_in_one_row is not None and is_instance_of(task, kind.sets_in_one_row):
+    if one_row:
         return {target: [values] for target, values in columns.items()}
     return columns
 

@@ -86,12 +86,10 @@ def known_names() -> frozenset[str]:
 def check_task_names(names: Iterable[str]) -> None:
     """One error naming every unknown task of ``names``, each with its close matches."""
     wanted = list(dict.fromkeys(names))
-    known = shipped_names()
-    if known is None and wanted:
-        known = known_names()
-    unknown = [name for name in wanted if name not in (known or ())]
+    known = known_names() if wanted else frozenset()  # no names: mteb is not imported
+    unknown = [name for name in wanted if name not in known]
     if unknown:
-        raise UserError(unknown_tasks_message(unknown, known or frozenset(), known_benchmarks()))
+        raise UserError(unknown_tasks_message(unknown, known, known_benchmarks()))
 
 
 def unknown_tasks_message(unknown: list[str], known: Iterable[str], benchmarks: Iterable[str] = ()) -> str:

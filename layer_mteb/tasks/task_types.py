@@ -55,9 +55,8 @@ def _splits(task) -> Iterator[tuple[str, object]]:
             yield split, data
 
 
-def _prefixed(prompt: str, texts: Iterable[object] | None) -> Iterator[object] | None:
-    if texts is None:
-        return None
+def _prefixed(prompt: str, texts: Iterable[object]) -> Iterator[object]:
+    """``texts`` with ``prompt`` before each text (an image or other input passes as it is)."""
     return (prompt + t if isinstance(t, str) else t for t in texts)
 
 
@@ -137,17 +136,40 @@ def _retrieval_texts(task, prompt: Prompter) -> Iterator[object]:
         yield from _prefixed(query, retrieval_texts(queries, document=False))
 
 
+def _score_range(task, split: str, data: Mapping[str, Mapping[str, list]]) -> dict[str, Any]:
+    """STS: mteb normalises gold scores by the task's range, so a custom task's is that of its files."""
+    scores = [score for columns in data.values() for score in columns["score"]]
+    return {"min_score": min(scores), "max_score": max(scores)}
+
+
+def _documents_per_cluster(task, split: str, data: Mapping[str, Mapping[str, list]]) -> dict[str, Any]:
+    """Clustering: each of mteb's bootstrap samples draws ``max_documents_per_cluster`` documents (with replacement),
+    sized for its large sets; a custom task's draws no more than its split holds."""
+    return {"max_documents_per_cluster": min(task.max_documents_per_cluster, len(data[split]["text"]))}
+
+
+#: (custom task, its evaluation split, {split: {role: values}} as read) -> evaluator settings the data decides
+DataSettings = Callable[[Any, str, Mapping[str, Mapping[str, list]]], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class CustomDeclaration:
     """What a custom task of the type is made with (``custom:`` in a task file): mteb's main score and category as
     its own tasks of that type have them, the evaluator settings a task may change (mteb's class attributes of
     the same name, with their kind), and ``varies``: the role that must hold two values or more in the split a task
-    is fitted or scored on, and what one value is called (a split-based type's files are checked for it)."""
+    is fitted or scored on, and what one value is called (a split-based type's files are checked for it).
+
+    ``attributes``: class attributes every custom task of the type gets; ``from_data``: settings read from its
+    files once loaded (a task's own ``settings`` win); ``binary_labels``: its labels are 0 or 1 as written, not
+    class names made shared integer ids."""
 
     main_score: str
     category: str
     settings: Mapping[str, type] = field(default_factory=dict)
     varies: tuple[str, str] = ("label", "class")
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    from_data: DataSettings | None = None
+    binary_labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -201,7 +223,11 @@ TASK_TYPES: dict[str, TaskType] = {
             _sts_texts,
             columns={**_PAIR, "score": ("score", "score")},
             custom=CustomDeclaration(
-                "cosine_spearman", "t2t", {"min_score": float, "max_score": float}, ("score", "score value")
+                "cosine_spearman",
+                "t2t",
+                {"min_score": float, "max_score": float},
+                ("score", "score value"),
+                from_data=_score_range,
             ),
             labelled=True,
         ),
@@ -210,7 +236,7 @@ TASK_TYPES: dict[str, TaskType] = {
             ("AbsTaskPairClassification",),
             _pair_texts,
             columns={**_PAIR, "label": ("label", "labels")},
-            custom=CustomDeclaration("max_ap", "t2t"),
+            custom=CustomDeclaration("max_ap", "t2t", binary_labels=True),
             labelled=True,
         ),
         TaskType(
@@ -235,7 +261,14 @@ TASK_TYPES: dict[str, TaskType] = {
             ("AbsTaskClustering", "AbsTaskClusteringLegacy"),
             columns={"text": ("text", "sentences"), "label": ("label", "labels")},
             sets_in_one_row="AbsTaskClusteringLegacy",
-            custom=CustomDeclaration("v_measure", "t2c", varies=("label", "cluster")),
+            # every document embedded, not mteb's 4 % meant for its large sets
+            custom=CustomDeclaration(
+                "v_measure",
+                "t2c",
+                varies=("label", "cluster"),
+                attributes={"max_fraction_of_documents_to_embed": None},
+                from_data=_documents_per_cluster,
+            ),
             labelled=True,
         ),
         # the unstudied types below take a studied type's rule: the type mteb scores with the same evaluator and
