@@ -16,7 +16,8 @@ import torch
 
 from layer_mteb.common.config import ARITHMETICS, Arithmetic, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, layer_columns
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.table import layer_columns
 from layer_mteb.metrics import METRICS_TABLE, authors_arithmetic, tidy_metrics
 from layer_mteb.metrics.representation import (
     Normalization,
