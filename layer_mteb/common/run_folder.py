@@ -57,15 +57,7 @@ from layer_mteb.common.config import SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import atomic_write, write_json
 from layer_mteb.common.folder_lock import locked
-from layer_mteb.common.scores import (
-    REQUIRED_SCORE_COLUMNS,
-    SCORE_COLUMNS,
-    SCORES_TABLE,
-    ScoredSetting,
-    combine_scores,
-    one_setting,
-    task_rows,
-)
+from layer_mteb.common.scores import SCORE_COLUMNS, ScoredSetting, combine_scores, one_setting, read_scores, task_rows
 from layer_mteb.common.table import Table, read_table, replace_rows
 
 if TYPE_CHECKING:
@@ -85,18 +77,13 @@ CORRELATION_FILE = "correlation.csv"
 REFRESHED_BY = {SELECTION_FILE: "layer-mteb select", CORRELATION_FILE: "layer-mteb correlate"}
 
 
-def sharded(name: str, shard: tuple[int, int] | None) -> str:
-    """``name`` for a whole run, ``<stem>.shard-I-of-N.<suffix>`` for shard I of N (``scores.shard-1-of-4.csv``)."""
+def sharded(name: str, shard: tuple[int, int] | tuple[str, str] | None) -> str:
+    """``name`` for a whole run, ``<stem>.shard-I-of-N.<suffix>`` for shard I of N (``scores.shard-1-of-4.csv``);
+    ``("*", "*")`` gives the glob matching every shard file of ``name`` (``scores.shard-*-of-*.csv``)."""
     if shard is None or shard[1] == 1:
         return name
     stem, _, suffix = name.partition(".")
     return f"{stem}.shard-{shard[0]}-of-{shard[1]}.{suffix}"
-
-
-def shard_pattern(name: str) -> str:
-    """The glob matching every shard file of ``name`` (``scores.shard-*-of-*.csv``)."""
-    stem, _, suffix = name.partition(".")
-    return f"{stem}.shard-*-of-*.{suffix}"
 
 
 @dataclass(frozen=True)
@@ -140,11 +127,10 @@ class RunFolder:
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
 
-    def __str__(self) -> str:
-        return str(self.path)
-
     def __fspath__(self) -> str:
         return str(self.path)
+
+    __str__ = __fspath__
 
     def _kept(self, key: object, read: Callable[[], Any]) -> Any:
         """The table ``read`` gives, read on the first call only (a copy each time: a caller may change its frame)."""
@@ -194,14 +180,10 @@ class RunFolder:
                 f"no {self.scores_file.name} in {self.path}: run "
                 f"`layer-mteb run --model MODEL --tasks TASKS --output {self.path}` first"
             )
-        frame = self._kept(self.scores_file.name, self._read_scores)
+        frame = self._kept(self.scores_file.name, partial(read_scores, self.scores_file))
         if frame.empty and not missing_ok:
             raise UserError(f"{self.scores_file} has no scores yet: let `layer-mteb run` finish at least one layer")
         return frame if subtasks else task_rows(frame)
-
-    def _read_scores(self) -> pd.DataFrame:
-        frame = read_table(self.scores_file, REQUIRED_SCORE_COLUMNS, SCORES_TABLE.fix)
-        return frame.astype({"layer": int, "n_layers": int})
 
     def write_scores(self, frame: pd.DataFrame) -> Path:
         return self.write_table(self.scores_file.name, frame)
@@ -217,7 +199,7 @@ class RunFolder:
 
     def shard_score_files(self) -> list[Path]:
         """The shard tables of a sharded run not merged yet, in name order."""
-        return sorted(self.path.glob(shard_pattern(SCORES_FILE)))
+        return sorted(self.path.glob(sharded(SCORES_FILE, ("*", "*"))))
 
     def held_scores(self) -> pd.DataFrame | None:
         """Every score row the folder holds: ``scores.csv`` and the shard tables not merged yet; None when it holds
@@ -279,14 +261,12 @@ class RunFolder:
         if not path.is_file():
             return []
         try:
-            log = json.loads(path.read_text())
-            entries = [dict(entry) for entry in log["tasks"]]
+            return [dict(entry) for entry in json.loads(path.read_text())["tasks"]]
         except (OSError, ValueError, KeyError, TypeError) as err:
             logger.warning(
                 "%s is unreadable (%s: %s); it is rewritten with this run's tasks only", path, type(err).__name__, err
             )
             return []
-        return entries
 
     def update_log(self, merge: Callable[[list[dict]], list[dict]]) -> None:
         """``run.json``'s entries replaced by ``merge`` of the entries it holds now, read and written under the
@@ -310,12 +290,12 @@ class RunFolder:
         scores = self.file(SCORES_FILE)
         if not scores.is_file():
             return []
-        stale = []
-        for name, command in REFRESHED_BY.items():
-            side = self.file(name)
-            if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime:
-                stale.append((side, command))
-        return stale
+        sides = [(self.file(name), command) for name, command in REFRESHED_BY.items()]
+        return [
+            (side, command)
+            for side, command in sides
+            if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime
+        ]
 
     def warn_stale_side_files(self) -> None:
         """Name every side file the new scores made stale, with the command that refreshes it."""
@@ -333,30 +313,6 @@ class RunFolder:
             atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, **to_csv))
         return path
 
-    def _update(
-        self, name: str, table: Table, new: pd.DataFrame, read_old: Callable[[], pd.DataFrame], **to_csv
-    ) -> Path:
-        """The one update of a side table, under the folder's lock: the stored rows (``read_old``, its checked reader,
-        so a torn table is refused, never dropped) with the rows of ``new``'s keys replaced, tidied and written
-        atomically."""
-        with self.locked():
-            self._forget(name)
-            # the new rows as the table holds them first: a setting they lack is its default, as in a file read back
-            frame = table.tidy(replace_rows(read_old(), table.tidy(new), table.key))
-            return self.write_table(name, frame, float_format=table.floats, **to_csv)
-
-    def _read(self, name: str, table: Table, *, missing_ok: bool, **read: Any) -> pd.DataFrame:
-        path, fix = self.file(name), table.fix.format(folder=self.path)
-        if not path.is_file():
-            if missing_ok:
-                import pandas as pd
-
-                return pd.DataFrame(columns=table.columns)
-            raise UserError(f"no {name} in {self.path}: {fix} first")
-        added = {column for column, _ in table.added}
-        required = [column for column in table.columns if column not in added]
-        return self._kept(name, lambda: table.with_added(read_table(path, required, fix, **read)))
-
     def side_table(self, name: str) -> pd.DataFrame | None:
         """An optional table a report reads (``selection.csv``, ``metrics.csv``, ...); absent or without rows means
         "not there". One that cannot be read or lacks a ``model`` column is left out with a warning naming it: the
@@ -369,21 +325,32 @@ class RunFolder:
 
     def read(self, table: Table, *, missing_ok: bool = False) -> pd.DataFrame:
         """The table a feature declares (:class:`Table` with its ``file``, held plain or as ``FILE.gz``), checked as
-        every table is."""
+        every table is: a missing one is one line naming what makes it (an empty table with ``missing_ok``), a column
+        added since it was written reads as the value rows written before it read as."""
         name = next((n for n in (table.file, f"{table.file}.gz") if self.file(n).is_file()), table.file)
-        return self._read(name, table, missing_ok=missing_ok, **dict(table.reading))
+        path, fix = self.file(name), table.fix.format(folder=self.path)
+        if not path.is_file():
+            if missing_ok:
+                import pandas as pd
+
+                return pd.DataFrame(columns=table.columns)
+            raise UserError(f"no {name} in {self.path}: {fix} first")
+        required = [column for column in table.columns if column not in dict(table.added)]
+        return self._kept(name, lambda: table.with_added(read_table(path, required, fix, **dict(table.reading))))
 
     def update(self, table: Table, frame: pd.DataFrame, *, gzip: bool = False) -> Path:
-        """Merge ``frame`` into the table a feature declares: its rows replace the stored ones of their key. ``gzip``
-        writes ``FILE.gz`` (no timestamp: a rerun gives the same bytes) and removes a plain ``FILE``, whose rows it
-        took, or the other way round."""
+        """Merge ``frame`` into the table a feature declares, the one update of every side table: under the folder's
+        lock, the stored rows (read by :meth:`read`, so a torn table is refused, never dropped) with the rows of
+        ``frame``'s keys replaced, tidied and written atomically. ``gzip`` writes ``FILE.gz`` (no timestamp: a rerun
+        gives the same bytes) and removes a plain ``FILE``, whose rows it took, or the other way round."""
         names = (table.file, f"{table.file}.gz")
         with self.locked():
             for name in names:
                 self._forget(name)
+            # the new rows as the table holds them first: a setting they lack is its default, as in a file read back
+            merged = table.tidy(replace_rows(self.read(table, missing_ok=True), table.tidy(frame), table.key))
             compression = {"method": "gzip", "mtime": 0} if gzip else None
-            old = partial(self.read, table, missing_ok=True)
-            path = self._update(names[int(gzip)], table, frame, old, compression=compression)
+            path = self.write_table(names[int(gzip)], merged, float_format=table.floats, compression=compression)
             self.file(names[1 - int(gzip)]).unlink(missing_ok=True)  # its rows were merged into the one just written
         return path
 

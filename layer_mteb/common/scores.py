@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.table import LAYER_COLUMNS, Table, replace_rows
+from layer_mteb.common.table import LAYER_COLUMNS, Table, read_table, replace_rows
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
 #: the ``scores.csv`` column naming the aggregate task a subtask's row belongs to (empty on every other row)
@@ -88,6 +90,11 @@ def main_scores(
         for scores in per_subset
         if not subsets or scores["hf_subset"] in subsets
     ]
+
+
+def read_scores(path: Path) -> pd.DataFrame:
+    """``path`` read as a checked scores table (:func:`~layer_mteb.common.table.read_table`), its layers integers."""
+    return read_table(path, REQUIRED_SCORE_COLUMNS, SCORES_TABLE.fix).astype({"layer": int, "n_layers": int})
 
 
 def combine_scores(kept: pd.DataFrame, new_rows: list[dict]) -> pd.DataFrame:
