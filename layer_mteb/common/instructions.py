@@ -156,11 +156,7 @@ def _source(function: Any) -> str:
 
 
 class _Recorded(Exception):
-    """Raised by the stand-in wrapper: carries the arguments the loader passed it."""
-
-    def __init__(self, arguments: dict[str, Any]):
-        super().__init__("recorded")
-        self.arguments = arguments
+    """Raised by the stand-in wrapper: its one argument is the keyword arguments the loader passed it."""
 
 
 def _record(*args: Any, **kwargs: Any) -> Any:
@@ -187,7 +183,7 @@ def loader_arguments(meta: Any) -> tuple[dict[str, Any] | None, str | None]:
     try:
         loader(meta.name, revision=meta.revision, **kwargs)
     except _Recorded as recorded:
-        return recorded.arguments, None
+        return recorded.args[0], None
     except Exception as error:  # anything the loader does before calling the wrapper
         name = getattr(loader, "__qualname__", repr(loader))
         return None, f"mteb's loader {name} failed before it reached its instruction wrapper ({first_line(error)})"
