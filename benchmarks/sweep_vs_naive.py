@@ -42,7 +42,7 @@ from _common import (
 )
 
 from layer_mteb import EncodeConfig, load_model, sweep
-from layer_mteb.common.run_folder import tidy_scores
+from layer_mteb.common.scores import tidy_scores
 from layer_mteb.evaluation.encoder import model_meta
 from layer_mteb.evaluation.mteb_call import score_rows
 from layer_mteb.model.architectures import LoadedModel, first_blocks

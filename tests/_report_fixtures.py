@@ -38,7 +38,7 @@ ONE_LAYER = {
 
 
 def scores_frame(model: str, table: dict, *, readout: str = "final_norm") -> pd.DataFrame:
-    """A scores.csv frame in the schema of :mod:`layer_mteb.common.run_folder` (``None`` = layer not scored)."""
+    """A scores.csv frame in the schema of :mod:`layer_mteb.common.scores` (``None`` = layer not scored)."""
     rows = []
     for (task, task_type, subset), values in table.items():
         n_layers = len(values) - 1

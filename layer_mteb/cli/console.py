@@ -92,7 +92,7 @@ def print_scores(frame: pd.DataFrame, output: Path) -> None:
     mteb counts them (:func:`task_rows`: an aggregate's subtasks stay out). Table and lines on one scale: mteb's
     0–1 main scores with four decimals."""
     from layer_mteb.analysis.report.table1 import run_summary
-    from layer_mteb.common.run_folder import task_rows
+    from layer_mteb.common.scores import task_rows
 
     frame = task_rows(frame)
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):

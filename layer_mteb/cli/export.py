@@ -170,7 +170,8 @@ def export_plan(settings: Settings) -> _Plan:
     if settings.run is None:
         config = EncodeConfig(**{**dict(settings.own), **dict(settings.encode)})
         return _Plan(str(settings.model), settings.revision, config, int(settings.layer))
-    from layer_mteb.common.run_folder import RunFolder, one_setting
+    from layer_mteb.common.run_folder import RunFolder
+    from layer_mteb.common.scores import one_setting
 
     folder = RunFolder(settings.run)
     scores = folder.scores()  # read once: its one setting gives the model, the whole table the layer's scores

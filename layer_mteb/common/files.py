@@ -98,7 +98,7 @@ def content_hash(path: Path) -> str:
     """SHA-256 over every file below ``path`` (names, sizes, contents); each file's digest is remembered by path,
     size and mtime in ``file-hashes.json`` under the cache, so unchanged GB of weights cost one ``stat`` per file."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    memo_path = _hash_memo_path()
+    memo_path = cache_root() / "file-hashes.json"
     memo = _read_memo(memo_path)
     digest = hashlib.sha256()
     changed = False
@@ -137,10 +137,6 @@ def cache_root() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if Path(xdg).is_absolute() else Path.home() / ".cache"  # the spec: an absolute path only
     return base / "layer_mteb"
-
-
-def _hash_memo_path() -> Path:
-    return cache_root() / "file-hashes.json"
 
 
 def _read_memo(memo_path: Path) -> dict:

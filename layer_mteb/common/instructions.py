@@ -35,10 +35,10 @@ _TEXT_ARGUMENTS = ("instruction_template", "apply_instruction_to_passages", "pro
 _TOKENIZER_ARGUMENTS = ("add_eos_token", "tokenizer_kwargs", "padding_side")
 #: the loader arguments that change neither the texts nor the vectors, or that the run has its own option for
 _NEUTRAL_ARGUMENTS = ("max_seq_length", "device", "revision", "trust_remote_code", "model_kwargs", "config_kwargs")
-#: ``model_kwargs`` entries: the dtype (applied), and what does not change a vector (remote code is the run's option;
-#: sdpa is transformers' own default attention)
+#: ``model_kwargs`` entries: the dtype (applied, any value), and what does not change a vector (remote code is the
+#: run's option; sdpa is transformers' own default attention)
 _DTYPE_KEYS = ("dtype", "torch_dtype")
-_NEUTRAL_MODEL_ARGUMENTS = {"trust_remote_code": None, "attn_implementation": "sdpa"}
+_NEUTRAL_MODEL_ARGUMENTS = {"trust_remote_code": None, "attn_implementation": "sdpa", **dict.fromkeys(_DTYPE_KEYS)}
 #: ``config_kwargs`` entries that do not change a vector (no KV cache: the forward pass never keeps one)
 _NEUTRAL_CONFIG_ARGUMENTS = {"use_cache": False}
 #: the dtype a loader names for the checkpoint's own
@@ -80,9 +80,17 @@ class Instructions:
 
     @property
     def tokenizer_arguments(self) -> dict[str, Any]:
-        """What mteb's wrapper hands the tokenizer (``AutoTokenizer.from_pretrained``) besides the length:
-        ``tokenizer_kwargs`` with ``add_eos_token`` and ``padding_side`` laid over them, as the wrapper does."""
-        return tokenizer_arguments(self.arguments)
+        """What mteb's wrapper (``InstructSentenceTransformerModel``) hands the tokenizer
+        (``AutoTokenizer.from_pretrained``) besides the length: ``tokenizer_kwargs`` with ``add_eos_token`` and
+        ``padding_side`` laid over them where set, as the wrapper does. The length is left out: the run's
+        ``max_length`` truncates as the wrapper's ``model_max_length`` does."""
+        given = dict(self.arguments.get("tokenizer_kwargs") or {})
+        if self.arguments.get("add_eos_token"):
+            given["add_eos_token"] = True
+        if self.arguments.get("padding_side") is not None:
+            given["padding_side"] = self.arguments["padding_side"]
+        given.pop("model_max_length", None)
+        return given
 
     @property
     def dtype(self) -> str | None:
@@ -148,11 +156,7 @@ def _source(function: Any) -> str:
 
 
 class _Recorded(Exception):
-    """Raised by the stand-in wrapper: carries the arguments the loader passed it."""
-
-    def __init__(self, arguments: dict[str, Any]):
-        super().__init__("recorded")
-        self.arguments = arguments
+    """Raised by the stand-in wrapper: its one argument is the keyword arguments the loader passed it."""
 
 
 def _record(*args: Any, **kwargs: Any) -> Any:
@@ -179,7 +183,7 @@ def loader_arguments(meta: Any) -> tuple[dict[str, Any] | None, str | None]:
     try:
         loader(meta.name, revision=meta.revision, **kwargs)
     except _Recorded as recorded:
-        return recorded.arguments, None
+        return recorded.args[0], None
     except Exception as error:  # anything the loader does before calling the wrapper
         name = getattr(loader, "__qualname__", repr(loader))
         return None, f"mteb's loader {name} failed before it reached its instruction wrapper ({first_line(error)})"
@@ -188,27 +192,13 @@ def loader_arguments(meta: Any) -> tuple[dict[str, Any] | None, str | None]:
     return None, f"mteb's loader {getattr(loader, '__qualname__', repr(loader))} never called its instruction wrapper"
 
 
-def tokenizer_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
-    """What mteb's ``InstructSentenceTransformerModel`` hands the tokenizer for loader ``arguments`` (its
-    ``tokenizer_kwargs``, then ``add_eos_token`` and ``padding_side`` where set), the length left out: the run's
-    ``max_length`` truncates as the wrapper's ``model_max_length`` does."""
-    given = dict(arguments.get("tokenizer_kwargs") or {})
-    if arguments.get("add_eos_token"):
-        given["add_eos_token"] = True
-    if arguments.get("padding_side") is not None:
-        given["padding_side"] = arguments["padding_side"]
-    given.pop("model_max_length", None)
-    return given
-
-
 def loader_dtype(arguments: dict[str, Any]) -> str | None:
     """The dtype in the loader's ``model_kwargs`` (``dtype`` or the older ``torch_dtype``) as a name, or None."""
     model_arguments = arguments.get("model_kwargs") or {}
     value = next((model_arguments[k] for k in _DTYPE_KEYS if model_arguments.get(k) is not None), None)
     if value is None:
         return None
-    name = str(getattr(value, "value", value)).removeprefix("torch.")
-    return name
+    return str(getattr(value, "value", value)).removeprefix("torch.")
 
 
 def _not_reproduced(arguments: dict[str, Any]) -> list[str]:
@@ -220,8 +210,6 @@ def _not_reproduced(arguments: dict[str, Any]) -> list[str]:
         found.append(f"embed_dim={arguments['embed_dim']}")
     for group, neutral in (("model_kwargs", _NEUTRAL_MODEL_ARGUMENTS), ("config_kwargs", _NEUTRAL_CONFIG_ARGUMENTS)):
         for key, value in (arguments.get(group) or {}).items():
-            if key in _DTYPE_KEYS and group == "model_kwargs":
-                continue
             if key not in neutral or (neutral[key] is not None and value != neutral[key]):
                 found.append(f"{group}[{key!r}]={value!r}")
     dtype = loader_dtype(arguments)

@@ -123,16 +123,14 @@ def choose_prompts(asked: str | None, model_folder: str | Path | None, name: str
     if asked is not None and asked.strip().lower() == NONE:
         return None
     own = model_prompts(model_folder)
+    default = own.default_name if own is not None else None
     registered = registry_prompts(name) if asked is None else None
     if registered is not None:
-        default = own.default_name if own is not None else None
         return Prompts(tuple(sorted(registered.items())), default, "mteb registry")
     if asked is None:
         return own
     mapping = {k: v for k, v in read_prompts_file(asked).items() if v}
-    if not mapping:
-        return None
-    return Prompts(tuple(sorted(mapping.items())), own.default_name if own is not None else None, str(asked))
+    return Prompts(tuple(sorted(mapping.items())), default, str(asked)) if mapping else None
 
 
 def model_folder(name_or_path: str, revision: str | None = None) -> Path | None:

@@ -31,17 +31,13 @@ class PhaseTimes:
         try:
             yield
         finally:
-            if sync:
-                self._sync()
+            if sync and self.device is not None and torch.device(self.device).type == "cuda":
+                torch.cuda.synchronize(self.device)
             self.add(name, time.perf_counter() - start)
 
     def add(self, name: str, seconds: float) -> None:
         """Add ``seconds`` to phase ``name``."""
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-
-    def _sync(self) -> None:
-        if self.device is not None and torch.device(self.device).type == "cuda":
-            torch.cuda.synchronize(self.device)
 
 
 def peak_rss_bytes() -> int:

@@ -17,7 +17,8 @@ from mteb.cache import ResultCache
 from mteb.results import TaskResult
 
 from layer_mteb.common.gpus import gpus_hidden
-from layer_mteb.common.run_folder import AGGREGATE_COLUMN, layer_columns, main_scores
+from layer_mteb.common.scores import AGGREGATE_COLUMN, main_scores
+from layer_mteb.common.table import layer_columns
 from layer_mteb.evaluation.encoder import LayerEncoder
 from layer_mteb.tasks.state import TaskRandomState
 from layer_mteb.tasks.task_types import Prompter, task_type_of

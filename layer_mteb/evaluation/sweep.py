@@ -24,7 +24,8 @@ from layer_mteb.common.instructions import Instructions, choose_instructions
 from layer_mteb.common.progress import progress as progress_bar
 from layer_mteb.common.prompts import choose_prompts, model_folder
 from layer_mteb.common.ranks import use_rank_device
-from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder, tidy_scores
+from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
+from layer_mteb.common.scores import tidy_scores
 from layer_mteb.common.settings import RunSettings
 from layer_mteb.evaluation.encoder import LayerEncoder, resolve_settings
 from layer_mteb.evaluation.evaluator_warnings import LayerWarnings, log_task_warnings

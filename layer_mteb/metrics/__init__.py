@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from layer_mteb.common.config import METRIC_SETTINGS_COLUMNS, SETTINGS_COLUMNS
-from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
+from layer_mteb.common.table import LAYER_COLUMNS, Table
 from layer_mteb.metrics.agreement import AGREEMENT_FILE, ID_METRIC, NO_REFERENCE
 
 #: ``metrics.csv``, a row per (model, texts: wikitext, task:<Task>, encoded:<Task>, file:<name>, custom; layer,

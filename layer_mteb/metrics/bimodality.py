@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import Table
+from layer_mteb.common.table import Table
 
 #: ``stress.csv[.gz]``: per-prompt entropy of the stress tests (:mod:`.stress_tests`), the sample tested here, and
 #: ``dip.csv``, the dip per layer; keyed by one stress run's (model, readout, test, texts), its rows' first order

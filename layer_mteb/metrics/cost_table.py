@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from layer_mteb.common.config import option
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import COST_FILE, Table
+from layer_mteb.common.run_folder import COST_FILE
+from layer_mteb.common.table import Table
 
 
 @dataclass(frozen=True)

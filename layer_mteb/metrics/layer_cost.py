@@ -22,7 +22,8 @@ import pandas as pd
 import torch
 
 from layer_mteb.common.config import SETTINGS_COLUMNS, EncodeConfig
-from layer_mteb.common.run_folder import LAYER_COLUMNS, RunFolder, layer_columns
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.table import LAYER_COLUMNS, layer_columns
 from layer_mteb.metrics.cost_table import COST_TABLE, CostSettings
 from layer_mteb.metrics.texts import TextSource, load_texts, seeded_sample, task_texts_label, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks

@@ -18,7 +18,8 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig, default_device
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, layer_columns
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.table import layer_columns
 from layer_mteb.metrics import METRICS_TABLE, PROMPT_ENTROPIES, authors_arithmetic, representation, tidy_metrics
 from layer_mteb.metrics.metric_settings import (  # noqa: F401 (the command line reads the sizes from here)
     PAPER_METRIC_SIZES,

@@ -10,7 +10,7 @@ import pytest
 
 from layer_mteb.analysis.labels.budget import TaskLayers, judge
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import one_setting
+from layer_mteb.common.scores import one_setting
 
 #: mteb's full-split score per layer: best at layer 1, last layer 3
 CURVE = pd.Series({0: 0.40, 1: 0.70, 2: 0.55, 3: 0.50})

@@ -10,7 +10,8 @@ from layer_mteb.analysis.report.build import write_report
 from layer_mteb.analysis.selection.correlation import correlate
 from layer_mteb.analysis.selection.picks import select_layers
 from layer_mteb.common.config import SETTINGS_COLUMNS
-from layer_mteb.common.run_folder import SCORE_COLUMNS, RunFolder
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.scores import SCORE_COLUMNS
 
 
 def test_report_uses_the_selection_and_correlation_that_select_and_correlate_wrote(tmp_path):

@@ -18,14 +18,14 @@ import pandas as pd
 import pytest
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import (
+from layer_mteb.common.folder_lock import (
     FILELOCK_FALLBACK_WARNING,
     LOCK_FILE,
     LOCK_HOLDER_FILE,
     LOCK_TIMEOUT_ENV,
-    RunFolder,
     lacks_flock,
 )
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 
 #: the machine faked: every flock refused as on a file system that has none

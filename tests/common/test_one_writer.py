@@ -16,7 +16,8 @@ import pytest
 from conftest import save_tiny_model
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import LOCK_HOLDER_FILE, LOCK_TIMEOUT_ENV, RunFolder
+from layer_mteb.common.folder_lock import LOCK_HOLDER_FILE, LOCK_TIMEOUT_ENV
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 
 #: one process's metric rows, each written by its own read-modify-write of metrics.csv, all starting at ``start``

@@ -10,7 +10,7 @@ from conftest import ForwardCounter, tiny_model
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import SCORE_COLUMNS
+from layer_mteb.common.scores import SCORE_COLUMNS
 from layer_mteb.evaluation.encoder import resolve_settings
 from layer_mteb.evaluation.plan import parse_layers
 from layer_mteb.evaluation.sweep import sweep

@@ -11,12 +11,8 @@ from layer_mteb.analysis.runs.importing import release_scores
 from layer_mteb.analysis.runs.release_layout import PYTHIA_SCORES_FILE, RELEASE_ENV, release_folder
 from layer_mteb.common.config import ARITHMETICS, METRIC_SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import (
-    MTEB_FOLDER,
-    SCORES_FILE,
-    RunFolder,
-    one_setting_per_model,
-)
+from layer_mteb.common.run_folder import MTEB_FOLDER, SCORES_FILE, RunFolder
+from layer_mteb.common.scores import one_setting_per_model
 from layer_mteb.metrics import METRIC_READOUTS
 
 

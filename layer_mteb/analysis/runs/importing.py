@@ -12,7 +12,8 @@ from layer_mteb.analysis.rules import last_layer_of
 from layer_mteb.analysis.runs.mteb_results import AUTHORS_LAYER, layer_results
 from layer_mteb.common.config import SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import AGGREGATE_COLUMN, SCORE_COLUMNS, SCORES_FILE, RunFolder, tidy_scores
+from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
+from layer_mteb.common.scores import AGGREGATE_COLUMN, SCORE_COLUMNS, tidy_scores
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, subtask_names, task_type

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import MTEB_FOLDER, main_scores
+from layer_mteb.common.run_folder import MTEB_FOLDER
+from layer_mteb.common.scores import main_scores
 
 if TYPE_CHECKING:
     from mteb.results import TaskResult
@@ -44,7 +45,7 @@ class LayerResult:
         return dict(self.meta.get("experiment_kwargs") or {})
 
     def score_rows(self, splits: Collection[str] | None = None, subsets: Collection[str] | None = None) -> list[dict]:
-        """:func:`~layer_mteb.common.run_folder.main_scores` of the file's result."""
+        """:func:`~layer_mteb.common.scores.main_scores` of the file's result."""
         return main_scores(self.result, splits, subsets)
 
 

@@ -21,7 +21,8 @@ from layer_mteb.analysis.rules import MIN_LAYERS
 from layer_mteb.analysis.runs.folders import load_run
 from layer_mteb.analysis.selection.curves import MEAN, metric_curves, score_curves, sources_for
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder, Table
+from layer_mteb.common.run_folder import CORRELATION_FILE, RunFolder
+from layer_mteb.common.table import Table
 from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.texts import task_of_label
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from layer_mteb.analysis.rules import extremum_layer, from_depth, last_score, nearest_layer
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import SELECTION_FILE, Table
+from layer_mteb.common.run_folder import SELECTION_FILE
+from layer_mteb.common.table import Table
 from layer_mteb.metrics import DIRECTIONS, METRICS_FILE, SIGNALS, stored_in
 from layer_mteb.metrics.texts import task_texts_label
 

@@ -15,7 +15,8 @@ import pandas as pd
 
 from layer_mteb.analysis.rules import cheapest_within, extremum_layer
 from layer_mteb.analysis.selection.curves import MEAN
-from layer_mteb.common.run_folder import COST_FILE, RunFolder, one_setting_per_model
+from layer_mteb.common.run_folder import COST_FILE, RunFolder
+from layer_mteb.common.scores import one_setting_per_model
 from layer_mteb.metrics.cost_table import COST_TABLE
 
 CHEAPEST_COLUMNS = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, get_args
 
 from layer_mteb.common.config import SETTINGS_COLUMNS
-from layer_mteb.common.run_folder import LAYER_COLUMNS, Table
+from layer_mteb.common.table import LAYER_COLUMNS, Table
 
 if TYPE_CHECKING:
     import pandas as pd

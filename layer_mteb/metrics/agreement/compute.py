@@ -25,8 +25,10 @@ import torch
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.errors import UserError
-from layer_mteb.common.run_folder import RunFolder, ScoredSetting, layer_columns
+from layer_mteb.common.run_folder import RunFolder
+from layer_mteb.common.scores import ScoredSetting
 from layer_mteb.common.settings import RunSettings
+from layer_mteb.common.table import layer_columns
 from layer_mteb.metrics import SIGNALS
 from layer_mteb.metrics.agreement import AGREEMENT_TABLE, ID_METRIC, NO_REFERENCE, tidy_agreement
 from layer_mteb.metrics.agreement.intrinsic_dimension import id_curve
