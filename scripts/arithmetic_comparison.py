@@ -64,11 +64,12 @@ def both_arithmetics(model, config, data_dir: str) -> pd.DataFrame:
     """``compute_metrics`` under each arithmetic, from one forward pass over the prompts and one over their views
     (each arithmetic's observer sees the same batches): the decoders' passes are most of the cost."""
     from layer_mteb.metrics import runner
+    from layer_mteb.metrics.metric_settings import MetricSettings
     from layer_mteb.model.attention import with_model_attention
     from layer_mteb.model.forward import encode_all_layers
 
     config = with_model_attention(config, model)
-    settings = {a: runner.MetricSettings(**SIZES, arithmetic=a) for a in ARITHMETICS}
+    settings = {a: MetricSettings(**SIZES, arithmetic=a) for a in ARITHMETICS}
     source = runner._source(TEXTS, model, settings["paper"], data_dir)
     rows: list[dict] = []
     adders = {a: runner._row_adder(rows, model, config, source, s) for a, s in settings.items()}

@@ -9,12 +9,19 @@ from dataclasses import dataclass
 from layer_mteb.cli.console import RESUME
 from layer_mteb.cli.options import MeasureSettings, add_measure_options, check_measured, settings_of
 from layer_mteb.common.config import METRIC_SETTINGS, option
+from layer_mteb.metrics.metric_settings import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, help_of
 
 NAME = "metrics"
 HELP = "representation metrics of every layer (label-free)"
 INTERRUPTED = RESUME
 #: how the metrics are computed from the vectors, declared with the metric settings
 ARITHMETIC = next(setting for setting in METRIC_SETTINGS if setting.name == "arithmetic")
+QUICK, PAPER = QUICK_METRIC_SIZES, PAPER_METRIC_SIZES
+
+
+def _size(name: str) -> int | None:
+    """A sample size's option: None takes the quick size, or the paper's with --full-protocol."""
+    return option(f"{help_of(name)} (default {QUICK[name]}; paper: {PAPER[name]})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,15 +32,16 @@ class Settings(MeasureSettings):
         "(default: wikitext; with --run, the run's tasks' own texts, task:<Task> each)"
     )
     full_protocol: bool = option(
-        "the paper's protocol: 1000 prompts, 16 views x 200 prompts (MiniLM-L6 on 2 CPU cores: about 14 min, 2 GB; "
-        "the default, 200 prompts and 4 views x 32 prompts, takes about a minute)",
+        f"the paper's protocol: {PAPER['n_prompts']} prompts, {PAPER['views']} views x {PAPER['augment_prompts']} "
+        f"prompts (MiniLM-L6 on 2 CPU cores: about 14 min, 2 GB; the default, {QUICK['n_prompts']} prompts and "
+        f"{QUICK['views']} views x {QUICK['augment_prompts']} prompts, takes about a minute)",
         False,
     )
-    n_prompts: int | None = option("texts to use, seeded sample if more (default 200; paper: 1000)")
-    views: int | None = option("augmented views per prompt for LiDAR, 0 skips (default 4; paper: 16)")
-    augment_prompts: int | None = option("prompts that get augmented views (default 32; paper: 200)")
-    augment_p: float = option("augmentation probability", 0.3)
-    seed: int = option("seed of the prompt sample and the augmentations", 0)
+    n_prompts: int | None = _size("n_prompts")
+    views: int | None = _size("views")
+    augment_prompts: int | None = _size("augment_prompts")
+    augment_p: float = option(help_of("p"), MetricSettings.p)
+    seed: int = option(help_of("seed"), MetricSettings.seed)
     arithmetic: str = option(ARITHMETIC.help, ARITHMETIC.default, choices=ARITHMETIC.choices)
 
 
@@ -48,10 +56,10 @@ def check(args: argparse.Namespace) -> Settings:
 def execute(settings: Settings) -> None:
     target = settings.target
     from layer_mteb.cli.console import print_metrics
-    from layer_mteb.metrics.runner import PAPER_METRIC_SIZES, QUICK_METRIC_SIZES, MetricSettings, compute_metrics
+    from layer_mteb.metrics.runner import compute_metrics
     from layer_mteb.model.loading import load_model
 
-    sizes = PAPER_METRIC_SIZES if settings.full_protocol else QUICK_METRIC_SIZES
+    sizes = PAPER if settings.full_protocol else QUICK
     sizes = {name: size if getattr(settings, name) is None else getattr(settings, name) for name, size in sizes.items()}
     measure = MetricSettings(
         **sizes, p=settings.augment_p, alpha=settings.alpha, seed=settings.seed, arithmetic=settings.arithmetic

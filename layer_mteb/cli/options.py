@@ -31,6 +31,7 @@ from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import own_settings
 from layer_mteb.metrics import METRIC_READOUTS
+from layer_mteb.metrics.metric_settings import MetricSettings, help_of
 from layer_mteb.metrics.texts import TASK_TEXTS, check_texts, task_of_texts_option, text_sources
 from layer_mteb.model.names import MODEL_HELP, check_loadable, known_hidden_size, packaged_name, recorded_name
 from layer_mteb.model.pipeline import PROTOCOLS
@@ -263,7 +264,7 @@ class MeasureSettings:
         "else model, as `run`)",
         choices=PROTOCOLS,
     )
-    alpha: float = option("Rényi order of the matrix entropies", 1.0)
+    alpha: float = option(help_of("alpha"), MetricSettings.alpha)
     data_dir: str | None = option(f"folder of local data: WikiText2/, tasks {DATA_DEFAULT}")
     output: str | None = option("run folder (default: runs/<model>)")
     trust_remote_code: bool = False  # an encode option (add_encode_options)

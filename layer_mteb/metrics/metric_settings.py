@@ -5,7 +5,7 @@ loads, and :mod:`.runner` computes with them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from layer_mteb.common.config import ARITHMETICS, METRIC_SETTINGS, Arithmetic, option
 from layer_mteb.common.errors import UserError
@@ -56,3 +56,8 @@ class MetricSettings:
 QUICK_METRIC_SIZES: dict[str, int] = {"n_prompts": 200, "views": 4, "augment_prompts": 32}
 #: sample sizes of the paper's protocol (Skean et al. 2025): MetricSettings' defaults, ``metrics --full-protocol``
 PAPER_METRIC_SIZES: dict[str, int] = {name: getattr(MetricSettings, name) for name in QUICK_METRIC_SIZES}
+
+
+def help_of(name: str) -> str:
+    """The one-line meaning a metric setting's option is declared with."""
+    return next(f.metadata["help"] for f in fields(MetricSettings) if f.name == name)

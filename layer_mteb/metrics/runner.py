@@ -21,11 +21,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.common.table import layer_columns
 from layer_mteb.metrics import METRICS_TABLE, PROMPT_ENTROPIES, authors_arithmetic, representation, tidy_metrics
-from layer_mteb.metrics.metric_settings import (  # noqa: F401 (the command line reads the sizes from here)
-    PAPER_METRIC_SIZES,
-    QUICK_METRIC_SIZES,
-    MetricSettings,
-)
+from layer_mteb.metrics.metric_settings import MetricSettings
 from layer_mteb.metrics.representation import Normalization, augment, masked_mean, normalize_entropy
 from layer_mteb.metrics.texts import TextSource, encoded_texts_label, load_texts
 from layer_mteb.model.architectures import LoadedModel

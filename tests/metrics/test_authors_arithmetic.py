@@ -24,7 +24,8 @@ from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics import authors_arithmetic as authors
 from layer_mteb.metrics import representation as paper
-from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+from layer_mteb.metrics.metric_settings import MetricSettings
+from layer_mteb.metrics.runner import compute_metrics
 from layer_mteb.paper.regenerate import arithmetic_line
 
 SQRT3 = math.sqrt(3)

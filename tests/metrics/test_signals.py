@@ -15,7 +15,8 @@ from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRICS_FILE, SIGNALS, stored_in
 from layer_mteb.metrics.agreement import AGREEMENT_FILE, AGREEMENT_METRICS, AGREEMENT_TABLE, tidy_agreement
 from layer_mteb.metrics.agreement.compute import TaskSample, curve_rows, neighbourhoods
-from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+from layer_mteb.metrics.metric_settings import MetricSettings
+from layer_mteb.metrics.runner import compute_metrics
 
 
 def test_the_metrics_runner_makes_exactly_the_signals_of_metrics_csv() -> None:

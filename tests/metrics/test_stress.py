@@ -11,7 +11,8 @@ from conftest import tiny_config
 
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.metrics.bimodality import dip_test
-from layer_mteb.metrics.runner import MetricSettings, compute_metrics
+from layer_mteb.metrics.metric_settings import MetricSettings
+from layer_mteb.metrics.runner import compute_metrics
 from layer_mteb.metrics.stress_tests import (
     FIRST_RANDOM_ID,
     StressSettings,

@@ -21,7 +21,8 @@ from torch.overrides import TorchFunctionMode
 from layer_mteb.common.config import EncodeConfig
 from layer_mteb.common.pooling import pool
 from layer_mteb.common.timing import PhaseTimes
-from layer_mteb.metrics.runner import MetricSettings, TokenMetrics, discard_vectors
+from layer_mteb.metrics.metric_settings import MetricSettings
+from layer_mteb.metrics.runner import TokenMetrics, discard_vectors
 from layer_mteb.model.forward import encode_all_layers
 from layer_mteb.model.placement import OffloadedModule
 from layer_mteb.vectors.layer_files import SegmentWriter
