@@ -17,7 +17,6 @@ from layer_mteb.analysis.report.figures import figure1_panel, save, style
 from layer_mteb.analysis.report.markdown import integer, markdown_table, number_format, text
 from layer_mteb.analysis.report.table1 import headline_tasks, task_scores
 from layer_mteb.analysis.rules import FIGURE1_COVERAGE, tasks_phrase
-from layer_mteb.common.files import atomic_write
 from layer_mteb.metrics.texts import task_of_label
 
 #: The six metrics in the paper's panel order, with the normalisation its figures show (``PAPER_NORMALIZATION``).
@@ -41,21 +40,24 @@ def curves_of(
     return curves.assign(score=curves["main_score"] * 100), headline.tasks
 
 
-def figure1(release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: Path) -> list[Path]:
-    """Left: the release's models; right: this project's runs; each panel over its own common task set."""
-    panels = [
-        (*curves_of(release, models), "authors' release"),
-        (*curves_of(ours, ours["model"].drop_duplicates().tolist()), "this project's runs"),
-    ]
+def figure1(
+    release: pd.DataFrame, ours: pd.DataFrame, models: list[str], stem: Path
+) -> tuple[list[Path], dict[str, list[str]]]:
+    """Left: the release's models; right: this project's runs; each panel over its own common task set. Returns the
+    files and, by panel, the tasks it averages."""
+    panels = {
+        "Figure 1, release panel": (*curves_of(release, models), "authors' release"),
+        "Figure 1, our panel": (*curves_of(ours, ours["model"].drop_duplicates().tolist()), "this project's runs"),
+    }
     with style():
         fig = Figure(figsize=(13, 4.8), layout="constrained")
         axes = fig.subplots(1, 2)
-        for ax, (curves, tasks, title) in zip(axes, panels, strict=True):
+        for ax, (curves, tasks, title) in zip(axes, panels.values(), strict=True):
             figure1_panel(ax, curves)
             ax.set_ylabel(f"mean main score ×100 over {tasks_phrase(len(tasks))}")
             ax.set_title(f"{title}: mean over the same {tasks_phrase(len(tasks))}", fontsize=10)
             ax.legend(fontsize=8, frameon=False)
-        return save(fig, stem)
+        return save(fig, stem), {name: tasks for name, (_, tasks, _) in panels.items()}
 
 
 def progression(scores: pd.DataFrame, wikitext: pd.DataFrame, stem: Path) -> list[Path]:
@@ -184,6 +186,7 @@ def draw_wikitext(wikitext: pd.DataFrame, output: Path) -> tuple[list[Path], dic
 
 
 def _extrema(curve: pd.DataFrame) -> dict:
+    """The layers (and depths) of one curve's minimum and maximum, layers without a value left out."""
     curve = curve.dropna(subset=["value"]).sort_values("layer")
     low, high = curve.loc[curve["value"].idxmin()], curve.loc[curve["value"].idxmax()]
     return {
@@ -227,11 +230,6 @@ def extrema(wikitext: pd.DataFrame, metrics: pd.DataFrame, sets: dict[str, dict[
                                  "split": "test", "tasks": counts[metric],
                                  **_extrema(own[own["metric"] == metric])})  # fmt: skip
     return pd.DataFrame(rows, columns=EXTREMA_COLUMNS)
-
-
-def write_extrema(table: pd.DataFrame, path: Path) -> Path:
-    atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
-    return path
 
 
 _depth = number_format(".2f")
@@ -281,24 +279,14 @@ def sources_markdown(sets: dict[str, dict[str, str]], table: pd.DataFrame, wikit
         ]
     lines.append("## Prompt entropy: where the curve is lowest, WikiText against the tasks' own texts")
     entropy = table[table["metric"] == "prompt_entropy"]
-    pairs = []
-    for (stem, model), part in entropy.groupby(["figure", "model"], sort=False):
-        wiki = part[part["source"] == "wikitext"]
-        own = part[part["source"] == "task texts"]
-        pairs.append(
-            {
-                "figure": stem,
-                "model": model,
-                "split": wiki["split"].iloc[0] if len(wiki) else "—",
-                "wiki_layer": wiki["min_layer"].iloc[0] if len(wiki) else pd.NA,
-                "wiki_depth": wiki["min_depth"].iloc[0] if len(wiki) else pd.NA,
-                "own_layer": own["min_layer"].iloc[0] if len(own) else pd.NA,
-                "own_depth": own["min_depth"].iloc[0] if len(own) else pd.NA,
-                "tasks": own["tasks"].iloc[0] if len(own) else pd.NA,
-            }
-        )
-    columns = [("figure", "figure", text), ("model", "model", text), ("split", "WikiText split", text)]
-    columns += [("wiki_layer", "min layer (WikiText)", integer), ("wiki_depth", "depth", _depth)]
-    columns += [("own_layer", "min layer (task texts)", integer), ("own_depth", "depth", _depth)]
-    columns += [("tasks", "tasks", integer)]
-    return [*lines, markdown_table(pd.DataFrame(pairs), columns)]
+    keys = ["figure", "model"]
+    wiki = entropy[entropy["source"] == "wikitext"].set_index(keys)[["split", "min_layer", "min_depth"]]
+    own = entropy[entropy["source"] == "task texts"].set_index(keys)[["min_layer", "min_depth", "tasks"]]
+    pairs = (
+        entropy[keys].drop_duplicates().join(wiki.add_prefix("wiki_"), on=keys).join(own.add_prefix("own_"), on=keys)
+    )
+    columns = [("figure", "figure", text), ("model", "model", text), ("wiki_split", "WikiText split", text)]
+    columns += [("wiki_min_layer", "min layer (WikiText)", integer), ("wiki_min_depth", "depth", _depth)]
+    columns += [("own_min_layer", "min layer (task texts)", integer), ("own_min_depth", "depth", _depth)]
+    columns += [("own_tasks", "tasks", integer)]
+    return [*lines, markdown_table(pairs, columns)]

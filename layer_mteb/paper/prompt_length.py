@@ -35,11 +35,10 @@ def release_curves(release: Path | pd.DataFrame) -> pd.DataFrame:
     return grouped.agg(mean="mean", std="std").reset_index()[COLUMNS]
 
 
-def our_curves(runs: list[Path]) -> pd.DataFrame:
-    """The length test of every run that has one, in the release's normalisations."""
+def our_curves(stress: list[pd.DataFrame]) -> pd.DataFrame:
+    """The length test of every run's ``stress`` table that has one, in the release's normalisations."""
     parts = []
-    for run in runs:
-        values = RunFolder(run).read(STRESS_TABLE, missing_ok=True)
+    for values in stress:
         values = values[(values["test"] == "length") & values["normalization"].isin(["raw", "maxEntropy"])]
         if not values.empty:
             curves = stress_curves(values).rename(columns={"level": "prompt_length"})
@@ -49,29 +48,27 @@ def our_curves(runs: list[Path]) -> pd.DataFrame:
 
 def reproduce(release: Path | pd.DataFrame | None, runs: list[Path], output: Path) -> list[Path]:
     """The length curves of the release (none when it lacks the adhoc pickle) and of every run that has them."""
-    parts = [our_curves(runs)] if release is None else [release_curves(release), our_curves(runs)]
+    stress = [RunFolder(run).read(STRESS_TABLE, missing_ok=True) for run in runs]
+    parts = [our_curves(stress)] if release is None else [release_curves(release), our_curves(stress)]
     curves = pd.concat(parts, ignore_index=True)
     path = output / "prompt_length.csv"
     atomic_write(path, lambda tmp: curves.to_csv(tmp, index=False, float_format="%.10g"))
     written = [path, *_figure(curves, output / "prompt_length")]
     for run in runs:
         written += run_figures(run, output / "stress")
-    return written + _summary(runs, curves, output / "stress.md")
-
-
-def _summary(runs: list[Path], curves: pd.DataFrame, path: Path) -> list[Path]:
-    """``stress.md`` from the runs' stress and dip tables and the length curves (nothing when no run has any)."""
-    stressed = [run for run in runs if not RunFolder(run).read(STRESS_TABLE, missing_ok=True).empty]
-    if not stressed:
-        return []
-    values = pd.concat([RunFolder(run).read(STRESS_TABLE) for run in stressed], ignore_index=True)
-    dips = pd.concat([RunFolder(run).read(DIPS_TABLE, missing_ok=True) for run in stressed], ignore_index=True)
+    stressed = [(run, values) for run, values in zip(runs, stress, strict=True) if not values.empty]
+    if not stressed:  # ``stress.md`` only when some run has stress tests
+        return written
+    values = pd.concat([values for _, values in stressed], ignore_index=True)
+    dips = pd.concat([RunFolder(run).read(DIPS_TABLE, missing_ok=True) for run, _ in stressed], ignore_index=True)
     markdown = stress_markdown(model_summary(values, dips), length_minima(curves))
-    atomic_write(path, lambda tmp: Path(tmp).write_text(markdown + "\n"))
-    return [path]
+    atomic_write(output / "stress.md", lambda tmp: Path(tmp).write_text(markdown + "\n"))
+    return [*written, output / "stress.md"]
 
 
 def _figure(curves: pd.DataFrame, stem: Path) -> list[Path]:
+    """Mean entropy against relative depth, a column per model, raw (top) and ÷ max entropy (bottom), a line per
+    prompt length."""
     models = list(dict.fromkeys(curves["model"]))
     with style():
         fig = Figure(figsize=(4.2 * len(models), 6.5), layout="constrained")

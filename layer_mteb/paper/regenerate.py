@@ -23,12 +23,12 @@ from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.metrics import METRICS_FILE, METRICS_TABLE
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.paper import paper_figures, prompt_length
+from layer_mteb.paper.paper_figures import CHECKPOINT
 from layer_mteb.paper.tables import PAPER_TABLE1, summary_markdown, table1, versus_paper, with_last_layer
 
 logger = logging.getLogger(__name__)
 
 FIGURE1_MODELS = ["Pythia/410m", "mamba/370m", "bert/base", "LLM2Vec-mntp-unsup-simcse/8B"]
-CHECKPOINT = "Pythia/410m@step"
 #: Permutations per p-value: 200 keeps all correlations of ~20 models × 30 tasks × 6 metrics × 3 methods within
 #: a few minutes on 2 cores; the smallest p-value it can show is 1/201 ≈ 0.005.
 PERMUTATIONS = 200
@@ -51,8 +51,8 @@ def scores_and_metrics(run: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     return load_run(folder, folder.scores(), folder.read(METRICS_TABLE), "auto")
 
 
-#: Writes one table into the output folder under the given file name.
-Write = Callable[[str, pd.DataFrame], None]
+#: Writes one table into the output folder under the given file name (numbers to four decimals unless told).
+Write = Callable[..., None]
 
 
 def release_tables(source: Path) -> ReleaseTables:
@@ -75,9 +75,9 @@ def reproduce(source: Path, runs: list[Path], output: Path, permutations: int = 
     output.mkdir(parents=True, exist_ok=True)
     progress.step(f"read the authors' release and {len(runs)} runs")
 
-    def write(name: str, frame: pd.DataFrame) -> None:
+    def write(name: str, frame: pd.DataFrame, float_format: str | None = "%.4f") -> None:
         path = output / name
-        atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.4f"))
+        atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False, float_format=float_format))
         written.append(path)
 
     versus, every = _table1(release, our_scores, write)
@@ -86,7 +86,8 @@ def reproduce(source: Path, runs: list[Path], output: Path, permutations: int = 
     progress.step()
     drawn, sets = paper_figures.draw_wikitext(release_wikitext, output)
     extrema = paper_figures.extrema(release_wikitext, all_metrics, sets)
-    written += [*drawn, paper_figures.write_extrema(extrema, output / "metric_extrema.csv")]
+    written += drawn
+    write("metric_extrema.csv", extrema, None)
     progress.step()
     write("correlation.csv", correlations(all_scores, all_metrics, permutations))
     progress.step()
@@ -138,11 +139,8 @@ def _figures(
     release: pd.DataFrame, release_wikitext: pd.DataFrame, our_scores: pd.DataFrame, output: Path, written: list[Path]
 ) -> dict[str, list[str]]:
     """Figure 1 and the training progression; returns the tasks each panel averages."""
-    written += paper_figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
-    figure_tasks = {
-        "Figure 1, release panel": paper_figures.curves_of(release, FIGURE1_MODELS)[1],
-        "Figure 1, our panel": paper_figures.curves_of(our_scores, our_scores["model"].unique().tolist())[1],
-    }
+    paths, figure_tasks = paper_figures.figure1(release, our_scores, FIGURE1_MODELS, output / "figure1")
+    written += paths
     shrunk = fewer_shared_tasks(our_scores, figure_tasks["Figure 1, our panel"], "Figure 1's run panel")
     if shrunk:
         logger.warning(shrunk)

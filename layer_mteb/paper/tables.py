@@ -29,23 +29,18 @@ def table1(scores: pd.DataFrame, models: list[str] | None = None) -> pd.DataFram
     for lack of a last-layer score and the layers other tasks miss."""
     names = models or scores["model"].drop_duplicates().tolist()
     part = scores[scores["model"].isin(names)]
-    table = build_table1(part).query("task_type == 'all'").set_index("model")
+    table = build_table1(part).query("task_type == 'all'").set_index("model").loc[names]
     summary = per_task_summary(task_scores(part))
-    rows = []
-    for name in names:
-        row = table.loc[name]
-        notes = table1_notes(summary[summary["model"] == name])
-        rows.append(
-            {
-                "model": name,
-                "n_tasks": int(row["n_tasks"]),
-                "last_layer": int(row["n_layers"]),
-                "best_not_last": row["best_not_last_pct"],
-                "avg_last": 100.0 * row["avg_last"],
-                "avg_best": 100.0 * row["avg_best"],
-                "note": "; ".join(n.removeprefix(f"{name}: ") for n in notes),
-            }
-        )
+    notes = [table1_notes(summary[summary["model"] == name]) for name in names]
+    rows = {
+        "model": names,
+        "n_tasks": table["n_tasks"].astype(int).to_numpy(),
+        "last_layer": table["n_layers"].astype(int).to_numpy(),
+        "best_not_last": table["best_not_last_pct"].to_numpy(),
+        "avg_last": 100.0 * table["avg_last"].to_numpy(),
+        "avg_best": 100.0 * table["avg_best"].to_numpy(),
+        "note": ["; ".join(n.removeprefix(f"{name}: ") for n in ns) for name, ns in zip(names, notes, strict=True)],
+    }
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -90,21 +90,18 @@ def write_report(
             figures.metric_panels(data.metrics, tmp / "metrics")
         if data.correlation is not None:
             figures.correlation_bars(data.correlation, tmp / "correlation")
-        _per_run_files(data.folders, tmp)
+        for folder in data.folders:  # each run's own side files: its stress figures, then the runs' cost view
+            stress_report.run_figures(folder, tmp)
+        cost_quality(data.folders, tmp / COST_STEM)
         board = selector_leaderboard(data.picks)
         if board is not None:
             board.to_csv(tmp / "selectors.csv", index=False)
             (tmp / "selectors.md").write_text(leaderboard_markdown(board))
         names = sorted(p.name for p in tmp.iterdir())
-    _usual_mode(output)
-    return [output / name for name in names]
-
-
-def _usual_mode(folder: Path) -> None:
-    """The mode a plain new folder gets under the umask: the temporary folder it was built in was private."""
-    umask = os.umask(0)
+    umask = os.umask(0)  # the mode a plain new folder gets: the temporary one it was built in was private
     os.umask(umask)
-    folder.chmod(0o777 & ~umask)
+    output.chmod(0o777 & ~umask)
+    return [output / name for name in names]
 
 
 def arithmetic_notes(data: Runs) -> list[str]:
@@ -138,13 +135,6 @@ def benchmark_notes(folders: Iterable[RunFolder]) -> list[str]:
     ]
 
 
-def _per_run_files(folders: Sequence[RunFolder], tmp: Path) -> None:
-    """What each run folder's own side files add: its stress figures, and the cost–quality view of the runs."""
-    for folder in folders:
-        stress_report.run_figures(folder, tmp)
-    cost_quality(folders, tmp / COST_STEM)
-
-
 def _check_output(output: Path, folders: Iterable[RunFolder]) -> None:
     """Refuse to replace anything that is not an earlier report (a run folder, a results root, a file)."""
     resolved = output.resolve()
@@ -161,7 +151,8 @@ def paper_layer_means(
     """The authors' per-layer averages (a :func:`layer_means` frame) and a note saying which tasks they average."""
     paper = load_paper_scores(pythia_scores)
     paper_tasks = set(paper["task"])
-    run_tasks = {_paper_name(t) for t in scores["task"].astype(str)} & paper_tasks
+    # the paper's name for a task: mteb's newer ``.v2`` variants score the same task on deduplicated data
+    run_tasks = {t.removesuffix(".v2") for t in scores["task"].astype(str)} & paper_tasks
     if which == "run" and run_tasks:
         paper = paper[paper["task"].isin(run_tasks)]
         note = f"dashed: paper curves averaged over the same {len(run_tasks)} tasks as the runs"
@@ -171,8 +162,3 @@ def paper_layer_means(
         note = f"dashed: paper curves over all {len(paper_tasks)} paper tasks"
     curves = layer_means(task_scores(paper.assign(task_type="unknown")))
     return curves, note
-
-
-def _paper_name(task: str) -> str:
-    """The paper's name for a task: mteb's newer ``.v2`` variants score the same task on deduplicated data."""
-    return task.removesuffix(".v2")

@@ -133,35 +133,20 @@ def heatmap(tasks: pd.DataFrame, best_layers: pd.Series, model: str, stem: Path)
         return save(fig, stem)
 
 
-def _panels(n: int, width: float, height: float, wrap: int) -> tuple[Figure, list[Axes]]:
-    cols = min(wrap, n)
-    rows = math.ceil(n / cols)
-    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes[:n]
-
-
 def metric_panels(metrics: pd.DataFrame, stem: Path) -> list[Path]:
-    """Each metric vs relative depth, a panel per metric, a line per model (paper Figure 2); no paths without data."""
-    fig = metric_figure(metrics)
-    return [] if fig is None else save(fig, stem)
-
-
-def metric_figure(metrics: pd.DataFrame) -> Figure | None:
-    """The figure of :func:`metric_panels` (sources: :func:`metric_sources`): what every line shares is named in the
+    """Each metric vs relative depth, a panel per metric, a line per model (paper Figure 2); no paths without data.
+    Sources: :func:`metric_sources`; what every line shares is named in the
     title, readouts or text sets that differ in each panel's (a dash pattern per readout)."""
     if not set(metrics.columns) >= PLOTTED_METRIC_COLUMNS:
-        return None
+        return []
     frame = metrics.dropna(subset=["value"])
     if "relative_depth" not in frame:
         if "n_layers" not in frame:
-            return None
+            return []
         frame = frame.assign(relative_depth=frame["layer"] / frame["n_layers"].where(frame["n_layers"] > 0, 1))
     curves = metric_sources(frame)
     if curves.empty:
-        return None
+        return []
     mixed = [c for c in ("texts", "readout") if curves[c].nunique() > 1]
     shared = [f"on {curves['texts'].iloc[0]}"] if "texts" not in mixed else []
     if "arithmetic" in frame:  # which arithmetic made the values: one per run (merged.load_runs)
@@ -175,8 +160,12 @@ def metric_figure(metrics: pd.DataFrame) -> Figure | None:
     drawn = {"hue": "model", "palette": palette, "marker": "o", "legend": False}
     drawn |= {"style": "readout", "dashes": dashes} if dashes else {}
     with style():
-        fig, axes = _panels(len(names), 3.4, 2.8 + 0.3 * len(mixed), wrap=4)
-        for ax, name in zip(axes, names, strict=True):
+        cols, height = min(4, len(names)), 2.8 + 0.3 * len(mixed)  # at most four panels a row
+        fig = Figure(figsize=(3.4 * cols, height * math.ceil(len(names) / cols)), layout="constrained")
+        axes = fig.subplots(math.ceil(len(names) / cols), cols, squeeze=False).ravel().tolist()
+        for ax in axes[len(names) :]:
+            ax.set_visible(False)
+        for ax, name in zip(axes, names, strict=False):
             data = curves[curves["metric"] == name]
             sns.lineplot(data, x="relative_depth", y="value", ax=ax, **drawn)
             ax.set_title("\n".join([str(name), *_panel_sources(data, mixed, dashes)]), fontsize=9)
@@ -189,7 +178,7 @@ def metric_figure(metrics: pd.DataFrame) -> Figure | None:
         ]
         fig.legend(handles=handles, loc="outside right center", frameon=False)
         fig.suptitle(" ".join(["Representation metrics by layer depth", *shared]))
-        return fig
+        return save(fig, stem)
 
 
 #: Line patterns of the readouts when a metric figure mixes them: solid for the raw stream (listed first), then dashed.

@@ -21,6 +21,7 @@ TABLE1_RULES = (
 
 
 def _missing(value: object) -> bool:
+    """None, pandas' NA or a float NaN: what a table shows as "—"."""
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
@@ -34,10 +35,12 @@ percent = number_format(".1f", suffix=" %")
 
 
 def integer(value: object) -> str:
+    """A count or layer as written, "—" where missing."""
     return "—" if _missing(value) else str(int(value))
 
 
 def text(value: object) -> str:
+    """A text cell, its pipes escaped so they never split the row; "—" where missing."""
     return "—" if _missing(value) else str(value).replace("|", "\\|")
 
 
@@ -58,23 +61,17 @@ def table1_markdown(table: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     overall = table[table["task_type"] == ALL_TYPES]
     by_type = table[table["task_type"] != ALL_TYPES]
     model_columns = [("model", "model", text), ("n_layers", "L", integer)]
+    selectors = sorted({s for s in table["entropy_selector"] if not _missing(s)})
     parts = [
         "# Table 1: the last layer vs the best layer",
-        "",
         markdown_table(overall, model_columns + shared),
-        "",
         "## By task type",
-        "",
         markdown_table(by_type, [("model", "model", text), ("task_type", "task type", text), *shared]),
-        "",
-        TABLE1_RULES,
+        TABLE1_RULES + (f" Entropy selector used: {', '.join(selectors)}." if selectors else ""),
     ]
-    selectors = sorted({s for s in table["entropy_selector"] if not _missing(s)})
-    if selectors:
-        parts[-1] += f" Entropy selector used: {', '.join(selectors)}."
     if notes:
-        parts += ["", "## Notes", "", *(f"- {note}" for note in notes)]
-    return "\n".join(parts) + "\n"
+        parts += ["## Notes", "\n".join(f"- {note}" for note in notes)]
+    return "\n\n".join(parts) + "\n"
 
 
 def leaderboard_markdown(board: pd.DataFrame) -> str:
