@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import NOTHING_SAVED
-from layer_mteb.cli.options import ReadoutChoice, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import ReadoutChoice, as_keywords, check_runs, settings_of
 from layer_mteb.common.config import option
 
 NAME = "correlate"
@@ -21,10 +21,6 @@ class Settings(ReadoutChoice):
     method: str = option("association measure", "all", choices=["dcor", "spearman", "kendall", "all"])
     permutations: int = option("shuffles for the p-values", 1000)
     seed: int = option("seed of the shuffles", 0)
-
-
-def add_options(correlate: argparse.ArgumentParser) -> None:
-    add_fields(correlate, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

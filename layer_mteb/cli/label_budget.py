@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import TASKS_SAVED, print_written
-from layer_mteb.cli.options import DATA_DEFAULT, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import DATA_DEFAULT, as_keywords, check_runs, settings_of
 from layer_mteb.common.config import option
 from layer_mteb.evaluation.workers import check_eval_workers
 
@@ -29,10 +29,6 @@ class Settings:
     baselines_only: bool = option(
         "re-read only the label-free baselines (e.g. after adding metrics); keep the measured curve", False
     )
-
-
-def add_options(budget: argparse.ArgumentParser) -> None:
-    add_fields(budget, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import RUNS, as_keywords, check_runs, settings_of
 from layer_mteb.common.config import option
 
 NAME = "report"
@@ -36,10 +36,6 @@ class Settings:
     entropy_selector: str | None = option(
         "selection.csv selector for Table 1's entropy columns (default: prompt entropy)"
     )
-
-
-def add_options(report: argparse.ArgumentParser) -> None:
-    add_fields(report, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:
