@@ -30,7 +30,11 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.correlation import correlate, correlation_table
-    from layer_mteb.cli.console import arithmetics_of, print_correlation
+    from layer_mteb.cli.console import arithmetics_of
 
     frame = correlate(**as_keywords(settings, permutations="n_permutations"))
-    print_correlation(correlation_table(frame), Path(settings.run), arithmetics_of(frame))
+    arithmetics = arithmetics_of(frame)
+    by = f" ({' and '.join(arithmetics)} arithmetic)" if arithmetics else ""
+    print(f"across layers, metric vs score averaged over tasks{by}:")
+    print(correlation_table(frame).round(4).to_string())
+    print(f"\ncorrelation (also per task): {Path(settings.run) / 'correlation.csv'}")

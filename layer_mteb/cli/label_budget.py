@@ -34,7 +34,7 @@ class Settings:
 def check(args: argparse.Namespace) -> Settings:
     check_runs(args.run, args.output)
     check_eval_workers(args.eval_workers)
-    return settings_of(Settings, args, output=Path(args.output))
+    return settings_of(Settings, args)
 
 
 def execute(settings: Settings) -> None:

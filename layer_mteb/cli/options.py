@@ -214,7 +214,7 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
 
 
 # -------------------------------------------------------------------------------------------------- up-front checks
-def check_runs(runs: list[str], output: str | None = None) -> None:
+def check_runs(runs: list[str], output: str | Path | None = None) -> None:
     """Each run folder exists and holds a score table; ``output`` (a command's own folder) is writable."""
     for run in runs:
         folder = Path(run)
