@@ -82,11 +82,6 @@ def fail(message: str) -> int:
     return 2
 
 
-def four_decimals(value: float) -> str:
-    """How a score prints: mteb's 0–1 main score to four decimals."""
-    return f"{value:.4f}"
-
-
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
     """A layer × task table per (model, revision), a best-and-last line each, then where the files are; tasks as
     mteb counts them (:func:`task_rows`: an aggregate's subtasks stay out). Table and lines on one scale: mteb's
@@ -98,7 +93,7 @@ def print_scores(frame: pd.DataFrame, output: Path) -> None:
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
         table = part.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
         table["mean"] = table.mean(axis=1)
-        print(f"\n{model} @ {revision}\n{table.to_string(float_format=four_decimals)}")
+        print(f"\n{model} @ {revision}\n{table.to_string(float_format='{:.4f}'.format)}")
     if not frame.empty:
         print("\n" + "\n".join(run_summary(frame)))
     print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")

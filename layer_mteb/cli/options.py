@@ -298,9 +298,8 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
         check_setting_given(args, taken, Path(args.run or output), model, revision)
     sources = text_sources(texts) if several_texts else [texts]
     check_text_sources(sources, data_dir)
-    own: dict[str, Any] = {}
-    if not taken:  # a new folder: the protocol's settings, the model's own pipeline by default (as `run`)
-        own = own_settings([model], revision, args.protocol or "model").settings
+    # a new folder: the protocol's settings, the model's own pipeline by default (as `run`)
+    own = {} if taken else own_settings([model], revision, args.protocol or "model").settings
     config = replace(encode_config(args, [], own), **taken)
     return Measured(model, revision, texts, tuple(sources), data_dir, config, output)
 
