@@ -7,19 +7,11 @@ import argparse
 from dataclasses import dataclass, replace
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import (
-    DATA_DEFAULT,
-    Placement,
-    add_fields,
-    as_keywords,
-    check_runs,
-    check_text_sources,
-    settings_of,
-)
+from layer_mteb.cli.options import Placement, add_fields, as_keywords, check_runs, check_text_sources, settings_of
 from layer_mteb.common.config import EncodeConfig, option
 from layer_mteb.metrics.cost_table import CostSettings
-from layer_mteb.metrics.texts import text_sources
 from layer_mteb.model.names import check_loadable
+from layer_mteb.tasks.catalog import DATA_DEFAULT
 
 NAME = "cost"
 HELP = "seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
@@ -50,7 +42,7 @@ def check(args: argparse.Namespace) -> Settings:
     if args.model is not None:
         check_loadable(args.model)
     if args.texts is not None:
-        check_text_sources(text_sources(args.texts), args.data_dir)
+        check_text_sources(args.texts, args.data_dir)
     # the batch sizes, checked where every command's are (on the cpu default: no torch loads for it)
     EncodeConfig(batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens)
     return settings_of(Settings, args, cost=settings_of(CostSettings, args))

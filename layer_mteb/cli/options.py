@@ -89,9 +89,9 @@ def _parsed_as(hint: Any, default: Any) -> dict[str, Any]:
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:
-    """A settings dataclass ``cls`` from the options of the same names, ``given`` replacing or adding values."""
-    names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
-    return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
+    """A settings dataclass ``cls`` from the options of the same names, ``given`` (fields of ``cls``) replacing or
+    adding values."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if f.init and hasattr(args, f.name)} | given)
 
 
 def as_keywords(settings: Any, **renamed: str) -> dict[str, Any]:
@@ -226,13 +226,15 @@ def check_runs(runs: list[str], output: str | Path | None = None) -> None:
         check_writable(Path(output))
 
 
-def check_text_sources(sources: list[str], data_dir: str | None) -> None:
-    """Every text source there: the unknown mteb tasks they name all in one line (``task:FILE.yaml:TASK`` ones are
-    checked by ``check_texts``), then each source's texts."""
+def check_text_sources(texts: str, data_dir: str | None, several: bool = True) -> list[str]:
+    """The text sources ``texts`` names (``several``: comma-separated), each there: the unknown mteb tasks they name
+    all in one line (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``), then each source's texts."""
+    sources = text_sources(texts) if several else [texts]
     names = [task_of_texts_option(source) for source in sources if source.startswith(TASK_TEXTS)]
     check_task_names([name for name in names if file_task(name) is None])
     for source in sources:
         check_texts(source, data_dir)
+    return sources
 
 
 # ------------------------------------------------------------------------------------- --model or --run, measured
@@ -296,8 +298,7 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
         taken = folder_setting(output, model, revision)  # a run folder measured into: its setting, as --run
     if taken:
         check_setting_given(args, taken, Path(args.run or output), model, revision)
-    sources = text_sources(texts) if several_texts else [texts]
-    check_text_sources(sources, data_dir)
+    sources = check_text_sources(texts, data_dir, several_texts)
     # a new folder: the protocol's settings, the model's own pipeline by default (as `run`)
     own = {} if taken else own_settings([model], revision, args.protocol or "model").settings
     config = replace(encode_config(args, [], own), **taken)
