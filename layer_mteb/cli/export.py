@@ -25,16 +25,16 @@ from layer_mteb.common.config import PIPELINE_SETTINGS, SETTINGS, EncodeConfig, 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import own_settings
 from layer_mteb.model.depth import known_depth
-from layer_mteb.model.names import check_loadable
+from layer_mteb.model.names import check_loadable, packaged_name
 from layer_mteb.model.pipeline import PROTOCOLS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.model.st_export import RunRecord
 
 NAME = "export"
@@ -161,12 +161,10 @@ class _Plan:
 
 def export_plan(settings: Settings) -> _Plan:
     """The options as given, or the run's model, settings and chosen layer."""
-    from layer_mteb.model.names import packaged_name
     from layer_mteb.model.st_export import RunRecord
 
     if settings.config is not None:
         return _Plan(str(settings.model), settings.revision, settings.config, int(settings.layer))
-    from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.common.scores import one_setting
 
     folder = RunFolder(settings.run)
