@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,11 +82,6 @@ def fail(message: str) -> int:
     return 2
 
 
-def four_decimals(value: float) -> str:
-    """How a score prints: mteb's 0–1 main score to four decimals."""
-    return f"{value:.4f}"
-
-
 def print_scores(frame: pd.DataFrame, output: Path) -> None:
     """A layer × task table per (model, revision), a best-and-last line each, then where the files are; tasks as
     mteb counts them (:func:`task_rows`: an aggregate's subtasks stay out). Table and lines on one scale: mteb's
@@ -98,15 +93,10 @@ def print_scores(frame: pd.DataFrame, output: Path) -> None:
     for (model, revision), part in frame.groupby(["model", "revision"], sort=False):
         table = part.pivot_table(index="layer", columns="task", values="main_score", aggfunc="mean")
         table["mean"] = table.mean(axis=1)
-        print(f"\n{model} @ {revision}\n{table.to_string(float_format=four_decimals)}")
+        print(f"\n{model} @ {revision}\n{table.to_string(float_format='{:.4f}'.format)}")
     if not frame.empty:
         print("\n" + "\n".join(run_summary(frame)))
     print(f"\nscores: {output / 'scores.csv'}  ·  mteb results: {output / 'mteb'}")
-
-
-def print_metrics(frame: pd.DataFrame, output: Path) -> None:
-    print(frame.pivot_table(index="layer", columns="metric", values="value").round(4).to_string())
-    print(f"\nmetrics: {output / 'metrics.csv'}")
 
 
 def print_leaderboard(board: pd.DataFrame, path: Path, note: str | None = None) -> None:
@@ -119,18 +109,6 @@ def print_leaderboard(board: pd.DataFrame, path: Path, note: str | None = None) 
 def arithmetics_of(frame: pd.DataFrame) -> list[str]:
     """The metric arithmetics a table of picks or correlations names (a baseline's ``-`` is none)."""
     return sorted(set(frame["arithmetic"].astype(str)) - {"-"}) if "arithmetic" in frame.columns else []
-
-
-def print_correlation(table: pd.DataFrame, run: Path, arithmetics: Sequence[str] = ()) -> None:
-    by = f" ({' and '.join(arithmetics)} arithmetic)" if arithmetics else ""
-    print(f"across layers, metric vs score averaged over tasks{by}:")
-    print(table.round(4).to_string())
-    print(f"\ncorrelation (also per task): {run / 'correlation.csv'}")
-
-
-def print_report(output: Path, paths: list[Path]) -> None:
-    print((output / "table1.md").read_text())
-    print(f"report: {output}  ·  {len(paths)} files: {', '.join(p.name for p in paths)}")
 
 
 def print_written(folder: Path, since: float) -> None:

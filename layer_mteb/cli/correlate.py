@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import NOTHING_SAVED
-from layer_mteb.cli.options import ReadoutChoice, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import ReadoutChoice, as_keywords, check_runs, settings_of
 from layer_mteb.common.config import option
 
 NAME = "correlate"
@@ -23,10 +23,6 @@ class Settings(ReadoutChoice):
     seed: int = option("seed of the shuffles", 0)
 
 
-def add_options(correlate: argparse.ArgumentParser) -> None:
-    add_fields(correlate, Settings)
-
-
 def check(args: argparse.Namespace) -> Settings:
     check_runs([args.run])
     return settings_of(Settings, args)
@@ -34,7 +30,11 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.correlation import correlate, correlation_table
-    from layer_mteb.cli.console import arithmetics_of, print_correlation
+    from layer_mteb.cli.console import arithmetics_of
 
     frame = correlate(**as_keywords(settings, permutations="n_permutations"))
-    print_correlation(correlation_table(frame), Path(settings.run), arithmetics_of(frame))
+    arithmetics = arithmetics_of(frame)
+    by = f" ({' and '.join(arithmetics)} arithmetic)" if arithmetics else ""
+    print(f"across layers, metric vs score averaged over tasks{by}:")
+    print(correlation_table(frame).round(4).to_string())
+    print(f"\ncorrelation (also per task): {Path(settings.run) / 'correlation.csv'}")

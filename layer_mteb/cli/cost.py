@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import DATA_DEFAULT, Placement, add_fields, check_runs, settings_of, task_texts
+from layer_mteb.cli.options import Placement, add_fields, as_keywords, check_runs, check_text_sources, settings_of
 from layer_mteb.common.config import EncodeConfig, option
 from layer_mteb.metrics.cost_table import CostSettings
-from layer_mteb.metrics.texts import check_texts, text_sources
 from layer_mteb.model.names import check_loadable
-from layer_mteb.tasks.task_names import check_task_names
+from layer_mteb.tasks.catalog import DATA_DEFAULT
 
 NAME = "cost"
 HELP = "seconds and FLOPs of the model cut at every layer, with a run's settings, into its cost.csv"
@@ -43,10 +42,7 @@ def check(args: argparse.Namespace) -> Settings:
     if args.model is not None:
         check_loadable(args.model)
     if args.texts is not None:
-        sources = text_sources(args.texts)
-        check_task_names(task_texts(sources))
-        for source in sources:
-            check_texts(source, args.data_dir)
+        check_text_sources(args.texts, args.data_dir)
     # the batch sizes, checked where every command's are (on the cpu default: no torch loads for it)
     EncodeConfig(batch_size=args.batch_size, max_batch_tokens=args.max_batch_tokens)
     return settings_of(Settings, args, cost=settings_of(CostSettings, args))
@@ -54,23 +50,13 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.selection.tradeoff import cheapest_lines
-    from layer_mteb.cli.options import process_device
-    from layer_mteb.common.config import default_device
+    from layer_mteb.common.config import default_device, process_device
     from layer_mteb.common.run_folder import COST_FILE, RunFolder
     from layer_mteb.metrics.layer_cost import run_cost
 
+    placed = replace(settings, device=process_device(settings.device or default_device()))
+    frame = run_cost(**as_keywords(placed, run="folder", cost="settings"))  # the placement options: as given
     folder = RunFolder(settings.run)
-    frame = run_cost(
-        folder,
-        model=settings.model,
-        texts=settings.texts,
-        settings=settings.cost,
-        data_dir=settings.data_dir,
-        batch_size=settings.batch_size,
-        max_batch_tokens=settings.max_batch_tokens,
-        device=process_device(settings.device or default_device()),
-        device_map=settings.device_map,
-    )
     shown = ["layer", "flops_fraction", "seconds_per_1000_texts", "flops"]
     print(frame[shown].round(4).to_string(index=False))
     first = frame.iloc[0]

@@ -25,16 +25,16 @@ from layer_mteb.common.config import PIPELINE_SETTINGS, SETTINGS, EncodeConfig, 
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import check_new_folder
 from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
+from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.plan import check_writable
 from layer_mteb.evaluation.request import own_settings
 from layer_mteb.model.depth import known_depth
-from layer_mteb.model.names import check_loadable
+from layer_mteb.model.names import check_loadable, packaged_name
 from layer_mteb.model.pipeline import PROTOCOLS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from layer_mteb.common.run_folder import RunFolder
     from layer_mteb.model.st_export import RunRecord
 
 NAME = "export"
@@ -51,7 +51,8 @@ def _unset_said(setting: Setting) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Settings(ReadoutChoice, ReferenceChoice):
-    """The options as given; ``encode``: the encode settings given (none with ``--run``: the run's)."""
+    """The options as given; ``config``: with ``--model``, the encode settings given over those ``--protocol``
+    gives the model (its own pipeline's by default), checked; none with ``--run`` (the run's)."""
 
     model: str | None = option(f"{MODEL_HELP}; with --run: how to load the run's model (default: its name)")
     revision: str | None = option("hub revision (default: the main branch, or the run's)")
@@ -71,9 +72,7 @@ class Settings(ReadoutChoice, ReferenceChoice):
         choices=PROTOCOLS,
     )
     trust_remote_code: bool = option(TRUST_REMOTE_CODE, False)
-    encode: tuple[tuple[str, object], ...] = ()
-    #: with --model: the settings ``--protocol`` gives the model where no option says one (its own pipeline's)
-    own: tuple[tuple[str, object], ...] = ()
+    config: EncodeConfig | None = None
 
 
 def add_options(export: argparse.ArgumentParser) -> None:
@@ -94,29 +93,27 @@ def check(args: argparse.Namespace) -> Settings:
         raise UserError("--task names whose pick --by exports: add --by SELECTOR")
     if args.layer is not None and args.layer < 0:
         raise UserError(f"--layer {args.layer} is out of range: layers count from 0 (the embeddings)")
-    encode = tuple((s.name, getattr(args, s.name)) for s in SETTINGS if getattr(args, s.name) is not None)
+    encode = {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name) is not None}
     if args.run is not None:
         check_runs([args.run])
         if args.by is not None:
             check_selector(args.by)  # a mistyped --by in a fraction of a second, with the nearest names
-        given = [f"--{name.replace('_', '-')}" for name, _ in encode] + (["--protocol"] if args.protocol else [])
+        given = [f"--{name.replace('_', '-')}" for name in encode] + (["--protocol"] if args.protocol else [])
         if given:
             raise UserError(f"with --run the settings are the run's: drop {', '.join(given)}")
     if args.model is not None:
         check_loadable(args.model, args.revision)  # a hub id that cannot load: one line before torch loads
-    if args.model is not None and args.run is None:
-        depth = known_depth(args.model)  # a layer the model lacks, from its config: before the weights load
+        depth = None if args.run else known_depth(args.model)  # a layer the model lacks: before the weights load
         if depth is not None and args.layer is not None and args.layer > depth:
             raise UserError(f"--layer {args.layer} is out of range: {args.model} has layers 0 (embeddings) to {depth}")
     check_writable(Path(args.output))
     check_new_folder(Path(args.output), args.overwrite)
-    if args.max_length is not None and args.max_length < 1:
-        raise UserError(f"--max-length must be a positive integer, got {args.max_length}")
-    own: dict[str, object] = {}
-    if args.run is None:  # the layer as `run --model` scores it: the protocol's settings, the model's own by default
-        protocol = args.protocol or "model"
-        own = own_settings([args.model], args.revision, protocol).settings
-    return settings_of(Settings, args, encode=encode, own=tuple(own.items()))
+    if args.run is not None:
+        return settings_of(Settings, args)
+    # the layer as `run --model` scores it: the protocol's settings, the model's own by default (a bad --max-length
+    # is one line from EncodeConfig)
+    own = own_settings([args.model], args.revision, args.protocol or "model").settings
+    return settings_of(Settings, args, config=EncodeConfig(**{**own, **encode}))
 
 
 def execute(settings: Settings) -> None:
@@ -164,13 +161,10 @@ class _Plan:
 
 def export_plan(settings: Settings) -> _Plan:
     """The options as given, or the run's model, settings and chosen layer."""
-    from layer_mteb.model.names import packaged_name
     from layer_mteb.model.st_export import RunRecord
 
-    if settings.run is None:
-        config = EncodeConfig(**{**dict(settings.own), **dict(settings.encode)})
-        return _Plan(str(settings.model), settings.revision, config, int(settings.layer))
-    from layer_mteb.common.run_folder import RunFolder
+    if settings.config is not None:
+        return _Plan(str(settings.model), settings.revision, settings.config, int(settings.layer))
     from layer_mteb.common.scores import one_setting
 
     folder = RunFolder(settings.run)
@@ -184,16 +178,7 @@ def export_plan(settings: Settings) -> _Plan:
     model = settings.model or packaged_name(name, revision) or name
     pinned = None if settings.model else revision
     log = folder.log()
-    return _Plan(
-        model,
-        pinned,
-        config,
-        layer,
-        record,
-        scored_revision=revision,
-        prompts=run_prompts(log),
-        tokenizer=run_tokenizer(log),
-    )
+    return _Plan(model, pinned, config, layer, record, revision, run_prompts(log), run_tokenizer(log))
 
 
 def run_tokenizer(entries: list[dict]) -> dict[str, object] | None:
@@ -221,23 +206,20 @@ def instruction_prompts(entries: list[dict]) -> Prompts:
     source = ""
     for entry in entries:
         recorded = entry.get("instructions")
-        if not isinstance(recorded, dict):
-            continue
-        source = f"instructions of {recorded.get('model')}"
-        for prompt_type, text in (recorded.get("texts") or {}).items():
-            key = entry["task"] if prompt_type == "none" else f"{entry['task']}-{prompt_type}"
-            mapping[key] = str(text)
+        if isinstance(recorded, dict):
+            source = f"instructions of {recorded.get('model')}"
+            for prompt_type, text in (recorded.get("texts") or {}).items():
+                mapping[entry["task"] if prompt_type == "none" else f"{entry['task']}-{prompt_type}"] = str(text)
     return Prompts(tuple(sorted(mapping.items())), None, source)
 
 
 def layer_scores(scores: pd.DataFrame, layer: int) -> list[tuple[str, float]]:
     """(task, main score) of ``layer`` in the run, a subset named after its task, then the mean over them."""
     rows = scores[scores["layer"] == layer]
-    named = [
+    named = sorted(
         (task if subset in ("default", "") else f"{task} ({subset})", float(score))
         for task, subset, score in zip(rows["task"], rows["subset"].astype(str), rows["main_score"], strict=True)
-    ]
-    named.sort()
+    )
     return [*named, (MEAN, sum(s for _, s in named) / len(named))] if named else []
 
 

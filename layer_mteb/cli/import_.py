@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import add_fields, as_keywords, settings_of
+from layer_mteb.cli.options import as_keywords, settings_of
 from layer_mteb.common.config import ATTENTIONS, option
 from layer_mteb.common.errors import UserError
 from layer_mteb.evaluation.plan import check_writable
@@ -36,10 +36,6 @@ class Settings:
         "paper",
         choices=RELEASE_NORMALIZATIONS,
     )
-
-
-def add_options(imp: argparse.ArgumentParser) -> None:
-    add_fields(imp, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import TASKS_SAVED, print_written
-from layer_mteb.cli.options import DATA_DEFAULT, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import DATA_DEFAULT, as_keywords, check_runs, settings_of
 from layer_mteb.common.config import option
 from layer_mteb.evaluation.workers import check_eval_workers
 
@@ -31,14 +31,10 @@ class Settings:
     )
 
 
-def add_options(budget: argparse.ArgumentParser) -> None:
-    add_fields(budget, Settings)
-
-
 def check(args: argparse.Namespace) -> Settings:
     check_runs(args.run, args.output)
     check_eval_workers(args.eval_workers)
-    return settings_of(Settings, args, output=Path(args.output))
+    return settings_of(Settings, args)
 
 
 def execute(settings: Settings) -> None:

@@ -1,9 +1,11 @@
 """``layer-mteb``: the parser built from the command modules; each command's options are checked before anything
 heavy loads, then it is executed, every user mistake one line and exit 2 (:mod:`.console`).
 
-A command is one module: ``NAME``, ``HELP``, ``add_options(parser)``, ``check(args)`` (its settings; every mistake
-the options and files show, before transformers, mteb or the hub probe), ``execute(settings)`` and ``INTERRUPTED``
-(what Ctrl-C leaves behind)."""
+A command is one module: ``NAME``, ``HELP``, ``Settings`` (its options, as fields: :func:`.options.add_fields`),
+``check(args)`` (its settings; every mistake the options and files show, before transformers, mteb or the hub probe),
+``execute(settings)`` and ``INTERRUPTED`` (what Ctrl-C leaves behind); ``add_options(parser)`` where its options are
+more than its ``Settings`` fields (shared groups, the encode options), and no ``check`` where nothing is checked up
+front."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from layer_mteb.cli import (
     stress,
 )
 from layer_mteb.cli.console import PROG, package_logging, run_reporting_errors, setup_logging
+from layer_mteb.cli.options import add_fields, settings_of
 
 #: the commands, in the order ``--help`` lists them
 COMMANDS = (run, merge, report, metrics, stress, select, correlate, import_, label_budget, reproduce, export, cost)
@@ -47,11 +50,7 @@ class _DefaultsShown(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line (and exit 2) like every other user error; help shows defaults."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _DefaultsShown)
-        super().__init__(*args, **kwargs)
+    """argparse, but a usage mistake is one line (and exit 2) like every other user error."""
 
     def error(self, message: str):
         self.exit(2, f"{PROG}: error: {message} (see {self.prog} --help)\n")
@@ -62,15 +61,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Score every layer of a model on MTEB tasks.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS:
-        declared = commands.add_parser(command.NAME, help=command.HELP)
+        declared = commands.add_parser(command.NAME, help=command.HELP, formatter_class=_DefaultsShown)
         if only in (None, command.NAME):
-            command.add_options(declared)
+            adds = getattr(command, "add_options", None)  # else its options are its Settings' fields
+            adds(declared) if adds else add_fields(declared, command.Settings)
     return parser
 
 
 def check(args: argparse.Namespace) -> Any:
-    """The settings of ``args.command``, checked: what its ``execute`` takes."""
-    return _BY_NAME[args.command].check(args)
+    """The settings of ``args.command``, checked: what its ``execute`` takes (a command with nothing to check up
+    front: its ``Settings`` as the options give them)."""
+    command = _BY_NAME[args.command]
+    return command.check(args) if hasattr(command, "check") else settings_of(command.Settings, args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     command = _BY_NAME[args.command]
     checked: list[Any] = []
     package_logging()  # a check's own INFO line (the hub probe's) is shown; nothing heavy is imported for it
-    failed = run_reporting_errors(lambda: checked.append(command.check(args)))  # one line, before any heavy import
+    failed = run_reporting_errors(lambda: checked.append(check(args)))  # one line, before any heavy import
     if failed:
         return failed
     [settings] = checked

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import add_fields, settings_of
 from layer_mteb.common.config import option
 
 NAME = "merge"
@@ -17,16 +15,9 @@ INTERRUPTED = RESUME
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
+    """Nothing to check up front (no ``check``): the merge says which shard tables are missing."""
+
     output: Path = option("the run folder the shards wrote to", required=True)
-
-
-def add_options(merge: argparse.ArgumentParser) -> None:
-    add_fields(merge, Settings)
-
-
-def check(args: argparse.Namespace) -> Settings:
-    """Nothing to check up front: the merge says which shard tables are missing."""
-    return settings_of(Settings, args)
 
 
 def execute(settings: Settings) -> None:

@@ -55,7 +55,6 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     target = settings.target
-    from layer_mteb.cli.console import print_metrics
     from layer_mteb.metrics.runner import compute_metrics
     from layer_mteb.model.loading import load_model
 
@@ -71,4 +70,5 @@ def execute(settings: Settings) -> None:
         frame = compute_metrics(
             model, source, config=config, settings=measure, data_dir=target.data_dir, output=target.output
         )
-        print_metrics(frame, target.output)
+        print(frame.pivot_table(index="layer", columns="metric", values="value").round(4).to_string())
+        print(f"\nmetrics: {target.output / 'metrics.csv'}")

@@ -24,7 +24,6 @@ from layer_mteb.common.config import (
     EncodeConfig,
     Setting,
     option,
-    process_device,  # noqa: F401 (`cost` places its device with it, from here)
 )
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
@@ -90,9 +89,9 @@ def _parsed_as(hint: Any, default: Any) -> dict[str, Any]:
 
 
 def settings_of(cls: type, args: Any, **given: Any) -> Any:
-    """A settings dataclass ``cls`` from the options of the same names, ``given`` replacing or adding values."""
-    names = [f.name for f in fields(cls) if f.init and (f.name in given or hasattr(args, f.name))]
-    return cls(**{name: given[name] if name in given else getattr(args, name) for name in names})
+    """A settings dataclass ``cls`` from the options of the same names, ``given`` (fields of ``cls``) replacing or
+    adding values."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if f.init and hasattr(args, f.name)} | given)
 
 
 def as_keywords(settings: Any, **renamed: str) -> dict[str, Any]:
@@ -215,7 +214,7 @@ def parse_lengths(text: str | None) -> tuple[int, ...] | None:
 
 
 # -------------------------------------------------------------------------------------------------- up-front checks
-def check_runs(runs: list[str], output: str | None = None) -> None:
+def check_runs(runs: list[str], output: str | Path | None = None) -> None:
     """Each run folder exists and holds a score table; ``output`` (a command's own folder) is writable."""
     for run in runs:
         folder = Path(run)
@@ -227,10 +226,15 @@ def check_runs(runs: list[str], output: str | None = None) -> None:
         check_writable(Path(output))
 
 
-def task_texts(sources: list[str]) -> list[str]:
-    """The mteb tasks whose texts ``sources`` name (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``)."""
+def check_text_sources(texts: str, data_dir: str | None, several: bool = True) -> list[str]:
+    """The text sources ``texts`` names (``several``: comma-separated), each there: the unknown mteb tasks they name
+    all in one line (``task:FILE.yaml:TASK`` ones are checked by ``check_texts``), then each source's texts."""
+    sources = text_sources(texts) if several else [texts]
     names = [task_of_texts_option(source) for source in sources if source.startswith(TASK_TEXTS)]
-    return [name for name in names if file_task(name) is None]
+    check_task_names([name for name in names if file_task(name) is None])
+    for source in sources:
+        check_texts(source, data_dir)
+    return sources
 
 
 # ------------------------------------------------------------------------------------- --model or --run, measured
@@ -294,13 +298,9 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
         taken = folder_setting(output, model, revision)  # a run folder measured into: its setting, as --run
     if taken:
         check_setting_given(args, taken, Path(args.run or output), model, revision)
-    sources = text_sources(texts) if several_texts else [texts]
-    check_task_names(task_texts(sources))  # every unknown task of a comma-separated --texts in one line
-    for source in sources:
-        check_texts(source, data_dir)
-    own: dict[str, Any] = {}
-    if not taken:  # a new folder: the protocol's settings, the model's own pipeline by default (as `run`)
-        own = own_settings([model], revision, args.protocol or "model").settings
+    sources = check_text_sources(texts, data_dir, several_texts)
+    # a new folder: the protocol's settings, the model's own pipeline by default (as `run`)
+    own = {} if taken else own_settings([model], revision, args.protocol or "model").settings
     config = replace(encode_config(args, [], own), **taken)
     return Measured(model, revision, texts, tuple(sources), data_dir, config, output)
 
@@ -340,7 +340,10 @@ def check_setting_given(
     differ = [name for name, value in asked.items() if taken.get(name) != value]
     if not differ:
         return
-    given = [_option_as_given(name, options[name]) for name in differ if name in options]
+    # as given: --pooling, or --no-normalize for an on/off setting given off
+    given = [
+        f"--{'no-' if options[name] is False else ''}{name.replace('_', '-')}" for name in differ if name in options
+    ]
     given += [f"--protocol {args.protocol}"] if any(name in protocol for name in differ) else []
     held = ", ".join(f"{name}={taken.get(name)}" for name in differ)
     wanted = ", ".join(f"{name}={asked[name]}" for name in differ)
@@ -348,11 +351,6 @@ def check_setting_given(
         f"{folder} holds scores with {held}; this asks {wanted}: drop {' and '.join(given)} (what is measured into a "
         "run folder takes its setting), or measure into another --output"
     )
-
-
-def _option_as_given(name: str, value: Any) -> str:
-    """``--pooling``, or ``--no-normalize`` for an on/off setting given off."""
-    return f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
 
 
 def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, dict[str, Any]]:

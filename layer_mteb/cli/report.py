@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import RESUME
-from layer_mteb.cli.options import RUNS, add_fields, as_keywords, check_runs, settings_of
+from layer_mteb.cli.options import RUNS, as_keywords, check_runs, settings_of
 from layer_mteb.common.config import option
 
 NAME = "report"
@@ -18,7 +18,7 @@ INTERRUPTED = RESUME
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     run: list[str] = option("a run folder with scores.csv (repeatable)", required=True)
-    output: str = option("report folder (runs/report)", str(Path(RUNS) / "report"))
+    output: Path = option("report folder (runs/report)", Path(RUNS) / "report")
     random_run: list[str] | None = option(
         "a run of a randomly initialised model (repeatable): in the tables and heatmaps, not in Figure 1 "
         "(default: none)"
@@ -38,10 +38,6 @@ class Settings:
     )
 
 
-def add_options(report: argparse.ArgumentParser) -> None:
-    add_fields(report, Settings)
-
-
 def check(args: argparse.Namespace) -> Settings:
     random_runs = args.random_run or []  # none given: argparse leaves the repeated option None
     check_runs([*args.run, *random_runs], args.output)
@@ -50,7 +46,7 @@ def check(args: argparse.Namespace) -> Settings:
 
 def execute(settings: Settings) -> None:
     from layer_mteb.analysis.report.build import write_report
-    from layer_mteb.cli.console import print_report
 
     paths = write_report(**as_keywords(settings, run="runs", random_run="random_runs"))
-    print_report(Path(settings.output), paths)
+    print((settings.output / "table1.md").read_text())
+    print(f"report: {settings.output}  ·  {len(paths)} files: {', '.join(p.name for p in paths)}")

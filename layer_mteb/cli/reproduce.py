@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layer_mteb.cli.console import REWRITE
-from layer_mteb.cli.options import add_fields, check_runs, settings_of
+from layer_mteb.cli.options import check_runs, settings_of
 from layer_mteb.common.config import option
 from layer_mteb.common.errors import UserError
 
@@ -31,10 +31,6 @@ class Settings:
     output: Path = option("folder the paper's files are written to", Path("results/paper"))
     permutations: int = option("shuffles per correlation p-value (200: minutes on 2 cores)", 200)
     source: Path  # found by check from --release
-
-
-def add_options(paper: argparse.ArgumentParser) -> None:
-    add_fields(paper, Settings)
 
 
 def check(args: argparse.Namespace) -> Settings:
