@@ -131,14 +131,13 @@ def _unit_rows(embeddings) -> torch.Tensor:
 def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMeta:
     """A real ``ModelMeta``: the model's name and revision; the layer and everything else that changes a score go in
     ``experiment_kwargs``, as mteb keys stored results by (name, revision, experiment_kwargs, task) only."""
-    n_parameters = sum(p.numel() for p in model.model.parameters())
     return ModelMeta(
         loader=None,
         name=model.name,
         revision=model.revision,
         release_date=None,
         languages=None,
-        n_parameters=n_parameters,
+        n_parameters=sum(p.numel() for p in model.model.parameters()),
         memory_usage_mb=None,
         max_tokens=settings.encode.max_length,
         embed_dim=model.hidden_size,

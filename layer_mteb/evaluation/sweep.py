@@ -345,15 +345,14 @@ def _score_layers(
     rest = layer_ids[len(first) :]
 
     def scored():
-        yield from score_layers(score, first, 1, shown)
+        yield from score_layers(score, first, 1, request.verbose)
         workers = entry["eval_workers_used"] = _workers(request.eval_workers, len(rest), cache)
-        yield from score_layers(score, rest, workers, shown)
+        yield from score_layers(score, rest, workers, request.verbose)
 
     bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
     start, encoding = time.perf_counter(), cache.encoding_seconds()
     spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
-    shown = request.verbose
     for layer, rows, seconds, raised[layer] in scored():
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
         now = cache.encoding_seconds()
@@ -364,7 +363,7 @@ def _score_layers(
         record.unit_done(rows)
         bar.update()
     bar.close()
-    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, shown)
+    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, request.verbose)
     return {**spent, "evaluation_wall": time.perf_counter() - start}
 
 
