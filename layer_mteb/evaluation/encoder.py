@@ -99,10 +99,18 @@ class LayerEncoder(AbsEncoder):
         return self._meta
 
     def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None, **kwargs: Any):
-        """mteb's encode: this layer's cached vectors of the batches' texts, encoding the unseen ones."""
-        texts = self._texts(inputs, task_metadata, prompt_type)
+        """mteb's encode: this layer's cached vectors of the batches' texts as the model reads them (the run's prompt
+        for the task and type first), encoding the unseen ones; unless an overflow in the model's dtype made some
+        NaN/inf: then a one-line error naming the fix."""
+        prompt = self.settings.prompt_for(task_metadata, prompt_type)
+        texts = [prompt + text for batch in inputs for text in batch["text"]]
         vectors = self.cache.layer_rows(texts, self.layer)  # on the host, gathered in chunks
-        return self._finite(vectors, f"layer {self.layer} of {self.model.name} gives")
+        if not np.isfinite(vectors).all():
+            raise UserError(
+                f"layer {self.layer} of {self.model.name} gives NaN/inf vectors in {self.config.dtype} (overflow); "
+                "rerun with --dtype float32 or --dtype bfloat16"
+            )
+        return vectors
 
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
         """mteb's cosine of every row pair, in float32 on the CPU: mteb's own moves to a GPU where there is one, which
@@ -112,20 +120,6 @@ class LayerEncoder(AbsEncoder):
     def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
         """mteb's cosine of each row with the same row of the other, on the CPU like :meth:`similarity`."""
         return (_unit_rows(embeddings1) * _unit_rows(embeddings2)).sum(dim=-1)
-
-    def _texts(self, inputs, task_metadata, prompt_type) -> list[str]:
-        """The texts of mteb's batches as the model reads them, with the run's prompt for the task and type first."""
-        prompt = self.settings.prompt_for(task_metadata, prompt_type)
-        return [prompt + text for batch in inputs for text in batch["text"]]
-
-    def _finite(self, vectors: np.ndarray, which: str) -> np.ndarray:
-        """``vectors`` unless an overflow in the model's dtype made some NaN/inf: a one-line error naming the fix."""
-        if not np.isfinite(vectors).all():
-            raise UserError(
-                f"{which} NaN/inf vectors in {self.config.dtype} (overflow); rerun with --dtype float32 or "
-                "--dtype bfloat16"
-            )
-        return vectors
 
 
 def _unit_rows(embeddings) -> torch.Tensor:
@@ -137,14 +131,13 @@ def _unit_rows(embeddings) -> torch.Tensor:
 def model_meta(model: LoadedModel, layer: int, settings: RunSettings) -> ModelMeta:
     """A real ``ModelMeta``: the model's name and revision; the layer and everything else that changes a score go in
     ``experiment_kwargs``, as mteb keys stored results by (name, revision, experiment_kwargs, task) only."""
-    n_parameters = sum(p.numel() for p in model.model.parameters())
     return ModelMeta(
         loader=None,
         name=model.name,
         revision=model.revision,
         release_date=None,
         languages=None,
-        n_parameters=n_parameters,
+        n_parameters=sum(p.numel() for p in model.model.parameters()),
         memory_usage_mb=None,
         max_tokens=settings.encode.max_length,
         embed_dim=model.hidden_size,

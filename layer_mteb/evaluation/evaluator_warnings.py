@@ -89,7 +89,6 @@ def layer_ranges(layers: list[int]) -> str:
 def log_task_warnings(task: str, per_layer: Mapping[int, LayerWarnings], shown: bool) -> dict[str, dict]:
     """Log the task's one line (if it raised any warning) and return its ``run.json`` record."""
     record = task_warnings(per_layer)
-    line = summary_line(task, record, shown)
-    if line:
+    if line := summary_line(task, record, shown):
         logger.warning(line)
     return record

@@ -60,19 +60,14 @@ def score_encoder(
     overwrite: bool,
     data: str,
 ) -> list[dict]:
-    """One unit of a sweep: from the state a lone ``mteb.evaluate`` sees, the layer's score rows."""
-    random_state.restore(task)
-    if isinstance(task, AbsTaskAggregate):
-        return _score_aggregate(encoder, task, results_cache, overwrite, data)
-    result = evaluate_layer(encoder, task, results_cache, overwrite)
-    return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
+    """One unit of a sweep: from the state a lone ``mteb.evaluate`` sees, the layer's score rows.
 
-
-def _score_aggregate(
-    encoder: LayerEncoder, task: AbsTaskAggregate, results_cache: ResultCache | None, overwrite: bool, data: str
-) -> list[dict]:
-    """An aggregate task as ``mteb.evaluate`` runs one: each subtask evaluated and stored, their results combined
+    An aggregate task runs as ``mteb.evaluate`` runs one: each subtask evaluated and stored, their results combined
     and stored; the subtasks' rows (naming the aggregate, so means over tasks leave them out), then the aggregate's."""
+    random_state.restore(task)
+    if not isinstance(task, AbsTaskAggregate):
+        result = evaluate_layer(encoder, task, results_cache, overwrite)
+        return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)
     results = [evaluate_layer(encoder, subtask, results_cache, overwrite).task_results[0] for subtask in task.tasks]
     combined = task.combine_task_results(results)
     if results_cache is not None:

@@ -106,8 +106,7 @@ class RunRequest:
     def __post_init__(self) -> None:
         """Resolve and check every field: each mistake is one :class:`UserError` before any model loads (so never
         copy a request with ``dataclasses.replace``)."""
-        resolved = _resolved(self)
-        for name, value in resolved.items():
+        for name, value in _resolved(self).items():
             object.__setattr__(self, name, value)
 
     def benchmark_of(self, task: str) -> str | None:
@@ -123,8 +122,9 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
     for name in named:
         model_kind(name)
     revisions = request.revision.split(",") if isinstance(request.revision, str) else request.revision
+    revisions = tuple(revisions or [None])
     for name in named:  # a hub id that cannot load is one line now, not after the tasks and the model's libraries
-        for revision in revisions or [None]:
+        for revision in revisions:
             check_loadable(name, revision)
     shard = parse_shard(request.shard) if isinstance(request.shard, str) else request.shard
     launched = distributed_shard() if shard is None else None  # under accelerate launch: this process's shard
@@ -140,8 +140,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         check_layers(request.layers)
     for name in named:
         check_model_layers(request.layers, name)  # a layer the model lacks, from its config: before it loads
-    split, specs = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
-    revisions = tuple(revisions or [None])
+    split, specs, benchmarks = _tasks(request.tasks, folder := data_dir_from_env(request.data_dir), request.prompts)
     instructions = check_instructions(request.instructions, request.prompts, request.protocol)
     own = own_settings(models, revisions[0], request.protocol, instructions)
     config = request.config or EncodeConfig(device=AUTO, **own.settings)
@@ -160,7 +159,7 @@ def _resolved(request: RunRequest) -> dict[str, Any]:
         "instructions": instructions,
         "settings_from": own.describe(config),
         "held": check_output(output, models, revisions, config),  # no other model or setting in the folder
-        "given_benchmarks": given_benchmarks(request.tasks),
+        "given_benchmarks": benchmarks,
     }
 
 
@@ -264,22 +263,27 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
-def _tasks(tasks: str | Sequence[Any], folder: Path | None, prompts: str | None) -> tuple[str, tuple[Any, ...]]:
-    """(split, specs) of a selection or task names, custom task files and a ``--prompts`` file checked; mteb objects
-    as the sweep runs them: a task as it is, a benchmark as its tasks (with its splits and subsets). Names mixed in
-    with objects are an error: they resolve another way (a task file's split)."""
+def _tasks(
+    tasks: str | Sequence[Any], folder: Path | None, prompts: str | None
+) -> tuple[str, tuple[Any, ...], dict[str, str]]:
+    """(split, specs, {task name: benchmark name}) of a selection or task names, custom task files and a
+    ``--prompts`` file checked; mteb objects as the sweep runs them: a task as it is, a benchmark as its tasks (with
+    its splits and subsets), each named by the benchmark object it came from. Names mixed in with objects are an
+    error: they resolve another way (a task file's split)."""
     if prompts is not None and prompts.strip().lower() != NO_PROMPTS:
         read_prompts_file(prompts)  # a mistake in the file is one line, before any model loads
     if isinstance(tasks, str) or all(isinstance(t, str) for t in _given(tasks)):
         task_file, specs = select_tasks(tasks if isinstance(tasks, str) else ",".join(tasks), folder)
         check_custom_files(spec.custom for spec in specs if spec.custom is not None)  # every file read, none written
-        return task_file.split, tuple(specs)
+        return task_file.split, tuple(specs), {}
     objects: list[Any] = []
+    benchmarks: dict[str, str] = {}
     for item in _given(tasks):
         if isinstance(item, str):
             raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
         objects += list(item.tasks) if _is_benchmark(item) else [item]
-    return "test", tuple(objects)
+        benchmarks |= {task.metadata.name: item.name for task in item.tasks} if _is_benchmark(item) else {}
+    return "test", tuple(objects), benchmarks
 
 
 def _given(tasks: Any) -> list[Any]:
@@ -291,14 +295,6 @@ def _is_benchmark(item: Any) -> bool:
     from mteb import Benchmark
 
     return isinstance(item, Benchmark)
-
-
-def given_benchmarks(tasks: Any) -> dict[str, str]:
-    """{task name: benchmark name} for the tasks of the mteb benchmark objects among ``tasks``."""
-    if isinstance(tasks, str):
-        return {}
-    benchmarks = [item for item in _given(tasks) if _is_benchmark(item)]
-    return {task.metadata.name: benchmark.name for benchmark in benchmarks for task in benchmark.tasks}
 
 
 # ---------------------------------------------------------------------------------------------------- the output folder
@@ -353,10 +349,9 @@ def check_output(
     runs, setting = held
     _check_setting(output, setting, config, runs)
     requested = [_identity(model, revision) for model in models for revision in revisions]
-    within = all(any(_matches(r, run) for run in runs) for r in requested)
+    new = sorted({r[0] for r in requested if not any(_matches(r, run) for run in runs)})  # none: within the folder
     extends = all(any(_matches(r, run) for r in requested) for run in runs)
-    if not (within or extends):
-        new = sorted({r[0] for r in requested if not any(_matches(r, run) for run in runs)})
+    if new and not extends:
         raise UserError(
             f"{output} holds the scores of {_listed(runs)}; this run would add {', '.join(new)}: give it another "
             "--output (a run folder holds the models of one `run` command; name them all in one command to "

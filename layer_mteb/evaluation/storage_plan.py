@@ -58,12 +58,8 @@ def expected_texts(task) -> tuple[int | None, str]:
     kind = task_type_of(task)
     if kind is not None and kind.fits_on_train and getattr(task, "train_split", None):
         splits.append(task.train_split)
-    total, found = 0, False
-    for split in dict.fromkeys(splits):
-        for part in _subset_stats(stats.get(split), task):
-            total += _texts_of(part)
-            found = True
-    return (total, "mteb statistics") if found and total else (None, "unknown")
+    total = sum(_texts_of(part) for split in dict.fromkeys(splits) for part in _subset_stats(stats.get(split), task))
+    return (total, "mteb statistics") if total else (None, "unknown")
 
 
 def _subset_stats(split_stats: dict | None, task) -> list[dict]:

@@ -22,7 +22,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import cache_root, no_empty_folders_on_error, topmost_missing
 from layer_mteb.common.instructions import Instructions, choose_instructions
 from layer_mteb.common.progress import progress as progress_bar
-from layer_mteb.common.prompts import choose_prompts, model_folder
+from layer_mteb.common.prompts import Prompts, choose_prompts, model_folder
 from layer_mteb.common.ranks import use_rank_device
 from layer_mteb.common.run_folder import MTEB_FOLDER, RunFolder
 from layer_mteb.common.scores import tidy_scores
@@ -77,10 +77,11 @@ def run_request(request: RunRequest) -> pd.DataFrame:
                 model.config,
                 data=data,
                 data_fingerprint=fingerprint,
-                **model.first,
+                prompts=model.prompts,
+                instructions=model.instructions,
                 settings_from=request.settings_from,
             )
-            _sweep_task(model.loaded, task, settings, model.layer_ids, record, request)
+            _sweep_task(model, task, settings, record, request)
             del model  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
         tasks_bar.close()
@@ -90,32 +91,16 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     return tidy_scores(record.rows)
 
 
-def _texts_first(loaded: LoadedModel, request: RunRequest, instructions: Instructions | None) -> dict[str, Any]:
-    """What goes before a model's texts: mteb's ``instructions`` for it (replacing its prompts, as in mteb; the
-    folder's default prompt before a text that gets none), else its prompts."""
-    prompts = choose_prompts(request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name)
-    default = prompts.mapping.get(prompts.default_name, "") if prompts and prompts.default_name else ""
-    if instructions is not None:
-        return {"instructions": replace(instructions, default_prompt=default)}
-    return {"prompts": prompts}
-
-
-def _instruction_length(config: EncodeConfig, instructions: Instructions | None, settings_from: str) -> EncodeConfig:
-    """``config`` with the length mteb's instruction loader sets, in place of the folder's as in mteb (where the
-    settings are the model's own)."""
-    if instructions is None or instructions.max_length is None or not settings_from.startswith("model"):
-        return config
-    return replace(config, max_length=instructions.max_length)
-
-
 class _Model(NamedTuple):
-    """A model as its units run it: the layers scored, its encode settings and what goes before its texts
-    (``prompts`` or ``instructions``, :func:`_texts_first`)."""
+    """A model as its units run it: the layers scored, its encode settings and what goes before its texts: mteb's
+    ``instructions`` for it (replacing its prompts, as in mteb; the folder's default prompt before a text that gets
+    none), else its ``prompts``."""
 
     loaded: LoadedModel
     layer_ids: list[int]
     config: EncodeConfig
-    first: dict[str, Any]
+    prompts: Prompts | None
+    instructions: Instructions | None
 
 
 @dataclass
@@ -130,9 +115,13 @@ class _ModelInMemory:
     _current: tuple[object, object, _Model] | None = None
 
     def get(self, ref: LoadedModel | str, revision: str | None) -> _Model:
-        """The model of a unit, loaded unless it is the one held."""
+        """The model of a unit, loaded unless it is the one held; the one held is dropped first, its memory handed
+        back to the device (a model the caller passed stays theirs)."""
         if self._current is None or self._current[:2] != (ref, revision):
-            self._release()
+            self._current = None
+            gc.collect()  # the model's modules refer to each other: only the collector frees them
+            if torch.cuda.is_available() and torch.cuda.is_initialized():  # so the next model and the memory limit
+                torch.cuda.empty_cache()  # see PyTorch's cached GPU memory free
             self._current = (ref, revision, self._load(ref, revision))
         return self._current[2]
 
@@ -165,23 +154,19 @@ class _ModelInMemory:
         limit = resolve_memory_limit(config.max_cache_memory, config.device)
         store = str(cache_root() / "vectors") if request.vector_cache else None
         state_plan(tasks, loaded.n_layers + 1, loaded.hidden_size, limit, config.device, store)
-        first = _texts_first(loaded, request, instructions)
-        config = _instruction_length(config, first.get("instructions"), request.settings_from)
+        prompts = choose_prompts(request.prompts, model_folder(loaded.model.name_or_path, loaded.revision), loaded.name)
+        if instructions is not None:
+            default = prompts.mapping.get(prompts.default_name, "") if prompts and prompts.default_name else ""
+            instructions, prompts = replace(instructions, default_prompt=default), None
+            # the length mteb's instruction loader sets replaces the folder's, as in mteb (where the settings are the
+            # model's own)
+            if instructions.max_length is not None and request.settings_from.startswith("model"):
+                config = replace(config, max_length=instructions.max_length)
         if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention
             held.check_loaded(loaded.name, loaded.revision, revision, resolve_settings(loaded, config).key())
-            chosen = (first.get("prompts"), first.get("instructions"))
-            records = (None if one is None else one.record() for one in chosen)
+            records = (None if one is None else one.record() for one in (prompts, instructions))
             check_prompts(held.output, self.record.folder.log(), loaded.name, *records)
-        return _Model(loaded, layer_ids, config, first)
-
-    def _release(self) -> None:
-        """Drop the model held and hand its memory back to the device (a model the caller passed stays theirs)."""
-        if self._current is None:
-            return
-        self._current = None
-        gc.collect()  # the model's modules refer to each other: only the collector frees them
-        if torch.cuda.is_available() and torch.cuda.is_initialized():  # so the next model and the memory limit
-            torch.cuda.empty_cache()  # see PyTorch's cached GPU memory free
+        return _Model(loaded, layer_ids, config, prompts, instructions)
 
 
 @dataclass
@@ -205,33 +190,26 @@ class _Record:
         self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
 
     def unit_done(self, rows: list[dict]) -> None:
+        """Add a unit's rows and rewrite this run's scores, so an interrupted sweep keeps every finished unit."""
         self.rows += rows
-        self._write_scores()
-
-    def _write_scores(self) -> None:
         if self.folder is not None:
             self.folder.update_scores(self.rows)
 
     def task_done(self, entry: dict) -> None:
+        """Add a task's ``run.json`` entry and merge the log into the folder's (other runs' entries stay)."""
         self.log.append(entry)
         if self.folder is not None:
             self.folder.update_log(partial(merged_log, new=self.log))
 
     def finish(self) -> None:
-        self._write_scores()  # an empty shard still leaves its (empty) table for the merge
+        self.unit_done([])  # an empty shard still leaves its (empty) table for the merge
         if self.folder is not None and self.rows:
             RunFolder(self.output).warn_stale_side_files()
 
 
-def _sweep_task(
-    loaded: LoadedModel,
-    task,
-    settings: RunSettings,
-    layer_ids: list[int],
-    record: _Record,
-    request: RunRequest,
-) -> None:
+def _sweep_task(model: _Model, task, settings: RunSettings, record: _Record, request: RunRequest) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    loaded, layer_ids = model.loaded, model.layer_ids
     store = store_folder(loaded, settings, task.metadata.name) if request.vector_cache else None
     start = time.perf_counter()
     # once; mteb.evaluate keeps data it did not load itself (an aggregate's data is its subtasks')
@@ -319,6 +297,7 @@ def merged_log(kept: list[dict], new: list[dict]) -> list[dict]:
 
 
 def _unit(entry: Mapping[str, Any]) -> tuple[object, ...]:
+    """What an entry is the record of: (model, revision, task, settings)."""
     settings = json.dumps(entry.get("settings"), sort_keys=True)
     return entry.get("model"), entry.get("revision"), entry.get("task"), settings
 
@@ -328,12 +307,10 @@ def _with_computed(entry: dict, before: dict | None) -> dict:
     if before is None or entry.get("units_evaluated") or entry.get("texts_encoded"):
         return entry
     if "computed" in before:
-        computed = before["computed"]
-    elif before.get("units_evaluated"):
-        computed = {name: before[name] for name in COMPUTED_FIELDS if name in before}
-    else:
-        return entry
-    return {**entry, "computed": computed}
+        return {**entry, "computed": before["computed"]}
+    if before.get("units_evaluated"):
+        return {**entry, "computed": {name: before[name] for name in COMPUTED_FIELDS if name in before}}
+    return entry
 
 
 def _score_layers(
@@ -368,15 +345,14 @@ def _score_layers(
     rest = layer_ids[len(first) :]
 
     def scored():
-        yield from score_layers(score, first, 1, shown)
+        yield from score_layers(score, first, 1, request.verbose)
         workers = entry["eval_workers_used"] = _workers(request.eval_workers, len(rest), cache)
-        yield from score_layers(score, rest, workers, shown)
+        yield from score_layers(score, rest, workers, request.verbose)
 
     bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
     start, encoding = time.perf_counter(), cache.encoding_seconds()
     spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
-    shown = request.verbose
     for layer, rows, seconds, raised[layer] in scored():
         # a lazily filled cache runs the forward inside the first layer's evaluation: that time is the forward's
         now = cache.encoding_seconds()
@@ -387,7 +363,7 @@ def _score_layers(
         record.unit_done(rows)
         bar.update()
     bar.close()
-    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, shown)
+    entry["evaluator_warnings"] = log_task_warnings(task.metadata.name, raised, request.verbose)
     return {**spent, "evaluation_wall": time.perf_counter() - start}
 
 

@@ -62,9 +62,8 @@ class LayerCache:
         self.depth = model.n_layers if depth is None else depth
         if not 0 <= self.depth <= model.n_layers:
             raise ValueError(f"depth {depth} is outside 0..{model.n_layers}")
-        self.memory_limit = (
-            memory_limit if memory_limit is not None else resolve_memory_limit(config.max_cache_memory, config.device)
-        )
+        limit = config.max_cache_memory if memory_limit is None else memory_limit
+        self.memory_limit = resolve_memory_limit(limit, config.device)  # None: measured now
         self.index: dict[str, int] = {}
         self._vectors = torch.empty(self.depth + 1, 0, model.hidden_size, device=config.device)
         self._segments: list[Path] = []  # on disk, rows after the in-memory ones, in order
@@ -182,23 +181,20 @@ class LayerCache:
         if path is None:
             raise ValueError("no path to save the cache to")
         with self.times.phase("cache_io"):
-            self._save(path)
-
-    def _save(self, path: Path) -> None:
-        if self._spill is not None and self._spill != path / "layers":  # a temporary store: move it into place
-            if self._spill.is_dir():
-                shutil.rmtree(path / "layers", ignore_errors=True)
-                path.mkdir(parents=True, exist_ok=True)
-                shutil.move(self._spill, path / "layers")
-            self._segments = [path / "layers" / s.name for s in self._segments]
-            self._spill = path / "layers"
-        in_memory = self._vectors.shape[1]
-        if not in_memory and self._segments:
-            return
-        path.mkdir(parents=True, exist_ok=True)
-        texts = list(self.index)[:in_memory]
-        atomic_write(path / "vectors.safetensors", lambda tmp: save_file({"vectors": self._vectors.cpu()}, tmp))
-        atomic_write(path / "texts.json", lambda tmp: Path(tmp).write_text(json.dumps(texts)))
+            if self._spill is not None and self._spill != path / "layers":  # a temporary store: move it into place
+                if self._spill.is_dir():
+                    shutil.rmtree(path / "layers", ignore_errors=True)
+                    path.mkdir(parents=True, exist_ok=True)
+                    shutil.move(self._spill, path / "layers")
+                self._segments = [path / "layers" / s.name for s in self._segments]
+                self._spill = path / "layers"
+            in_memory = self._vectors.shape[1]
+            if not in_memory and self._segments:
+                return
+            path.mkdir(parents=True, exist_ok=True)
+            texts = list(self.index)[:in_memory]
+            atomic_write(path / "vectors.safetensors", lambda tmp: save_file({"vectors": self._vectors.cpu()}, tmp))
+            atomic_write(path / "texts.json", lambda tmp: Path(tmp).write_text(json.dumps(texts)))
 
     def _check_layer(self, layer: int) -> None:
         if not 0 <= layer <= self.depth:
@@ -216,6 +212,7 @@ class LayerCache:
         return self._spill
 
     def _add_segment(self, segment: Path, texts: list[str]) -> None:
+        """Serve ``texts`` from ``segment``: their rows follow every row already indexed."""
         start = len(self.index)
         self._segments.append(segment)
         self._segment_starts.append(start)
