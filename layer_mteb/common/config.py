@@ -71,8 +71,10 @@ class EncodeConfig:
     max_cache_memory: int | None = None
 
     def __post_init__(self) -> None:
-        for setting in (s for s in SETTINGS if s.choices and getattr(self, s.name) is not None):
-            _check_choice(setting.name, getattr(self, setting.name), setting.choices)
+        for setting in SETTINGS:
+            value = getattr(self, setting.name)
+            if setting.choices and value is not None and value not in setting.choices:
+                raise UserError(f"{setting.option} must be one of {', '.join(setting.choices)}; got {value!r}")
         for name in ("max_length", "batch_size", "max_batch_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -198,8 +200,3 @@ def _cuda_available() -> bool:
     import torch  # here, not at the top: the command line parses its options without loading torch
 
     return torch.cuda.is_available()
-
-
-def _check_choice(option: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise UserError(f"--{option.replace('_', '-')} must be one of {', '.join(choices)}; got {value!r}")

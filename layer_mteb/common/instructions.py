@@ -228,6 +228,16 @@ def _registry_names() -> tuple[str, ...]:
     return tuple(meta.name for meta in mteb.get_model_metas())
 
 
+def registry_meta(name: str) -> Any | None:
+    """mteb's registry entry (``ModelMeta``) of model ``name``, or None for a name the registry does not know."""
+    import mteb
+
+    try:
+        return mteb.get_model_meta(name)
+    except (KeyError, ValueError):
+        return None
+
+
 def registry_name(model_name: str) -> str | None:
     """The mteb registry name of ``model_name``: itself, or for ``local/<folder>`` the one registry name ending in the
     folder's name (``Qwen3-Embedding-0.6B`` -> ``Qwen/Qwen3-Embedding-0.6B``); else None."""
@@ -244,20 +254,13 @@ def registry_name(model_name: str) -> str | None:
 def choose_instructions(asked: str | None, model_name: str, default_prompt: str = "") -> Instructions | None:
     """The instructions a run applies: ``asked`` None for ``model_name``'s registry entry if it uses mteb's
     instruction wrapper, ``none`` for none, else the registry entry ``asked`` names (which must use it)."""
-    import mteb
-
     if asked is not None and asked.strip().lower() == NONE:
         return None
     name = registry_name(model_name) if asked is None else asked
-    if name is None:
-        return None
-    try:
-        meta = mteb.get_model_meta(name)
-    except (KeyError, ValueError):
-        if asked is None:
-            return None
-        raise UserError(f"--instructions {asked!r} is no model in mteb's registry (`mteb.get_model_meta`)") from None
-    return instructions_of(meta, asked, default_prompt)
+    meta = registry_meta(name) if name is not None else None
+    if meta is None and asked is not None:
+        raise UserError(f"--instructions {asked!r} is no model in mteb's registry (`mteb.get_model_meta`)")
+    return None if meta is None else instructions_of(meta, asked, default_prompt)
 
 
 def instructions_of(meta: Any, asked: str | None, default_prompt: str = "") -> Instructions | None:

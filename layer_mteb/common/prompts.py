@@ -14,6 +14,7 @@ from typing import Any
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.files import text_hash
+from layer_mteb.common.instructions import registry_meta
 
 ST_CONFIG = "config_sentence_transformers.json"
 NONE = "none"
@@ -101,15 +102,11 @@ def read_prompts_file(path: str | Path) -> dict[str, str]:
 def registry_prompts(name: str | None) -> dict[str, str] | None:
     """The ``model_prompts`` mteb's registry gives model ``name`` through its sentence-transformers wrapper (E5's
     ``query: ``, ...), or None (other loaders apply prompts their own way)."""
-    if not name:
+    meta = registry_meta(name) if name else None
+    if meta is None:
         return None
-    import mteb
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 
-    try:
-        meta = mteb.get_model_meta(name)
-    except (KeyError, ValueError):
-        return None
     loader = meta.loader
     if not (isinstance(loader, type) and issubclass(loader, SentenceTransformerEncoderWrapper)):
         return None
@@ -124,11 +121,9 @@ def choose_prompts(asked: str | None, model_folder: str | Path | None, name: str
         return None
     own = model_prompts(model_folder)
     default = own.default_name if own is not None else None
-    registered = registry_prompts(name) if asked is None else None
-    if registered is not None:
-        return Prompts(tuple(sorted(registered.items())), default, "mteb registry")
     if asked is None:
-        return own
+        registered = registry_prompts(name)
+        return own if registered is None else Prompts(tuple(sorted(registered.items())), default, "mteb registry")
     mapping = {k: v for k, v in read_prompts_file(asked).items() if v}
     return Prompts(tuple(sorted(mapping.items())), default, str(asked)) if mapping else None
 

@@ -290,12 +290,9 @@ class RunFolder:
         scores = self.file(SCORES_FILE)
         if not scores.is_file():
             return []
+        made = scores.stat().st_mtime
         sides = [(self.file(name), command) for name, command in REFRESHED_BY.items()]
-        return [
-            (side, command)
-            for side, command in sides
-            if side.is_file() and side.stat().st_mtime < scores.stat().st_mtime
-        ]
+        return [(side, command) for side, command in sides if side.is_file() and side.stat().st_mtime < made]
 
     def warn_stale_side_files(self) -> None:
         """Name every side file the new scores made stale, with the command that refreshes it."""

@@ -16,7 +16,7 @@ import yaml
 
 from layer_mteb.common.errors import UserError, first_line
 from layer_mteb.common.hub import hub_offline, offline_reason, online_advice
-from layer_mteb.tasks.custom import custom_task
+from layer_mteb.tasks.custom import task_class
 from layer_mteb.tasks.local_data import load_local_data
 from layer_mteb.tasks.task_file import TaskFile, TaskSpec, parse_custom
 from layer_mteb.tasks.task_names import check_task_names, known_benchmarks, known_names, unknown_tasks_message
@@ -124,8 +124,7 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:seq", _located)
 
 def _where(*values: Any) -> str:
     """``, line L, column C`` where the first of ``values`` that came with a position starts in its file."""
-    mark = next((v.mark for v in values if getattr(v, "mark", None) is not None), None)
-    return f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return _at(next((v.mark for v in values if getattr(v, "mark", None) is not None), None), ",")
 
 
 def _load_yaml(path: Path) -> Any:
@@ -135,7 +134,7 @@ def _load_yaml(path: Path) -> Any:
     except _DuplicateKey as err:
         raise UserError(f"{path}: {err}; keep one of them") from None
     except yaml.MarkedYAMLError as err:
-        context = err.context and f"{err.context}{_at(err.context_mark, ' started')}"
+        context = err.context and f"{err.context}{_at(err.context_mark, ' started at')}"
         problem = err.problem and f"{err.problem}{_at(err.problem_mark)}"
         raise UserError(
             f"cannot read task file {str(path)!r}: {': '.join(p for p in (context, problem) if p)}"
@@ -144,9 +143,9 @@ def _load_yaml(path: Path) -> Any:
         raise UserError(f"cannot read task file {str(path)!r}: {first_line(err)}") from None
 
 
-def _at(mark: yaml.Mark | None, what: str = "") -> str:
-    """`` at line L, column C`` (both from 1) of a YAML position, or nothing."""
-    return f"{what} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+def _at(mark: yaml.Mark | None, what: str = " at") -> str:
+    """``what`` and `` line L, column C`` (both from 1) of a YAML position, or nothing."""
+    return f"{what} line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
 def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
@@ -305,7 +304,7 @@ def load_task(spec: TaskSpec, split: str = "test", data_dir: Path | None = None)
     if origin.startswith("local"):
         note_data_read(data_dir)
     if spec.custom is not None:  # read now, as local data is: a bad file fails before any model loads
-        task = custom_task(spec.custom)
+        task = task_class(spec.custom)()
         task.load_data()
         return task
     import mteb

@@ -24,11 +24,6 @@ from layer_mteb.tasks.local_data import labels_to_ids
 from layer_mteb.tasks.task_file import CustomTask
 
 
-def custom_task(definition: CustomTask):
-    """A new mteb task object of ``definition`` (data not loaded yet: ``load_data`` reads the files)."""
-    return task_class(definition)()
-
-
 def declared_in(task) -> Path | None:
     """The task file (absolute) that declared ``task``, None for an mteb task: later commands rebuild it from there."""
     definition = getattr(type(task), "definition", None)
@@ -120,9 +115,6 @@ def _retrieval_split(definition: CustomTask, data: dict[str, Columns]) -> dict[s
     candidates (every document its qrels name)."""
     from datasets import Dataset
 
-    corpus = {"id": data["corpus"]["id"], "text": data["corpus"]["text"]}
-    if "title" in data["corpus"]:
-        corpus["title"] = data["corpus"]["title"]
     qrels = data["qrels"]
     scores = qrels.get("score") or [1] * len(qrels["query_id"])
     relevant: dict[str, dict[str, int]] = {}
@@ -130,8 +122,8 @@ def _retrieval_split(definition: CustomTask, data: dict[str, Columns]) -> dict[s
         relevant.setdefault(query, {})[document] = int(score)
     candidates = {query: list(documents) for query, documents in relevant.items()}
     return {
-        "corpus": Dataset.from_dict(corpus),
-        "queries": Dataset.from_dict({"id": data["queries"]["id"], "text": data["queries"]["text"]}),
+        "corpus": Dataset.from_dict(data["corpus"]),  # id, text and the title where one is named, as read
+        "queries": Dataset.from_dict(data["queries"]),
         "relevant_docs": relevant,
         "top_ranked": candidates if definition.type_row.ranks_candidates else None,
     }

@@ -115,14 +115,13 @@ def _files(where: str, name: str, kind: str, files: Any, folder: Path, split: st
                 f"{where}: {kind} task {name!r} needs 'files:' with exactly corpus, queries and qrels "
                 f"(the {split!r} split's), got {sorted(files)}"
             )
-    else:
-        if split not in files:
-            raise UserError(f"{where}: custom task {name!r} has no file for the evaluation split {split!r}")
-        if TASK_TYPES[kind].fits_on_train and "train" not in files:
-            raise UserError(
-                f"{where}: {kind} task {name!r} has no 'train' file: mteb fits its classifier on a train "
-                "split; add one under 'files:'"
-            )
+    elif split not in files:
+        raise UserError(f"{where}: custom task {name!r} has no file for the evaluation split {split!r}")
+    elif TASK_TYPES[kind].fits_on_train and "train" not in files:
+        raise UserError(
+            f"{where}: {kind} task {name!r} has no 'train' file: mteb fits its classifier on a train "
+            "split; add one under 'files:'"
+        )
     return {str(key): folder / value for key, value in files.items()}
 
 

@@ -60,9 +60,12 @@ def _prefixed(prompt: str, texts: Iterable[object]) -> Iterator[object]:
     return (prompt + t if isinstance(t, str) else t for t in texts)
 
 
-def _columns(task, columns, kinds, prompt: Prompter, *, v1_rows: bool = False) -> Iterator[object]:
+def _columns(task, columns, prompt: Prompter, *, v1_rows: bool = False) -> Iterator[object]:
+    """The texts of a task's two text ``columns``, the first encoded as its ``input1_prompt_type``, the second as
+    its ``input2_prompt_type`` (STS and pair classification alike)."""
     from datasets import Dataset
 
+    kinds = (task.input1_prompt_type, task.input2_prompt_type)
     prefixes = [prompt(task.metadata, kind) for kind in kinds]  # each column is encoded as its own prompt type
     for split, data in _splits(task):
         rows = data[split]
@@ -74,15 +77,12 @@ def _columns(task, columns, kinds, prompt: Prompter, *, v1_rows: bool = False) -
 
 def _sts_texts(task, prompt: Prompter) -> Iterable[object] | None:
     columns = task.column_names
-    kinds = (task.input1_prompt_type, task.input2_prompt_type)
-    return _columns(task, columns, kinds, prompt) if all(isinstance(c, str) for c in columns) else None
+    return _columns(task, columns, prompt) if all(isinstance(c, str) for c in columns) else None
 
 
 def _pair_texts(task, prompt: Prompter) -> Iterable[object] | None:
     columns = (task.input1_column_name, task.input2_column_name)
-    kinds = (task.input1_prompt_type, task.input2_prompt_type)
-    ok = all(isinstance(c, str) for c in columns)
-    return _columns(task, columns, kinds, prompt, v1_rows=True) if ok else None
+    return _columns(task, columns, prompt, v1_rows=True) if all(isinstance(c, str) for c in columns) else None
 
 
 def _classification_texts(task, prompt: Prompter) -> Iterable[object] | None:
@@ -211,7 +211,12 @@ class TaskType:
 
 
 _PAIR = {"text1": ("sentence1", "sentence1"), "text2": ("sentence2", "sentence2")}
-_RETRIEVAL = "AbsTaskRetrieval"
+
+
+def _retrieval(name: str, **row: Any) -> TaskType:
+    """A type whose tasks are ``AbsTaskRetrieval``s: mteb's retrieval evaluator, and the texts of its walk."""
+    return TaskType(name, ("AbsTaskRetrieval",), _retrieval_texts, **row)
+
 
 #: mteb's ``TaskMetadata.type`` -> its row. Add a row here to support a new type.
 TASK_TYPES: dict[str, TaskType] = {
@@ -277,27 +282,23 @@ TASK_TYPES: dict[str, TaskType] = {
         # Spearman correlation of cosine similarities with human judgements. An analogy of the measurement, not
         # evidence about layers: ``describe`` says so, and a policy trained on scores of these types uses its own
         # rule for them.
-        TaskType(
+        _retrieval(
             "Retrieval",
-            (_RETRIEVAL,),
-            _retrieval_texts,
             custom=CustomDeclaration("ndcg_at_10", "t2t"),
             searched=True,
             labelled=True,
             analogue="Reranking",
         ),
-        TaskType(
+        _retrieval(
             "Reranking",
-            (_RETRIEVAL,),
-            _retrieval_texts,
             custom=CustomDeclaration("map_at_1000", "t2t"),
             searched=True,
             ranks_candidates=True,
             labelled=True,
         ),
-        TaskType("InstructionRetrieval", (_RETRIEVAL,), _retrieval_texts),
-        TaskType("InstructionReranking", (_RETRIEVAL,), _retrieval_texts),
-        TaskType("Any2AnyRetrieval", (_RETRIEVAL,), _retrieval_texts),
+        _retrieval("InstructionRetrieval"),
+        _retrieval("InstructionReranking"),
+        _retrieval("Any2AnyRetrieval"),
         TaskType("Summarization", ("AbsTaskSummarization",), analogue="STS"),
         TaskType("BitextMining", ("AbsTaskBitextMining",)),
     )

@@ -114,9 +114,9 @@ def test_a_bad_custom_task_is_one_line_naming_the_problem(case, tmp_path):
         _, specs = select_tasks(str(task_file(tmp_path, entry)))
         check_custom_files(spec.custom for spec in specs)
         if case == "a bad language code":  # mteb's own metadata validation, when the task is built
-            from layer_mteb.tasks.custom import custom_task
+            from layer_mteb.tasks.custom import task_class
 
-            custom_task(specs[0].custom)
+            task_class(specs[0].custom)
     assert message in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
 
 
