@@ -49,9 +49,7 @@ class Prompts:
         from mteb.models.abs_encoder import get_prompt_name
 
         name = get_prompt_name(self._checked, task_metadata, prompt_type)
-        if name is not None:
-            return self._checked[name]
-        return self.mapping.get(self.default_name, "") if self.default_name is not None else ""
+        return self._checked[name] if name is not None else self.mapping.get(self.default_name, "")
 
     def digest(self) -> str:
         """Short hash of what changes the texts: part of the vector store's key and of mteb's experiment."""

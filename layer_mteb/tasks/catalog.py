@@ -47,8 +47,7 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
     for category, entries in (raw.get("tasks") or {}).items():
         if not isinstance(entries, list):
             raise UserError(f"{path}{_where(entries, raw['tasks'])}: category {category!r} must hold a list of tasks")
-        for entry in entries:
-            specs.append(_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry))
+        specs += [_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry) for entry in entries]
     specs += _custom_specs(path, raw, split, {spec.name for spec in specs})
     suites = raw.get("suites") or {}
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):

@@ -173,8 +173,6 @@ def read_rows(path: Path, what: str = "this file") -> list[dict[str, Any]]:
             if suffix in (".csv", ".tsv"):
                 return list(csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ","))
             return [_json_object(path, n, line) for n, line in enumerate(handle, 1) if line.strip()]
-    except UserError:
-        raise
     except (OSError, UnicodeDecodeError, csv.Error, ValueError) as err:
         raise UserError(f"{path}: unreadable ({first_line(err)})") from None
 
