@@ -160,11 +160,8 @@ class StressSettings:
 
 def model_context(model: LoadedModel) -> int:
     """Tokens the model can attend over: its position table, or the tokenizer's limit where that is smaller."""
-    config = model.model.config
-    positions = next(
-        (getattr(config, k) for k in ("max_position_embeddings", "n_positions") if getattr(config, k, None)), None
-    )
-    limit = getattr(model.tokenizer, "model_max_length", None)
+    config, limit = model.model.config, getattr(model.tokenizer, "model_max_length", None)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or None
     bounds = [int(b) for b in (positions, limit) if b is not None and b < 10**7]
     return min(bounds) if bounds else max(LENGTHS)
 
