@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -64,12 +64,10 @@ def smaller_kernel(z: torch.Tensor) -> torch.Tensor:
     return z @ z.transpose(-1, -2) if n <= d else z.transpose(-1, -2) @ z
 
 
-@contextmanager
-def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
+def single_threaded(tensor: torch.Tensor) -> AbstractContextManager[None]:
     """Run CPU eigensolvers on one thread. MKL's multi-threaded eigvalsh on these small matrices gains nothing,
     and on a machine whose cores are shared it spins: measured 0.16 s on one thread, up to 96 s on two."""
-    with torch_threads(1) if tensor.device.type == "cpu" else nullcontext():
-        yield
+    return torch_threads(1) if tensor.device.type == "cpu" else nullcontext()
 
 
 def renyi_entropy(eigenvalues: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
