@@ -28,17 +28,11 @@ from layer_mteb.metrics import representation as paper
 from layer_mteb.metrics.representation import _RELATIVE_TOL, _check_rows, _pair, kernel_entropy, preprocess
 
 
-def clamped_kernel(z: torch.Tensor) -> torch.Tensor:
-    """The smaller of ``Z Zᵀ`` and ``Zᵀ Z`` (``Z Zᵀ`` when N ≤ D, as the authors choose) clamped at 0 elementwise."""
-    return paper.smaller_kernel(z).clamp(min=0)
-
-
 def matrix_entropy(z: torch.Tensor, alpha: float = 1.0) -> float:
-    """The authors' S_α of rows ``z`` [n, d]: centred unit rows, clamped kernel, positive spectrum (raw, nats)."""
-    _check_rows(z)
-    if z.shape[0] < 2:
-        raise ValueError("matrix entropy after centring needs at least 2 rows: one row centred on itself is zero")
-    return float(kernel_entropy(clamped_kernel(preprocess(z)), alpha))
+    """The authors' S_α of rows ``z`` [n, d]: centred unit rows, their kernel (the smaller of ``Z Zᵀ`` and ``Zᵀ Z``,
+    ``Z Zᵀ`` when N ≤ D, as the authors choose) clamped at 0 elementwise, its positive spectrum (raw, nats)."""
+    _check_rows(z, centred=True)
+    return float(kernel_entropy(paper.smaller_kernel(preprocess(z)).clamp(min=0), alpha))
 
 
 def token_entropies(

@@ -28,7 +28,7 @@ from layer_mteb.metrics.cost_table import COST_TABLE, CostSettings
 from layer_mteb.metrics.texts import TextSource, load_texts, seeded_sample, task_texts_label, text_sources
 from layer_mteb.model.architectures import LoadedModel, first_blocks
 from layer_mteb.model.attention import with_model_attention
-from layer_mteb.model.forward import length_sorted_batches, tokenize
+from layer_mteb.model.forward import length_sorted_batches, pad_batch, tokenize
 from layer_mteb.model.loading import load_scored_model
 from layer_mteb.model.placement import model_devices, synchronize
 
@@ -56,10 +56,7 @@ def padded_batches(model: LoadedModel, texts: Sequence[str], config: EncodeConfi
     token_ids, _ = tokenize(model.tokenizer, texts, config)
     limits = config.batch_limits(model.n_layers + 1, model.hidden_size)
     batches = length_sorted_batches([len(ids) for ids in token_ids], *limits)
-    padded = (
-        model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in b]}, return_tensors="pt") for b in batches
-    )
-    return [{key: value.to(model.device) for key, value in batch.items()} for batch in padded]
+    return [pad_batch(model, [token_ids[i] for i in batch]) for batch in batches]
 
 
 def _attention_flops(query, key, value, *_, **__) -> int:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import numpy as np
 import torch
@@ -64,12 +64,10 @@ def smaller_kernel(z: torch.Tensor) -> torch.Tensor:
     return z @ z.transpose(-1, -2) if n <= d else z.transpose(-1, -2) @ z
 
 
-@contextmanager
-def single_threaded(tensor: torch.Tensor) -> Iterator[None]:
+def single_threaded(tensor: torch.Tensor) -> AbstractContextManager[None]:
     """Run CPU eigensolvers on one thread. MKL's multi-threaded eigvalsh on these small matrices gains nothing,
     and on a machine whose cores are shared it spins: measured 0.16 s on one thread, up to 96 s on two."""
-    with torch_threads(1) if tensor.device.type == "cpu" else nullcontext():
-        yield
+    return torch_threads(1) if tensor.device.type == "cpu" else nullcontext()
 
 
 def renyi_entropy(eigenvalues: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
@@ -123,11 +121,8 @@ def matrix_entropy(
     z: torch.Tensor, alpha: float = 1.0, *, normalization: Normalization = "raw", center_and_normalize: bool = True
 ) -> float:
     """S_α(Z) = 1/(1−α) · log Σ (λ_i / tr K)^α for one matrix of rows ``z`` [n, d]."""
-    _check_rows(z)
-    if center_and_normalize:
-        if z.shape[0] < 2:
-            raise ValueError("matrix entropy after centring needs at least 2 rows: one row centred on itself is zero")
-        z = preprocess(z)
+    _check_rows(z, centred=center_and_normalize)
+    z = preprocess(z) if center_and_normalize else z
     value = renyi_entropy(spectrum(z), alpha)
     return float(normalize_entropy(value, normalization, z.shape[0], z.shape[1]))
 
@@ -137,12 +132,15 @@ def effective_rank(z: torch.Tensor, *, center_and_normalize: bool = True) -> flo
     return math.exp(matrix_entropy(z, 1.0, center_and_normalize=center_and_normalize))
 
 
-def _check_rows(z: torch.Tensor) -> None:
+def _check_rows(z: torch.Tensor, *, centred: bool) -> None:
+    """A finite, non-empty matrix of rows ``z`` [n, d]; at least 2 of them when they are to be ``centred``."""
     if z.ndim != 2:
         raise ValueError(f"expected a matrix of rows [n, d], got shape {tuple(z.shape)}")
     if z.shape[0] < 1 or z.shape[1] < 1:
         raise ValueError(f"matrix entropy of an empty matrix {tuple(z.shape)} is undefined")
     _check_finite(z)
+    if centred and z.shape[0] < 2:
+        raise ValueError("matrix entropy after centring needs at least 2 rows: one row centred on itself is zero")
 
 
 def token_curvatures(
@@ -247,13 +245,12 @@ def _pair(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
         raise ValueError(f"expected two views of the same shape [N, D], got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[0] < 2:
         raise ValueError(f"contrastive metrics need at least 2 prompts, got {a.shape[0]}")
-    _check_finite(a)
-    _check_finite(b)
+    _check_finite(a, b)
     return a.double(), b.double()
 
 
-def _check_finite(x: torch.Tensor) -> None:
-    if not bool(torch.isfinite(x).all()):
+def _check_finite(*tensors: torch.Tensor) -> None:
+    if not all(bool(torch.isfinite(x).all()) for x in tensors):
         raise ValueError("representations contain NaN or inf; try --dtype float32")
 
 

@@ -63,14 +63,6 @@ def content_bounds(ids: np.ndarray, prefix: Sequence[int], suffix: Sequence[int]
     return start, max(start, stop)
 
 
-def vocabulary_size(tokenizer: Any, embedding_rows: int) -> int:
-    """Ids a random token may take: the tokenizer's vocabulary, within the model's embedding table."""
-    size = min(len(tokenizer), embedding_rows)
-    if size <= FIRST_RANDOM_ID + 1:
-        raise UserError(f"a vocabulary of {size} ids leaves none to draw above id {FIRST_RANDOM_ID}")
-    return size
-
-
 def perturb(
     ids: np.ndarray,
     test: Test,
@@ -160,11 +152,8 @@ class StressSettings:
 
 def model_context(model: LoadedModel) -> int:
     """Tokens the model can attend over: its position table, or the tokenizer's limit where that is smaller."""
-    config = model.model.config
-    positions = next(
-        (getattr(config, k) for k in ("max_position_embeddings", "n_positions") if getattr(config, k, None)), None
-    )
-    limit = getattr(model.tokenizer, "model_max_length", None)
+    config, limit = model.model.config, getattr(model.tokenizer, "model_max_length", None)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or None
     bounds = [int(b) for b in (positions, limit) if b is not None and b < 10**7]
     return min(bounds) if bounds else max(LENGTHS)
 
@@ -223,12 +212,15 @@ def record_stress_run(folder: RunFolder, entry: dict) -> None:
 
 
 class _Run:
-    """The forward passes of one stress run: one per perturbed prompt, entropies streamed per batch."""
+    """The forward passes of one stress run: one per perturbed prompt, entropies streamed per batch. The ids a
+    random token may take (``vocab``): the tokenizer's vocabulary, within the model's embedding table."""
 
     def __init__(self, model: LoadedModel, config: EncodeConfig, settings: StressSettings, progress: bool):
         self.model, self.config, self.settings, self.progress = model, config, settings, progress
         self.ends = special_ends(model.tokenizer)
-        self.vocab = vocabulary_size(model.tokenizer, model.model.get_input_embeddings().num_embeddings)
+        self.vocab = min(len(model.tokenizer), model.model.get_input_embeddings().num_embeddings)
+        if self.vocab <= FIRST_RANDOM_ID + 1:
+            raise UserError(f"a vocabulary of {self.vocab} ids leaves none to draw above id {FIRST_RANDOM_ID}")
 
     def perturbed(self, texts: str, ids: list[np.ndarray]) -> list[pd.DataFrame]:
         """Randomness and repetition levels of ``ids``; p = 0 runs alone (batched as ``metrics`` does), the other

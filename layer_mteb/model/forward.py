@@ -95,8 +95,7 @@ def encode_token_ids(
     with torch.inference_mode(), running:
         for number, batch in enumerate(batches, start=1):
             with times.phase("forward"):
-                padded = model.tokenizer.pad({"input_ids": [token_ids[i].tolist() for i in batch]}, return_tensors="pt")
-                padded = {k: v.to(model.device) for k, v in padded.items()}
+                padded = pad_batch(model, [token_ids[i] for i in batch])
                 hidden_states = model.hidden_states(**padded, **model.forward_options)
             if len(hidden_states) != expected:
                 raise RuntimeError(f"{model.name} returned {len(hidden_states)} hidden states, expected {expected}")
@@ -113,6 +112,12 @@ def encode_token_ids(
             bar.update(len(batch))
     bar.close()
     return out
+
+
+def pad_batch(model: LoadedModel, token_ids: Sequence[np.ndarray]) -> dict[str, torch.Tensor]:
+    """``token_ids`` right-padded into one batch (ids and attention mask) on the device the model takes inputs on."""
+    padded = model.tokenizer.pad({"input_ids": [ids.tolist() for ids in token_ids]}, return_tensors="pt")
+    return {key: value.to(model.device) for key, value in padded.items()}
 
 
 def stack_pooled(

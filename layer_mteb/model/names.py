@@ -148,6 +148,13 @@ def installed_packaged(hub_id: str) -> str | None:
     return short
 
 
+def packaged_revision(name: str) -> str:
+    """The revision tables record for a packaged model: ``{its first distribution}-{that one's installed version}``
+    (``metadata.PackageNotFoundError`` where it is not installed)."""
+    first = PACKAGED_MODELS[name].distributions[0]
+    return f"{first}-{metadata.version(first)}"
+
+
 def packaged_name(name: str, revision: str) -> str | None:
     """The packaged short name for a table's hub id with a packaged revision (``{distribution}-{version}``) or None."""
     for short, packaged in PACKAGED_MODELS.items():
@@ -161,8 +168,7 @@ def recorded_name(name: str, revision: str | None = None) -> tuple[str, str | No
     tells)."""
     kind = model_kind(name)
     if kind == "packaged":
-        packaged = PACKAGED_MODELS[name]
-        return packaged.hub_id, f"{packaged.distributions[0]}-{metadata.version(packaged.distributions[0])}"
+        return PACKAGED_MODELS[name].hub_id, packaged_revision(name)
     path = Path(name).expanduser()
     if kind == "gguf":
         return f"local/{path.stem}", revision

@@ -90,8 +90,7 @@ def _pooling_mode(folder: Path, config: dict) -> str:
     if isinstance(mode, str):
         name = _ST_MODE_NAMES.get(mode)
     else:
-        on = [flag.removeprefix("pooling_mode_") for flag, value in config.items() if flag.startswith("pooling_mode_")]
-        on = [flag for flag in on if config[f"pooling_mode_{flag}"] is True]
+        on = [k.removeprefix("pooling_mode_") for k, v in config.items() if k.startswith("pooling_mode_") and v is True]
         mode = "+".join(on) or "none"
         name = _ST_MODES.get(on[0]) if len(on) == 1 else None
     if name is None:

@@ -43,9 +43,7 @@ AGREEMENT_FILE, AGREEMENT_COLUMNS, tidy_agreement = AGREEMENT_TABLE.file, AGREEM
 def curves(frame: pd.DataFrame, **key: object) -> dict[str, pd.Series]:
     """task -> value per layer, for the ``agreement.csv`` rows whose columns equal ``key`` (e.g. ``metric="mknn",
     outlier="clamp", n=256, k=10, seed=0, reference=...``); a key that leaves several curves per task is an error."""
-    rows = frame
-    for column, value in key.items():
-        rows = rows[rows[column] == value]
+    rows = frame[(frame[list(key)] == list(key.values())).all(axis=1)]
     out: dict[str, pd.Series] = {}
     for task, part in rows.groupby("task", sort=True):
         if part["layer"].duplicated().any():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from importlib import metadata
 from itertools import product
@@ -46,7 +47,7 @@ from layer_mteb.metrics.agreement.reference import Reference, default_reference,
 from layer_mteb.metrics.texts import DEFAULT_N, DEFAULT_SEED, sample_texts
 from layer_mteb.model.architectures import LoadedModel
 from layer_mteb.model.loading import load_model
-from layer_mteb.model.names import PACKAGED_MODELS
+from layer_mteb.model.names import PACKAGED_MODELS, packaged_revision
 from layer_mteb.vectors.store import LayerCache, store_folder
 
 logger = logging.getLogger(__name__)
@@ -55,12 +56,8 @@ logger = logging.getLogger(__name__)
 def model_source(run: ScoredSetting) -> str:
     """What to load for ``run``: the packaged model with its hub id and revision, else the hub id itself."""
     for name, packaged in PACKAGED_MODELS.items():
-        if packaged.hub_id == run.model:
-            try:
-                version = metadata.version(packaged.distributions[0])
-            except metadata.PackageNotFoundError:
-                continue
-            if run.revision == f"{packaged.distributions[0]}-{version}":
+        with suppress(metadata.PackageNotFoundError):  # not installed: the hub id is loaded instead
+            if packaged.hub_id == run.model and run.revision == packaged_revision(name):
                 return name
     if run.model.startswith("local/"):
         raise UserError(f"the run scored a local model ({run.model}): pass its folder as model=PATH")

@@ -43,8 +43,7 @@ def treat_outliers(x: torch.Tensor | np.ndarray, outlier: Outlier = "none") -> t
     if outlier == "clamp":
         flat = x.abs().reshape(*x.shape[:-2], -1)
         # torch.quantile is limited to 16M values; numpy's linear interpolation is the same definition
-        q = torch.from_numpy(np.atleast_1d(np.quantile(flat.numpy(), CLAMP_QUANTILE, axis=-1))).to(x)
-        q = q.reshape(*x.shape[:-2], 1, 1)
+        q = torch.from_numpy(np.quantile(flat.numpy(), CLAMP_QUANTILE, axis=-1, keepdims=True)).to(x).unsqueeze(-1)
         return _unit_rows(torch.maximum(torch.minimum(x, q), -q))
     return x
 

@@ -13,7 +13,6 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from layer_mteb.common.files import atomic_write, content_hash, text_hash
 from layer_mteb.common.hub import hub_offline
 from layer_mteb.metrics.agreement.lexical import is_lexical, parse_lexical
 from layer_mteb.model.loading import cache_root, packaged_folder
-from layer_mteb.model.names import PACKAGED_MODELS, packaged_distributions
+from layer_mteb.model.names import PACKAGED_MODELS, packaged_distributions, packaged_revision
 
 logger = logging.getLogger(__name__)
 
@@ -103,9 +102,8 @@ def load_reference(name: str, device: str = "cpu") -> Reference:
     from sentence_transformers import SentenceTransformer
 
     if name in PACKAGED_MODELS:
-        dist = packaged_distributions(name)[0]
-        folder = packaged_folder(name)
-        revision = f"{dist.metadata['Name']}-{metadata.version(dist.name)}"
+        folder = packaged_folder(name)  # one line naming the install where it is not installed
+        revision = packaged_revision(name)
     elif _is_hub_id(check_reference(name)):  # reachable, as check_reference found: downloaded once, then cached
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError
