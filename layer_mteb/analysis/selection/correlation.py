@@ -150,11 +150,10 @@ def correlate(
             if len(layers) < MIN_LAYERS or np.ptp(x) == 0 or np.ptp(y) == 0:
                 skipped.append(f"{metric} ({texts}) vs {task}")
                 continue
+            key = {"model": model, "metric": metric, "texts": texts, "arithmetic": used, "task": task}
             for name in methods:
                 statistic, p_value = permutation_test(x, y, name, n_permutations=n_permutations, seed=seed)
-                key = {"model": model, "metric": metric, "texts": texts, "arithmetic": used, "task": task}
-                key["method"] = name
-                rows.append(CorrelationRow(**key, statistic=statistic, p_value=p_value, n_layers=len(layers)))
+                rows.append(CorrelationRow(**key, method=name, statistic=statistic, p_value=p_value, n_layers=len(x)))
         if skipped:
             listed = "; ".join([*skipped[:3], *(["..."] if len(skipped) > 3 else [])])
             message = "%s: %d pair(s) skipped, fewer than %d layers or no variation (%s)"
