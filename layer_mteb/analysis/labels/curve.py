@@ -139,10 +139,8 @@ def labels_needed(curve: pd.DataFrame, baselines: pd.DataFrame, within: float = 
             for b, r in baselines.loc[baselines["model"] == model, ["baseline", "mean_regret"]].itertuples(index=False)
         }
         for target, regret in targets.items():
-            good = [
-                k for k, value in per_k.items() if value < regret or (target.startswith("within") and value <= regret)
-            ]
-            labels = good[0] if good else "not reached"
+            inclusive = target.startswith("within")  # within 1 point: reached at the bound; a baseline: beaten
+            labels = next((k for k, v in per_k.items() if v < regret or (inclusive and v <= regret)), "not reached")
             rows.append({"model": model, "target": target, "target_regret": regret, "labels": labels})
     return pd.DataFrame(rows)
 

@@ -66,11 +66,10 @@ def association(x: np.ndarray, y: np.ndarray, method: Method) -> float:
         return float(dcor.distance_correlation(x, y))
     from scipy import stats
 
-    if method == "spearman":
-        return float(stats.spearmanr(x, y).statistic)
-    if method == "kendall":
-        return float(stats.kendalltau(x, y).statistic)
-    raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {method!r}")
+    rank_test = {"spearman": stats.spearmanr, "kendall": stats.kendalltau}.get(method)
+    if rank_test is None:
+        raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {method!r}")
+    return float(rank_test(x, y).statistic)
 
 
 def permutation_test(
