@@ -22,7 +22,7 @@ from layer_mteb.common.errors import UserError
 from layer_mteb.common.files import atomic_write, text_hash
 from layer_mteb.common.run_folder import RunFolder
 from layer_mteb.evaluation.workers import check_eval_workers
-from layer_mteb.metrics import METRICS_TABLE
+from layer_mteb.metrics import METRIC_COLUMNS, METRICS_TABLE
 from layer_mteb.metrics.agreement import AGREEMENT_FILE
 
 logger = logging.getLogger(__name__)
@@ -79,20 +79,10 @@ def _unit_rows(unit: TaskLayers, ks: Sequence[int | str], draws: int, seed: int,
         used: int | str = FULL if k == FULL or int(k) >= n else int(k)
         picks = pick_layers(unit, used, draws, seed, workers)
         judged = judge(unit, picks)
-        rows.append(
-            {
-                "model": unit.model,
-                "task": unit.name,
-                "k": str(k),
-                "draws": len(picks),
-                "mean_regret": judged["mean_regret"],
-                "mean_gain": judged["mean_gain"],
-                "regret_std": judged["regret_std"],
-                "labels_used": n if used == FULL else used,
-                "n_examples": n,
-                "seconds": time.perf_counter() - started,
-            }
-        )
+        row = {"model": unit.model, "task": unit.name, "k": str(k), "draws": len(picks)}
+        row |= {key: judged[key] for key in ("mean_regret", "mean_gain", "regret_std")}
+        row |= {"labels_used": n if used == FULL else used, "n_examples": n, "seconds": time.perf_counter() - started}
+        rows.append(row)
     return rows
 
 
@@ -116,7 +106,7 @@ def baseline_rows(folder: str | Path | RunFolder) -> pd.DataFrame:
         picks = select_layers(scores=scores, metrics=folder.read(METRICS_TABLE), per_task=True)
     except UserError as err:
         logger.warning("%s: no label-free selectors (%s); only the last layer is drawn", folder, err)
-        picks = select_layers(scores=scores, metrics=_no_metrics(), per_task=True)
+        picks = select_layers(scores=scores, metrics=pd.DataFrame(columns=METRIC_COLUMNS), per_task=True)
     if folder.file(AGREEMENT_FILE).is_file():  # agreement with the reference encoder, where its curves are stored
         agreed = select_layers(folder, by=AGREEMENT, write=False)
         picks = pd.concat([picks, agreed[agreed["selector"] == AGREEMENT]], ignore_index=True)
@@ -130,22 +120,10 @@ def baseline_rows(folder: str | Path | RunFolder) -> pd.DataFrame:
     ):
         if pick.any():
             best = board[pick].iloc[0]
-            rows.append(
-                {
-                    "model": model,
-                    "baseline": name,
-                    "selector": best["selector"],
-                    "texts": best["texts"],
-                    "n_tasks": int(best["n_tasks"]),
-                    "mean_regret": best["regret"],
-                    "mean_gain": best["gain"],
-                }
-            )
+            row = {"model": model, "baseline": name, "selector": best["selector"], "texts": best["texts"]}
+            row |= {"n_tasks": int(best["n_tasks"]), "mean_regret": best["regret"], "mean_gain": best["gain"]}
+            rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _no_metrics() -> pd.DataFrame:
-    return pd.DataFrame(columns=["model", "layer", "texts", "metric", "value", "readout"])
 
 
 def labels_needed(curve: pd.DataFrame, baselines: pd.DataFrame, within: float = 0.01) -> pd.DataFrame:
@@ -161,10 +139,8 @@ def labels_needed(curve: pd.DataFrame, baselines: pd.DataFrame, within: float = 
             for b, r in baselines.loc[baselines["model"] == model, ["baseline", "mean_regret"]].itertuples(index=False)
         }
         for target, regret in targets.items():
-            good = [
-                k for k, value in per_k.items() if value < regret or (target.startswith("within") and value <= regret)
-            ]
-            labels = good[0] if good else "not reached"
+            inclusive = target.startswith("within")  # within 1 point: reached at the bound; a baseline: beaten
+            labels = next((k for k, v in per_k.items() if v < regret or (inclusive and v <= regret)), "not reached")
             rows.append({"model": model, "target": target, "target_regret": regret, "labels": labels})
     return pd.DataFrame(rows)
 

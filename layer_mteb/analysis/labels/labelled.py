@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -100,18 +101,21 @@ def _clustering_examples(task, rows) -> LabelledExamples:
     return _singles(task, texts, labels)
 
 
+def _indexed(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Each text once, in order of first appearance, and each of ``texts``' position in that list: a text shared by
+    examples is encoded once."""
+    unique = list(dict.fromkeys(texts))
+    index = {t: i for i, t in enumerate(unique)}
+    return unique, np.array([index[t] for t in texts], dtype=np.int64)
+
+
 def _pairs(task, first: Sequence[str], second: Sequence[str], gold: Sequence) -> LabelledExamples:
-    texts = list(dict.fromkeys([*first, *second]))
-    index = {t: i for i, t in enumerate(texts)}
-    items = np.array([[index[a], index[b]] for a, b in zip(first, second, strict=True)], dtype=np.int64)
-    return LabelledExamples(task, texts, items.reshape(-1, 2), np.asarray(gold))
+    texts, items = _indexed([*first, *second])
+    return LabelledExamples(task, texts, items.reshape(2, -1).T, np.asarray(gold))
 
 
 def _singles(task, texts: Sequence[str], labels: Sequence) -> LabelledExamples:
-    unique = list(dict.fromkeys(texts))
-    index = {t: i for i, t in enumerate(unique)}
-    items = np.array([index[t] for t in texts], dtype=np.int64)
-    return LabelledExamples(task, unique, items, np.asarray(labels))
+    return LabelledExamples(task, *_indexed(texts), np.asarray(labels))
 
 
 def layer_scores(examples: LabelledExamples, vectors: np.ndarray, rows: np.ndarray, seed: int = 42) -> np.ndarray:
@@ -209,13 +213,12 @@ def _undersample(
     again with the seed, then at most ``per_label`` rows per label kept. Returns (positions, rows kept)."""
     positions = list(range(len(rows))) if positions is None else positions
     np.random.RandomState(seed).shuffle(positions)
-    kept, counts = [], {}
+    kept, counts = [], Counter()
     for position in positions:
         row = rows[position]
-        label = labels[row]
-        if counts.get(label, 0) < per_label:
+        if counts[labels[row]] < per_label:
             kept.append(row)
-            counts[label] = counts.get(label, 0) + 1
+            counts[labels[row]] += 1
     return positions, np.asarray(kept, dtype=np.int64)
 
 
@@ -245,8 +248,7 @@ def search_examples(split: dict) -> tuple[list[str], np.ndarray, np.ndarray, Sea
     corpus = split["corpus"]
     queries = queries_with_positives(split["relevant_docs"], split["queries"])
     documents, asked = retrieval_texts(corpus, document=True), retrieval_texts(queries, document=False)
-    texts = list(dict.fromkeys([*documents, *asked]))
-    index = {text: i for i, text in enumerate(texts)}
+    texts, positions = _indexed([*documents, *asked])
     document_ids = [str(d) for d in corpus["id"]]
     query_ids = np.asarray([str(q) for q in queries["id"]], dtype=object)
     qrels = {str(q): {str(d): int(r) for d, r in docs.items()} for q, docs in split["relevant_docs"].items()}
@@ -257,8 +259,8 @@ def search_examples(split: dict) -> tuple[list[str], np.ndarray, np.ndarray, Sea
             str(q): np.asarray([position[str(d)] for d in docs if str(d) in position], dtype=np.int64)
             for q, docs in split["top_ranked"].items()
         }
-    search = Search(document_ids, np.asarray([index[t] for t in documents], dtype=np.int64), qrels, candidates)
-    return texts, np.asarray([index[t] for t in asked], dtype=np.int64), query_ids, search
+    search = Search(document_ids, positions[: len(documents)], qrels, candidates)
+    return texts, positions[len(documents) :], query_ids, search
 
 
 def search_score(task, search: Search, vectors: np.ndarray, queries: np.ndarray, query_ids: np.ndarray) -> float:

@@ -72,11 +72,11 @@ def one_arithmetic(metrics: pd.DataFrame, arithmetic: str | None, folder: object
 
 
 def _metric_readout(choice: str, scored: set[str], available: set[str]) -> str | None:
+    """The readout whose metrics pair with the scores: ``same`` the scores' own, ``auto`` raw where measured."""
+    same = min(scored & available, default=None)
     if choice == "auto":
-        return "raw" if "raw" in available else next(iter(sorted(scored & available)), None)
-    if choice == "same":
-        return next(iter(sorted(scored & available)), None)
-    return choice
+        return "raw" if "raw" in available else same
+    return same if choice == "same" else choice
 
 
 def discover_runs(root: str | Path) -> list[Path]:

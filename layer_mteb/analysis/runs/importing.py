@@ -4,6 +4,7 @@ subset of a multi-subset task is kept; missing layers are reported (:func:`missi
 
 from __future__ import annotations
 
+from itertools import groupby
 from pathlib import Path
 
 import pandas as pd
@@ -199,12 +200,9 @@ def describe_missing(missing: pd.DataFrame) -> list[str]:
 
 
 def _ranges(layers: list[int]) -> str:
-    spans, start = [], layers[0]
-    for prev, cur in zip(layers, [*layers[1:], None], strict=True):
-        if cur != prev + 1:
-            spans.append(str(start) if start == prev else f"{start}–{prev}")
-            start = cur
-    return ", ".join(spans)
+    """``0, 3–5``: runs of consecutive layers (ascending) as spans; a consecutive run keeps ``layer − position``."""
+    spans = [[k for _, k in run] for _, run in groupby(enumerate(layers), lambda pair: pair[1] - pair[0])]
+    return ", ".join(str(span[0]) if len(span) == 1 else f"{span[0]}–{span[-1]}" for span in spans)
 
 
 def import_metrics_table(
@@ -226,13 +224,9 @@ def import_metrics_table(
         table = table[table["model"].isin(models)]
     paper = table["metric"].map(lambda m: PAPER_NORMALIZATION.get(m, "maxEntropy"))
     table = table[table["normalization"] == (paper if normalization == "paper" else normalization)]
-    tests = table[table["texts"].map(task_of_label).notna() & (table["split"] == "test")]
-    has_test = set(zip(tests["model"], tests["texts"], strict=True))
-    keep = [
-        task_of_label(texts) is None or split == "test" or (model, texts) not in has_test
-        for model, texts, split in zip(table["model"], table["texts"], table["split"], strict=True)
-    ]
-    table = _one_wikitext_split(table[keep])
+    on_task, test = table["texts"].map(task_of_label).notna(), table["split"] == "test"
+    has_test = (on_task & test).groupby([table["model"], table["texts"]], dropna=False).transform("any")
+    table = _one_wikitext_split(table[~on_task | test | ~has_test])
     settings = {**AUTHORS_SETTINGS, **(settings or {}), "readout": "raw"}
     if "attention" not in settings:
         settings["attention"] = _attention_of(table["model"])
@@ -265,11 +259,10 @@ WIKITEXT_SPLITS = ("train", "", "test")
 
 def wikitext_splits(table: pd.DataFrame) -> dict[str, str]:
     """model -> the WikiText split whose metrics stand for it in a release metrics table (``""``: none recorded)."""
-    wiki = table[table["texts"] == "wikitext"]
-    splits = wiki["split"].fillna("")
-    rank = splits.map({split: i for i, split in enumerate(WIKITEXT_SPLITS)}).fillna(len(WIKITEXT_SPLITS))
-    ranked = pd.DataFrame({"model": wiki["model"], "split": splits, "rank": rank}).sort_values("rank", kind="stable")
-    return dict(ranked.drop_duplicates("model")[["model", "split"]].itertuples(index=False, name=None))
+    splits = table.loc[table["texts"] == "wikitext", ["model", "split"]].fillna({"split": ""})
+    rank = splits["split"].map({split: i for i, split in enumerate(WIKITEXT_SPLITS)}).fillna(len(WIKITEXT_SPLITS))
+    ranked = splits.assign(rank=rank).sort_values("rank", kind="stable").drop_duplicates("model")
+    return dict(zip(ranked["model"], ranked["split"], strict=True))
 
 
 def _one_wikitext_split(table: pd.DataFrame) -> pd.DataFrame:

@@ -195,14 +195,10 @@ def prompt_length_table(results: Path) -> pd.DataFrame | None:
     for length, by_normalization in sorted(data.items()):
         for normalization in LENGTH_NORMALIZATIONS:
             values = np.asarray(by_normalization[normalization], dtype=float)  # prompts x layers
-            prompts, layers = np.meshgrid(np.arange(values.shape[0]), np.arange(values.shape[1]), indexing="ij")
-            rows = {
-                "prompt": prompts.ravel(),
-                "layer": layers.ravel(),
-                "value": [_significant(v) for v in values.ravel()],
-            }
+            index = pd.MultiIndex.from_product([range(n) for n in values.shape], names=["prompt", "layer"])
+            rows = pd.Series(values.ravel(), index=index, name="value").map(_significant).reset_index()
             about = {"model": LENGTH_MODEL, "prompt_length": int(length), "normalization": normalization}
-            parts.append(pd.DataFrame(rows).assign(**about))
+            parts.append(rows.assign(**about))
     return pd.concat(parts, ignore_index=True)[LENGTH_TABLE_COLUMNS]
 
 

@@ -81,9 +81,7 @@ PIPELINE_FILES = ("modules.json", "config_sentence_transformers.json")
 def family_of(model: str) -> Family:
     """The model's family (:data:`FAMILIES`), else a family of its own named after the model."""
     lowered = model.lower()
-    found = next((f for f in FAMILIES if any(p in lowered for p in f.patterns)), None)
-    if found is None:
-        found = Family(model, (lowered,))
+    found = next((f for f in FAMILIES if any(p in lowered for p in f.patterns)), Family(model, (lowered,)))
     if not found.embedding and _is_pipeline_folder(model):
         return Family(found.name, found.patterns, embedding=True, why=f"sentence-transformers pipeline ({model})")
     return found

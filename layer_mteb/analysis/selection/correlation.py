@@ -66,11 +66,10 @@ def association(x: np.ndarray, y: np.ndarray, method: Method) -> float:
         return float(dcor.distance_correlation(x, y))
     from scipy import stats
 
-    if method == "spearman":
-        return float(stats.spearmanr(x, y).statistic)
-    if method == "kendall":
-        return float(stats.kendalltau(x, y).statistic)
-    raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {method!r}")
+    rank_test = {"spearman": stats.spearmanr, "kendall": stats.kendalltau}.get(method)
+    if rank_test is None:
+        raise UserError(f"--method must be one of {', '.join(METHODS)} or all; got {method!r}")
+    return float(rank_test(x, y).statistic)
 
 
 def permutation_test(
@@ -150,11 +149,10 @@ def correlate(
             if len(layers) < MIN_LAYERS or np.ptp(x) == 0 or np.ptp(y) == 0:
                 skipped.append(f"{metric} ({texts}) vs {task}")
                 continue
+            key = {"model": model, "metric": metric, "texts": texts, "arithmetic": used, "task": task}
             for name in methods:
                 statistic, p_value = permutation_test(x, y, name, n_permutations=n_permutations, seed=seed)
-                key = {"model": model, "metric": metric, "texts": texts, "arithmetic": used, "task": task}
-                key["method"] = name
-                rows.append(CorrelationRow(**key, statistic=statistic, p_value=p_value, n_layers=len(layers)))
+                rows.append(CorrelationRow(**key, method=name, statistic=statistic, p_value=p_value, n_layers=len(x)))
         if skipped:
             listed = "; ".join([*skipped[:3], *(["..."] if len(skipped) > 3 else [])])
             message = "%s: %d pair(s) skipped, fewer than %d layers or no variation (%s)"

@@ -39,12 +39,7 @@ def leaderboard(
     board = frame.groupby([*within, *by], sort=False).agg(
         n_tasks=("counted", lambda s: len(set(chain.from_iterable(s)))),
         chosen_layer=("chosen_layer", lambda s: s.iloc[0] if s.nunique() == 1 else "varies"),
-        chosen_score=("chosen_score", "mean"),
-        last_score=("last_score", "mean"),
-        best_score=("best_score", "mean"),
-        regret=("regret", "mean"),
-        gain=("gain", "mean"),
-        beats_last=("beats_last", "mean"),
+        **{c: (c, "mean") for c in ("chosen_score", "last_score", "best_score", "regret", "gain", "beats_last")},
     )
     board = board.reset_index()
     order = [*within, "regret", "gain"]

@@ -177,11 +177,10 @@ def run_leaderboard(
         for model, part in scores.groupby("model", sort=False)
     ]
     hidden = both[(both["task"] != MEAN) & ~both["selector"].isin(BASELINES)]
-    if hidden.empty:
-        return board, lines
-    names = ", ".join(dict.fromkeys(hidden["selector"].astype(str)))
-    return board, [
-        *lines,
-        "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
-        f"--per-task shows the metric selectors: {names}",
-    ]
+    if not hidden.empty:
+        names = ", ".join(dict.fromkeys(hidden["selector"].astype(str)))
+        lines.append(
+            "only the baselines pick for the mean over tasks (this run's metrics are on each task's own texts); "
+            f"--per-task shows the metric selectors: {names}"
+        )
+    return board, lines

@@ -72,8 +72,7 @@ def cheapest_layers(scores: pd.DataFrame, cost: pd.DataFrame | None = None) -> p
             row |= {"score": curve[layer], "best_layer": best, "best_score": curve[best]}
             row["measured"] = measured is not None
             if measured is not None:
-                row["flops_fraction"] = measured.at[layer, "flops_fraction"]
-                row["seconds_per_1000_texts"] = measured.at[layer, "seconds_per_1000_texts"]
+                row |= {column: measured.at[layer, column] for column in ("flops_fraction", "seconds_per_1000_texts")}
                 row["full_seconds_per_1000_texts"] = measured["seconds_per_1000_texts"].get(n_layers, float("nan"))
             rows.append(row)
     return pd.DataFrame(rows, columns=CHEAPEST_COLUMNS)
