@@ -63,8 +63,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for command in COMMANDS:
         declared = commands.add_parser(command.NAME, help=command.HELP, formatter_class=_DefaultsShown)
         if only in (None, command.NAME):
-            adds = getattr(command, "add_options", None)  # else its options are its Settings' fields
-            adds(declared) if adds else add_fields(declared, command.Settings)
+            if hasattr(command, "add_options"):
+                command.add_options(declared)
+            else:  # its options are its Settings' fields
+                add_fields(declared, command.Settings)
     return parser
 
 
