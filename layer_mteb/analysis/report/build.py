@@ -98,10 +98,15 @@ def write_report(
             board.to_csv(tmp / "selectors.csv", index=False)
             (tmp / "selectors.md").write_text(leaderboard_markdown(board))
         names = sorted(p.name for p in tmp.iterdir())
-    umask = os.umask(0)  # the mode a plain new folder gets: the temporary one it was built in was private
-    os.umask(umask)
-    output.chmod(0o777 & ~umask)
+    _usual_mode(output)
     return [output / name for name in names]
+
+
+def _usual_mode(folder: Path) -> None:
+    """The mode a plain new folder gets under the umask: the temporary folder it was built in was private."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
 
 
 def arithmetic_notes(data: Runs) -> list[str]:
