@@ -198,9 +198,15 @@ def encode_config(args: argparse.Namespace, models: list[str], own: dict[str, An
         hidden = known_hidden_size(model)
         if hidden is not None:
             check_one_vector_fits(memory_limit, hidden, model)
-    defaults = {s.name: s.default for s in SETTINGS}
-    unset = {name: (own or {}).get(name, defaults[name]) for name in PIPELINE_SETTINGS if getattr(args, name) is None}
+    unset = _unset_settings(args, own or {})
     return settings_of(EncodeConfig, args, device=args.device or AUTO, max_cache_memory=memory_limit, **unset)
+
+
+def _unset_settings(args: argparse.Namespace, own: Mapping[str, Any]) -> dict[str, Any]:
+    """The pipeline settings no option gives (in :data:`SETTINGS` order, as messages list them): ``own``'s, else
+    the default."""
+    unset = [s for s in SETTINGS if s.name in PIPELINE_SETTINGS and getattr(args, s.name) is None]
+    return {s.name: own.get(s.name, s.default) for s in unset}
 
 
 def parse_lengths(text: str | None) -> tuple[int, ...] | None:
@@ -285,9 +291,9 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     """The model, texts and settings of ``metrics`` / ``stress``, given or the run's, checked: the output writable,
     the model and every text source there (``several_texts``: comma-separated)."""
     model, revision, texts, data_dir = args.model, getattr(args, "revision", None), args.texts, args.data_dir
-    taken: dict[str, Any] = {}  # the run folder's encode settings
+    held: EncodeConfig | None = None  # the setting of the run folder measured into, read once
     if args.run is not None:
-        model, revision, texts, data_dir, taken = _run_model(args)
+        model, revision, texts, data_dir, held = _run_model(args)
     elif model is None:
         raise UserError("give the model: --model M, or --run RUN for a run's model and settings")
     texts = texts or "wikitext"
@@ -295,7 +301,8 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     check_writable(output)
     check_loadable(model, revision)  # a hub id that cannot load: one line before the texts are read
     if args.run is None:
-        taken = folder_setting(output, model, revision)  # a run folder measured into: its setting, as --run
+        held = folder_setting(output, model, revision)  # a run folder measured into: its setting, as --run
+    taken = {name: getattr(held, name) for name in RUN_SETTINGS} if held else {}  # all but the readout
     if taken:
         check_setting_given(args, taken, Path(args.run or output), model, revision)
     sources = check_text_sources(texts, data_dir, several_texts)
@@ -305,13 +312,13 @@ def check_measured(args: argparse.Namespace, several_texts: bool) -> Measured:
     return Measured(model, revision, texts, tuple(sources), data_dir, config, output)
 
 
-def folder_setting(output: Path, model: str, revision: str | None) -> dict[str, Any]:
-    """The encode settings (all but the readout) of the run folder ``output`` where it holds ``model``'s scores, so
-    what is measured into it pairs with them; none for a new or empty folder. A folder of another model is one line:
+def folder_setting(output: Path, model: str, revision: str | None) -> EncodeConfig | None:
+    """The encode setting of the run folder ``output`` where it holds ``model``'s scores, so what is measured into it
+    pairs with them; None for a new or empty folder. A folder of another model is one line:
     its ``select`` would pair the measurement with nothing."""
     held = RunFolder(output).held_setting() if output.is_dir() else None
     if held is None:
-        return {}
+        return None
     runs, setting = held
     name = recorded_name(model, revision)[0]
     if name not in {held_model for held_model, _ in runs}:
@@ -320,8 +327,7 @@ def folder_setting(output: Path, model: str, revision: str | None) -> dict[str, 
             f"{output} holds the scores of {listed}, not of {name}: measure {model} into its own run folder "
             "(--output), or give --run to measure the folder's model"
         )
-    config = EncodeConfig.from_key(setting)
-    return {name: getattr(config, name) for name in RUN_SETTINGS}
+    return EncodeConfig.from_key(setting)
 
 
 def check_setting_given(
@@ -331,11 +337,8 @@ def check_setting_given(
     pooling, max length, normalisation, dtype or attention is one line before any model loads (the folder holds one
     setting, and metrics of another pair with none of its scores). An option that says the folder's value is fine."""
     options = {o: getattr(args, o) for o in RUN_SETTINGS if getattr(args, o) != ENCODE_DEFAULTS[o]}
-    protocol: dict[str, Any] = {}
-    if args.protocol is not None:  # the protocol's pooling, max length and normalisation, where no option says one
-        paper = {s.name: s.default for s in SETTINGS if s.name in PIPELINE_SETTINGS}
-        protocol = {**paper, **own_settings([model], revision, args.protocol).settings}
-        protocol = {name: value for name, value in protocol.items() if name not in options}
+    # the protocol's pooling, max length, normalisation and dtype, where no option says one
+    protocol = _unset_settings(args, own_settings([model], revision, args.protocol).settings) if args.protocol else {}
     asked = {**options, **protocol}
     differ = [name for name, value in asked.items() if taken.get(name) != value]
     if not differ:
@@ -353,9 +356,9 @@ def check_setting_given(
     )
 
 
-def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, dict[str, Any]]:
+def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | None, EncodeConfig]:
     """``--run RUN``: the run's model (``--model`` says how to load it), revision, texts, data folder and encode
-    settings but the readout; a different setting given beside ``--run`` is refused."""
+    setting; a different setting given beside ``--run`` is refused."""
     check_runs([args.run])
     folder = RunFolder(args.run)
     scores = folder.one_setting()
@@ -372,9 +375,8 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
         else s
         for s in text_sources(texts)
     )
-    data_dir = args.data_dir
-    if data_dir is None and recorded.data_dir is not None:  # the run's data folder, for --texts task:<Task>
-        data_dir = str(recorded.data_dir)
+    # the run's data folder, for --texts task:<Task>
+    data_dir = args.data_dir if args.data_dir is not None or recorded.data_dir is None else str(recorded.data_dir)
     model, run_revision = args.model, None
     if model is None:
         if name.startswith("local/"):
@@ -384,4 +386,4 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
         model = packaged_name(name, revision) or name
         if model == name and args.command == "metrics":
             run_revision = revision  # a hub model at the commit the run scored
-    return model, run_revision, texts, data_dir, {name: getattr(run_config, name) for name in RUN_SETTINGS}
+    return model, run_revision, texts, data_dir, run_config

@@ -43,32 +43,30 @@ def read_task_file(path: str | Path = PACKAGED_TASK_FILE) -> TaskFile:
             f"{path}: expected a mapping with a non-empty 'tasks:' section of categories (or a 'custom:' list)"
         )
     split = str(raw.get("split", "test"))
-    specs = []
-    for category, entries in (raw.get("tasks") or {}).items():
-        if not isinstance(entries, list):
-            raise UserError(f"{path}{_where(entries, raw['tasks'])}: category {category!r} must hold a list of tasks")
-        specs += [_parse_entry(f"{path}{_where(entry, entries)}", str(category), entry) for entry in entries]
-    specs += _custom_specs(path, raw, split, {spec.name for spec in specs})
+    specs = [
+        _parse_entry(where, str(category), entry)
+        for category, entries in (listed or {}).items()
+        for where, entry in _entries(path, entries, listed, f"category {category!r} must hold a list of tasks")
+    ]
+    names = {spec.name for spec in specs}  # each name given once in the whole file
+    for where, entry in _entries(path, raw.get("custom") or [], raw, "'custom:' must hold a list of tasks"):
+        custom = parse_custom(where, entry, path, split)
+        if custom.name in names:
+            raise UserError(f"{where}: two tasks are named {custom.name!r}; give each task its own name")
+        names.add(custom.name)
+        specs.append(TaskSpec(custom.name, custom.type, custom=custom))
     suites = raw.get("suites") or {}
     if not isinstance(suites, dict) or not all(isinstance(v, list) for v in suites.values()):
         raise UserError(f"{path}{_where(suites, raw)}: 'suites:' must map suite names to lists of task names")
     return TaskFile(split, tuple(specs), {k: tuple(v) for k, v in suites.items()})
 
 
-def _custom_specs(path: Path, raw: dict, split: str, listed: set[str]) -> list[TaskSpec]:
-    """The ``custom:`` tasks of a task file, each name given once in the whole file (``listed``: its other tasks)."""
-    entries = raw.get("custom") or []
+def _entries(path: Path, entries: Any, within: Any, not_a_list: str) -> Iterator[tuple[str, Any]]:
+    """(where, entry) for each entry of a list of tasks (a category's, ``custom:``), ``where`` naming the file, line
+    and column for errors; ``entries`` not a list (in ``within``) is the one line ``not_a_list``."""
     if not isinstance(entries, list):
-        raise UserError(f"{path}{_where(entries, raw)}: 'custom:' must hold a list of tasks")
-    specs = []
-    for entry in entries:
-        where = f"{path}{_where(entry, entries)}"
-        custom = parse_custom(where, entry, path, split)
-        if custom.name in listed:
-            raise UserError(f"{where}: two tasks are named {custom.name!r}; give each task its own name")
-        listed.add(custom.name)
-        specs.append(TaskSpec(custom.name, custom.type, custom=custom))
-    return specs
+        raise UserError(f"{path}{_where(entries, within)}: {not_a_list}")
+    return ((f"{path}{_where(entry, entries)}", entry) for entry in entries)
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -207,12 +205,12 @@ def _select(tasks: str, data_dir: Path | None) -> tuple[TaskFile, list[TaskSpec]
         task_file = read_task_file(file_part)
         return task_file, _suite(task_file, suite or "paper32", data_dir)
     task_file = read_task_file()
-    if tasks in BUILTIN_SUITES or tasks in task_file.suites:
+    suites = [*BUILTIN_SUITES, *task_file.suites]
+    if tasks in suites:
         return task_file, _suite(task_file, tasks, data_dir)
     names = tasks_parts(tasks)
     if not names:
         raise UserError("--tasks is empty: give a tasks.yaml, a suite name, task names or a benchmark name")
-    suites = [*BUILTIN_SUITES, *task_file.suites]
     near = difflib.get_close_matches(names[0], suites, n=1) if len(names) == 1 else []
     if near and names[0] not in known_names() and task_file.spec(names[0]).custom is None:
         raise UserError(f"unknown suite or mteb task {names[0]!r} (did you mean the suite {near[0]}?)")
