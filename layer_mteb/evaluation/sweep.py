@@ -37,6 +37,7 @@ from layer_mteb.evaluation.workers import ScoreLayer, affordable_workers, score_
 from layer_mteb.metrics import METRICS_TABLE
 from layer_mteb.metrics.runner import TaskTextMetrics
 from layer_mteb.model.architectures import LoadedModel
+from layer_mteb.model.attention import with_model_attention
 from layer_mteb.model.loading import load_model
 from layer_mteb.model.names import recorded_name
 from layer_mteb.tasks.custom import declared_in
@@ -163,7 +164,7 @@ class _ModelInMemory:
             if instructions.max_length is not None and request.settings_from.startswith("model"):
                 config = replace(config, max_length=instructions.max_length)
         if (held := request.held) is not None:  # what only loading tells: the revision, the model's attention
-            held.check_loaded(loaded.name, loaded.revision, revision, resolve_settings(loaded, config).key())
+            held.check_loaded(loaded.name, loaded.revision, revision, with_model_attention(config, loaded).key())
             records = (None if one is None else one.record() for one in (prompts, instructions))
             check_prompts(held.output, self.record.folder.log(), loaded.name, *records)
         return _Model(loaded, layer_ids, config, prompts, instructions)
