@@ -233,9 +233,10 @@ def _row_adder(
     rows: list[dict], model: LoadedModel, config: EncodeConfig, source: TextSource, settings: MetricSettings
 ) -> Callable:
     fixed = {"texts": source.name, "task": source.task, "data": source.data, "arithmetic": settings.arithmetic}
+    fixed |= config.key()  # the same for every row: computed once
 
     def add(layer: int, metric: str, value: float, n: int) -> None:
-        row = {"metric": metric, "value": float(value), "n": int(n), **fixed, **config.key()}
+        row = {"metric": metric, "value": float(value), "n": int(n), **fixed}
         rows.append({**layer_columns(model, layer), **row})
 
     return add
