@@ -375,8 +375,9 @@ def _run_model(args: argparse.Namespace) -> tuple[str, str | None, str, str | No
         else s
         for s in text_sources(texts)
     )
-    # the run's data folder, for --texts task:<Task>
-    data_dir = args.data_dir if args.data_dir is not None or recorded.data_dir is None else str(recorded.data_dir)
+    data_dir = args.data_dir
+    if data_dir is None and recorded.data_dir is not None:  # the run's data folder, for --texts task:<Task>
+        data_dir = str(recorded.data_dir)
     model, run_revision = args.model, None
     if model is None:
         if name.startswith("local/"):
