@@ -281,8 +281,11 @@ def _tasks(
     for item in _given(tasks):
         if isinstance(item, str):
             raise UserError(f"tasks mixes the name {item!r} with mteb objects: give names or objects, not both")
-        objects += list(item.tasks) if _is_benchmark(item) else [item]
-        benchmarks |= {task.metadata.name: item.name for task in item.tasks} if _is_benchmark(item) else {}
+        if _is_benchmark(item):
+            objects += item.tasks
+            benchmarks |= {task.metadata.name: item.name for task in item.tasks}
+        else:
+            objects.append(item)
     return "test", tuple(objects), benchmarks
 
 
