@@ -20,7 +20,6 @@ from layer_mteb.common.gpus import gpus_hidden
 from layer_mteb.common.scores import AGGREGATE_COLUMN, main_scores
 from layer_mteb.common.table import layer_columns
 from layer_mteb.evaluation.encoder import LayerEncoder
-from layer_mteb.tasks.state import TaskRandomState
 from layer_mteb.tasks.task_types import Prompter, task_type_of
 
 logger = logging.getLogger(__name__)
@@ -53,18 +52,12 @@ def evaluate_layer(encoder: LayerEncoder, task, results_cache: ResultCache | Non
 
 
 def score_encoder(
-    encoder: LayerEncoder,
-    task,
-    random_state: TaskRandomState,
-    results_cache: ResultCache | None,
-    overwrite: bool,
-    data: str,
+    encoder: LayerEncoder, task, results_cache: ResultCache | None, overwrite: bool, data: str
 ) -> list[dict]:
-    """One unit of a sweep: from the state a lone ``mteb.evaluate`` sees, the layer's score rows.
+    """One unit of a sweep: the layer's score rows (from the task's state as the caller leaves it: a lone run's).
 
     An aggregate task runs as ``mteb.evaluate`` runs one: each subtask evaluated and stored, their results combined
     and stored; the subtasks' rows (naming the aggregate, so means over tasks leave them out), then the aggregate's."""
-    random_state.restore(task)
     if not isinstance(task, AbsTaskAggregate):
         result = evaluate_layer(encoder, task, results_cache, overwrite)
         return score_rows(result.task_results[0], task=task, encoder=encoder, data=data)

@@ -66,8 +66,8 @@ def run_request(request: RunRequest) -> pd.DataFrame:
     work = task_units(request.tasks, request.split, request.data_dir, skip_unavailable=request.skip_unavailable)
     units = [(m, r, unit) for m in request.models for r in request.revision for unit in work]
     units = units if request.shard is None else units[request.shard[0] :: request.shard[1]]
-    record = _Record(request.output, request.shard)
-    in_memory = _ModelInMemory(request, config, record, units)
+    record = _Record(request)
+    in_memory = _ModelInMemory(record, config, units)
     with no_empty_folders_on_error(*record.made):  # an error before any result leaves no empty run folder
         tasks_bar = progress_bar(len(units), "tasks", "done", enabled=request.progress)
         for model_ref, model_revision, (task, data, fingerprint) in units:
@@ -82,7 +82,7 @@ def run_request(request: RunRequest) -> pd.DataFrame:
                 instructions=model.instructions,
                 settings_from=request.settings_from,
             )
-            _sweep_task(model, task, settings, record, request)
+            _sweep_task(model, task, settings, record)
             del model  # the next unit's model may be another: only ``in_memory`` holds this one, and lets it go
             tasks_bar.update()
         tasks_bar.close()
@@ -109,9 +109,8 @@ class _ModelInMemory:
     """One model in memory at a time, kept while the units are its own: two would not fit where one barely does.
     What its units share is decided once, as it loads (units come model by model)."""
 
-    request: RunRequest
-    config: EncodeConfig
     record: _Record
+    config: EncodeConfig
     units: list[tuple[Any, Any, tuple[Any, str, str]]]
     _current: tuple[object, object, _Model] | None = None
 
@@ -129,7 +128,7 @@ class _ModelInMemory:
     def _load(self, ref: LoadedModel | str, revision: str | None) -> _Model:
         """Load ``ref`` (its tokenizer made with the arguments of mteb's instructions for it), state the plan of its
         tasks, choose what goes before its texts, and check it against what the output folder holds."""
-        request, config = self.request, self.config
+        request, config = self.record.request, self.config
         # the registry entry's instructions are known by the name a results table records, before the model loads
         # with their tokenizer
         name = ref.name if isinstance(ref, LoadedModel) else recorded_name(ref)[0]
@@ -172,10 +171,10 @@ class _ModelInMemory:
 
 @dataclass
 class _Record:
-    """What a sweep has produced, written as it grows: scores after every unit, the log after every task."""
+    """What the sweep of ``request`` has produced, written as it grows: scores after every unit, the log after every
+    task."""
 
-    output: Path | None
-    shard: tuple[int, int] | None
+    request: RunRequest
     rows: list[dict] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
 
@@ -185,8 +184,9 @@ class _Record:
         return ResultCache(self.output / MTEB_FOLDER) if self.output is not None else None
 
     def __post_init__(self) -> None:
+        self.output = self.request.output
         # each write re-reads the folder under its lock and adds or replaces this run's rows; the others stay
-        self.folder = RunFolder(self.output, self.shard) if self.output is not None else None
+        self.folder = RunFolder(self.output, self.request.shard) if self.output is not None else None
         # the folders this sweep may create, known before it creates any
         self.made = [self.output / MTEB_FOLDER, topmost_missing(self.output)] if self.output is not None else []
 
@@ -208,8 +208,9 @@ class _Record:
             RunFolder(self.output).warn_stale_side_files()
 
 
-def _sweep_task(model: _Model, task, settings: RunSettings, record: _Record, request: RunRequest) -> None:
+def _sweep_task(model: _Model, task, settings: RunSettings, record: _Record) -> None:
     """One task of one model: load its data once, fill the all-layer cache once, score every layer."""
+    request = record.request
     loaded, layer_ids = model.loaded, model.layer_ids
     store = store_folder(loaded, settings, task.metadata.name) if request.vector_cache else None
     start = time.perf_counter()
@@ -236,11 +237,11 @@ def _sweep_task(model: _Model, task, settings: RunSettings, record: _Record, req
         entry["data_dir"] = str(request.data_dir.resolve())
 
     def score(layer: int) -> list[dict]:
+        random_state.restore(task)  # in a worker too: every layer starts from the task state a lone run sees
         encoder = LayerEncoder(cache, layer, settings=settings)
-        # in a worker too: every layer starts from the task state a lone run sees
-        return score_encoder(encoder, task, random_state, record.results, request.overwrite, settings.data)
+        return score_encoder(encoder, task, record.results, request.overwrite, settings.data)
 
-    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry, request)
+    evaluation = _score_layers(score, task, cache, settings, layer_ids, record, entry)
     if cache.n_truncated:
         logger.warning(
             "%s: %d texts were longer than %d tokens and were truncated",
@@ -315,17 +316,11 @@ def _with_computed(entry: dict, before: dict | None) -> dict:
 
 
 def _score_layers(
-    score: ScoreLayer,
-    task,
-    cache: LayerCache,
-    settings: RunSettings,
-    layer_ids: list[int],
-    record: _Record,
-    entry: dict,
-    request: RunRequest,
+    score: ScoreLayer, task, cache: LayerCache, settings: RunSettings, layers: list[int], record: _Record, entry: dict
 ) -> dict[str, float]:
     """Every layer of one task, rows recorded and the cache saved as they come, ``entry`` counting what was encoded,
     evaluated and reused; returns the seconds of the evaluators, of reading stored results and of the loop."""
+    request = record.request
 
     def stored(layer: int) -> bool:
         return has_stored_result(record.results, task, LayerEncoder(cache, layer, settings=settings))
@@ -335,22 +330,22 @@ def _score_layers(
             cache.save()
         entry["texts_encoded"] = len(cache) - entry["texts_loaded"]
 
-    reused = {layer: not request.overwrite and stored(layer) for layer in layer_ids}
+    reused = {layer: not request.overwrite and stored(layer) for layer in layers}
     # one length-sorted pass over every text the evaluator will encode, before mteb's first encode call
     known = texts_mteb_encodes(task, settings.prompt_for) if not all(reused.values()) else None
     if known is not None:
         cache.fill(known)
         count_encoded()
     # texts not known ahead fill the cache while the first layer is scored here; then workers find them all
-    first = [] if known is not None else layer_ids[:1]
-    rest = layer_ids[len(first) :]
+    first = [] if known is not None else layers[:1]
+    rest = layers[len(first) :]
 
     def scored():
         yield from score_layers(score, first, 1, request.verbose)
         workers = entry["eval_workers_used"] = _workers(request.eval_workers, len(rest), cache)
         yield from score_layers(score, rest, workers, request.verbose)
 
-    bar = progress_bar(len(layer_ids), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
+    bar = progress_bar(len(layers), f"task {task.metadata.name}", "layers scored", enabled=request.progress)
     start, encoding = time.perf_counter(), cache.encoding_seconds()
     spent = {"evaluators": 0.0, "results_read": 0.0}  # a reused layer's time is mteb reading its stored result
     raised: dict[int, LayerWarnings] = {}
