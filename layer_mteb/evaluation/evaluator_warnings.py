@@ -79,11 +79,12 @@ def counted(record: Mapping[str, Mapping], source: str | None = None) -> str:
     )
 
 
-def layer_ranges(layers: list[int]) -> str:
-    """``[3, 4, 5, 7]`` -> ``3-5, 7``."""
+def layer_ranges(layers: list[int], dash: str = "-") -> str:
+    """``[3, 4, 5, 7]`` -> ``3-5, 7``: runs of consecutive layers as spans, ascending, ``dash`` joining a span's
+    ends (a report's missing layers: ``0, 3–5``)."""
     # consecutive layers keep the same difference to their position in the sorted list
     runs = [[layer for _, layer in run] for _, run in groupby(enumerate(sorted(set(layers))), lambda p: p[1] - p[0])]
-    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]}{dash}{run[-1]}" for run in runs)
 
 
 def log_task_warnings(task: str, per_layer: Mapping[int, LayerWarnings], shown: bool) -> dict[str, dict]:

@@ -4,7 +4,6 @@ subset of a multi-subset task is kept; missing layers are reported (:func:`missi
 
 from __future__ import annotations
 
-from itertools import groupby
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +14,7 @@ from layer_mteb.common.config import SETTINGS, SETTINGS_COLUMNS
 from layer_mteb.common.errors import UserError
 from layer_mteb.common.run_folder import SCORES_FILE, RunFolder
 from layer_mteb.common.scores import AGGREGATE_COLUMN, SCORE_COLUMNS, tidy_scores
+from layer_mteb.evaluation.evaluator_warnings import layer_ranges
 from layer_mteb.metrics import METRIC_COLUMNS, METRICS_FILE, METRICS_TABLE, RELEASE_NORMALIZATIONS, ReleaseNormalization
 from layer_mteb.metrics.texts import task_of_label
 from layer_mteb.tasks.catalog import read_task_file, subtask_names, task_type
@@ -194,15 +194,9 @@ def describe_missing(missing: pd.DataFrame) -> list[str]:
     """One line per model naming the missing layers of each task (what a report must say, never hide)."""
     lines = []
     for model, part in missing.groupby("model", sort=False):
-        listed = "; ".join(f"{row.task}: {_ranges(row.missing)}" for row in part.itertuples())
+        listed = "; ".join(f"{row.task}: {layer_ranges(row.missing, '–')}" for row in part.itertuples())
         lines.append(f"{model}: layers missing from the results ({listed})")
     return lines
-
-
-def _ranges(layers: list[int]) -> str:
-    """``0, 3–5``: runs of consecutive layers (ascending) as spans; a consecutive run keeps ``layer − position``."""
-    spans = [[k for _, k in run] for _, run in groupby(enumerate(layers), lambda pair: pair[1] - pair[0])]
-    return ", ".join(str(span[0]) if len(span) == 1 else f"{span[0]}–{span[-1]}" for span in spans)
 
 
 def import_metrics_table(
