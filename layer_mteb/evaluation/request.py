@@ -244,8 +244,7 @@ def registry_dtype(
         return None
     dtype = entry.dtype
     if dtype == AUTO_DTYPE:  # the checkpoint's own, as transformers reads it from config.json
-        folder = Path(pipeline.folder) if pipeline is not None else Path(model).expanduser()
-        dtype = checkpoint_dtype(folder)
+        dtype = checkpoint_dtype(Path(pipeline.folder) if pipeline is not None else Path(model).expanduser())
     return {"dtype": dtype}, f"dtype {dtype} of mteb's registry entry {entry.model}"
 
 

@@ -91,11 +91,10 @@ def parse_custom(where: str, entry: Any, source: Path, split: str) -> CustomTask
     kind = entry.get("type")
     if kind not in CUSTOM_TYPES:
         raise UserError(f"{where}: custom task {name!r} needs 'type:' one of {', '.join(CUSTOM_TYPES)} (got {kind!r})")
-    files = _files(where, name, kind, entry.get("files"), source.parent, split)
     return CustomTask(
         name=name,
         type=kind,
-        files=files,
+        files=_files(where, name, kind, entry.get("files"), source.parent, split),
         columns=_columns(where, name, kind, entry.get("columns")),
         source=source,
         split=split,

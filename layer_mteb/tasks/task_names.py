@@ -42,9 +42,7 @@ def _shipped(path: Path, header: str) -> frozenset[str] | None:
         first, *names = path.read_text(encoding="utf-8").splitlines()
     except (OSError, ValueError):
         return None
-    if first != f"{header}{installed_mteb()}":
-        return None
-    return frozenset(names)
+    return frozenset(names) if first == f"{header}{installed_mteb()}" else None
 
 
 def mteb_benchmark_names() -> list[str]:
