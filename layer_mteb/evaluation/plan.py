@@ -80,8 +80,7 @@ def task_units(
     text tasks. With the hub offline, tasks without local data are one error naming them all, or with
     ``skip_unavailable`` one warning."""
     if tasks and not isinstance(tasks[0], TaskSpec):
-        given = [(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks]
-        return _text_units(given)
+        return _text_units([(task, "given", str(task.metadata.dataset.get("revision"))) for task in tasks])
     units = []
     for spec in tasks:
         origin, folder = task_data(spec, data_dir)

@@ -151,8 +151,7 @@ def _parse_entry(where: str, category: str, entry: Any) -> TaskSpec:
         entry = {"name": entry}
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
         raise UserError(f"{where}: every task under {category!r} needs a 'name:' (got {entry!r})")
-    unknown = set(entry) - {"name", "subsets", "fast", "local"}
-    if unknown:
+    if unknown := set(entry) - {"name", "subsets", "fast", "local"}:
         raise UserError(f"{where}: task {entry['name']!r} has unknown keys {sorted(unknown)}")
     local = dict(entry.get("local") or {})
     partial = local.pop("partial", None)

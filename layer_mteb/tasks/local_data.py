@@ -35,9 +35,7 @@ def read_local_dataset(task, folder: Path, spec: TaskSpec | None = None):
     if kind.fits_on_train:
         labels_to_ids(shaped)
     dataset = DatasetDict({split: Dataset.from_dict(columns) for split, columns in shaped.items()})
-    if task.metadata.is_multilingual:
-        return {subset: dataset for subset in task.hf_subsets}
-    return dataset
+    return {subset: dataset for subset in task.hf_subsets} if task.metadata.is_multilingual else dataset
 
 
 def _read_split(folder: Path, split: str, spec: TaskSpec) -> list[dict[str, Any]]:
@@ -65,9 +63,7 @@ def _shape(kind: TaskType, one_row: bool, rows: list[dict[str, Any]], folder: Pa
     if missing:
         raise UserError(f"{folder}/{split}: missing column(s) {sorted(missing)}; have {sorted(rows[0])}")
     columns = {target: [row[source] for row in rows] for source, target in kind.columns.values()}
-    if one_row:
-        return {target: [values] for target, values in columns.items()}
-    return columns
+    return {target: [values] for target, values in columns.items()} if one_row else columns
 
 
 def labels_to_ids(splits: dict[str, dict[str, list]]) -> None:

@@ -85,8 +85,7 @@ def parse_custom(where: str, entry: Any, source: Path, split: str) -> CustomTask
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
         raise UserError(f"{where}: every custom task needs a 'name:' (got {entry!r})")
     name = entry["name"]
-    unknown = set(entry) - KEYS
-    if unknown:
+    if unknown := set(entry) - KEYS:
         raise UserError(f"{where}: custom task {name!r} has unknown keys {sorted(unknown)}; known: {sorted(KEYS)}")
     kind = entry.get("type")
     if kind not in CUSTOM_TYPES:
